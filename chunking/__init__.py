@@ -1,0 +1,9 @@
+"""chunkyard's pure core: documents, units, strategies, findings, config, datasets, review ledger.
+
+Never imports Prefect or Qt.
+"""
+
+from chunking.api import Chunk, ChunkedDocument, chunk_document, split_document
+from chunking.config import Config, load_config
+
+__all__ = ["Chunk", "ChunkedDocument", "Config", "chunk_document", "load_config", "split_document"]

@@ -1,0 +1,142 @@
+"""The one chunking entry point: text and settings in, exact chunks out.
+
+``chunk_document`` serves ``chunkyard preview``, the batch flow, the reviewer and users' scripts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chunking.config import ChunkerBase, parse_settings
+from chunking.findings import check_spans
+from chunking.packer import Packer
+from chunking.strategies import Layout, get_strategy
+from chunking.units import get_tokenizer, make_meter
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk: ``text == document_text[start:end]`` (code points, half-open)."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+    embed_text: str
+    section_path: tuple[str, ...]
+    size: int  # in the settings' unit
+    n_chars: int
+    n_tokens: int
+    strategy: str
+    findings: tuple[str, ...] = ()
+    label: str = ""  # e.g. the language of the code block the chunk starts in
+
+
+@dataclass
+class ChunkedDocument:
+    """Chunks of one document plus what the strategy learned about it."""
+
+    chunks: list[Chunk]
+    strategy: str
+    title: str = ""
+    exclusions: list[tuple[int, int, str]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def chunk_document(
+    text: str,
+    settings: ChunkerBase | Mapping[str, Any],
+    path: str | None = None,
+    *,
+    base_dir: Path | None = None,
+) -> list[Chunk]:
+    """Split ``text`` into chunks as ``settings`` say (a settings model or a plain mapping)."""
+    return split_document(text, settings, path, base_dir=base_dir).chunks
+
+
+def split_document(
+    text: str,
+    settings: ChunkerBase | Mapping[str, Any],
+    path: str | None = None,
+    *,
+    base_dir: Path | None = None,
+    title: str | None = None,
+) -> ChunkedDocument:
+    """Like ``chunk_document``, also returning the title, exclusions and metadata found."""
+    settings = parse_settings(settings)
+    layout = get_strategy(settings.strategy)(text, settings, path)
+    meter = make_meter(text, settings.unit, settings.tokenizer, base_dir)
+    spans = Packer(text, layout.plan, meter, settings.max_size, settings.overlap, settings.min_size).spans()
+    findings = check_spans(text, spans, layout, settings.min_size)
+    token_counter = meter if settings.unit == "tokens" else None
+    tokenizer = None if token_counter else get_tokenizer(
+        settings.tokenizer if settings.tokenizer and not settings.tokenizer.endswith(".json") else "cl100k_base"
+    )
+    doc_title = title if title is not None else layout.title
+    chunks = []
+    for index, span in enumerate(spans):
+        chunk_text = text[span.start : span.end]
+        section_path = layout.section_path(span.start)
+        n_tokens = span.size if token_counter else tokenizer.count(chunk_text)
+        chunks.append(
+            Chunk(
+                index=index,
+                start=span.start,
+                end=span.end,
+                text=chunk_text,
+                embed_text=build_embed_text(chunk_text, span.start, settings, doc_title, section_path, layout),
+                section_path=section_path,
+                size=span.size,
+                n_chars=span.end - span.start,
+                n_tokens=n_tokens,
+                strategy=layout.strategy,
+                findings=tuple(findings[index]),
+                label=_label_at(layout, span.start),
+            )
+        )
+    return ChunkedDocument(chunks, layout.strategy, doc_title, layout.exclusions, layout.metadata)
+
+
+def build_embed_text(
+    chunk_text: str,
+    start: int,
+    settings: ChunkerBase,
+    title: str,
+    section_path: tuple[str, ...],
+    layout: Layout,
+) -> str:
+    """What goes to the embedder: title, heading breadcrumb, the context of a split group, the text.
+
+    The one place ``embed_text`` is built. A piece of a procedure or table that began in an earlier
+    chunk repeats its lead-in sentence or header row, so "step 4" is never retrieved alone.
+    """
+    lines: list[str] = []
+    context = settings.context
+    path = list(section_path) if context.headings else []
+    if context.title and title and not (path and path[0].strip().lower() == title.strip().lower()):
+        lines.append(title)
+    if path:
+        lines.append(" > ".join(path))
+    for group in layout.groups_around(start):
+        if group.context:
+            lines.append(group.context)
+    if not lines:
+        return chunk_text
+    return "\n".join(lines) + "\n\n" + chunk_text
+
+
+def _label_at(layout: Layout, start: int) -> str:
+    for group in layout.plan.groups:
+        if group.kind == "code" and group.start <= start < group.end:
+            return group.label
+    return ""
+
+
+def chunk_id(doc_id: str, start: int, end: int, config_hash: str) -> str:
+    """Stable id of a chunk: a hash of the document id, the span and the config hash."""
+    digest = hashlib.sha256(f"{doc_id}\x00{start}\x00{end}\x00{config_hash}".encode()).hexdigest()
+    return digest[:24]

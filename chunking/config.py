@@ -1,0 +1,449 @@
+"""Config models: YAML in, validated pydantic models out, every error located by file, line and field.
+
+The chunker settings are a discriminated union on ``strategy``; per-path ``rules`` override the
+defaults (first match wins) and are validated at load time as complete settings. The *config hash*
+covers everything that changes chunk output: the resolved chunker settings of the defaults and of
+every rule, the content of a tokenizer file, and the chunking algorithm version.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from chunking.errors import ConfigError, ConfigIssue
+
+# Bump when a change to the chunking code changes output for the same settings: it is part of the
+# config hash, so datasets made by older code are never mistaken for current ones.
+ALGORITHM_VERSION = "1"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ContextSettings(_Strict):
+    """What goes into ``embed_text`` ahead of the chunk text."""
+
+    title: bool = True
+    headings: bool = True
+
+
+class ChunkerBase(_Strict):
+    unit: Literal["chars", "words", "tokens"] = "tokens"
+    tokenizer: str = "cl100k_base"
+    max_size: int = Field(512, gt=0)
+    overlap: int = Field(0, ge=0)
+    min_size: int = Field(0, ge=0)
+    context: ContextSettings = ContextSettings()
+    front_matter: Literal["exclude", "keep"] = "exclude"
+
+    @model_validator(mode="after")
+    def _sizes_fit(self) -> ChunkerBase:
+        if self.overlap >= self.max_size:
+            raise ValueError(
+                f"overlap: must be smaller than max_size (got {self.overlap} ≥ {self.max_size})"
+            )
+        if self.min_size >= self.max_size:
+            raise ValueError(
+                f"min_size: must be smaller than max_size (got {self.min_size} ≥ {self.max_size})"
+            )
+        return self
+
+
+class FixedSettings(ChunkerBase):
+    """Windows of exactly ``max_size`` units, cut only between graphemes."""
+
+    strategy: Literal["fixed"] = "fixed"
+
+
+class SentenceSettings(ChunkerBase):
+    """Whole sentences packed up to the budget; overlap in whole sentences."""
+
+    strategy: Literal["sentence"] = "sentence"
+
+
+class RecursiveSettings(ChunkerBase):
+    """Separator hierarchy: blank lines, lines, sentences, words, graphemes."""
+
+    strategy: Literal["recursive"] = "recursive"
+
+
+class MarkdownSettings(ChunkerBase):
+    """Section-aware: headings open chunks; lists, tables and code kept whole when they fit."""
+
+    strategy: Literal["markdown"] = "markdown"
+
+
+class AutoSettings(ChunkerBase):
+    """Picks markdown, html or recursive by the file's type."""
+
+    strategy: Literal["auto"] = "auto"
+
+
+ChunkerSettings = Annotated[
+    FixedSettings | SentenceSettings | RecursiveSettings | MarkdownSettings | AutoSettings,
+    Field(discriminator="strategy"),
+]
+_settings_adapter: TypeAdapter[Any] = TypeAdapter(ChunkerSettings)
+
+STRATEGY_NAMES = ("fixed", "sentence", "recursive", "markdown", "auto")
+
+
+def parse_settings(raw: Mapping[str, Any] | ChunkerBase) -> ChunkerBase:
+    """Validate a plain mapping of chunker settings (strategy defaults to ``auto``)."""
+    if isinstance(raw, ChunkerBase):
+        return raw
+    data = dict(raw)
+    data.setdefault("strategy", "auto")
+    return _settings_adapter.validate_python(data)
+
+
+class SourceConfig(_Strict):
+    path: str
+    include: list[str] = ["**/*"]
+    exclude: list[str] = []
+
+
+class OutputConfig(_Strict):
+    path: str = "./datasets"
+
+
+class RuleConfig(_Strict):
+    match: str | list[str]
+    chunker: dict[str, Any]
+
+    @property
+    def patterns(self) -> list[str]:
+        return [self.match] if isinstance(self.match, str) else list(self.match)
+
+
+class ScheduleConfig(_Strict):
+    cron: str
+    timezone: str = "UTC"
+
+
+class ConfigModel(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    version: int = Field(gt=0)
+    source: SourceConfig
+    output: OutputConfig = OutputConfig()
+    chunker: dict[str, Any] = {}
+    rules: list[RuleConfig] = []
+    schedule: ScheduleConfig | None = None
+    reviewer: str | None = None
+
+
+@dataclass
+class Config:
+    """A loaded, validated config with its paths resolved against the config file's folder."""
+
+    model: ConfigModel
+    path: Path | None
+    text: str
+    chunker: ChunkerBase
+    rule_settings: list[tuple[list[str], ChunkerBase]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def version(self) -> int:
+        return self.model.version
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent if self.path else Path.cwd()
+
+    @property
+    def source_dir(self) -> Path:
+        return (self.base_dir / self.model.source.path).resolve()
+
+    @property
+    def output_dir(self) -> Path:
+        return (self.base_dir / self.model.output.path).resolve()
+
+    def settings_for(self, doc_id: str) -> ChunkerBase:
+        """The chunker settings for a document: the first matching rule's, else the defaults."""
+        for patterns, settings in self.rule_settings:
+            if any(glob_match(pattern, doc_id) for pattern in patterns):
+                return settings
+        return self.chunker
+
+    @cached_property
+    def hash(self) -> str:
+        return config_hash(self)
+
+    def is_included(self, doc_id: str) -> bool:
+        source = self.model.source
+        return any(glob_match(p, doc_id) for p in source.include) and not any(
+            glob_match(p, doc_id) for p in source.exclude
+        )
+
+
+def config_hash(config: Config) -> str:
+    """Hash of everything that changes chunk output (not name, paths, schedule or reviewer)."""
+
+    def describe(settings: ChunkerBase) -> dict[str, Any]:
+        data = settings.model_dump(mode="json")
+        if settings.unit == "tokens" and settings.tokenizer.endswith(".json"):
+            tokenizer_path = resolve_tokenizer_path(settings.tokenizer, config.base_dir)
+            data["tokenizer"] = "sha256:" + hashlib.sha256(tokenizer_path.read_bytes()).hexdigest()
+        return data
+
+    payload = {
+        "algorithm": ALGORITHM_VERSION,
+        "chunker": describe(config.chunker),
+        "rules": [{"match": patterns, "chunker": describe(s)} for patterns, s in config.rule_settings],
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def resolve_tokenizer_path(name: str, base_dir: Path) -> Path:
+    path = Path(name).expanduser()
+    return path if path.is_absolute() else (base_dir / path).resolve()
+
+
+# ---------------------------------------------------------------------------------------------
+# Globs with ``**``
+
+
+_glob_cache: dict[str, re.Pattern[str]] = {}
+
+
+def glob_match(pattern: str, path: str) -> bool:
+    """Match a POSIX relative path against a glob where ``**`` spans folders and ``*`` does not."""
+    compiled = _glob_cache.get(pattern)
+    if compiled is None:
+        compiled = _glob_cache[pattern] = re.compile(_glob_to_regex(pattern))
+    return compiled.fullmatch(path) is not None
+
+
+def _glob_to_regex(pattern: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[":
+            close = pattern.find("]", i + 1)
+            if close == -1:
+                out.append(re.escape("["))
+                i += 1
+            else:
+                body = pattern[i + 1 : close].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = close + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading with line numbers
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML config file; raise ConfigError naming file, line and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ConfigError([ConfigIssue(str(path), None, "", "no such config file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([ConfigIssue(str(path), None, "", f"cannot read config: {exc}")]) from None
+    return load_config_text(text, path)
+
+
+def load_config_text(text: str, path: Path | None = None) -> Config:
+    label = str(path) if path else "<config>"
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError([ConfigIssue(label, line, "", f"invalid YAML: {problem}")]) from None
+    if node is None:
+        raise ConfigError([ConfigIssue(label, 1, "", "the config is empty")])
+    lines: dict[tuple[Any, ...], int] = {}
+    issues: list[ConfigIssue] = []
+    _index_lines(node, (), lines, issues, label)
+    try:
+        data = yaml.load(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:  # constructor errors (bad tags, ...)
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(
+            [ConfigIssue(label, mark.line + 1 if mark else None, "", f"invalid YAML: {exc}")]
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError([ConfigIssue(label, 1, "", "the config must be a mapping of keys to values")])
+    if issues:
+        raise ConfigError(issues)
+
+    try:
+        model = ConfigModel.model_validate(data)
+    except ValidationError as exc:
+        issues.extend(_issues_from_validation(exc, (), lines, label))
+        model = None
+
+    raw_chunker = data.get("chunker") if isinstance(data.get("chunker"), dict) else {}
+    chunker = _validate_settings(raw_chunker, ("chunker",), lines, label, issues)
+    rule_settings: list[tuple[list[str], ChunkerBase]] = []
+    raw_rules = data.get("rules") if isinstance(data.get("rules"), list) else []
+    for index, rule in enumerate(raw_rules):
+        if not isinstance(rule, dict) or not isinstance(rule.get("chunker"), dict):
+            continue  # already reported by the model validation
+        merged = _deep_merge(raw_chunker, rule["chunker"])
+        settings = _validate_settings(merged, ("rules", index, "chunker"), lines, label, issues)
+        match = rule.get("match")
+        patterns = [match] if isinstance(match, str) else [p for p in (match or []) if isinstance(p, str)]
+        if settings is not None:
+            rule_settings.append((patterns, settings))
+
+    if model is not None and chunker is not None:
+        base_dir = path.parent if path else Path.cwd()
+        for where, settings in [(("chunker",), chunker)] + [
+            (("rules", i, "chunker"), s) for i, (_, s) in enumerate(rule_settings)
+        ]:
+            if settings.unit == "tokens":
+                problem = tokenizer_problem(settings.tokenizer, base_dir)
+                if problem:
+                    loc = where + ("tokenizer",)
+                    issues.append(ConfigIssue(label, _line_for(loc, lines), _dotted(loc), problem))
+    if issues:
+        raise ConfigError(_dedupe(issues))
+    assert model is not None and chunker is not None
+    return Config(model=model, path=path.resolve() if path else None, text=text, chunker=chunker,
+                  rule_settings=rule_settings)
+
+
+def tokenizer_problem(name: str, base_dir: Path) -> str | None:
+    """Why a tokenizer name cannot be used offline, or None when it can."""
+    from chunking.units import KNOWN_ENCODINGS
+
+    if name.endswith(".json"):
+        path = resolve_tokenizer_path(name, base_dir)
+        if not path.is_file():
+            return f"tokenizer file not found: {path}"
+        return None
+    if name not in KNOWN_ENCODINGS:
+        known = ", ".join(sorted(KNOWN_ENCODINGS))
+        return f"unknown tokenizer {name!r} (use one of: {known}, or a path to a tokenizer.json)"
+    return None
+
+
+def _validate_settings(
+    raw: dict[str, Any],
+    where: tuple[Any, ...],
+    lines: dict[tuple[Any, ...], int],
+    label: str,
+    issues: list[ConfigIssue],
+) -> ChunkerBase | None:
+    try:
+        return parse_settings(raw)
+    except ValidationError as exc:
+        issues.extend(_issues_from_validation(exc, where, lines, label))
+        return None
+
+
+def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _index_lines(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int],
+                 issues: list[ConfigIssue], label: str) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                issues.append(ConfigIssue(label, key_node.start_mark.line + 1, _dotted(path + (key,)),
+                                          "duplicate key"))
+            seen.add(key)
+            lines[path + (key,)] = key_node.start_mark.line + 1
+            _index_lines(value_node, path + (key,), lines, issues, label)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            lines[path + (index,)] = item.start_mark.line + 1
+            _index_lines(item, path + (index,), lines, issues, label)
+
+
+def _issues_from_validation(exc: ValidationError, where: tuple[Any, ...],
+                            lines: dict[tuple[Any, ...], int], label: str) -> list[ConfigIssue]:
+    issues = []
+    for error in exc.errors():
+        loc = tuple(part for part in error["loc"] if part not in STRATEGY_NAMES or part == "strategy")
+        # The union's tag appears in the location; drop it unless it is a real key.
+        loc = where + loc
+        message = error["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+            field_name, sep, rest = message.partition(": ")
+            if sep and field_name.isidentifier():
+                loc, message = loc + (field_name,), rest
+        elif error["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif error["type"] == "union_tag_invalid":
+            message = f"unknown strategy {error['input'].get('strategy')!r} (use one of: " + ", ".join(
+                s for s in STRATEGY_NAMES) + ")"
+            loc = loc + ("strategy",)
+        elif error["type"] == "missing":
+            message = "required key is missing"
+        issues.append(ConfigIssue(label, _line_for(loc, lines), _dotted(loc), message))
+    return issues
+
+
+def _line_for(loc: tuple[Any, ...], lines: dict[tuple[Any, ...], int]) -> int | None:
+    for cut in range(len(loc), -1, -1):
+        if loc[:cut] in lines:
+            return lines[loc[:cut]]
+    return None
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _dedupe(issues: list[ConfigIssue]) -> list[ConfigIssue]:
+    seen, out = set(), []
+    for issue in issues:
+        if issue not in seen:
+            seen.add(issue)
+            out.append(issue)
+    return out

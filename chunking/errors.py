@@ -1,0 +1,39 @@
+"""Errors chunkyard raises for people: each says what was wrong, where, and what to do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ChunkyardError(Exception):
+    """Base class: an error whose message is fit to show a user as one line."""
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem found in a config file, located by file, line and dotted field."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class ConfigError(ChunkyardError):
+    """A config that cannot be used; carries every issue found, not just the first."""
+
+    def __init__(self, issues: list[ConfigIssue]):
+        self.issues = issues
+        super().__init__("\n".join(str(issue) for issue in issues))
+
+
+class TokenizerError(ChunkyardError):
+    """A tokenizer that is unknown or cannot be loaded offline."""
+
+
+class DatasetError(ChunkyardError):
+    """A dataset path that holds no snapshot, or a snapshot that cannot be read."""

@@ -1,0 +1,138 @@
+"""Boundary findings: a pure checker that says what is suspicious about each chunk.
+
+The codes are stored in the ``findings`` column and counted in the manifest; ``FINDINGS`` gives
+each one's meaning and the config change that fixes it. The reviewer puts them in front of people.
+"""
+
+from __future__ import annotations
+
+import regex
+
+from chunking.packer import Span
+
+FINDINGS: dict[str, tuple[str, str]] = {
+    "over_budget": (
+        "The chunk is larger than max_size because no boundary fits inside the budget.",
+        "Raise max_size, or use a finer unit; the chunk keeps the text whole rather than drop it.",
+    ),
+    "mid_sentence_start": (
+        "The chunk starts in the middle of a sentence.",
+        "Raise max_size or overlap, or use the sentence/markdown strategy.",
+    ),
+    "mid_sentence_end": (
+        "The chunk ends in the middle of a sentence.",
+        "Raise max_size, or use the sentence/markdown strategy.",
+    ),
+    "split_procedure": (
+        "A numbered procedure is cut between this chunk and the next.",
+        "Raise max_size so the procedure fits, or rely on the lead-in carried in embed_text.",
+    ),
+    "split_list": (
+        "A bullet list is cut between this chunk and the next.",
+        "Raise max_size so the list fits.",
+    ),
+    "split_table": (
+        "A table is cut between this chunk and the next (its header is repeated in embed_text).",
+        "Raise max_size so the table fits.",
+    ),
+    "split_code": (
+        "A code block is cut between this chunk and the next.",
+        "Raise max_size for code files, e.g. with a rule matching them.",
+    ),
+    "heading_at_end": (
+        "The chunk ends with a heading whose content is in the next chunk.",
+        "Use the markdown strategy, which opens chunks with headings.",
+    ),
+    "undersized": (
+        "The chunk is smaller than min_size.",
+        "Lower min_size, or raise it on purpose to merge small sections.",
+    ),
+    "high_overlap": (
+        "More than half of the chunk repeats the previous chunk.",
+        "Lower overlap relative to max_size.",
+    ),
+}
+
+_SENTENCE_END = regex.compile(r"[.!?…。！？:;]['\"”’)\]]*$|^\s*$")
+_ATX_LINE = regex.compile(r"(?m)^ {0,3}#{1,6}(?:[ \t]|$)[^\n]*\Z")
+
+_GROUP_CODES = {"procedure": "split_procedure", "list": "split_list", "table": "split_table", "code": "split_code"}
+
+
+def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[list[str]]:
+    """Finding codes for each span, in order. ``layout`` is a ``chunking.strategies.Layout``."""
+    results: list[list[str]] = [[] for _ in spans]
+    plan = layout.plan
+    split_groups = [g for g in plan.groups if g.kind in _GROUP_CODES]
+    for index, span in enumerate(spans):
+        codes = results[index]
+        if span.over_budget:
+            codes.append("over_budget")
+        is_last = index == len(spans) - 1
+        if index > 0 and not _clean_start(text, span.start, plan.start):
+            codes.append("mid_sentence_start")
+        if not is_last and not _clean_end(text, span.end):
+            codes.append("mid_sentence_end")
+        if not is_last:
+            for group in split_groups:
+                if group.body_start < span.end < group.end and text[span.end : group.end].strip():
+                    whole = any(o.start <= group.start and o.end >= _content_end(text, group.end) for o in spans)
+                    code = _GROUP_CODES[group.kind]
+                    if not whole and code not in codes:
+                        codes.append(code)
+            if _ends_with_heading(text, span, layout):
+                codes.append("heading_at_end")
+        if min_size and span.size < min_size and len(spans) > 1:
+            codes.append("undersized")
+        if index > 0:
+            previous = spans[index - 1]
+            shared = previous.end - span.start
+            if shared > 0 and shared * 2 > span.end - span.start:
+                codes.append("high_overlap")
+    return results
+
+
+def _content_end(text: str, end: int) -> int:
+    while end > 0 and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+def _clean_start(text: str, start: int, doc_start: int) -> bool:
+    pos = start
+    while pos > doc_start and text[pos - 1].isspace():
+        if text[pos - 1] == "\n":
+            return True
+        pos -= 1
+    if pos <= doc_start:
+        return True
+    return _SENTENCE_END.search(text[max(doc_start, pos - 4) : pos]) is not None
+
+
+def _clean_end(text: str, end: int) -> bool:
+    if _SENTENCE_END.search(text[max(0, end - 4) : end]):
+        return True
+    newline = text.find("\n", end, end + 200)
+    return newline != -1 and not text[end:newline].strip()
+
+
+def _ends_with_heading(text: str, span: Span, layout) -> bool:
+    starts = layout.heading_starts
+    if starts:
+        import bisect
+
+        i = bisect.bisect_right(starts, span.end) - 1
+        if i >= 0 and span.start < starts[i] < span.end:
+            # The heading's line runs to the chunk end: nothing after it in this chunk.
+            line_end = text.find("\n", starts[i], span.end)
+            rest = "" if line_end == -1 else text[line_end : span.end]
+            underline = rest.strip()
+            return not underline or set(underline) <= set("=-")
+        return False
+    tail = text[max(span.start, span.end - 300) : span.end]
+    return _ATX_LINE.search(tail) is not None and span.end - span.start > len(tail.rsplit("\n", 1)[-1])
+
+
+def explain(code: str) -> str:
+    meaning, fix = FINDINGS.get(code, ("Unknown finding.", ""))
+    return f"{meaning} {fix}".strip()

@@ -1,0 +1,299 @@
+"""A line scanner for Markdown structure: front matter, headings, lists, tables, fenced code.
+
+It does not render Markdown; it finds where blocks begin and end, so the packer knows which
+boundaries are good (before a heading, between blocks, between list items or table rows) and which
+spans should stay whole (a procedure with its lead-in sentence, a table, a code block, a section).
+One pass over the lines; no recursion, no backtracking, so hostile input stays linear.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+import regex
+import yaml
+
+from chunking.packer import Group
+
+_ATX = regex.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*\r?$")
+_SETEXT = regex.compile(r" {0,3}(=+|-+)[ \t]*\r?$")
+_FENCE = regex.compile(r"( {0,3})(`{3,}|~{3,})[ \t]*([^`\s]*)[^`]*?\r?$")
+_TABLE_DELIM = regex.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*\r?$")
+_LIST_ITEM = regex.compile(r"([ \t]*)(?:([-*+])|(\d{1,9})[.)]|(?i:step)[ \t]+(\d{1,9})[:.)])(?:[ \t]+|\r?$)")
+_HR = regex.compile(r" {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})\r?$")
+_BLANK = regex.compile(r"[ \t]*\r?$")
+
+# Boundary scores (see chunking.packer for the scale).
+HEADING_BASE = 97  # h1 = 96 ... h6 = 91: all forced
+BLOCK = 60
+LIST_ITEM_TOP = 40
+CODE_BLANK = 35
+LIST_ITEM_NESTED = 32
+TABLE_ROW = 30
+LEAD_IN = 25
+CODE_LINE = 22
+PARAGRAPH_LINE = 15
+LIST_CONTINUATION = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Heading:
+    start: int
+    end: int  # end of the heading line(s)
+    level: int
+    title: str
+
+
+@dataclass
+class Structure:
+    """What the scanner found in one Markdown document."""
+
+    headings: list[Heading] = field(default_factory=list)
+    paths: list[tuple[str, ...]] = field(default_factory=list)  # breadcrumb at each heading
+    positions: list[int] = field(default_factory=list)
+    scores: list[int] = field(default_factory=list)
+    groups: list[Group] = field(default_factory=list)
+    front_matter: tuple[int, int] | None = None
+    metadata: dict = field(default_factory=dict)
+
+    def section_path(self, pos: int) -> tuple[str, ...]:
+        """The heading breadcrumb in force at ``pos`` (a heading starting at ``pos`` counts)."""
+        i = bisect.bisect_right([h.start for h in self.headings], pos) - 1
+        return self.paths[i] if i >= 0 else ()
+
+    @property
+    def title(self) -> str:
+        title = self.metadata.get("title")
+        if isinstance(title, str) and title.strip():
+            return title.strip()
+        for heading in self.headings:
+            if heading.level == 1:
+                return heading.title
+        return ""
+
+
+@dataclass
+class _Line:
+    start: int
+    end: int  # without the newline
+    next: int  # start of the next line
+    text: str
+
+
+def _lines(text: str, start: int, end: int) -> list[_Line]:
+    out = []
+    pos = start
+    while pos < end:
+        newline = text.find("\n", pos, end)
+        stop = end if newline == -1 else newline
+        nxt = end if newline == -1 else newline + 1
+        out.append(_Line(pos, stop, nxt, text[pos:stop]))
+        pos = nxt
+    return out
+
+
+def front_matter_span(text: str) -> tuple[int, int, dict] | None:
+    """YAML front matter (``---`` ... ``---``) at the very start: its span and parsed mapping."""
+    offset = 1 if text.startswith("\ufeff") else 0
+    if not (text.startswith("---\n", offset) or text.startswith("---\r\n", offset)):
+        return None
+    pos = text.find("\n", offset) + 1
+    while pos < len(text):
+        newline = text.find("\n", pos)
+        line_end = len(text) if newline == -1 else newline
+        line = text[pos:line_end].rstrip("\r")
+        if line in ("---", "..."):
+            end = len(text) if newline == -1 else newline + 1
+            try:
+                data = yaml.safe_load(text[text.find("\n", offset) + 1 : pos])
+            except yaml.YAMLError:
+                data = None
+            return offset, end, data if isinstance(data, dict) else {}
+        if newline == -1:
+            break
+        pos = newline + 1
+    return None
+
+
+def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_matter: bool = True) -> Structure:
+    """Scan ``text[start:end]`` for Markdown structure."""
+    end = len(text) if end is None else end
+    structure = Structure()
+    fm = front_matter_span(text) if start == 0 else None
+    if fm is not None:
+        fm_start, fm_end, metadata = fm
+        structure.metadata = {k: v for k, v in metadata.items() if isinstance(k, str)}
+        if exclude_front_matter:
+            structure.front_matter = (fm_start, fm_end)
+            start = fm_end
+    lines = _lines(text, start, end)
+    boundaries: dict[int, int] = {}
+
+    def mark(pos: int, score: int) -> None:
+        if start < pos < end:
+            boundaries[pos] = max(boundaries.get(pos, 0), score)
+
+    stack: list[Heading] = []
+    # Open blocks, tracked to build groups when they close.
+    i = 0
+    n = len(lines)
+    last_block_end_line = -1  # index of the last line of the previous block
+    prev_para: tuple[int, int] | None = None  # (start offset, line index) of the preceding paragraph
+    prev_para_lead_in = False
+
+    def add_heading(first: _Line, last: _Line, level: int, title: str) -> None:
+        heading = Heading(first.start, last.end, level, title.strip())
+        while stack and stack[-1].level >= level:
+            stack.pop()
+        stack.append(heading)
+        structure.headings.append(heading)
+        structure.paths.append(tuple(h.title for h in stack))
+        mark(first.start, HEADING_BASE - level)
+
+    def lead_in_start(block_start: int) -> int:
+        if prev_para is not None and prev_para_lead_in and last_block_end_line == prev_para[1]:
+            mark(block_start, LEAD_IN)
+            boundaries[block_start] = LEAD_IN
+            return prev_para[0]
+        mark(block_start, BLOCK)
+        return block_start
+
+    while i < n:
+        line = lines[i]
+        if _BLANK.match(line.text):
+            i += 1
+            continue
+        fence = _FENCE.match(line.text)
+        atx = _ATX.match(line.text)
+        if atx and not fence:
+            add_heading(line, line, len(atx.group(1)), atx.group(2) or "")
+            last_block_end_line, prev_para = i, None
+            i += 1
+            continue
+        if fence:
+            marker, language = fence.group(2), fence.group(3)
+            anchor = lead_in_start(line.start)
+            j = i + 1
+            while j < n:
+                closing = lines[j].text.strip()
+                if closing.startswith(marker[0] * len(marker)) and not closing.strip(marker[0]):
+                    break
+                j += 1
+            last = min(j, n - 1)
+            for k in range(i + 2, last + (0 if j < n else 1)):
+                blank_before = _BLANK.match(lines[k - 1].text) is not None
+                mark(lines[k].start, CODE_BLANK if blank_before else CODE_LINE)
+            structure.groups.append(
+                Group("code", anchor, lines[last].end, line.start, context=_lead_text(text, anchor, line.start),
+                      label=language)
+            )
+            last_block_end_line, prev_para = last, None
+            i = last + 1
+            continue
+        if i + 1 < n and "|" in line.text and _TABLE_DELIM.match(lines[i + 1].text):
+            anchor = lead_in_start(line.start)
+            j = i + 2
+            while j < n and not _BLANK.match(lines[j].text) and "|" in lines[j].text:
+                if j > i + 2:
+                    mark(lines[j].start, TABLE_ROW)
+                j += 1
+            header = text[line.start : lines[i + 1].end]
+            structure.groups.append(
+                Group("table", anchor, lines[j - 1].end, line.start, context=_join_context(
+                    _lead_text(text, anchor, line.start), header))
+            )
+            last_block_end_line, prev_para = j - 1, None
+            i = j
+            continue
+        item = _LIST_ITEM.match(line.text)
+        if item and not (item.group(2) and _HR.match(line.text)):
+            anchor = lead_in_start(line.start)
+            base_indent = len(item.group(1).expandtabs(4))
+            ordered = item.group(2) is None
+            j = i + 1
+            last = i
+            while j < n:
+                candidate = lines[j]
+                if _BLANK.match(candidate.text):
+                    j += 1
+                    continue
+                sub = _LIST_ITEM.match(candidate.text)
+                indent = len(candidate.text) - len(candidate.text.lstrip(" \t"))
+                if sub and not (sub.group(2) and _HR.match(candidate.text)):
+                    sub_indent = len(sub.group(1).expandtabs(4))
+                    if sub_indent < base_indent:
+                        break
+                    mark(candidate.start, LIST_ITEM_TOP if sub_indent <= base_indent + 1 else LIST_ITEM_NESTED)
+                elif indent > base_indent or (j == last + 1 and not _ATX.match(candidate.text)
+                                              and not _FENCE.match(candidate.text)):
+                    # Continuation: indented, or a lazy line right after the item's text.
+                    blank_before = _BLANK.match(lines[j - 1].text) is not None
+                    mark(candidate.start, CODE_LINE if blank_before else LIST_CONTINUATION)
+                else:
+                    break
+                last = j
+                j += 1
+            kind = "procedure" if ordered else "list"
+            structure.groups.append(
+                Group(kind, anchor, lines[last].end, line.start, context=_lead_text(text, anchor, line.start))
+            )
+            last_block_end_line, prev_para = last, None
+            i = last + 1
+            continue
+        if _HR.match(line.text):
+            mark(line.start, BLOCK)
+            last_block_end_line, prev_para = i, None
+            i += 1
+            continue
+        # Paragraph: runs until a blank line or a line that starts another block.
+        j = i + 1
+        setext_level = 0
+        while j < n:
+            following = lines[j].text
+            if _BLANK.match(following):
+                break
+            setext = _SETEXT.match(following)
+            if setext and j == i + 1 and not _LIST_ITEM.match(line.text):
+                setext_level = 1 if setext.group(1)[0] == "=" else 2
+                break
+            if (_ATX.match(following) or _FENCE.match(following) or _HR.match(following)
+                    or (_LIST_ITEM.match(following) and not _LIST_ITEM.match(following).group(1))):
+                break
+            j += 1
+        if setext_level:
+            add_heading(line, lines[i + 1], setext_level, line.text)
+            last_block_end_line, prev_para = i + 1, None
+            i += 2
+            continue
+        mark(line.start, BLOCK)
+        for k in range(i + 1, j):
+            mark(lines[k].start, PARAGRAPH_LINE)
+        para_text = text[line.start : lines[j - 1].end].rstrip()
+        prev_para, prev_para_lead_in = (line.start, j - 1), para_text.endswith(":")
+        last_block_end_line = j - 1
+        i = j
+
+    # Sections: from each heading to the next heading of the same or a higher level.
+    headings = structure.headings
+    for index, heading in enumerate(headings):
+        section_end = end
+        for later in headings[index + 1 :]:
+            if later.level <= heading.level:
+                section_end = later.start
+                break
+        structure.groups.append(Group("section", heading.start, section_end, heading.end,
+                                      context=heading.title))
+    structure.groups.sort(key=lambda g: (g.start, -g.end))
+    ordered_positions = sorted(boundaries)
+    structure.positions = ordered_positions
+    structure.scores = [boundaries[p] for p in ordered_positions]
+    return structure
+
+
+def _lead_text(text: str, anchor: int, body_start: int) -> str:
+    return " ".join(text[anchor:body_start].split()) if anchor < body_start else ""
+
+
+def _join_context(*parts: str) -> str:
+    return "\n".join(part for part in parts if part)

@@ -1,0 +1,323 @@
+"""The packer: one engine that turns a document and a strategy's *plan* into chunk spans.
+
+Method. A strategy describes a document as candidate boundaries with scores (a heading scores
+higher than a paragraph break, which scores higher than a sentence end, a word gap, a grapheme
+gap) and as *groups* that should stay whole (a procedure with its lead-in, a table, a code block,
+a section). From each chunk start the packer measures how far the budget reaches, then picks the
+end, in this order:
+
+1. a group that begins inside the reach but does not end inside it, and that would fit in a chunk
+   of its own, is not cut: the chunk ends where the group begins;
+2. a *forced* boundary (a heading) ends the chunk once the chunk has reached ``min_size``;
+3. otherwise the best-scored boundary in the second half of the reach, the furthest among equals;
+   failing that the best-scored anywhere in the reach. Structural boundaries come from the plan,
+   textual ones (paragraph, line, sentence, word, grapheme) are found lazily in the reach only.
+
+Every chunk is then measured exactly (for tokens: the chunk text is encoded on its own) and
+re-chosen with a shorter reach if it is over budget. Overlap: the next chunk starts at the
+earliest, best-scored boundary within ``overlap`` units before the end, never across a forced
+boundary or a kept group. Chunks are trimmed of surrounding whitespace (indentation of the first
+line is kept), so every non-whitespace character lies in some chunk.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+import regex
+
+from chunking.units import Meter
+
+# Scores of textual boundaries. Structural scores from strategies use the same scale.
+SCORE_END = 1000  # end of the text
+SCORE_FORCED = 90  # at or above: a forced boundary (headings)
+SCORE_PARAGRAPH = 60
+SCORE_LINE = 30
+SCORE_SENTENCE = 20
+SCORE_WORD = 10
+SCORE_GRAPHEME = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TextLevel:
+    """A kind of textual boundary, found by a pattern whose match *end* is the boundary."""
+
+    name: str
+    score: int
+    pattern: regex.Pattern[str]
+    reverse: regex.Pattern[str]
+
+
+def _level(name: str, score: int, pattern: str) -> TextLevel:
+    return TextLevel(name, score, regex.compile(pattern), regex.compile(pattern, regex.REVERSE))
+
+
+PARAGRAPH = _level("paragraph", SCORE_PARAGRAPH, r"\n[^\S\n]*\n")
+LINE = _level("line", SCORE_LINE, r"\n")
+SENTENCE = _level(
+    "sentence", SCORE_SENTENCE, r"(?:[.!?…]+[\"'”’)\]]*[^\S\n]+(?=[\"'“‘(\[]?[\p{Lu}\p{N}\p{Lo}])|[。！？]+)"
+)
+SENTENCE_OR_PARAGRAPH = _level(
+    "sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n"
+)
+WORD = _level("word", SCORE_WORD, r"\s+")
+GRAPHEME = _level("grapheme", SCORE_GRAPHEME, r"\X")
+
+RECURSIVE_LEVELS = (PARAGRAPH, LINE, SENTENCE, WORD, GRAPHEME)
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A span that should stay in one chunk when it fits (procedure, list, table, code, section).
+
+    ``start`` includes the lead-in; ``body_start`` is where the items/rows/lines begin. ``context``
+    is what a piece of a split group repeats in its ``embed_text`` (lead-in sentence, table
+    header); ``label`` is extra metadata such as a code block's language.
+    """
+
+    kind: str
+    start: int
+    end: int
+    body_start: int
+    context: str = ""
+    label: str = ""
+
+
+@dataclass
+class Plan:
+    """What a strategy tells the packer about one document."""
+
+    start: int  # first offset to chunk (after an excluded front matter)
+    end: int
+    positions: list[int] = field(default_factory=list)  # structural boundaries, sorted
+    scores: list[int] = field(default_factory=list)
+    levels: tuple[TextLevel, ...] = RECURSIVE_LEVELS
+    groups: list[Group] = field(default_factory=list)  # sorted by start
+    overlap_floor: int = SCORE_WORD  # weakest boundary an overlapping chunk may start at
+    fill: float = 0.5  # prefer ends in the last (1 - fill) of the reach
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    start: int
+    end: int
+    size: int  # in the meter's unit
+    over_budget: str = ""  # why the span exceeds the budget, when it does
+
+
+class Packer:
+    def __init__(self, text: str, plan: Plan, meter: Meter, max_size: int, overlap: int, min_size: int):
+        self.text = text
+        self.plan = plan
+        self.meter = meter
+        self.max_size = max_size
+        self.overlap = overlap
+        self.min_size = min_size
+        self._group_starts = [g.start for g in plan.groups]
+        self._group_fits: dict[int, bool] = {}
+        self._forced = {
+            pos for pos, score in zip(plan.positions, plan.scores, strict=True) if score >= SCORE_FORCED
+        }
+
+    # -- public -------------------------------------------------------------------------------
+
+    def spans(self) -> list[Span]:
+        text, plan = self.text, self.plan
+        out: list[Span] = []
+        start = self._skip_space(plan.start, plan.end)
+        prev_end = start
+        while start < plan.end:
+            end, clean, size = self._choose_verified_end(start, prev_end)
+            trimmed_end = self._trim_end(start, end)
+            if trimmed_end > start:
+                reason = self._over_budget_reason(start, trimmed_end) if size > self.max_size else ""
+                out.append(Span(start, trimmed_end, size, reason))
+            if end >= plan.end or self._skip_space(end, plan.end) >= plan.end:
+                break
+            next_start = end if clean or self.overlap == 0 else self._overlap_start(start, end)
+            start = self._skip_space(next_start, plan.end)
+            prev_end = max(end, start)
+        return out
+
+    # -- choosing ends --------------------------------------------------------------------------
+
+    def _choose_verified_end(self, start: int, prev_end: int) -> tuple[int, bool, int]:
+        budget = self.max_size
+        for _ in range(12):
+            reach = self.meter.advance(start, budget)
+            reach = max(reach, start + 1)
+            if reach <= prev_end:
+                reach = prev_end + 1
+            end, clean = self._choose_end(start, min(reach, self.plan.end), prev_end)
+            trimmed = self._trim_end(start, end)
+            size = self.meter.size(start, trimmed)
+            if size <= self.max_size:
+                return end, clean, size
+            if end <= prev_end + 1:
+                break
+            budget = max(1, budget - (size - self.max_size) - max(1, budget // 50))
+            if self.meter.advance(start, budget) <= prev_end:
+                break
+        # Nothing fits: the smallest unit after prev_end is larger than the budget.
+        end = self._smallest_end(start, prev_end)
+        return end, False, self.meter.size(start, self._trim_end(start, end))
+
+    def _choose_end(self, start: int, reach: int, prev_end: int) -> tuple[int, bool]:
+        """Pick the end in (prev_end, reach]; return (end, clean) where clean means no overlap."""
+        plan = self.plan
+        reach = min(reach, plan.end)
+        structural = [
+            pos
+            for pos in (self._first_forced(start, prev_end, reach),
+                        self._kept_group_start(start, prev_end, reach))
+            if pos is not None
+        ]
+        if structural:
+            return min(structural), True
+        if reach >= plan.end:
+            return plan.end, True
+        fill_from = max(prev_end + 1, start + int((reach - start) * plan.fill))
+        for low in (fill_from, prev_end + 1):
+            if low > reach:
+                continue
+            best = self._best_boundary(low, reach, last=True)
+            if best is not None:
+                return best, False
+        return self._smallest_end(start, prev_end), False
+
+    def _best_boundary(self, low: int, high: int, *, last: bool, floor: int = 0) -> int | None:
+        """The best-scored boundary in [low, high]: the last one if ``last``, else the first."""
+        plan = self.plan
+        best_score, best_pos = -1, None
+        i = bisect.bisect_left(plan.positions, low)
+        j = bisect.bisect_right(plan.positions, high)
+        for k in range(i, j):
+            score = plan.scores[k]
+            if score > best_score or (score == best_score and last):
+                best_score, best_pos = score, plan.positions[k]
+        for level in plan.levels:
+            if level.score <= best_score or level.score < floor:
+                continue
+            pos = self._find_level(level, low, high, last=last)
+            if pos is not None:
+                return pos
+        return best_pos if best_score >= floor else None
+
+    def _find_level(self, level: TextLevel, low: int, high: int, *, last: bool) -> int | None:
+        text = self.text
+        if last:
+            search_from = low
+            if level is GRAPHEME and high - low > 512:
+                # Graphemes are short: scan only the tail, starting after a line break if any.
+                search_from = high - 512
+                newline = text.rfind("\n", search_from, high)
+                if newline != -1:
+                    search_from = newline + 1
+            # A boundary is a match end; allow a match to begin before `low` as long as it ends in range.
+            match = level.reverse.search(text, max(0, search_from - 1), high)
+            while match is not None:
+                if low <= match.end() <= high:
+                    return match.end()
+                if match.end() < low:
+                    return None
+                match = level.reverse.search(text, max(0, search_from - 1), match.start())
+            return None
+        match = level.pattern.search(text, max(0, low - 1), high)
+        while match is not None:
+            if low <= match.end() <= high:
+                return match.end()
+            match = level.pattern.search(text, match.end() if match.end() > match.start() else match.end() + 1,
+                                         high)
+        return None
+
+    def _smallest_end(self, start: int, prev_end: int) -> int:
+        """The end of the first grapheme that ends after ``prev_end`` (used when nothing fits)."""
+        match = GRAPHEME.pattern.search(self.text, prev_end, self.plan.end)
+        end = match.end() if match else prev_end + 1
+        return max(end, start + 1)
+
+    def _first_forced(self, start: int, prev_end: int, reach: int) -> int | None:
+        plan = self.plan
+        if not self._forced:
+            return None
+        i = bisect.bisect_right(plan.positions, prev_end)
+        j = bisect.bisect_right(plan.positions, reach)
+        for k in range(i, j):
+            pos = plan.positions[k]
+            if plan.scores[k] >= SCORE_FORCED and pos < plan.end:
+                if self.min_size == 0 or self.meter.size(start, self._trim_end(start, pos)) >= self.min_size:
+                    return pos
+        return None
+
+    def _kept_group_start(self, start: int, prev_end: int, reach: int) -> int | None:
+        """Start of the outermost group that begins in (prev_end, reach), runs past reach and fits."""
+        groups = self.plan.groups
+        i = bisect.bisect_right(self._group_starts, max(start, prev_end))
+        best = None
+        for k in range(i, len(groups)):
+            group = groups[k]
+            if group.start >= reach:
+                break
+            if group.end <= reach or group.start <= start:
+                continue
+            if best is not None and group.start >= best:
+                continue
+            if not self._group_fits_alone(k):
+                continue
+            if self.min_size and self.meter.size(start, self._trim_end(start, group.start)) < self.min_size:
+                continue
+            if self.text[start : group.start].strip():
+                best = group.start
+        return best
+
+    def _group_fits_alone(self, k: int) -> bool:
+        fits = self._group_fits.get(k)
+        if fits is None:
+            group = self.plan.groups[k]
+            begin = self._skip_space(group.start, group.end)
+            fits = self.meter.size(begin, self._trim_end(begin, group.end)) <= self.max_size
+            self._group_fits[k] = fits
+        return fits
+
+    # -- overlap ----------------------------------------------------------------------------------
+
+    def _overlap_start(self, start: int, end: int) -> int:
+        low = max(self.meter.back(end, self.overlap), start + 1)
+        if low >= end:
+            return end
+        pos = self._best_boundary(low, end - 1, last=False, floor=self.plan.overlap_floor)
+        if pos is None or pos <= start or pos >= end:
+            return end
+        # Never reach back across a forced boundary.
+        i = bisect.bisect_right(self.plan.positions, pos)
+        j = bisect.bisect_left(self.plan.positions, end)
+        for k in range(i, j):
+            if self.plan.scores[k] >= SCORE_FORCED:
+                return self.plan.positions[k]
+        return pos
+
+    # -- whitespace -------------------------------------------------------------------------------
+
+    def _skip_space(self, pos: int, limit: int) -> int:
+        """Move past whitespace, but keep the indentation of the line the chunk starts on."""
+        text = self.text
+        first = pos
+        while first < limit and text[first].isspace():
+            first += 1
+        if first == pos or first >= limit:
+            return first
+        newline = text.rfind("\n", pos, first)
+        line_start = newline + 1 if newline != -1 else (pos if pos == 0 or text[pos - 1] == "\n" else first)
+        if line_start < first and (first - line_start > 32 or self.meter.size(line_start, first) * 2 > self.max_size):
+            return first
+        return line_start
+
+    def _trim_end(self, start: int, end: int) -> int:
+        text = self.text
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        return end
+
+    def _over_budget_reason(self, start: int, end: int) -> str:
+        return "a single grapheme is larger than the budget" if end - start <= 8 else "no boundary fits the budget"

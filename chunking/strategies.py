@@ -1,0 +1,144 @@
+"""Strategies: each turns a document into a packer plan plus what chunk metadata needs.
+
+A strategy is one function registered under its ``strategy:`` name. It describes the document
+(boundaries, groups, headings); the one packer in ``chunking.packer`` makes the spans. So every
+strategy shares the same exactness, coverage, budget and overlap behaviour.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from chunking.config import ChunkerBase
+from chunking.markdown import scan
+from chunking.packer import (
+    GRAPHEME,
+    RECURSIVE_LEVELS,
+    SCORE_SENTENCE,
+    SENTENCE,
+    SENTENCE_OR_PARAGRAPH,
+    WORD,
+    Group,
+    Plan,
+)
+
+
+@dataclass
+class Layout:
+    """A strategy's view of one document: the packer plan and the context for metadata."""
+
+    plan: Plan
+    strategy: str
+    title: str = ""
+    heading_starts: list[int] = field(default_factory=list)
+    heading_paths: list[tuple[str, ...]] = field(default_factory=list)
+    exclusions: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, reason)
+    metadata: dict = field(default_factory=dict)
+
+    def section_path(self, pos: int) -> tuple[str, ...]:
+        i = bisect.bisect_right(self.heading_starts, pos) - 1
+        return self.heading_paths[i] if i >= 0 else ()
+
+    def groups_around(self, start: int) -> list[Group]:
+        """Groups that began before ``start`` and are still open at it (their pieces need context)."""
+        return [g for g in self.plan.groups if g.body_start < start < g.end and g.kind != "section"]
+
+
+StrategyFn = Callable[[str, ChunkerBase, str | None], Layout]
+_REGISTRY: dict[str, StrategyFn] = {}
+
+
+def register(name: str) -> Callable[[StrategyFn], StrategyFn]:
+    def decorate(fn: StrategyFn) -> StrategyFn:
+        if name in _REGISTRY:
+            raise ValueError(f"strategy {name!r} registered twice")
+        _REGISTRY[name] = fn
+        return fn
+
+    return decorate
+
+
+def get_strategy(name: str) -> StrategyFn:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown strategy {name!r} (known: {', '.join(sorted(_REGISTRY))})") from None
+
+
+def strategy_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
+HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
+
+
+def auto_strategy(path: str | None) -> str:
+    """The strategy ``auto`` uses for a file: by suffix, recursive when unknown."""
+    suffix = PurePosixPath(path).suffix.lower() if path else ""
+    if suffix in MARKDOWN_SUFFIXES:
+        return "markdown"
+    if suffix in HTML_SUFFIXES and "html" in _REGISTRY:
+        return "html"
+    if suffix in HTML_SUFFIXES:
+        return "markdown"  # extracted HTML text is written as Markdown
+    return "recursive"
+
+
+def _file_title(path: str | None) -> str:
+    return PurePosixPath(path).stem.replace("-", " ").replace("_", " ") if path else ""
+
+
+@register("fixed")
+def fixed(text: str, settings: ChunkerBase, path: str | None) -> Layout:
+    plan = Plan(0, len(text), levels=(GRAPHEME,), overlap_floor=0, fill=1.0)
+    return Layout(plan, "fixed", title=_file_title(path))
+
+
+@register("sentence")
+def sentence(text: str, settings: ChunkerBase, path: str | None) -> Layout:
+    # One level for sentence ends and paragraph breaks, and fill=0: the furthest one that fits wins,
+    # so as many whole sentences as fit are packed; words and graphemes only for a giant sentence.
+    plan = Plan(0, len(text), levels=(SENTENCE_OR_PARAGRAPH, WORD, GRAPHEME), overlap_floor=SCORE_SENTENCE,
+                fill=0.0)
+    return Layout(plan, "sentence", title=_file_title(path))
+
+
+@register("recursive")
+def recursive(text: str, settings: ChunkerBase, path: str | None) -> Layout:
+    plan = Plan(0, len(text), levels=RECURSIVE_LEVELS)
+    return Layout(plan, "recursive", title=_file_title(path))
+
+
+@register("markdown")
+def markdown(text: str, settings: ChunkerBase, path: str | None) -> Layout:
+    structure = scan(text, exclude_front_matter=settings.front_matter == "exclude")
+    start = structure.front_matter[1] if structure.front_matter else 0
+    plan = Plan(
+        start,
+        len(text),
+        positions=structure.positions,
+        scores=structure.scores,
+        levels=(SENTENCE, WORD, GRAPHEME),
+        groups=structure.groups,
+    )
+    exclusions = []
+    if structure.front_matter:
+        exclusions.append((structure.front_matter[0], structure.front_matter[1], "front_matter"))
+    return Layout(
+        plan,
+        "markdown",
+        title=structure.title or _file_title(path),
+        heading_starts=[h.start for h in structure.headings],
+        heading_paths=structure.paths,
+        exclusions=exclusions,
+        metadata=structure.metadata,
+    )
+
+
+@register("auto")
+def auto(text: str, settings: ChunkerBase, path: str | None) -> Layout:
+    return get_strategy(auto_strategy(path))(text, settings, path)

