@@ -1,0 +1,302 @@
+"""Datasets on disk: explicit Arrow schemas, staged writing and atomic publishing, opening.
+
+Layout: ``OUTPUT/NAME/v{version}/{snapshot:04d}/`` holding ``manifest.json``, ``documents.parquet``
+and ``chunks.parquet``. A snapshot is written under a hidden staging folder beside its final place
+and renamed into place in one step once complete (``rename(2)`` of a folder is atomic on a local
+POSIX filesystem), so a killed run never leaves a visible partial snapshot. Readers ignore hidden
+folders; writers remove staging folders whose process is gone. Published snapshots are never
+modified (files are made read-only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from chunking.errors import DatasetError
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+DOCUMENTS = "documents.parquet"
+CHUNKS = "chunks.parquet"
+_SNAPSHOT = re.compile(r"^\d{4,}$")
+_VERSION = re.compile(r"^v(\d+)$")
+
+EXCLUSION_TYPE = pa.struct([("start", pa.int64()), ("end", pa.int64()), ("reason", pa.string())])
+
+DOCUMENTS_SCHEMA = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("format", pa.string(), nullable=False),
+        pa.field("strategy", pa.string(), nullable=False),
+        pa.field("sha256", pa.string(), nullable=False),
+        pa.field("n_bytes", pa.int64(), nullable=False),
+        pa.field("n_chars", pa.int64(), nullable=False),
+        pa.field("n_chunks", pa.int32(), nullable=False),
+        pa.field("title", pa.string(), nullable=False),
+        pa.field("exclusions", pa.list_(EXCLUSION_TYPE), nullable=False),
+        pa.field("metadata_json", pa.string(), nullable=False),
+        pa.field("text", pa.large_string(), nullable=False),
+    ],
+    metadata={"chunkyard.schema_version": str(SCHEMA_VERSION)},
+)
+
+CHUNKS_SCHEMA = pa.schema(
+    [
+        pa.field("chunk_id", pa.string(), nullable=False),
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("chunk_index", pa.int32(), nullable=False),
+        pa.field("start", pa.int64(), nullable=False),
+        pa.field("end", pa.int64(), nullable=False),
+        pa.field("section_path", pa.list_(pa.string()), nullable=False),
+        pa.field("size", pa.int32(), nullable=False),
+        pa.field("unit", pa.string(), nullable=False),
+        pa.field("n_chars", pa.int32(), nullable=False),
+        pa.field("n_tokens", pa.int32(), nullable=False),
+        pa.field("strategy", pa.string(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("config_version", pa.int32(), nullable=False),
+        pa.field("config_hash", pa.string(), nullable=False),
+        pa.field("findings", pa.list_(pa.string()), nullable=False),
+        pa.field("text", pa.large_string(), nullable=False),
+        pa.field("embed_text", pa.large_string(), nullable=False),
+    ],
+    metadata={"chunkyard.schema_version": str(SCHEMA_VERSION)},
+)
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
+
+
+# ---------------------------------------------------------------------------------------------
+# Locating snapshots
+
+
+def version_dir(output: Path, name: str, version: int) -> Path:
+    return output / name / f"v{version}"
+
+
+def list_snapshots(version_path: Path) -> list[int]:
+    if not version_path.is_dir():
+        return []
+    return sorted(
+        int(p.name) for p in version_path.iterdir()
+        if _SNAPSHOT.match(p.name) and (p / MANIFEST).is_file()
+    )
+
+
+def latest_snapshot(version_path: Path) -> Path | None:
+    snapshots = list_snapshots(version_path)
+    return version_path / f"{snapshots[-1]:04d}" if snapshots else None
+
+
+def resolve_snapshot(path: str | Path) -> Path:
+    """Any of ``OUTPUT/NAME``, ``OUTPUT/NAME/vX`` or a snapshot folder → the newest snapshot below it."""
+    path = Path(path)
+    if (path / MANIFEST).is_file():
+        return path
+    if not path.is_dir():
+        raise DatasetError(f"{path}: no such dataset folder")
+    if _VERSION.match(path.name):
+        found = latest_snapshot(path)
+        if found is None:
+            raise DatasetError(f"{path}: no published snapshot in this version folder")
+        return found
+    versions = sorted(
+        (int(m.group(1)), p) for p in path.iterdir() if p.is_dir() and (m := _VERSION.match(p.name))
+    )
+    for _, vpath in reversed(versions):
+        found = latest_snapshot(vpath)
+        if found is not None:
+            return found
+    raise DatasetError(
+        f"{path}: not a chunkyard dataset (expected NAME/vX/NNNN/manifest.json below it)"
+    )
+
+
+@dataclass
+class Snapshot:
+    """A published snapshot, read lazily: the manifest at once, Parquet columns on demand."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    @classmethod
+    def open(cls, path: str | Path) -> Snapshot:
+        folder = resolve_snapshot(path)
+        try:
+            manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise DatasetError(f"{folder / MANIFEST}: unreadable manifest: {exc}") from None
+        if not isinstance(manifest, dict) or manifest.get("schema_version", 0) > SCHEMA_VERSION:
+            raise DatasetError(
+                f"{folder / MANIFEST}: written by a newer chunkyard (schema "
+                f"{manifest.get('schema_version') if isinstance(manifest, dict) else '?'}); upgrade chunkyard"
+            )
+        return cls(folder, manifest)
+
+    @property
+    def name(self) -> str:
+        return self.manifest["name"]
+
+    @property
+    def version(self) -> int:
+        return int(self.manifest["version"])
+
+    @property
+    def number(self) -> int:
+        return int(self.manifest["snapshot"])
+
+    def documents(self, columns: list[str] | None = None, doc_ids: Iterable[str] | None = None) -> pa.Table:
+        return self._read(DOCUMENTS, columns, doc_ids)
+
+    def chunks(self, columns: list[str] | None = None, doc_ids: Iterable[str] | None = None) -> pa.Table:
+        return self._read(CHUNKS, columns, doc_ids)
+
+    def _read(self, filename: str, columns: list[str] | None, doc_ids: Iterable[str] | None) -> pa.Table:
+        path = self.path / filename
+        try:
+            filters = None
+            if doc_ids is not None:
+                ids = sorted(set(doc_ids))
+                filters = [("doc_id", "in", ids)] if ids else None
+                if not ids:
+                    schema = DOCUMENTS_SCHEMA if filename == DOCUMENTS else CHUNKS_SCHEMA
+                    table = schema.empty_table()
+                    return table.select(columns) if columns else table
+            return pq.read_table(path, columns=columns, filters=filters)
+        except (OSError, pa.ArrowException) as exc:
+            raise DatasetError(f"{path}: cannot read: {exc}") from None
+
+    def document_text(self, doc_id: str) -> str:
+        table = self.documents(["doc_id", "text"], [doc_id])
+        if table.num_rows == 0:
+            raise DatasetError(f"{self.path}: no document {doc_id!r}")
+        return table.column("text")[0].as_py()
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+class SnapshotWriter:
+    """Writes one snapshot under a staging folder; ``publish`` renames it into place atomically."""
+
+    def __init__(self, version_path: Path, compression: str = "zstd"):
+        self.version_path = version_path
+        version_path.mkdir(parents=True, exist_ok=True)
+        clean_stale_staging(version_path)
+        self.staging = version_path / f".staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.staging.mkdir()
+        self._documents = pq.ParquetWriter(self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression=compression)
+        self._chunks = pq.ParquetWriter(self.staging / CHUNKS, CHUNKS_SCHEMA, compression=compression)
+        self.closed = False
+
+    def write(self, documents: pa.Table, chunks: pa.Table) -> None:
+        if documents.num_rows:
+            self._documents.write_table(documents.cast(DOCUMENTS_SCHEMA), row_group_size=4096)
+        if chunks.num_rows:
+            self._chunks.write_table(chunks.cast(CHUNKS_SCHEMA), row_group_size=65536)
+
+    def publish(self, manifest: dict[str, Any]) -> Path:
+        """Close the files, write the manifest, and rename the staging folder to the next number."""
+        self._close()
+        for attempt in range(100):
+            existing = list_snapshots(self.version_path)
+            number = (existing[-1] + 1) if existing else 1
+            manifest = {**manifest, "snapshot": number}
+            _write_json(self.staging / MANIFEST, manifest)
+            _fsync_tree(self.staging)
+            target = self.version_path / f"{number:04d}"
+            try:
+                os.rename(self.staging, target)
+            except OSError:
+                if target.exists() and attempt < 99:
+                    continue  # another run published this number first
+                raise
+            _fsync_dir(self.version_path)
+            for child in target.iterdir():
+                child.chmod(0o444)
+            return target
+        raise DatasetError(f"{self.version_path}: could not find a free snapshot number")
+
+    def abort(self) -> None:
+        self._close()
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def _close(self) -> None:
+        if not self.closed:
+            self._documents.close()
+            self._chunks.close()
+            self.closed = True
+
+    def next_number(self) -> int:
+        existing = list_snapshots(self.version_path)
+        return (existing[-1] + 1) if existing else 1
+
+
+def clean_stale_staging(version_path: Path) -> list[Path]:
+    """Remove staging folders left by runs whose process no longer exists."""
+    removed = []
+    for child in version_path.glob(".staging-*"):
+        parts = child.name.split("-")
+        try:
+            pid = int(parts[1])
+        except (IndexError, ValueError):
+            continue
+        if pid != os.getpid() and not _pid_alive(pid):
+            shutil.rmtree(child, ignore_errors=True)
+            removed.append(child)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def _fsync_tree(folder: Path) -> None:
+    for child in folder.iterdir():
+        with open(child, "rb") as handle:
+            os.fsync(handle.fileno())
+    _fsync_dir(folder)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def filter_doc_ids(table: pa.Table, doc_ids: Iterable[str]) -> pa.Table:
+    ids = pa.array(sorted(set(doc_ids)), type=pa.string())
+    return table.filter(pc.is_in(table.column("doc_id"), value_set=ids))

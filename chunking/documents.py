@@ -1,0 +1,187 @@
+"""Documents: find them in a source folder, read and decode them, extract their text.
+
+``doc_id`` is the path relative to the source folder, POSIX style. The text that chunk offsets
+refer to is the *extracted* text: UTF-8 (or UTF-16 with a BOM) decoded strictly, BOM removed, HTML
+converted to Markdown-like text. A file that cannot be used becomes a ``Skipped`` with a specific
+reason; reading never raises for a bad file.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from chunking.config import glob_match
+from chunking.strategies import HTML_SUFFIXES, MARKDOWN_SUFFIXES
+
+CODE_SUFFIXES = {
+    ".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
+    ".ts": "typescript", ".tsx": "typescript", ".go": "go", ".rs": "rust", ".java": "java",
+    ".c": "c", ".h": "c", ".cpp": "cpp", ".hpp": "cpp", ".rb": "ruby", ".sh": "bash",
+}
+
+
+@dataclass
+class SourceFile:
+    """A file found by discovery, not yet read."""
+
+    doc_id: str
+    path: Path
+    size: int
+
+
+@dataclass
+class Document:
+    doc_id: str
+    path: str  # as found, relative to the source folder
+    format: str  # markdown | html | text | code
+    sha256: str  # of the raw bytes
+    n_bytes: int
+    text: str  # extracted text: what offsets refer to
+    title: str = ""
+    exclusions: list[dict[str, Any]] = field(default_factory=list)  # removed at extraction
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    doc_id: str
+    reason: str
+
+
+def discover(source_dir: Path, include: list[str], exclude: list[str],
+             skip_dirs: tuple[Path, ...] = ()) -> Iterator[SourceFile | Skipped]:
+    """Walk ``source_dir`` in sorted order, yielding matching files as they are found.
+
+    Streams: no list of every path is built. Directory symlinks are not followed (no loops);
+    hidden folders (``.git``) and ``skip_dirs`` are not entered.
+    """
+    skip = {os.path.realpath(d) for d in skip_dirs}
+
+    def walk(folder: Path, rel: str) -> Iterator[SourceFile | Skipped]:
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            yield Skipped(rel or ".", f"unreadable folder: {exc.strerror or exc}")
+            return
+        for entry in entries:
+            doc_id = f"{rel}/{entry.name}" if rel else entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name.startswith(".") or os.path.realpath(entry.path) in skip:
+                        continue
+                    yield from walk(Path(entry.path), doc_id)
+                    continue
+                if entry.name.startswith("."):
+                    continue
+                if not (any(glob_match(p, doc_id) for p in include)
+                        and not any(glob_match(p, doc_id) for p in exclude)):
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=True)
+                except OSError as exc:
+                    yield Skipped(doc_id, _os_reason(exc))
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    continue  # a symlink to a folder: not followed
+                if not stat.S_ISREG(info.st_mode):
+                    yield Skipped(doc_id, "not a regular file")
+                    continue
+                yield SourceFile(doc_id, Path(entry.path), info.st_size)
+            except OSError as exc:
+                yield Skipped(doc_id, _os_reason(exc))
+
+    yield from walk(source_dir, "")
+
+
+def _os_reason(exc: OSError) -> str:
+    import errno
+
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    if exc.errno in (errno.ENOENT,):
+        return "file vanished before it could be read"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return f"unreadable: {exc.strerror or exc}"
+
+
+def detect_format(doc_id: str) -> str:
+    suffix = PurePosixPath(doc_id).suffix.lower()
+    if suffix in MARKDOWN_SUFFIXES:
+        return "markdown"
+    if suffix in HTML_SUFFIXES:
+        return "html"
+    if suffix in CODE_SUFFIXES:
+        return "code"
+    return "text"
+
+
+def read_document(path: Path, doc_id: str) -> Document | Skipped:
+    """Read, decode and extract one file; every failure is a ``Skipped`` with a specific reason."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return Skipped(doc_id, _os_reason(exc))
+    return document_from_bytes(raw, doc_id)
+
+
+def document_from_bytes(raw: bytes, doc_id: str) -> Document | Skipped:
+    if not raw:
+        return Skipped(doc_id, "empty file")
+    try:
+        text = decode_text(raw)
+    except ValueError as exc:
+        return Skipped(doc_id, str(exc))
+    sha = hashlib.sha256(raw).hexdigest()
+    fmt = detect_format(doc_id)
+    document = Document(doc_id=doc_id, path=doc_id, format=fmt, sha256=sha, n_bytes=len(raw), text=text)
+    if fmt == "html":
+        _extract_html(document)
+    if not document.text.strip():
+        return Skipped(doc_id, "no text (empty or whitespace only after extraction)")
+    return document
+
+
+def decode_text(raw: bytes) -> str:
+    """Decode strictly: UTF-8 (BOM removed), or UTF-16/32 when a BOM says so.
+
+    Raises ValueError naming the byte offset of the first invalid sequence, or saying the file is
+    binary (a NUL byte outside UTF-16/32).
+    """
+    for bom, encoding in ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
+                          (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
+                          (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if raw.startswith(bom):
+            try:
+                return raw[len(bom):].decode(encoding)
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"not valid {encoding.upper()} at byte {exc.start + len(bom)}") from None
+    if b"\x00" in raw[:8192]:
+        raise ValueError("binary file (NUL bytes)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not valid UTF-8 at byte {exc.start}") from None
+    if "\x00" in text:
+        raise ValueError("binary file (NUL bytes)")
+    return text
+
+
+def _extract_html(document: Document) -> None:
+    try:
+        from chunking.html import extract_html
+    except ImportError:  # pragma: no cover - html module is part of the package
+        return
+    extraction = extract_html(document.text)
+    document.text = extraction.text
+    document.title = extraction.title
+    document.exclusions = list(extraction.exclusions)
+    document.metadata = dict(extraction.metadata)

@@ -1,0 +1,276 @@
+"""The batch job's logic without the orchestration: prepare a run, chunk batches, build the manifest.
+
+``flows/`` wraps these in Prefect tasks; everything here is plain Python so that unit tests, the
+reviewer and users' scripts can call it. A batch is a list of files; a batch result holds Arrow
+tables ready to append to the snapshot being written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from chunking.api import chunk_id, split_document
+from chunking.config import ALGORITHM_VERSION, Config
+from chunking.dataset import (
+    CHUNKS_SCHEMA,
+    DOCUMENTS_SCHEMA,
+    Snapshot,
+    filter_doc_ids,
+    latest_snapshot,
+    version_dir,
+)
+from chunking.documents import SourceFile, Skipped, discover, read_document
+from chunking.errors import ChunkyardError
+
+CHUNKYARD_VERSION = "0.1.0"
+
+
+class RunRefused(ChunkyardError):
+    """A run that must not start (changed config under an existing version, output in source)."""
+
+
+@dataclass
+class RunContext:
+    config: Config
+    source_dir: Path
+    output_dir: Path
+    version_path: Path
+    previous: Snapshot | None
+    previous_sha: dict[str, str]
+
+
+def prepare_run(config: Config, source: Path | None = None, output: Path | None = None) -> RunContext:
+    """Check a run may start and find the snapshot it builds on."""
+    source_dir = (source or config.source_dir).resolve()
+    output_dir = (output or config.output_dir).resolve()
+    if not source_dir.is_dir():
+        raise RunRefused(f"source folder not found: {source_dir}")
+    if output_dir == source_dir or output_dir.is_relative_to(source_dir):
+        raise RunRefused(
+            f"output folder {output_dir} is inside the source folder {source_dir}: "
+            "the run would chunk its own output; choose an output folder outside the source"
+        )
+    vpath = version_dir(output_dir, config.name, config.version)
+    previous_path = latest_snapshot(vpath)
+    previous = Snapshot.open(previous_path) if previous_path else None
+    previous_sha: dict[str, str] = {}
+    if previous is not None:
+        old_hash = previous.manifest.get("config", {}).get("hash")
+        if old_hash != config.hash:
+            raise RunRefused(
+                f"config changed since {previous.path} (config hash {old_hash} → {config.hash}) but "
+                f"version is still {config.version}: bump `version` in {config.path or 'the config'} "
+                "so the new chunks go to a new dataset version"
+            )
+        table = previous.documents(["doc_id", "sha256"])
+        previous_sha = dict(zip(table.column("doc_id").to_pylist(), table.column("sha256").to_pylist(), strict=True))
+    return RunContext(config, source_dir, output_dir, vpath, previous, previous_sha)
+
+
+def discover_files(context: RunContext) -> Iterator[SourceFile | Skipped]:
+    source = context.config.model.source
+    return discover(context.source_dir, source.include, source.exclude, skip_dirs=(context.output_dir,))
+
+
+def make_batches(files: Iterable[SourceFile | Skipped], target_bytes: int = 4_000_000,
+                 max_files: int = 400) -> Iterator[tuple[list[SourceFile], list[Skipped]]]:
+    """Group discovered files into batches of about ``target_bytes`` (a task costs milliseconds)."""
+    batch: list[SourceFile] = []
+    skipped: list[Skipped] = []
+    size = 0
+    for item in files:
+        if isinstance(item, Skipped):
+            skipped.append(item)
+            continue
+        batch.append(item)
+        size += item.size
+        if size >= target_bytes or len(batch) >= max_files:
+            yield batch, skipped
+            batch, skipped, size = [], [], 0
+    if batch or skipped:
+        yield batch, skipped
+
+
+@dataclass
+class BatchResult:
+    documents: pa.Table
+    chunks: pa.Table
+    skipped: list[Skipped] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    chunked: list[str] = field(default_factory=list)
+    n_bytes: int = 0
+
+
+def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str, str]) -> BatchResult:
+    """Read and chunk a batch; documents whose bytes are unchanged are only listed as reused."""
+    doc_columns: dict[str, list[Any]] = {name: [] for name in DOCUMENTS_SCHEMA.names}
+    chunk_columns: dict[str, list[Any]] = {name: [] for name in CHUNKS_SCHEMA.names}
+    result = BatchResult(DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table())
+    for source_file in files:
+        document = read_document(source_file.path, source_file.doc_id)
+        if isinstance(document, Skipped):
+            result.skipped.append(document)
+            continue
+        result.n_bytes += document.n_bytes
+        if previous_sha.get(document.doc_id) == document.sha256:
+            result.reused.append(document.doc_id)
+            continue
+        settings = config.settings_for(document.doc_id)
+        try:
+            chunked = split_document(document.text, settings, document.doc_id, base_dir=config.base_dir,
+                                     title=document.title or None)
+        except Exception as exc:  # a bug or a pathological file must not sink the whole run
+            result.skipped.append(Skipped(document.doc_id, f"chunking failed: {type(exc).__name__}: {exc}"))
+            continue
+        result.chunked.append(document.doc_id)
+        metadata = {**document.metadata, **_jsonable(chunked.metadata)}
+        if document.exclusions:
+            metadata["extraction_exclusions"] = document.exclusions
+        doc_columns["doc_id"].append(document.doc_id)
+        doc_columns["path"].append(document.path)
+        doc_columns["format"].append(document.format)
+        doc_columns["strategy"].append(chunked.strategy)
+        doc_columns["sha256"].append(document.sha256)
+        doc_columns["n_bytes"].append(document.n_bytes)
+        doc_columns["n_chars"].append(len(document.text))
+        doc_columns["n_chunks"].append(len(chunked.chunks))
+        doc_columns["title"].append(chunked.title)
+        doc_columns["exclusions"].append(
+            [{"start": s, "end": e, "reason": r} for s, e, r in chunked.exclusions]
+        )
+        doc_columns["metadata_json"].append(json.dumps(metadata, ensure_ascii=False, sort_keys=True, default=str))
+        doc_columns["text"].append(document.text)
+        for chunk in chunked.chunks:
+            chunk_columns["chunk_id"].append(chunk_id(document.doc_id, chunk.start, chunk.end, config.hash))
+            chunk_columns["doc_id"].append(document.doc_id)
+            chunk_columns["chunk_index"].append(chunk.index)
+            chunk_columns["start"].append(chunk.start)
+            chunk_columns["end"].append(chunk.end)
+            chunk_columns["section_path"].append(list(chunk.section_path))
+            chunk_columns["size"].append(chunk.size)
+            chunk_columns["unit"].append(settings.unit)
+            chunk_columns["n_chars"].append(chunk.n_chars)
+            chunk_columns["n_tokens"].append(chunk.n_tokens)
+            chunk_columns["strategy"].append(chunk.strategy)
+            chunk_columns["label"].append(chunk.label)
+            chunk_columns["config_version"].append(config.version)
+            chunk_columns["config_hash"].append(config.hash)
+            chunk_columns["findings"].append(list(chunk.findings))
+            chunk_columns["text"].append(chunk.text)
+            chunk_columns["embed_text"].append(chunk.embed_text)
+    result.documents = pa.table(doc_columns, schema=DOCUMENTS_SCHEMA)
+    result.chunks = pa.table(chunk_columns, schema=CHUNKS_SCHEMA)
+    return result
+
+
+def carried_over(previous: Snapshot, doc_ids: list[str]) -> tuple[pa.Table, pa.Table]:
+    """The previous snapshot's rows for unchanged documents, copied without rechunking."""
+    if not doc_ids:
+        return DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table()
+    documents = filter_doc_ids(previous.documents(doc_ids=doc_ids), doc_ids)
+    chunks = filter_doc_ids(previous.chunks(doc_ids=doc_ids), doc_ids)
+    return documents, chunks
+
+
+@dataclass
+class RunStats:
+    """Accumulates what the manifest and the quality summary report."""
+
+    documents: int = 0
+    chunks: int = 0
+    n_bytes: int = 0
+    reused: list[str] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    sizes: dict[str, list[int]] = field(default_factory=dict)  # per strategy, in the unit
+    findings: dict[str, Counter] = field(default_factory=dict)  # per strategy
+    chunk_counts: Counter = field(default_factory=Counter)  # per strategy
+    doc_counts: Counter = field(default_factory=Counter)
+    seen: set[str] = field(default_factory=set)
+
+    def add(self, documents: pa.Table, chunks: pa.Table) -> None:
+        self.documents += documents.num_rows
+        self.chunks += chunks.num_rows
+        self.seen.update(documents.column("doc_id").to_pylist())
+        for strategy in documents.column("strategy").to_pylist():
+            self.doc_counts[strategy] += 1
+        strategies = chunks.column("strategy").to_pylist()
+        sizes = chunks.column("size").to_pylist()
+        findings = chunks.column("findings").to_pylist()
+        for strategy, size, codes in zip(strategies, sizes, findings, strict=True):
+            self.sizes.setdefault(strategy, []).append(size)
+            self.chunk_counts[strategy] += 1
+            counter = self.findings.setdefault(strategy, Counter())
+            counter.update(set(codes))
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for strategy in sorted(self.sizes):
+            sizes = np.asarray(self.sizes[strategy])
+            count = int(self.chunk_counts[strategy])
+            p5, p50, p95 = (int(x) for x in np.percentile(sizes, [5, 50, 95], method="nearest"))
+            rows.append({
+                "strategy": strategy,
+                "documents": int(self.doc_counts[strategy]),
+                "chunks": count,
+                "size_p5": p5, "size_p50": p50, "size_p95": p95, "size_max": int(sizes.max()),
+                "findings": {code: {"chunks": n, "share": round(n / count, 4)}
+                             for code, n in sorted(self.findings[strategy].items())},
+            })
+        return rows
+
+
+def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: list[str],
+                   applied_flags: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    config = context.config
+    finding_totals: Counter = Counter()
+    for counter in stats.findings.values():
+        finding_totals.update(counter)
+    tokenizers = sorted({s.tokenizer for _, s in config.rule_settings} | {config.chunker.tokenizer})
+    return {
+        "schema_version": 1,
+        "name": config.name,
+        "version": config.version,
+        "snapshot": None,  # filled in at publish
+        "parent_snapshot": context.previous.number if context.previous else None,
+        "kind": kind,
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "chunkyard_version": CHUNKYARD_VERSION,
+        "algorithm_version": ALGORITHM_VERSION,
+        "config": {
+            "path": str(config.path) if config.path else None,
+            "hash": config.hash,
+            "text": config.text,
+        },
+        "tokenizer": tokenizers[0] if len(tokenizers) == 1 else tokenizers,
+        "source": str(context.source_dir),
+        "counts": {
+            "documents": stats.documents,
+            "chunks": stats.chunks,
+            "bytes": stats.n_bytes,
+            "reused": len(stats.reused),
+            "new": len(stats.new),
+            "changed": len(stats.changed),
+            "removed": len(removed),
+            "skipped": len(stats.skipped),
+        },
+        "removed": removed,
+        "skipped": [{"doc_id": s.doc_id, "reason": s.reason} for s in stats.skipped],
+        "findings": dict(sorted(finding_totals.items())),
+        "size_statistics": stats.summary_rows(),
+        "applied_flags": applied_flags or [],
+    }
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(data, default=str))
