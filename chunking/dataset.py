@@ -122,6 +122,15 @@ def resolve_snapshot(path: str | Path) -> Path:
         found = latest_snapshot(vpath)
         if found is not None:
             return found
+    if not versions:
+        # An output folder holding exactly one dataset opens that dataset.
+        datasets = sorted(p for p in path.iterdir() if p.is_dir() and any(
+            _VERSION.match(v.name) for v in p.iterdir() if v.is_dir()))
+        if len(datasets) == 1:
+            return resolve_snapshot(datasets[0])
+        if datasets:
+            names = ", ".join(p.name for p in datasets)
+            raise DatasetError(f"{path}: holds several datasets ({names}); name one of them")
     raise DatasetError(
         f"{path}: not a chunkyard dataset (expected NAME/vX/NNNN/manifest.json below it)"
     )

@@ -276,7 +276,10 @@ class Packer:
         if fits is None:
             group = self.plan.groups[k]
             begin = self._skip_space(group.start, group.end)
-            fits = self.meter.size(begin, self._trim_end(begin, group.end)) <= self.max_size
+            end = self._trim_end(begin, group.end)
+            # The estimate rules out groups far over budget without encoding them.
+            fits = (self.meter.estimate(begin, end) <= self.max_size * 1.25 + 4
+                    and self.meter.size(begin, end) <= self.max_size)
             self._group_fits[k] = fits
         return fits
 

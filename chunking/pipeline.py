@@ -265,7 +265,7 @@ def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: lis
             "skipped": len(stats.skipped),
         },
         "removed": removed,
-        "skipped": [{"doc_id": s.doc_id, "reason": s.reason} for s in stats.skipped],
+        "skipped": [{"doc_id": s.doc_id, "reason": s.reason} for s in sorted(stats.skipped, key=lambda s: s.doc_id)],
         "findings": dict(sorted(finding_totals.items())),
         "size_statistics": stats.summary_rows(),
         "applied_flags": applied_flags or [],

@@ -32,6 +32,8 @@ class Meter(Protocol):
 
     def size(self, start: int, end: int) -> int: ...
 
+    def estimate(self, start: int, end: int) -> int: ...
+
     def advance(self, start: int, budget: int) -> int: ...
 
     def back(self, end: int, budget: int) -> int: ...
@@ -47,6 +49,8 @@ class CharMeter:
 
     def size(self, start: int, end: int) -> int:
         return end - start
+
+    estimate = size
 
     def advance(self, start: int, budget: int) -> int:
         return min(self.n, start + budget)
@@ -75,6 +79,8 @@ class WordMeter:
         first = bisect.bisect_right(self.ends, start)  # first word ending after start
         last = bisect.bisect_left(self.starts, end)  # words starting before end
         return max(0, last - first)
+
+    estimate = size
 
     def advance(self, start: int, budget: int) -> int:
         first = bisect.bisect_right(self.ends, start)
@@ -196,6 +202,10 @@ class TokenMeter:
         if end <= start:
             return 0
         return self.tokenizer.count(self.text[start:end])
+
+    def estimate(self, start: int, end: int) -> int:
+        """Tokens of the whole-document encoding that start in the span: cheap, close to ``size``."""
+        return int(np.searchsorted(self.starts, end, side="left") - np.searchsorted(self.starts, start, side="left"))
 
     def advance(self, start: int, budget: int) -> int:
         first = int(np.searchsorted(self.starts, start, side="right")) - 1  # token holding start

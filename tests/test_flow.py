@@ -1,0 +1,201 @@
+"""The real Prefect flow end to end: snapshots, incremental reuse, refusal, kill safety, plain readers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from chunking.dataset import Snapshot, list_snapshots
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "examples" / "kb"
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory):
+    """One Prefect test server for the session (it takes seconds to start)."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    os.environ["PREFECT_HOME"] = str(home)
+    from flows.settings import configure_prefect
+
+    configure_prefect(home)
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def write_config(folder: Path, source: Path, output: Path, *, version: int = 1, max_size: int = 256,
+                 extra: str = "") -> Path:
+    path = folder / "config.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: kb
+        version: {version}
+        source: {{path: {source}, include: ["**/*"]}}
+        output: {{path: {output}}}
+        chunker:
+          strategy: auto
+          unit: tokens
+          max_size: {max_size}
+          overlap: 16
+        """) + extra, encoding="utf-8")
+    return path
+
+
+def run_cli(*args: str) -> int:
+    from flows.cli import main
+
+    return main(list(args))
+
+
+def chunk_ids(snapshot: Path) -> dict[str, list[str]]:
+    table = pq.read_table(snapshot / "chunks.parquet", columns=["doc_id", "chunk_id"])
+    out: dict[str, list[str]] = {}
+    for doc_id, cid in zip(table.column("doc_id").to_pylist(), table.column("chunk_id").to_pylist(), strict=True):
+        out.setdefault(doc_id, []).append(cid)
+    return out
+
+
+def test_runs_are_incremental(prefect_server, tmp_path):
+    source = tmp_path / "src"
+    shutil.copytree(SAMPLE, source)
+    output = tmp_path / "out"
+    config = write_config(tmp_path, source, output)
+
+    assert run_cli("run", str(config)) == 0
+    first = Snapshot.open(output / "kb")
+    assert first.number == 1 and first.manifest["kind"] == "full"
+    n_docs = first.manifest["counts"]["documents"]
+    assert n_docs == len([p for p in SAMPLE.rglob("*") if p.is_file()])
+    assert first.manifest["counts"]["new"] == n_docs
+
+    assert run_cli("run", str(config)) == 0
+    second = Snapshot.open(output / "kb")
+    assert second.number == 2 and second.manifest["parent_snapshot"] == 1
+    assert second.manifest["counts"]["reused"] == n_docs
+    assert second.manifest["counts"]["new"] == second.manifest["counts"]["changed"] == 0
+    assert chunk_ids(first.path) == chunk_ids(second.path)
+
+    changed = source / "handbook" / "onboarding.md"
+    changed.write_text(changed.read_text(encoding="utf-8") + "\n\n## Added later\n\nA new paragraph.\n",
+                       encoding="utf-8")
+    (source / "support" / "faq.md").unlink()
+    (source / "notes" / "new-note.txt").write_text("A brand new note. It has two sentences.\n", encoding="utf-8")
+    assert run_cli("run", str(config)) == 0
+    third = Snapshot.open(output / "kb")
+    counts = third.manifest["counts"]
+    assert (counts["changed"], counts["new"], counts["removed"]) == (1, 1, 1)
+    assert counts["reused"] == n_docs - 2
+    assert third.manifest["removed"] == ["support/faq.md"]
+    before, after = chunk_ids(second.path), chunk_ids(third.path)
+    for doc_id, ids in after.items():
+        if doc_id not in ("handbook/onboarding.md", "notes/new-note.txt"):
+            assert ids == before[doc_id], doc_id
+    assert "support/faq.md" not in after
+
+    # Every chunk in the published dataset is an exact span of its stored document text.
+    texts = dict(zip(*[third.documents(["doc_id", "text"]).column(c).to_pylist() for c in ("doc_id", "text")],
+                     strict=True))
+    chunks = third.chunks(["doc_id", "start", "end", "text"]).to_pylist()
+    assert chunks and all(texts[c["doc_id"]][c["start"] : c["end"]] == c["text"] for c in chunks)
+
+
+def test_changed_config_under_same_version_is_refused(prefect_server, tmp_path, capsys):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.md").write_text("# A\n\nSome text here.\n", encoding="utf-8")
+    output = tmp_path / "out"
+    assert run_cli("run", str(write_config(tmp_path, source, output))) == 0
+    capsys.readouterr()
+    assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 1
+    err = capsys.readouterr().err
+    assert "bump `version`" in err and "Traceback" not in err
+    assert list_snapshots(output / "kb" / "v1") == [1]
+    assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300, version=2))) == 0
+    assert list_snapshots(output / "kb" / "v2") == [1]
+
+
+def test_output_inside_source_is_refused(prefect_server, tmp_path, capsys):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.md").write_text("# A\n\ntext\n", encoding="utf-8")
+    assert run_cli("run", str(write_config(tmp_path, source, source / "datasets"))) == 1
+    assert "inside the source folder" in capsys.readouterr().err
+    assert not (source / "datasets").exists()
+
+
+def test_bad_files_are_skipped_with_reasons(prefect_server, tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "good.md").write_text("# Good\n\nFine text.\n", encoding="utf-8")
+    (source / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    (source / "binary.bin").write_bytes(b"\x00\x01\x02binary")
+    (source / "empty.md").write_bytes(b"")
+    (source / "loop").symlink_to(source / "loop")
+    output = tmp_path / "out"
+    assert run_cli("run", str(write_config(tmp_path, source, output))) == 3  # completed with skips
+    manifest = Snapshot.open(output).manifest
+    reasons = {item["doc_id"]: item["reason"] for item in manifest["skipped"]}
+    assert reasons["latin1.txt"] == "not valid UTF-8 at byte 3"
+    assert reasons["binary.bin"].startswith("binary file")
+    assert reasons["empty.md"] == "empty file"
+    assert reasons["loop"] == "symlink loop"
+    assert manifest["counts"]["documents"] == 1
+
+
+def test_dataset_reads_without_chunkyard(prefect_server, tmp_path):
+    output = tmp_path / "out"
+    source = tmp_path / "src"
+    shutil.copytree(SAMPLE, source)
+    assert run_cli("run", str(write_config(tmp_path, source, output))) == 0
+    snapshot = output / "kb" / "v1" / "0001"
+    duckdb = pytest.importorskip("duckdb")
+    rows = duckdb.sql(
+        f"select doc_id, count(*) as n, max(n_tokens) as biggest from '{snapshot}/chunks.parquet' group by doc_id"
+    ).fetchall()
+    assert len(rows) == json.loads((snapshot / "manifest.json").read_text())["counts"]["documents"]
+    assert all(biggest <= 256 for _, _, biggest in rows)
+    documents = pq.read_table(snapshot / "documents.parquet")  # plain pyarrow
+    assert set(documents.column_names) >= {"doc_id", "sha256", "text", "n_chars"}
+
+
+@pytest.mark.slow
+def test_killed_run_leaves_no_partial_snapshot(prefect_server, tmp_path):
+    """SIGKILL the CLI while it writes; nothing partial is visible and the next run succeeds."""
+    source = tmp_path / "src"
+    for copy in range(30):
+        shutil.copytree(SAMPLE, source / f"copy{copy:02d}")
+    output = tmp_path / "out"
+    config = write_config(tmp_path, source, output)
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-sub")}
+    env.pop("PREFECT_API_URL", None)
+    version_path = output / "kb" / "v1"
+    for delay in (0.0, 0.5):
+        process = subprocess.Popen([sys.executable, "-m", "flows.cli", "run", str(config)], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(version_path.glob(".staging-*")):
+            if process.poll() is not None:
+                break
+            time.sleep(0.01)
+        time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        assert list_snapshots(version_path) == []
+        assert not [p for p in version_path.iterdir() if not p.name.startswith(".")] if version_path.exists() else True
+    assert run_cli("run", str(config)) == 0
+    assert list_snapshots(version_path) == [1]
+    assert not list(version_path.glob(".staging-*")), "stale staging folders are cleaned"
+    reference = chunk_ids(version_path / "0001")
+    assert run_cli("run", str(write_config(tmp_path, source, tmp_path / "out2"))) == 0
+    assert chunk_ids(tmp_path / "out2" / "kb" / "v1" / "0001") == reference  # deterministic ids
