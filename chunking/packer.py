@@ -95,6 +95,7 @@ class Plan:
     levels: tuple[TextLevel, ...] = RECURSIVE_LEVELS
     groups: list[Group] = field(default_factory=list)  # sorted by start
     overlap_floor: int = SCORE_WORD  # weakest boundary an overlapping chunk may start at
+    heading_ends: dict[int, int] = field(default_factory=dict)  # forced position -> end of its heading line
     fill: float = 0.5  # prefer ends in the last (1 - fill) of the reach
 
 
@@ -245,10 +246,24 @@ class Packer:
         j = bisect.bisect_right(plan.positions, reach)
         for k in range(i, j):
             pos = plan.positions[k]
-            if plan.scores[k] >= SCORE_FORCED and pos < plan.end:
+            if plan.scores[k] >= SCORE_FORCED and pos < plan.end and self._has_body(start, pos):
                 if self.min_size == 0 or self.meter.size(start, self._trim_end(start, pos)) >= self.min_size:
                     return pos
         return None
+
+    def _has_body(self, start: int, end: int) -> bool:
+        """Whether [start, end) holds more than headings: a heading alone must not be a chunk."""
+        plan, text = self.plan, self.text
+        cursor = plan.heading_ends.get(start, start)
+        i = bisect.bisect_right(plan.positions, start)
+        while i < len(plan.positions) and plan.positions[i] < end:
+            pos = plan.positions[i]
+            if plan.scores[i] >= SCORE_FORCED and pos in plan.heading_ends:
+                if text[cursor:pos].strip():
+                    return True
+                cursor = max(cursor, plan.heading_ends[pos])
+            i += 1
+        return bool(text[cursor:end].strip())
 
     def _kept_group_start(self, start: int, prev_end: int, reach: int) -> int | None:
         """Start of the outermost group that begins in (prev_end, reach), runs past reach and fits."""
