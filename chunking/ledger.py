@@ -1,0 +1,451 @@
+"""The review ledger: reviewers' decisions as append-only events in SQLite, state derived from them.
+
+One ledger per dataset name, at ``OUTPUT/NAME/review.sqlite`` beside the ``vX`` folders, so every
+version and snapshot of a dataset shares it. Events are never updated or deleted: flagging,
+unflagging, marking OK, noting and recording a constraint each append a row, and undo appends a
+``retract`` event naming the event it cancels (redo retracts the retraction). The current state of
+each chunk is a pure fold over the active events (``derive_state``).
+
+Durability and concurrency: WAL journal with ``synchronous=FULL`` (a committed event is fsynced
+before ``append`` returns, so a reviewer killed right after a keypress loses nothing); each event is
+one ``BEGIN IMMEDIATE`` transaction; ``busy_timeout`` plus a retry with exponential backoff make two
+reviewers writing at once both succeed. A file that is not a ledger, a corrupt one, or one written by
+a newer chunkyard is refused at open with a ``LedgerError`` that says what to do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from chunking.errors import ChunkyardError
+
+LEDGER_FILE = "review.sqlite"
+LEDGER_SCHEMA_VERSION = 1
+
+# Reasons a reviewer can give for a flag, in the order of the number keys 1–9.
+REASONS: tuple[str, ...] = (
+    "split_procedure",
+    "mid_sentence",
+    "split_table",
+    "split_code",
+    "heading_at_end",
+    "too_small",
+    "too_large",
+    "wrong_section",
+    "other",
+)
+REASON_TEXT: dict[str, str] = {
+    "split_procedure": "a numbered procedure is split",
+    "mid_sentence": "the split falls mid-sentence",
+    "split_table": "a table is split",
+    "split_code": "a code block is split",
+    "heading_at_end": "a heading is cut off from its content",
+    "too_small": "the chunk is too small to be useful",
+    "too_large": "the chunk is too large / mixes topics",
+    "wrong_section": "the chunk belongs to another section",
+    "other": "another problem (see the note)",
+}
+CONSTRAINTS: tuple[str, ...] = ("keep_together", "break_here")
+EVENT_KINDS: tuple[str, ...] = ("flag", "unflag", "mark_ok", "note", "constraint", "retract")
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL CHECK (kind IN ('flag', 'unflag', 'mark_ok', 'note', 'constraint', 'retract')),
+    dataset TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    snapshot INTEGER NOT NULL,
+    doc_id TEXT NOT NULL,
+    doc_sha256 TEXT NOT NULL,
+    chunk_id TEXT,
+    chunk_index INTEGER,
+    boundary INTEGER,
+    reason TEXT,
+    note TEXT,
+    target_event INTEGER REFERENCES events(id),
+    reviewer TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_doc ON events (dataset, version, doc_id);
+"""
+
+
+class LedgerError(ChunkyardError):
+    """A review ledger that cannot be opened or written (corrupt, foreign, newer, read-only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What an event is about: a chunk, or the boundary at ``boundary`` (code points) after it."""
+
+    dataset: str
+    version: int
+    snapshot: int
+    doc_id: str
+    doc_sha256: str
+    chunk_id: str | None = None
+    chunk_index: int | None = None
+    boundary: int | None = None
+
+    def at_boundary(self, offset: int) -> Target:
+        return replace(self, boundary=offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One row of the ledger."""
+
+    id: int
+    kind: str
+    dataset: str
+    version: int
+    snapshot: int
+    doc_id: str
+    doc_sha256: str
+    chunk_id: str | None
+    chunk_index: int | None
+    boundary: int | None
+    reason: str | None
+    note: str | None
+    target_event: int | None
+    reviewer: str
+    created_at: str
+
+
+@dataclass
+class ChunkState:
+    """A chunk's review state, derived from the active events about it."""
+
+    verdict: str | None = None  # None (unreviewed), "ok" or "flagged"
+    reasons: list[str] = field(default_factory=list)  # flags on the chunk itself
+    boundary_reasons: list[str] = field(default_factory=list)  # flags on the boundary after it
+    note: str = ""
+    constraints: list[tuple[str, int | None]] = field(default_factory=list)  # (kind, boundary)
+    reviewer: str = ""
+    updated_at: str = ""
+
+    @property
+    def reviewed(self) -> bool:
+        return self.verdict is not None
+
+    @property
+    def flagged(self) -> bool:
+        return self.verdict == "flagged"
+
+
+def ledger_path(snapshot_path: str | Path) -> Path:
+    """``OUTPUT/NAME/review.sqlite`` for a snapshot folder ``OUTPUT/NAME/vX/NNNN``."""
+    return Path(snapshot_path).parent.parent / LEDGER_FILE
+
+
+def default_reviewer() -> str:
+    """The OS user name, the reviewer's name unless the config or the person says otherwise."""
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        return os.environ.get("USER") or "reviewer"
+
+
+def active_events(events: Iterable[Event]) -> list[Event]:
+    """Events not cancelled by an active ``retract``, in ledger order (retracts themselves dropped).
+
+    A retract only ever names an earlier event, so walking newest to oldest decides each event's fate
+    before the events it could cancel are reached; a retracted retract (a redo) cancels nothing.
+    """
+    ordered = sorted(events, key=lambda e: e.id)
+    retracted: set[int] = set()
+    kept: list[Event] = []
+    for event in reversed(ordered):
+        if event.id in retracted:
+            continue
+        if event.kind == "retract":
+            if event.target_event is not None:
+                retracted.add(event.target_event)
+            continue
+        kept.append(event)
+    kept.reverse()
+    return kept
+
+
+def derive_state(events: Iterable[Event], doc_sha256: Mapping[str, str] | None = None) -> dict[str, ChunkState]:
+    """Current state per ``chunk_id`` from the ledger's events.
+
+    With ``doc_sha256`` (doc_id → sha256 of the document in the snapshot shown), events about another
+    revision of a document are ignored: a ``chunk_id`` hashes the span, not the text, so a changed
+    document could otherwise inherit verdicts about text it no longer has.
+    """
+    states: dict[str, ChunkState] = {}
+    for event in active_events(events):
+        if event.chunk_id is None:
+            continue
+        if doc_sha256 is not None and doc_sha256.get(event.doc_id) != event.doc_sha256:
+            continue
+        state = states.setdefault(event.chunk_id, ChunkState())
+        on_boundary = event.boundary is not None
+        reasons = state.boundary_reasons if on_boundary else state.reasons
+        if event.kind == "flag":
+            if event.reason and event.reason not in reasons:
+                reasons.append(event.reason)
+            state.verdict = "flagged"
+        elif event.kind == "unflag":
+            if event.reason is None:
+                reasons.clear()
+            elif event.reason in reasons:
+                reasons.remove(event.reason)
+            if not state.reasons and not state.boundary_reasons and state.verdict == "flagged":
+                state.verdict = None
+        elif event.kind == "mark_ok":
+            state.reasons.clear()
+            state.boundary_reasons.clear()
+            state.verdict = "ok"
+        elif event.kind == "note":
+            state.note = event.note or ""
+        elif event.kind == "constraint":
+            state.constraints.append((event.reason or "", event.boundary))
+        state.reviewer = event.reviewer
+        state.updated_at = event.created_at
+    return states
+
+
+T = TypeVar("T")
+
+
+class Ledger:
+    """An open review ledger. Safe to share between threads (calls are serialised by a lock)."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000, retries: int = 8):
+        self.path = Path(path)
+        self.retries = retries
+        self._lock = threading.RLock()
+        self._connection = _open(self.path, busy_timeout_ms)
+
+    @classmethod
+    def for_snapshot(cls, snapshot_path: str | Path) -> Ledger:
+        return cls(ledger_path(snapshot_path))
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def append(self, kind: str, target: Target, *, reviewer: str, reason: str | None = None,
+               note: str | None = None, target_event: int | None = None) -> int:
+        """Append one event and fsync it; returns its id. Retries while another writer holds the lock."""
+        _check_event(kind, reason, target_event)
+        if not reviewer.strip():
+            raise LedgerError("a reviewer name is required to record a decision")
+        row = (
+            kind, target.dataset, int(target.version), int(target.snapshot), target.doc_id, target.doc_sha256,
+            target.chunk_id, target.chunk_index, target.boundary, reason, note, target_event, reviewer,
+            dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
+        )
+
+        def insert(connection: sqlite3.Connection) -> int:
+            cursor = connection.execute(
+                "INSERT INTO events (kind, dataset, version, snapshot, doc_id, doc_sha256, chunk_id, "
+                "chunk_index, boundary, reason, note, target_event, reviewer, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+            return int(cursor.lastrowid)
+
+        return self._write(insert)
+
+    def flag(self, target: Target, reason: str, *, reviewer: str, note: str | None = None) -> int:
+        return self.append("flag", target, reviewer=reviewer, reason=reason, note=note)
+
+    def unflag(self, target: Target, *, reviewer: str, reason: str | None = None) -> int:
+        return self.append("unflag", target, reviewer=reviewer, reason=reason)
+
+    def mark_ok(self, target: Target, *, reviewer: str) -> int:
+        return self.append("mark_ok", target, reviewer=reviewer)
+
+    def note(self, target: Target, text: str, *, reviewer: str) -> int:
+        return self.append("note", target, reviewer=reviewer, note=text)
+
+    def constraint(self, target: Target, kind: str, *, reviewer: str, note: str | None = None) -> int:
+        return self.append("constraint", target, reviewer=reviewer, reason=kind, note=note)
+
+    def retract(self, event_id: int, *, reviewer: str) -> int:
+        """Cancel event ``event_id`` (undo); retracting a retract restores what it cancelled (redo)."""
+        original = self.event(event_id)
+        if original is None:
+            raise LedgerError(f"{self.path}: no event {event_id} to retract")
+        target = Target(original.dataset, original.version, original.snapshot, original.doc_id,
+                        original.doc_sha256, original.chunk_id, original.chunk_index, original.boundary)
+        return self.append("retract", target, reviewer=reviewer, target_event=event_id)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def event(self, event_id: int) -> Event | None:
+        rows = self._read("SELECT * FROM events WHERE id = ?", (event_id,))
+        return rows[0] if rows else None
+
+    def events(self, dataset: str | None = None, version: int | None = None, *,
+               doc_id: str | None = None, after: int = 0) -> list[Event]:
+        """Events in ledger order, optionally for one dataset (and version, document), after an id."""
+        clauses, params = ["id > ?"], [after]
+        for column, value in (("dataset", dataset), ("version", version), ("doc_id", doc_id)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        return self._read(f"SELECT * FROM events WHERE {' AND '.join(clauses)} ORDER BY id", tuple(params))
+
+    def state(self, dataset: str, version: int, doc_sha256: Mapping[str, str] | None = None) -> dict[str, ChunkState]:
+        return derive_state(self.events(dataset, version), doc_sha256)
+
+    def last_event_id(self) -> int:
+        with self._lock:
+            try:
+                value = self._connection.execute("SELECT max(id) FROM events").fetchone()[0]
+            except sqlite3.DatabaseError as exc:
+                raise LedgerError(f"{self.path}: cannot read the review ledger: {exc}") from None
+        return int(value or 0)
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[Event]:
+        with self._lock:
+            try:
+                rows = self._connection.execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise LedgerError(f"{self.path}: cannot read the review ledger: {exc}") from None
+        return [Event(*row) for row in rows]
+
+    def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        delay = 0.02
+        for attempt in range(self.retries + 1):
+            with self._lock:
+                try:
+                    self._connection.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = work(self._connection)
+                        self._connection.execute("COMMIT")
+                    except BaseException:
+                        if self._connection.in_transaction:
+                            self._connection.execute("ROLLBACK")
+                        raise
+                    return result
+                except sqlite3.OperationalError as exc:
+                    message = str(exc).lower()
+                    if ("locked" not in message and "busy" not in message) or attempt == self.retries:
+                        raise LedgerError(f"{self.path}: cannot record the decision: {exc}") from None
+                except sqlite3.DatabaseError as exc:
+                    raise LedgerError(f"{self.path}: cannot record the decision: {exc}") from None
+            # busy_timeout already waited; back off with jitter so two writers stop colliding.
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 1.0)
+        raise AssertionError("unreachable")
+
+
+def _check_event(kind: str, reason: str | None, target_event: int | None) -> None:
+    if kind not in EVENT_KINDS:
+        raise LedgerError(f"unknown event kind {kind!r} (one of {', '.join(EVENT_KINDS)})")
+    if kind == "flag" and reason not in REASONS:
+        raise LedgerError(f"unknown flag reason {reason!r}: use one of {', '.join(REASONS)}")
+    if kind == "constraint" and reason not in CONSTRAINTS:
+        raise LedgerError(f"unknown constraint {reason!r}: use one of {', '.join(CONSTRAINTS)}")
+    if (kind == "retract") != (target_event is not None):
+        raise LedgerError("a retract event, and only a retract event, names the event it cancels")
+
+
+def _open(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """Open or create the ledger, checking it is one, intact, and not from a newer chunkyard."""
+    _check_header(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None,
+                                     check_same_thread=False)
+    except (OSError, sqlite3.Error) as exc:
+        raise LedgerError(f"{path}: cannot open the review ledger: {exc}") from None
+    try:
+        connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise LedgerError(f"{path}: the review ledger cannot use WAL mode here (got {mode}); "
+                              "put the dataset on a local filesystem")
+        # FULL: fsync the WAL at every commit, so a committed decision survives a crash or SIGKILL.
+        connection.execute("PRAGMA synchronous = FULL")
+        connection.execute("PRAGMA foreign_keys = ON")
+        check = connection.execute("PRAGMA quick_check").fetchall()
+        if [row[0] for row in check] != ["ok"]:
+            detail = "; ".join(str(row[0]) for row in check[:3])
+            raise LedgerError(f"{path}: the review ledger is corrupt ({detail}); move it aside and restore "
+                              "a backup — chunkyard will not write to a damaged ledger")
+        _ensure_schema(connection, path)
+    except LedgerError:
+        connection.close()
+        raise
+    except sqlite3.DatabaseError as exc:
+        connection.close()
+        raise LedgerError(f"{path}: not a usable review ledger ({exc}); move it aside or restore a backup") from None
+    return connection
+
+
+def _check_header(path: Path) -> None:
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(len(_SQLITE_MAGIC))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise LedgerError(f"{path}: cannot read the review ledger: {exc}") from None
+    if header and header != _SQLITE_MAGIC:
+        raise LedgerError(f"{path}: not a review ledger (not an SQLite database); move it aside — "
+                          "a new ledger is created when none exists")
+
+
+def _ensure_schema(connection: sqlite3.Connection, path: Path) -> None:
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "schema_version" not in tables:
+        if tables - {"sqlite_sequence"}:
+            raise LedgerError(f"{path}: an SQLite database but not a chunkyard review ledger "
+                              f"(tables: {', '.join(sorted(tables))}); move it aside")
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    connection.execute(statement)
+            if connection.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 0:
+                connection.execute("INSERT INTO schema_version (version, created_at) VALUES (?, ?)",
+                                   (LEDGER_SCHEMA_VERSION, dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        return
+    row = connection.execute("SELECT max(version) FROM schema_version").fetchone()
+    version = row[0] if row else None
+    if not isinstance(version, int):
+        raise LedgerError(f"{path}: the review ledger has no schema version; move it aside or restore a backup")
+    if version > LEDGER_SCHEMA_VERSION:
+        raise LedgerError(f"{path}: written by a newer chunkyard (ledger schema {version}, this one reads "
+                          f"{LEDGER_SCHEMA_VERSION}); upgrade chunkyard")
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(events)")}
+    missing = set(Event.__slots__) - columns
+    if missing:
+        raise LedgerError(f"{path}: the review ledger's events table lacks {', '.join(sorted(missing))}; "
+                          "move it aside or restore a backup")

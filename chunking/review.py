@@ -1,0 +1,456 @@
+"""Review logic without a GUI: the dataset index the reviewer walks, its queues, progress and statistics.
+
+``ReviewIndex.load`` reads only ids, offsets, sizes and findings of every chunk up front (a few
+columns of Arrow, turned into NumPy arrays), so a dataset of a million chunks opens in well under a
+second; texts, section paths and ``embed_text`` are read per document on demand. Review state comes
+from the ledger (``chunking.ledger``) and is kept as one small integer per chunk, so progress counts
+and "next suspicious chunk" are array operations.
+
+Rows are ordered by ``doc_id`` then ``chunk_index``; a *row* is a chunk's position in that order.
+``OffsetMap`` is the one place where code-point offsets (the dataset's) and UTF-16 positions (Qt's)
+are converted.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from chunking.dataset import Snapshot
+from chunking.errors import DatasetError
+from chunking.findings import FINDINGS, explain
+from chunking.ledger import (
+    ChunkState,
+    Ledger,
+    LedgerError,
+    Target,
+    default_reviewer,
+    derive_state,
+    ledger_path,
+)
+
+UNREVIEWED, OK, FLAGGED = 0, 1, 2
+QUEUES: tuple[str, ...] = ("All", "Unreviewed", "Suspicious", "Flagged", "OK")
+
+
+# ---------------------------------------------------------------------------------------------
+# Offsets
+
+
+class OffsetMap:
+    """Converts positions in one text between code points (the dataset's) and UTF-16 units (Qt's).
+
+    The only conversion in chunkyard: every view asks this class. A character outside the Basic
+    Multilingual Plane (most emoji, rare CJK) is one code point but two UTF-16 units (a surrogate
+    pair); every other character is one of each. The positions of those wide characters are kept
+    sorted, so both directions are a binary search.
+    """
+
+    def __init__(self, text: str):
+        code_points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        self.length = len(code_points)
+        self._wide = np.flatnonzero(code_points > 0xFFFF)  # code-point positions of wide characters
+        self._wide_utf16 = self._wide + np.arange(len(self._wide))  # their UTF-16 positions
+        self.utf16_length = self.length + len(self._wide)
+
+    def to_utf16(self, position: int) -> int:
+        """UTF-16 position of code-point position ``position`` (0 ≤ position ≤ len(text))."""
+        position = min(max(int(position), 0), self.length)
+        return position + int(np.searchsorted(self._wide, position, "left"))
+
+    def to_code_point(self, position: int) -> int:
+        """Code-point position of UTF-16 ``position``; inside a surrogate pair, the character it splits."""
+        position = min(max(int(position), 0), self.utf16_length)
+        return position - int(np.searchsorted(self._wide_utf16, position, "left"))
+
+
+def display_text(text: str) -> str:
+    """The text as a plain-text view should be given it, with exactly the same positions.
+
+    Qt turns CR LF into one paragraph break, which would shift every later position by one; a CR before
+    LF is shown as a space instead (same length in code points and in UTF-16).
+    """
+    return text.replace("\r\n", " \n")
+
+
+# ---------------------------------------------------------------------------------------------
+# The index
+
+
+@dataclass(frozen=True)
+class ChunkDetail:
+    """What the chunk table and the detail panel show; read per document on demand."""
+
+    chunk_index: int
+    section_path: tuple[str, ...]
+    size: int
+    unit: str
+    n_chars: int
+    n_tokens: int
+    strategy: str
+    embed_text: str
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A size budget from the dataset's config (defaults, or a rule's override)."""
+
+    max_size: int
+    unit: str
+    label: str
+
+
+class ReviewIndex:
+    """Every chunk of a snapshot as arrays, plus its review state; see the module docstring."""
+
+    def __init__(self, snapshot: Snapshot, documents: pa.Table, chunks: pa.Table):
+        self.snapshot = snapshot
+        self.dataset = snapshot.name
+        self.version = snapshot.version
+        self.snapshot_number = snapshot.number
+        try:
+            self._build(documents, chunks)
+        except (pa.ArrowException, ValueError, TypeError, KeyError, OverflowError) as exc:
+            raise DatasetError(f"{snapshot.path}: malformed dataset: {exc}") from None
+        self.verdict = np.zeros(self.n_chunks, dtype=np.int8)
+        self.states: dict[int, ChunkState] = {}
+        self._details: OrderedDict[int, list[ChunkDetail]] = OrderedDict()
+        self._texts: OrderedDict[int, str] = OrderedDict()
+        self.config_reviewer, self.budgets = config_facts(snapshot.manifest)
+
+    @classmethod
+    def load(cls, path: str | Path) -> ReviewIndex:
+        """Open the newest snapshot at or below ``path`` and read its ids, offsets and findings."""
+        snapshot = Snapshot.open(path)
+        documents = snapshot.documents(["doc_id", "title", "sha256", "n_chars"])
+        chunks = snapshot.chunks(["chunk_id", "doc_id", "chunk_index", "start", "end", "size", "unit", "findings"])
+        return cls(snapshot, documents, chunks)
+
+    def _build(self, documents: pa.Table, chunks: pa.Table) -> None:
+        order = pc.sort_indices(documents, sort_keys=[("doc_id", "ascending")])
+        documents = documents.take(order)
+        doc_ids = documents.column("doc_id").combine_chunks()
+        if pc.count_distinct(doc_ids).as_py() != len(doc_ids):
+            raise ValueError("documents.parquet lists a doc_id twice")
+        self.doc_ids: list[str] = doc_ids.to_pylist()
+        self.titles: list[str] = documents.column("title").to_pylist()
+        self.doc_sha256: list[str] = documents.column("sha256").to_pylist()
+        self.doc_chars = documents.column("n_chars").to_numpy().astype(np.int64)
+        self._doc_ordinal = {doc_id: i for i, doc_id in enumerate(self.doc_ids)}
+
+        ordinal = pc.index_in(chunks.column("doc_id"), value_set=doc_ids)
+        known = pc.is_valid(ordinal)
+        if not pc.all(known).as_py():
+            # Chunks of a document the snapshot does not list cannot be shown against any text.
+            chunks = chunks.filter(known)
+            ordinal = ordinal.filter(known)
+        doc_of = ordinal.to_numpy(zero_copy_only=False).astype(np.int32)
+        chunk_index = chunks.column("chunk_index").to_numpy().astype(np.int64)
+        order = np.lexsort((chunk_index, doc_of))
+        # Writers usually store chunks already in this order; then nothing needs reshuffling.
+        in_order = bool(np.array_equal(order, np.arange(len(order))))
+
+        def arranged(values: np.ndarray) -> np.ndarray:
+            return (values if in_order else values[order]).astype(np.int64, copy=False)
+
+        self.chunk_doc = doc_of if in_order else doc_of[order]
+        self.chunk_index = arranged(chunk_index)
+        self.start = arranged(chunks.column("start").to_numpy())
+        self.end = arranged(chunks.column("end").to_numpy())
+        self.size = arranged(chunks.column("size").to_numpy())
+        self.n_chunks = len(order)
+        take = None if in_order else pa.array(order, type=pa.int64())
+        chunk_ids = chunks.column("chunk_id").combine_chunks()
+        self.chunk_ids = chunk_ids if take is None else chunk_ids.take(take)
+        units = chunks.column("unit")
+        unit_counts = pc.value_counts(units).to_pylist() if len(units) else []
+        self.unit = max(unit_counts, key=lambda item: item["counts"])["values"] if unit_counts else "chars"
+        bad = (self.start < 0) | (self.end < self.start) | (self.end > self.doc_chars[self.chunk_doc])
+        if self.n_chunks and bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"chunk {int(self.chunk_index[row])} of {self.doc_ids[self.chunk_doc[row]]!r} has "
+                             f"offsets [{int(self.start[row])}:{int(self.end[row])}] outside its document")
+        # doc_first[d]..doc_first[d+1] are document d's rows.
+        self.doc_first = np.searchsorted(self.chunk_doc, np.arange(len(self.doc_ids) + 1)).astype(np.int64)
+        findings = chunks.column("findings").combine_chunks()
+        self._build_findings(findings if take is None else findings.take(take))
+
+    def _build_findings(self, findings: pa.Array) -> None:
+        """One bit per finding code per chunk (codes this chunkyard does not know get bits too)."""
+        known = list(FINDINGS)
+        flat = pc.list_flatten(findings)
+        parents = pc.list_parent_indices(findings).to_numpy()
+        present = [code for code in pc.unique(flat).to_pylist() if code is not None] if len(flat) else []
+        self.finding_codes: list[str] = known + sorted(set(present) - set(known))
+        self.finding_codes = self.finding_codes[:64]
+        self.finding_bits = np.zeros(self.n_chunks, dtype=np.uint64)
+        if len(flat):
+            code_numbers = pc.index_in(flat, value_set=pa.array(self.finding_codes, pa.string()))
+            code_numbers = code_numbers.fill_null(-1).to_numpy()
+            for number in np.unique(code_numbers):
+                if number < 0:
+                    continue
+                rows = np.unique(parents[code_numbers == number])
+                self.finding_bits[rows] |= np.uint64(1) << np.uint64(number)
+        self.suspicious = self.finding_bits != 0
+
+    # -- documents -------------------------------------------------------------------------------
+
+    @property
+    def n_documents(self) -> int:
+        return len(self.doc_ids)
+
+    def doc_number(self, doc_id: str) -> int | None:
+        return self._doc_ordinal.get(doc_id)
+
+    def doc_rows(self, doc: int) -> range:
+        return range(int(self.doc_first[doc]), int(self.doc_first[doc + 1]))
+
+    def row_of(self, doc: int, chunk_index: int) -> int | None:
+        rows = self.doc_rows(doc)
+        position = bisect.bisect_left(self.chunk_index[rows.start:rows.stop], chunk_index)
+        if position < len(rows) and self.chunk_index[rows.start + position] == chunk_index:
+            return rows.start + position
+        return None
+
+    def document_text(self, doc: int) -> str:
+        """The document's text (read on demand; the last few are cached)."""
+        if doc in self._texts:
+            self._texts.move_to_end(doc)
+            return self._texts[doc]
+        text = self.snapshot.document_text(self.doc_ids[doc])
+        if not isinstance(text, str):
+            raise DatasetError(f"{self.snapshot.path}: document {self.doc_ids[doc]!r} has no text")
+        self._texts[doc] = text
+        if len(self._texts) > 8:
+            self._texts.popitem(last=False)
+        return text
+
+    def chunk_details(self, doc: int) -> list[ChunkDetail]:
+        """Section paths, token counts and embed_text of one document's chunks, in row order."""
+        if doc in self._details:
+            self._details.move_to_end(doc)
+            return self._details[doc]
+        columns = ["doc_id", "chunk_index", "section_path", "size", "unit", "n_chars", "n_tokens", "strategy",
+                   "embed_text"]
+        try:
+            table = self.snapshot.chunks(columns, [self.doc_ids[doc]])
+            table = table.filter(pc.equal(table.column("doc_id"), self.doc_ids[doc]))
+            table = table.take(pc.sort_indices(table, sort_keys=[("chunk_index", "ascending")]))
+            rows = table.to_pylist()
+        except pa.ArrowException as exc:
+            raise DatasetError(f"{self.snapshot.path}: malformed chunks of {self.doc_ids[doc]!r}: {exc}") from None
+        details = [
+            ChunkDetail(int(r["chunk_index"]), tuple(r["section_path"] or ()), int(r["size"]), r["unit"] or "",
+                        int(r["n_chars"]), int(r["n_tokens"]), r["strategy"] or "", r["embed_text"] or "")
+            for r in rows
+        ]
+        self._details[doc] = details
+        if len(self._details) > 8:
+            self._details.popitem(last=False)
+        return details
+
+    def document_stats(self) -> dict[str, np.ndarray]:
+        """Per document: chunks, suspicious chunks, flagged chunks, reviewed chunks."""
+        starts = self.doc_first[:-1]
+        counts = np.diff(self.doc_first)
+
+        def per_doc(values: np.ndarray) -> np.ndarray:
+            if not self.n_chunks:
+                return np.zeros(len(counts), dtype=np.int64)
+            sums = np.add.reduceat(values.astype(np.int64), np.minimum(starts, self.n_chunks - 1))
+            return np.where(counts > 0, sums, 0)
+
+        return {
+            "chunks": counts,
+            "suspicious": per_doc(self.suspicious),
+            "flagged": per_doc(self.verdict == FLAGGED),
+            "reviewed": per_doc(self.verdict != UNREVIEWED),
+        }
+
+    # -- chunks ----------------------------------------------------------------------------------
+
+    def chunk_id(self, row: int) -> str:
+        return self.chunk_ids[row].as_py()
+
+    def findings(self, row: int) -> list[str]:
+        bits = int(self.finding_bits[row])
+        return [code for number, code in enumerate(self.finding_codes) if bits >> number & 1]
+
+    def explain_findings(self, row: int) -> list[tuple[str, str]]:
+        return [(code, explain(code)) for code in self.findings(row)]
+
+    def target(self, row: int, *, boundary: bool = False) -> Target:
+        """The ledger target for a chunk, or for the boundary at its end (between it and the next)."""
+        doc = int(self.chunk_doc[row])
+        return Target(self.dataset, self.version, self.snapshot_number, self.doc_ids[doc], self.doc_sha256[doc],
+                      self.chunk_id(row), int(self.chunk_index[row]), int(self.end[row]) if boundary else None)
+
+    def state(self, row: int) -> ChunkState:
+        return self.states.get(row) or ChunkState()
+
+    def chunk_at(self, doc: int, position: int, prefer: int | None = None) -> int | None:
+        """The row of the chunk containing code-point ``position`` in ``doc``.
+
+        Where chunks overlap, ``prefer`` wins if it contains the position, else the later chunk.
+        """
+        rows = self.doc_rows(doc)
+        if not len(rows):
+            return None
+        if prefer is not None and prefer in rows and self.start[prefer] <= position < self.end[prefer]:
+            return prefer
+        starts = self.start[rows.start:rows.stop]
+        candidate = int(np.searchsorted(starts, position, "right")) - 1
+        for offset in range(candidate, max(candidate - 4, -1), -1):
+            row = rows.start + offset
+            if self.start[row] <= position < self.end[row]:
+                return row
+        return None
+
+    # -- review state ----------------------------------------------------------------------------
+
+    def doc_sha_map(self) -> dict[str, str]:
+        return dict(zip(self.doc_ids, self.doc_sha256, strict=True))
+
+    def apply_states(self, states: dict[str, ChunkState], docs: list[int] | None = None) -> None:
+        """Install derived states (by chunk_id); with ``docs``, only those documents' rows are replaced."""
+        if docs is None:
+            self.verdict[:] = UNREVIEWED
+            self.states = {}
+            rows_ids = self.chunk_ids
+            base = 0
+            scopes = [(0, self.n_chunks)]
+        else:
+            scopes = [(int(self.doc_first[d]), int(self.doc_first[d + 1])) for d in docs]
+        for first, last in scopes:
+            if docs is not None:
+                self.verdict[first:last] = UNREVIEWED
+                for row in range(first, last):
+                    self.states.pop(row, None)
+                rows_ids = self.chunk_ids.slice(first, last - first)
+                base = first
+            if not states or last == first:
+                continue
+            value_set = pa.array(list(states), pa.string())
+            found = pc.index_in(rows_ids, value_set=value_set)
+            positions = np.flatnonzero(pc.is_valid(found).to_numpy(zero_copy_only=False))
+            for position in positions:
+                row = base + int(position)
+                state = states[self.chunk_id(row)]
+                self.states[row] = state
+                self.verdict[row] = FLAGGED if state.flagged else OK if state.verdict == "ok" else UNREVIEWED
+
+    def reload_state(self, ledger: Ledger, docs: list[int] | None = None) -> None:
+        """Re-derive state from the ledger, for the whole dataset or some documents."""
+        if docs is None:
+            self.apply_states(ledger.state(self.dataset, self.version, self.doc_sha_map()))
+            return
+        events = []
+        for doc in docs:
+            events.extend(ledger.events(self.dataset, self.version, doc_id=self.doc_ids[doc]))
+        self.apply_states(derive_state(events, self.doc_sha_map()), docs)
+
+    def progress(self) -> tuple[int, int, int]:
+        """(reviewed, total, flagged) chunks."""
+        return (int(np.count_nonzero(self.verdict != UNREVIEWED)), self.n_chunks,
+                int(np.count_nonzero(self.verdict == FLAGGED)))
+
+    def progress_text(self) -> str:
+        reviewed, total, flagged = self.progress()
+        return f"{reviewed:,} of {total:,} reviewed · {flagged:,} flagged"
+
+    def queue_mask(self, queue: str) -> np.ndarray:
+        if queue == "Unreviewed":
+            return self.verdict == UNREVIEWED
+        if queue == "Suspicious":
+            return self.suspicious
+        if queue == "Flagged":
+            return self.verdict == FLAGGED
+        if queue == "OK":
+            return self.verdict == OK
+        if queue == "All":
+            return np.ones(self.n_chunks, dtype=bool)
+        raise ValueError(f"unknown queue {queue!r} (one of {', '.join(QUEUES)})")
+
+    def documents_in_queue(self, queue: str) -> np.ndarray:
+        """Per document: whether any of its chunks is in ``queue``."""
+        mask = self.queue_mask(queue)
+        counts = np.diff(self.doc_first)
+        if not self.n_chunks:
+            return np.zeros(self.n_documents, dtype=bool)
+        hits = np.add.reduceat(mask.astype(np.int64), np.minimum(self.doc_first[:-1], self.n_chunks - 1))
+        return (counts > 0) & (hits > 0)
+
+    def next_row(self, mask: np.ndarray, row: int | None, step: int = 1) -> int | None:
+        """The nearest row after (step 1) or before (step -1) ``row`` where ``mask`` holds, across documents."""
+        if step > 0:
+            first = 0 if row is None else row + 1
+            hits = np.flatnonzero(mask[first:])
+            return first + int(hits[0]) if len(hits) else None
+        last = self.n_chunks if row is None else row
+        hits = np.flatnonzero(mask[:last])
+        return int(hits[-1]) if len(hits) else None
+
+    def next_suspicious(self, row: int | None, step: int = 1) -> int | None:
+        return self.next_row(self.suspicious, row, step)
+
+    # -- statistics ------------------------------------------------------------------------------
+
+    def finding_counts(self) -> dict[str, int]:
+        """Chunks carrying each finding code, largest first (codes no chunk has are left out)."""
+        counts = {}
+        for number, code in enumerate(self.finding_codes):
+            n = int(np.count_nonzero(self.finding_bits >> np.uint64(number) & np.uint64(1)))
+            if n:
+                counts[code] = n
+        return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+    def size_histogram(self, bins: int = 40) -> tuple[np.ndarray, np.ndarray]:
+        """Counts and bin edges of chunk sizes (in ``self.unit``), with room for the largest budget."""
+        sizes = self.size
+        top = max([int(sizes.max()) if len(sizes) else 1] + [b.max_size for b in self.budgets if b.unit == self.unit])
+        return np.histogram(sizes, bins=bins, range=(0, max(1, top)))
+
+
+def open_ledger_for(index: ReviewIndex) -> Ledger:
+    """The ledger of the index's dataset (created when absent)."""
+    return Ledger(ledger_path(index.snapshot.path))
+
+
+def config_facts(manifest: dict[str, Any]) -> tuple[str | None, list[Budget]]:
+    """The reviewer name and size budgets from the config the snapshot was made with, if readable."""
+    text = (manifest.get("config") or {}).get("text") if isinstance(manifest.get("config"), dict) else None
+    if not isinstance(text, str):
+        return None, []
+    try:
+        from chunking.config import load_config_text
+
+        config = load_config_text(text)
+    except Exception:  # an old or foreign config must not stop the reviewer from opening
+        return None, []
+    budgets = [Budget(config.chunker.max_size, config.chunker.unit, "default")]
+    for patterns, settings in config.rule_settings:
+        budget = Budget(settings.max_size, settings.unit, ", ".join(patterns))
+        if all((b.max_size, b.unit) != (budget.max_size, budget.unit) for b in budgets):
+            budgets.append(budget)
+    return config.model.reviewer, budgets
+
+
+def reviewer_name(index: ReviewIndex | None = None) -> str:
+    """The config's ``reviewer`` when set, else the OS user."""
+    if index is not None and index.config_reviewer:
+        return index.config_reviewer
+    return default_reviewer()
+
+
+__all__ = [
+    "QUEUES", "ChunkDetail", "Budget", "LedgerError", "OffsetMap", "ReviewIndex", "display_text",
+    "open_ledger_for", "reviewer_name",
+]

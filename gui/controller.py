@@ -1,0 +1,325 @@
+"""The reviewer's controller: which chunk is current, verdicts written to the ledger, undo and redo.
+
+Every verdict is written to the ledger the moment it is given (there is no Save); the undo stack
+holds commands whose undo appends a ``retract`` event and whose redo retracts that retraction, so
+the ledger stays append-only and a killed reviewer loses nothing. Loading runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QThread, QTimer, Signal
+from PySide6.QtGui import QUndoCommand, QUndoStack
+
+from chunking.errors import ChunkyardError
+from chunking.ledger import REASONS, Ledger, LedgerError
+from chunking.review import QUEUES, ReviewIndex, open_ledger_for, reviewer_name
+
+
+class Loader(QThread):
+    """Opens a dataset and its ledger off the GUI thread."""
+
+    loaded = Signal(object, object, str)  # index, ledger or None, ledger problem ("" if none)
+    failed = Signal(str)
+
+    def __init__(self, path: str | Path, parent: QObject | None = None):
+        super().__init__(parent)
+        self.path = path
+
+    def run(self) -> None:
+        try:
+            index = ReviewIndex.load(self.path)
+        except ChunkyardError as exc:
+            self.failed.emit(str(exc))
+            return
+        except Exception as exc:  # a hostile file must end in a dialog, not a crash
+            self.failed.emit(f"{self.path}: cannot open: {type(exc).__name__}: {exc}")
+            return
+        ledger: Ledger | None = None
+        problem = ""
+        try:
+            ledger = open_ledger_for(index)
+            index.reload_state(ledger)
+        except ChunkyardError as exc:
+            problem = str(exc)
+            if ledger is not None:
+                ledger.close()
+                ledger = None
+        except Exception as exc:
+            problem = f"review ledger unusable: {type(exc).__name__}: {exc}"
+            ledger = None
+        self.loaded.emit(index, ledger, problem)
+
+
+class _Decision(QUndoCommand):
+    """One verdict already written to the ledger as ``event_id``; undo/redo append retract events."""
+
+    def __init__(self, controller: ReviewController, row: int, event_id: int, text: str):
+        super().__init__(text)
+        self.controller = controller
+        self.row = row
+        self.event_id = event_id
+        self.undo_event: int | None = None
+        self._first = True
+
+    def redo(self) -> None:
+        if self._first:  # the event was written before the command was pushed
+            self._first = False
+            return
+        if self.undo_event is not None:
+            self.controller._write_retract(self.undo_event, self.row)
+
+    def undo(self) -> None:
+        self.undo_event = self.controller._write_retract(self.event_id, self.row)
+
+
+class ReviewController(QObject):
+    """Selection, navigation and verdicts over one opened dataset."""
+
+    loading = Signal(str)
+    loaded = Signal()
+    failed = Signal(str)  # a message for an error dialog
+    document_changed = Signal(int)  # -1 for none
+    current_changed = Signal(int)  # dataset row, -1 for none
+    states_changed = Signal()
+    boundary_mode_changed = Signal(bool)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.index: ReviewIndex | None = None
+        self.ledger: Ledger | None = None
+        self.ledger_problem = ""
+        self.undo_stack = QUndoStack(self)
+        self.doc: int | None = None
+        self.row: int | None = None
+        self.queue = "Unreviewed"
+        self.reviewer = reviewer_name()
+        self.reviewer_edited = False
+        self.boundary_mode = False
+        self.auto_advance = True
+        self._loader: Loader | None = None
+        self._seen_event = 0
+        # Another reviewer may be writing the same ledger: pick up their events every few seconds.
+        self._poll = QTimer(self)
+        self._poll.setInterval(3000)
+        self._poll.timeout.connect(self.poll_ledger)
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    def open(self, path: str | Path) -> None:
+        """Start loading ``path`` in a worker thread; ``loaded`` or ``failed`` follows."""
+        if self._loader is not None and self._loader.isRunning():
+            return
+        self.loading.emit(str(path))
+        self._loader = Loader(path, self)
+        self._loader.loaded.connect(self._on_loaded)
+        self._loader.failed.connect(self.failed)
+        self._loader.start()
+
+    def wait_loaded(self, timeout_ms: int = 60000) -> bool:
+        return self._loader is None or self._loader.wait(timeout_ms)
+
+    def _on_loaded(self, index: ReviewIndex, ledger: Ledger | None, problem: str) -> None:
+        self.close()
+        self.index, self.ledger, self.ledger_problem = index, ledger, problem
+        if not self.reviewer_edited:
+            self.reviewer = reviewer_name(index)
+        self._seen_event = ledger.last_event_id() if ledger is not None else 0
+        self.doc = self.row = None
+        self.loaded.emit()
+        if problem:
+            self.failed.emit(f"{problem}\n\nThe dataset is open read-only: decisions cannot be recorded.")
+        if ledger is not None:
+            self._poll.start()
+
+    def close(self) -> None:
+        self._poll.stop()
+        self.undo_stack.clear()
+        if self.ledger is not None:
+            self.ledger.close()
+        self.index, self.ledger = None, None
+
+    # -- selection and navigation -----------------------------------------------------------------
+
+    def select_document(self, doc: int | None, row: int | None = None) -> None:
+        index = self.index
+        if index is None or doc is None or not (0 <= doc < index.n_documents):
+            return
+        if doc != self.doc:
+            self.doc = doc
+            self.row = None
+            self.document_changed.emit(doc)
+        rows = index.doc_rows(doc)
+        if row is None:
+            row = rows.start if len(rows) else None
+        self.select_row(row)
+
+    def select_row(self, row: int | None) -> None:
+        index = self.index
+        if index is None or row is None or not (0 <= row < index.n_chunks):
+            self.row = None
+            self.current_changed.emit(-1)
+            return
+        doc = int(index.chunk_doc[row])
+        if doc != self.doc:
+            self.doc = doc
+            self.document_changed.emit(doc)
+        self.row = row
+        self.current_changed.emit(row)
+
+    def step_chunk(self, step: int) -> None:
+        """J/K: the next or previous chunk, continuing into the neighbouring document."""
+        if self.index is None or not self.index.n_chunks:
+            return
+        if self.row is None:
+            start = self.index.doc_rows(self.doc).start if self.doc is not None else 0
+            self.select_row(min(start, self.index.n_chunks - 1))
+            return
+        self.select_row(min(max(self.row + step, 0), self.index.n_chunks - 1))
+
+    def step_suspicious(self, step: int) -> bool:
+        """N/P: the next or previous chunk with a finding, across documents."""
+        if self.index is None:
+            return False
+        row = self.index.next_suspicious(self._anchor(step), step)
+        if row is not None:
+            self.select_row(row)
+        return row is not None
+
+    def set_queue(self, queue: str) -> None:
+        if queue not in QUEUES:
+            raise ValueError(f"unknown queue {queue!r}")
+        self.queue = queue
+        self.states_changed.emit()
+
+    def _anchor(self, step: int) -> int | None:
+        if self.row is not None:
+            return self.row
+        if self.doc is not None and self.index is not None:
+            rows = self.index.doc_rows(self.doc)
+            return rows.start - 1 if step > 0 and rows.start > 0 else (rows.start if step < 0 else None)
+        return None
+
+    def advance(self) -> None:
+        """After a verdict: the next chunk in the current queue, else simply the next chunk."""
+        if self.index is None or self.row is None:
+            return
+        row = self.index.next_row(self.index.queue_mask(self.queue), self.row, 1)
+        if row is None:
+            row = self.row + 1 if self.row + 1 < self.index.n_chunks else None
+        if row is not None:
+            self.select_row(row)
+
+    # -- verdicts --------------------------------------------------------------------------------
+
+    @property
+    def can_record(self) -> bool:
+        return self.index is not None and self.ledger is not None and self.row is not None
+
+    def set_boundary_mode(self, on: bool) -> None:
+        """B: the next flag targets the boundary after the current chunk instead of the chunk."""
+        self.boundary_mode = on
+        self.boundary_mode_changed.emit(on)
+
+    def flag(self, reason: str) -> bool:
+        if reason not in REASONS:
+            raise ValueError(f"unknown reason {reason!r}")
+        on_boundary = self.boundary_mode and self.row is not None and self._has_next_in_doc(self.row)
+        where = "boundary after chunk" if on_boundary else "chunk"
+        done = self._record("flag", reason=reason, boundary=on_boundary,
+                            text=f"flag {where} {self._chunk_label()} as {reason}")
+        if done:
+            self.set_boundary_mode(False)
+            if self.auto_advance:
+                self.advance()
+        return done
+
+    def flag_number(self, number: int) -> bool:
+        """Keys 1–9: the reason with that number."""
+        if not 1 <= number <= len(REASONS):
+            return False
+        return self.flag(REASONS[number - 1])
+
+    def mark_ok(self) -> bool:
+        done = self._record("mark_ok", text=f"mark chunk {self._chunk_label()} OK")
+        if done and self.auto_advance:
+            self.advance()
+        return done
+
+    def set_note(self, text: str) -> bool:
+        return self._record("note", note=text, text=f"note on chunk {self._chunk_label()}")
+
+    def current_note(self) -> str:
+        if self.index is None or self.row is None:
+            return ""
+        return self.index.state(self.row).note
+
+    def set_reviewer(self, name: str) -> None:
+        name = name.strip()
+        if name:
+            self.reviewer = name
+            self.reviewer_edited = True
+
+    def _chunk_label(self) -> str:
+        if self.index is None or self.row is None:
+            return "?"
+        return f"{int(self.index.chunk_index[self.row])} of {self.index.doc_ids[int(self.index.chunk_doc[self.row])]}"
+
+    def _has_next_in_doc(self, row: int) -> bool:
+        assert self.index is not None
+        return row + 1 < self.index.n_chunks and self.index.chunk_doc[row + 1] == self.index.chunk_doc[row]
+
+    def _record(self, kind: str, *, text: str, reason: str | None = None, note: str | None = None,
+                boundary: bool = False) -> bool:
+        if not self.can_record:
+            if self.index is not None and self.ledger is None:
+                self.failed.emit(self.ledger_problem or "no review ledger is open; decisions cannot be recorded")
+            return False
+        assert self.index is not None and self.ledger is not None and self.row is not None
+        row = self.row
+        try:
+            event_id = self.ledger.append(kind, self.index.target(row, boundary=boundary), reviewer=self.reviewer,
+                                          reason=reason, note=note)
+        except ChunkyardError as exc:
+            self.failed.emit(f"The decision was not recorded: {exc}")
+            return False
+        self._refresh_doc(row)
+        self.undo_stack.push(_Decision(self, row, event_id, text))
+        return True
+
+    def _write_retract(self, event_id: int, row: int) -> int | None:
+        if self.ledger is None:
+            return None
+        try:
+            retract = self.ledger.retract(event_id, reviewer=self.reviewer)
+        except LedgerError as exc:
+            self.failed.emit(f"Undo/redo was not recorded: {exc}")
+            return None
+        self._refresh_doc(row)
+        self.select_row(row)  # show what was undone or redone
+        return retract
+
+    def _refresh_doc(self, row: int) -> None:
+        assert self.index is not None and self.ledger is not None
+        try:
+            self.index.reload_state(self.ledger, [int(self.index.chunk_doc[row])])
+        except ChunkyardError as exc:
+            self.failed.emit(str(exc))
+        self.states_changed.emit()
+
+    def poll_ledger(self) -> None:
+        """Pick up events other reviewers wrote since we last looked."""
+        if self.index is None or self.ledger is None:
+            return
+        try:
+            events = self.ledger.events(self.index.dataset, self.index.version, after=self._seen_event)
+        except ChunkyardError:
+            return
+        if not events:
+            return
+        self._seen_event = events[-1].id
+        docs = sorted({d for e in events if (d := self.index.doc_number(e.doc_id)) is not None})
+        if docs:
+            self.index.reload_state(self.ledger, docs)
+            self.states_changed.emit()

@@ -1,0 +1,458 @@
+"""The reviewer's main window: documents on the left, the source view in the middle, chunks on the right.
+
+Keys (also in the Review menu): J/K next/previous chunk, N/P next/previous suspicious chunk across
+documents, 1–9 flag with a reason, B flag the boundary after the chunk instead, O mark OK, E edit
+the note, Ctrl+Z / Ctrl+Shift+Z undo/redo. A verdict moves on to the next chunk of the queue.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMessageBox,
+    QPlainTextEdit,
+    QSizePolicy,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from chunking.ledger import REASON_TEXT, REASONS
+from chunking.review import QUEUES, ReviewIndex
+from gui.controller import ReviewController
+from gui.models import DOC_ROLE, ChunksModel, DocumentsModel
+from gui.source_view import SourceView
+from gui.stats_view import StatisticsPanel
+
+RECENT_KEY = "recent_datasets"
+RECENT_MAX = 8
+
+
+def _fixed_rows(table: QTableView) -> None:
+    """Fixed row heights and no resize-to-contents: a table of any length costs only its visible rows."""
+    header = table.verticalHeader()
+    header.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+    header.setDefaultSectionSize(table.fontMetrics().height() + 6)
+    header.hide()
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setWordWrap(False)
+    table.setAlternatingRowColors(True)
+    table.horizontalHeader().setHighlightSections(False)
+
+
+class MainWindow(QMainWindow):
+    """The reviewer window over a ``ReviewController``."""
+
+    def __init__(self, controller: ReviewController | None = None):
+        super().__init__()
+        self.controller = controller or ReviewController(self)
+        self.last_error = ""
+        self._filtering = False  # filtering moves the list's current row; that is not a user's choice
+        self.setWindowTitle("chunkyard review")
+        self.resize(1500, 900)
+        self._build_widgets()
+        self._build_actions()
+        self._connect()
+        self.statusBar().showMessage("Open a dataset: File ▸ Open (Ctrl+O)")
+
+    # -- layout ----------------------------------------------------------------------------------
+
+    def _build_widgets(self) -> None:
+        self.documents_model = DocumentsModel(self)
+        self.documents_view = QTableView()
+        self.documents_view.setModel(self.documents_model)
+        _fixed_rows(self.documents_view)
+        self.documents_view.setSortingEnabled(True)
+        self.documents_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.documents_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+        header = self.documents_view.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for column in range(1, 5):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+            # Wide enough for the header text, measured once (not resize-to-contents over the rows).
+            text_width = header.fontMetrics().horizontalAdvance(DocumentsModel.HEADERS[column])
+            header.resizeSection(column, max(48, text_width + 14))
+        self.filter_box = QLineEdit()
+        self.filter_box.setPlaceholderText("Filter documents…")
+        self.filter_box.setClearButtonEnabled(True)
+        self.order_box = QComboBox()
+        self.order_box.addItems(["By name", "Most suspicious"])
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(4, 4, 4, 4)
+        row = QHBoxLayout()
+        row.addWidget(self.filter_box, 1)
+        row.addWidget(self.order_box)
+        left_layout.addLayout(row)
+        left_layout.addWidget(self.documents_view, 1)
+
+        self.source_view = SourceView()
+        self.doc_label = QLabel("No document")
+        self.doc_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.doc_label.setWordWrap(False)
+        centre = QWidget()
+        centre_layout = QVBoxLayout(centre)
+        centre_layout.setContentsMargins(4, 4, 4, 4)
+        centre_layout.addWidget(self.doc_label)
+        centre_layout.addWidget(self.source_view, 1)
+
+        self.chunks_model = ChunksModel(self)
+        self.chunks_view = QTableView()
+        self.chunks_view.setModel(self.chunks_model)
+        _fixed_rows(self.chunks_view)
+        chunk_header = self.chunks_view.horizontalHeader()
+        for column, width in enumerate((34, 84, 170, 120, 110)):
+            chunk_header.resizeSection(column, width)
+        chunk_header.setStretchLastSection(True)
+        self.chunks_view.setTextElideMode(Qt.TextElideMode.ElideLeft)  # the deepest heading matters most
+        self.detail = QPlainTextEdit()
+        self.detail.setReadOnly(True)
+        self.detail.setPlaceholderText("Select a chunk")
+        self.stats = StatisticsPanel()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.detail, "Chunk")
+        self.tabs.addTab(self.stats, "Statistics")
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.chunks_view)
+        right.addWidget(self.tabs)
+        right.setSizes([380, 480])
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(left)
+        splitter.addWidget(centre)
+        splitter.addWidget(right)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([450, 610, 540])
+        self.setCentralWidget(splitter)
+
+        toolbar = self.addToolBar("Review")
+        toolbar.setObjectName("review-toolbar")
+        toolbar.setMovable(False)
+        self.progress_label = QLabel("")
+        self.progress_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.queue_box = QComboBox()
+        self.queue_box.addItems(list(QUEUES))
+        self.queue_box.setCurrentText(self.controller.queue)
+        self.queue_box.setToolTip("Queue: which documents are listed and where a verdict moves on to")
+        self.reviewer_box = QLineEdit(self.controller.reviewer)
+        self.reviewer_box.setMaximumWidth(160)
+        self.reviewer_box.setToolTip("Reviewer name recorded with each decision")
+        self.target_label = QLabel("")
+        toolbar.addWidget(QLabel(" Queue: "))
+        toolbar.addWidget(self.queue_box)
+        toolbar.addSeparator()
+        toolbar.addWidget(QLabel(" Reviewer: "))
+        toolbar.addWidget(self.reviewer_box)
+        toolbar.addSeparator()
+        toolbar.addWidget(self.target_label)
+        spacer = QWidget()
+        spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        toolbar.addWidget(spacer)
+        toolbar.addWidget(self.progress_label)
+        toolbar.addWidget(QLabel("  "))
+
+    def _build_actions(self) -> None:
+        controller = self.controller
+        file_menu = self.menuBar().addMenu("&File")
+        open_action = QAction("&Open dataset…", self, shortcut=QKeySequence.StandardKey.Open)
+        open_action.triggered.connect(self.choose_dataset)
+        file_menu.addAction(open_action)
+        self.recent_menu = file_menu.addMenu("Open &recent")
+        self._fill_recent()
+        file_menu.addSeparator()
+        quit_action = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        file_menu.addAction(quit_action)
+
+        review = self.menuBar().addMenu("&Review")
+
+        def add(text: str, keys: str | QKeySequence | list[QKeySequence], slot: object) -> QAction:
+            action = QAction(text, self)
+            if isinstance(keys, list):
+                action.setShortcuts(keys)
+            else:
+                action.setShortcut(QKeySequence(keys) if isinstance(keys, str) else keys)
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            action.triggered.connect(slot)
+            review.addAction(action)
+            self.addAction(action)
+            return action
+
+        add("Next chunk", "J", lambda: controller.step_chunk(1))
+        add("Previous chunk", "K", lambda: controller.step_chunk(-1))
+        add("Next suspicious chunk", "N", lambda: self._step_suspicious(1))
+        add("Previous suspicious chunk", "P", lambda: self._step_suspicious(-1))
+        review.addSeparator()
+        flag_menu = review.addMenu("Flag")
+        for number, reason in enumerate(REASONS, start=1):
+            action = QAction(f"{reason} — {REASON_TEXT[reason]}", self)
+            action.setShortcut(QKeySequence(str(number)))
+            action.triggered.connect(lambda _=False, n=number: controller.flag_number(n))
+            flag_menu.addAction(action)
+            self.addAction(action)
+        self.boundary_action = add("Flag the boundary after this chunk (next flag)", "B",
+                                   lambda: controller.set_boundary_mode(not controller.boundary_mode))
+        self.boundary_action.setCheckable(True)
+        add("Mark OK", "O", controller.mark_ok)
+        add("Edit note…", "E", self.edit_note)
+        review.addSeparator()
+        undo = controller.undo_stack.createUndoAction(self, "Undo")
+        undo.setShortcut(QKeySequence("Ctrl+Z"))
+        redo = controller.undo_stack.createRedoAction(self, "Redo")
+        redo.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
+        for action in (undo, redo):
+            review.addAction(action)
+            self.addAction(action)
+        self.undo_action, self.redo_action = undo, redo
+
+        view = self.menuBar().addMenu("&View")
+        stats = QAction("Statistics", self, shortcut=QKeySequence("Ctrl+T"))
+        stats.triggered.connect(lambda: self.tabs.setCurrentWidget(self.stats))
+        view.addAction(stats)
+        find = QAction("Filter documents", self, shortcut=QKeySequence.StandardKey.Find)
+        find.triggered.connect(lambda: (self.filter_box.setFocus(), self.filter_box.selectAll()))
+        view.addAction(find)
+
+    def _connect(self) -> None:
+        controller = self.controller
+        controller.loading.connect(lambda path: self.statusBar().showMessage(f"Opening {path}…"))
+        controller.loaded.connect(self._on_loaded)
+        controller.failed.connect(self.show_error)
+        controller.document_changed.connect(self._on_document)
+        controller.current_changed.connect(self._on_current)
+        controller.states_changed.connect(self._on_states)
+        controller.boundary_mode_changed.connect(self._on_boundary_mode)
+        self.source_view.chunk_clicked.connect(controller.select_row)
+        self.documents_view.selectionModel().currentRowChanged.connect(self._on_document_clicked)
+        self.chunks_view.selectionModel().currentRowChanged.connect(self._on_chunk_clicked)
+        self.filter_box.textChanged.connect(self._filter_documents)
+        self.order_box.currentIndexChanged.connect(self._on_order)
+        self.queue_box.currentTextChanged.connect(controller.set_queue)
+        self.reviewer_box.editingFinished.connect(lambda: controller.set_reviewer(self.reviewer_box.text()))
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    def open_dataset(self, path: str | Path) -> None:
+        self.controller.open(path)
+
+    def choose_dataset(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open a dataset (NAME, vX or a snapshot folder)")
+        if folder:
+            self.open_dataset(folder)
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        recent = QSettings().value(RECENT_KEY, []) or []
+        if isinstance(recent, str):
+            recent = [recent]
+        for path in recent[:RECENT_MAX]:
+            action = self.recent_menu.addAction(str(path))
+            action.triggered.connect(lambda _=False, p=path: self.open_dataset(p))
+        self.recent_menu.setEnabled(bool(recent))
+
+    def _remember(self, path: str) -> None:
+        settings = QSettings()
+        recent = settings.value(RECENT_KEY, []) or []
+        if isinstance(recent, str):
+            recent = [recent]
+        recent = [path] + [p for p in recent if p != path]
+        settings.setValue(RECENT_KEY, recent[:RECENT_MAX])
+        self._fill_recent()
+
+    def _on_loaded(self) -> None:
+        index = self.controller.index
+        if index is None:
+            return
+        self.setWindowTitle(f"chunkyard review — {index.dataset} v{index.version} / {index.snapshot_number:04d}")
+        self.documents_model.set_index(index)
+        self.chunks_model.set_document(None, None)
+        self.source_view.show_document(None, None)
+        self.stats.set_index(index)
+        self.reviewer_box.setText(self.controller.reviewer)
+        self._update_progress()
+        self._apply_queue()
+        self._remember(str(index.snapshot.path.parent.parent))
+        self.statusBar().showMessage(
+            f"{index.snapshot.path}: {index.n_documents:,} documents, {index.n_chunks:,} chunks"
+            + ("" if self.controller.ledger else " — read-only (no review ledger)"))
+
+    def show_error(self, message: str) -> None:
+        """A clear dialog, never a crash; non-blocking so that a scripted run cannot hang on it."""
+        self.last_error = message
+        self.statusBar().showMessage(message.splitlines()[0] if message else "")
+        box = QMessageBox(QMessageBox.Icon.Critical, "chunkyard review", message, QMessageBox.StandardButton.Ok, self)
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+
+    # -- reacting to the controller ----------------------------------------------------------------
+
+    def _on_document(self, doc: int) -> None:
+        index = self.controller.index
+        if index is None or doc < 0:
+            return
+        self.chunks_model.set_document(index, doc)
+        self.source_view.show_document(index, doc)
+        title = index.titles[doc]
+        n = len(index.doc_rows(doc))
+        self.doc_label.setText(f"{index.doc_ids[doc]}  ·  {title}  ·  {n} chunks" if title else
+                               f"{index.doc_ids[doc]}  ·  {n} chunks")
+        self._select_current_document()
+
+    def _select_current_document(self) -> None:
+        doc = self.controller.doc
+        row = self.documents_model.row_of(doc) if doc is not None else None
+        if row is not None:
+            proxy = self.documents_model.index(row, 0)
+            self.documents_view.selectionModel().blockSignals(True)
+            self.documents_view.selectionModel().setCurrentIndex(
+                proxy, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+            self.documents_view.selectionModel().blockSignals(False)
+            self.documents_view.scrollTo(proxy)
+
+    def _on_current(self, row: int) -> None:
+        index = self.controller.index
+        if index is None or row < 0:
+            self.detail.setPlainText("")
+            self.source_view.select_row(None)
+            return
+        table_row = self.chunks_model.table_row(row)
+        if table_row is not None:
+            model_index = self.chunks_model.index(table_row, 0)
+            selection = self.chunks_view.selectionModel()
+            selection.blockSignals(True)
+            selection.setCurrentIndex(
+                model_index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+            selection.blockSignals(False)
+            self.chunks_view.scrollTo(model_index)
+            self.chunks_view.viewport().update()
+        self.source_view.select_row(row)
+        self._show_detail(row)
+
+    def _on_states(self) -> None:
+        self.chunks_model.refresh_states()
+        self.documents_model.refresh_counts()
+        self.source_view.refresh_states()
+        self._apply_queue()
+        self._update_progress()
+        if self.controller.row is not None:
+            self._show_detail(self.controller.row)
+
+    def _on_boundary_mode(self, on: bool) -> None:
+        self.boundary_action.setChecked(on)
+        self.target_label.setText(" Next flag: boundary after chunk " if on else "")
+
+    def _update_progress(self) -> None:
+        index = self.controller.index
+        self.progress_label.setText(index.progress_text() if index is not None else "")
+
+    def _apply_queue(self) -> None:
+        index = self.controller.index
+        if index is None:
+            return
+        self._filtering = True
+        try:
+            self._apply_queue_filter(index)
+        finally:
+            self._filtering = False
+
+    def _apply_queue_filter(self, index: ReviewIndex) -> None:
+        allowed = None if self.controller.queue == "All" else index.documents_in_queue(self.controller.queue)
+        if self.documents_model.set_allowed(allowed):
+            self._select_current_document()
+
+    def _show_detail(self, row: int) -> None:
+        index = self.controller.index
+        assert index is not None
+        doc = int(index.chunk_doc[row])
+        table_row = self.chunks_model.table_row(row)
+        detail = self.chunks_model.detail(table_row) if table_row is not None else None
+        state = index.state(row)
+        start, end = int(index.start[row]), int(index.end[row])
+        lines = [
+            f"Chunk {int(index.chunk_index[row])} of {len(index.doc_rows(doc))} · {index.doc_ids[doc]}",
+            f"Offsets    [{start:,}, {end:,})  ·  {end - start:,} characters (code points)",
+        ]
+        if detail is not None:
+            lines.append(f"Size       {detail.size:,} {detail.unit}  ·  {detail.n_tokens:,} tokens  ·  {detail.strategy}")
+            lines.append(f"Section    {' › '.join(detail.section_path) or '—'}")
+        if state.flagged:
+            verdict = "flagged: " + ", ".join(state.reasons + [f"boundary after: {r}" for r in state.boundary_reasons])
+        elif state.verdict == "ok":
+            verdict = "OK"
+        else:
+            verdict = "not reviewed"
+        if state.reviewer and state.verdict:
+            verdict += f"  (by {state.reviewer})"
+        lines.append(f"Review     {verdict}")
+        if state.note:
+            lines.append(f"Note       {state.note}")
+        findings = index.explain_findings(row)
+        lines.append("")
+        lines.append("Findings" if findings else "Findings   none")
+        for code, text in findings:
+            lines.append(f"  • {code}: {text}")
+        if detail is not None:
+            preview = detail.embed_text if len(detail.embed_text) <= 1500 else detail.embed_text[:1500] + " …"
+            lines += ["", "Embed text (what the embedder sees)", preview]
+        self.detail.setPlainText("\n".join(lines))
+
+    # -- user actions ------------------------------------------------------------------------------
+
+    def _filter_documents(self, text: str) -> None:
+        self._filtering = True
+        try:
+            self.documents_model.set_needle(text)
+            self._select_current_document()
+        finally:
+            self._filtering = False
+
+    def _on_document_clicked(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if self._filtering:
+            return
+        doc = current.data(DOC_ROLE)
+        if doc is not None and doc != self.controller.doc:
+            self.controller.select_document(int(doc))
+
+    def _on_chunk_clicked(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if current.isValid():
+            self.controller.select_row(self.chunks_model.dataset_row(current.row()))
+
+    def _on_order(self, number: int) -> None:
+        if number == 1:
+            self.documents_view.sortByColumn(2, Qt.SortOrder.DescendingOrder)
+        else:
+            self.documents_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+
+    def _step_suspicious(self, step: int) -> None:
+        if not self.controller.step_suspicious(step):
+            self.statusBar().showMessage("No more suspicious chunks in that direction", 3000)
+
+    def edit_note(self) -> None:
+        if not self.controller.can_record:
+            if self.controller.index is not None and self.controller.row is not None:
+                self.show_error(self.controller.ledger_problem or "no review ledger is open")
+            return
+        text, accepted = QInputDialog.getMultiLineText(self, "Note", "Note on this chunk:", self.controller.current_note())
+        if accepted:
+            self.controller.set_note(text)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.controller.close()
+        super().closeEvent(event)

@@ -1,0 +1,272 @@
+"""The reviewer window driven with keys and clicks (pytest-qt, offscreen), and its models under qtmodeltester."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("PySide6")
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from PySide6.QtCore import QPoint, QSettings, Qt  # noqa: E402
+from PySide6.QtGui import QTextCursor  # noqa: E402
+from PySide6.QtWidgets import QInputDialog  # noqa: E402
+from review_fixtures import REPO, build_dataset  # noqa: E402
+
+from chunking.ledger import Ledger, ledger_path  # noqa: E402
+from chunking.review import ReviewIndex  # noqa: E402
+from gui.controller import ReviewController  # noqa: E402
+from gui.main_window import MainWindow  # noqa: E402
+from gui.models import ChunksModel, DocumentsModel  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_dataset(tmp_path_factory.mktemp("gui"))
+
+
+@pytest.fixture
+def dataset(built: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "fixture-kb"
+    shutil.copytree(built, copy)
+    return copy
+
+
+@pytest.fixture(autouse=True)
+def isolated_settings(qapp, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Recent-dataset lists go to a temporary folder, not the tester's home."""
+    qapp.setOrganizationName("chunkyard-tests")
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "settings"))
+    yield
+
+
+def open_window(qtbot, path: Path) -> MainWindow:  # type: ignore[no-untyped-def]
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    window.resize(1400, 850)
+    window.show()
+    qtbot.waitExposed(window)
+    with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+        window.open_dataset(path)
+    window.activateWindow()
+    return window
+
+
+def press(qtbot, window: MainWindow, key: Qt.Key, modifier=Qt.KeyboardModifier.NoModifier) -> None:  # type: ignore[no-untyped-def]
+    qtbot.keyClick(window.chunks_view, key, modifier)
+
+
+def test_open_move_with_j_k_n_p(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    assert index is not None and index.n_documents == 4
+    assert window.progress_label.text() == f"0 of {index.n_chunks} reviewed · 0 flagged"
+    assert window.controller.reviewer == "test-reviewer"  # from the config
+    press(qtbot, window, Qt.Key.Key_J)
+    assert controller.row == 0 and controller.doc == 0
+    press(qtbot, window, Qt.Key.Key_J)
+    press(qtbot, window, Qt.Key.Key_J)
+    assert controller.row == 2
+    press(qtbot, window, Qt.Key.Key_K)
+    assert controller.row == 1
+    assert window.chunks_view.currentIndex().row() == 1
+    assert window.source_view.selected_row == 1
+    suspicious = np.flatnonzero(index.suspicious)
+    after = [int(r) for r in suspicious if r > 1]
+    press(qtbot, window, Qt.Key.Key_N)
+    assert controller.row == after[0]
+    press(qtbot, window, Qt.Key.Key_N)
+    assert controller.row == after[1]
+    press(qtbot, window, Qt.Key.Key_P)
+    assert controller.row == after[0]
+    # N crosses documents: from the last suspicious chunk of document 0 into a later one
+    last_in_first = max(int(r) for r in suspicious if index.chunk_doc[r] == 0)
+    controller.select_row(last_in_first)
+    press(qtbot, window, Qt.Key.Key_N)
+    assert controller.doc != 0 and index.suspicious[controller.row]
+    assert window.chunks_model.doc == controller.doc
+    assert "Findings" in window.detail.toPlainText()
+
+
+def test_flag_undo_redo_note_and_reopen(qtbot, dataset: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    assert index is not None
+    controller.select_row(3)
+    press(qtbot, window, Qt.Key.Key_2)  # 2 = mid_sentence
+    assert index.state(3).reasons == ["mid_sentence"]
+    assert controller.row == 4  # auto-advance to the next unreviewed chunk
+    assert window.progress_label.text() == f"1 of {index.n_chunks} reviewed · 1 flagged"
+    assert "mid_sentence" in window.chunks_model.index(3, 4).data()
+    press(qtbot, window, Qt.Key.Key_O)  # chunk 4 OK
+    assert index.state(4).verdict == "ok" and controller.row == 5
+    press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert index.state(4).verdict is None and controller.row == 4
+    press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert index.state(3).verdict is None
+    assert window.progress_label.text() == f"0 of {index.n_chunks} reviewed · 0 flagged"
+    press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert index.state(3).reasons == ["mid_sentence"]
+    # B then 3: flag the boundary after chunk 6 as split_table
+    controller.select_row(6)
+    press(qtbot, window, Qt.Key.Key_B)
+    assert window.target_label.text().strip()
+    press(qtbot, window, Qt.Key.Key_3)
+    assert index.state(6).boundary_reasons == ["split_table"] and not controller.boundary_mode
+    controller.select_row(8)
+    monkeypatch.setattr(QInputDialog, "getMultiLineText", lambda *args, **kwargs: ("heading belongs below", True))
+    press(qtbot, window, Qt.Key.Key_E)
+    assert index.state(8).note == "heading belongs below"
+    kinds = [event.kind for event in Ledger(ledger_path(index.snapshot.path)).events()]
+    assert kinds == ["flag", "mark_ok", "retract", "retract", "retract", "flag", "note"]
+    window.close()
+
+    again = open_window(qtbot, dataset)
+    reopened = again.controller.index
+    assert reopened is not None
+    assert reopened.state(3).reasons == ["mid_sentence"]
+    assert reopened.state(4).verdict is None
+    assert reopened.state(6).boundary_reasons == ["split_table"]
+    assert reopened.state(8).note == "heading belongs below"
+    assert again.progress_label.text() == f"2 of {reopened.n_chunks} reviewed · 2 flagged"
+    again.controller.select_row(3)
+    assert "mid_sentence" in again.detail.toPlainText()
+    assert "⚑" in again.chunks_model.index(3, 4).data()
+
+
+def test_click_in_the_text_selects_the_chunk_under_it_with_emoji(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(qtbot, dataset)
+    controller, view = window.controller, window.source_view
+    index = controller.index
+    assert index is not None
+    doc = index.doc_number("notes/emoji.md")
+    assert doc is not None
+    controller.select_document(doc)
+    text = index.document_text(doc)
+    qt_text = view.toPlainText()
+    rows = index.doc_rows(doc)
+    assert len(rows) >= 2
+    for row in rows:
+        start, end = int(index.start[row]), int(index.end[row])
+        a, b = view.span_utf16(row)
+        # the Qt span holds exactly the chunk's text: emoji and CJK before it shift nothing
+        assert qt_text.encode("utf-16-le")[2 * a:2 * b].decode("utf-16-le") == text[start:end]
+    last = rows[-1]
+    # click on a character only the last chunk holds, past the overlap
+    target = int(index.end[last - 1]) + 5
+    assert index.start[last] <= target < index.end[last]
+    cursor = QTextCursor(view.document())
+    cursor.setPosition(view.offsets.to_utf16(target))
+    rect = view.cursorRect(cursor)
+    controller.select_row(rows[0])
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(rect.center().x() + 1, rect.center().y()))
+    assert controller.row == last
+
+
+def test_document_filter_sort_and_queue(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(qtbot, dataset)
+    proxy = window.documents_model
+    assert proxy.rowCount() == 4
+    window.filter_box.setText("emoji")
+    assert proxy.rowCount() == 1 and proxy.index(0, 0).data() == "notes/emoji.md"
+    window.filter_box.setText("")
+    window.order_box.setCurrentIndex(1)  # most suspicious first
+    findings = [int(proxy.index(r, 2).data(Qt.ItemDataRole.UserRole + 1)) for r in range(proxy.rowCount())]
+    assert findings == sorted(findings, reverse=True)
+    window.queue_box.setCurrentText("Flagged")
+    assert proxy.rowCount() == 0
+    window.controller.select_row(0)
+    window.controller.flag("other")
+    assert proxy.rowCount() == 1
+    window.queue_box.setCurrentText("All")
+    assert proxy.rowCount() == 4
+    window.controller.select_row(0)
+    qtbot.mouseClick(window.documents_view.viewport(), Qt.MouseButton.LeftButton,
+                     pos=window.documents_view.visualRect(proxy.index(3, 0)).center())
+    assert window.controller.doc == proxy.index(3, 0).data(Qt.ItemDataRole.UserRole + 2)
+
+
+def test_models_pass_qtmodeltester(qtmodeltester, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    index = ReviewIndex.load(dataset)
+    documents = DocumentsModel()
+    documents.set_index(index)
+    qtmodeltester.check(documents)
+    documents.sort(2, Qt.SortOrder.DescendingOrder)
+    documents.set_needle("s")
+    qtmodeltester.check(documents)
+    documents.set_allowed(index.documents_in_queue("Suspicious"))
+    qtmodeltester.check(documents)
+    chunks = ChunksModel()
+    chunks.set_document(index, 0)
+    qtmodeltester.check(chunks)
+    empty = ChunksModel()
+    qtmodeltester.check(empty)
+
+
+def test_bad_parquet_gives_an_error_not_a_crash(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    snapshot = next(dataset.glob("v1/0*"))
+    (snapshot / "documents.parquet").chmod(0o644)
+    (snapshot / "documents.parquet").write_bytes(b"\x00" * 100)
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.controller.failed, timeout=20000):
+        window.open_dataset(dataset)
+    assert "documents.parquet" in window.last_error and window.controller.index is None
+
+
+def test_bad_ledger_opens_read_only_with_a_clear_message(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    (dataset / "review.sqlite").write_bytes(b"definitely not sqlite" * 50)
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.controller.failed, timeout=20000):
+        window.open_dataset(dataset)
+    assert "not a review ledger" in window.last_error
+    assert window.controller.index is not None and window.controller.ledger is None
+    window.controller.select_row(0)
+    assert not window.controller.flag("other")  # refused with a message, nothing crashes
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_cli_flag_and_screenshot(dataset: Path, tmp_path: Path) -> None:
+    result = _cli("flag", str(dataset), "--doc", "notes/emoji.md", "--chunk", "1", "--reason", "split_code",
+                  "--note", "scripted")
+    assert result.returncode == 0, result.stderr
+    index = ReviewIndex.load(dataset)
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        index.reload_state(ledger)
+    row = index.row_of(index.doc_number("notes/emoji.md"), 1)
+    assert index.state(row).reasons == ["split_code"] and index.state(row).reviewer == "test-reviewer"
+    bad = _cli("flag", str(dataset), "--doc", "nope.md", "--chunk", "0", "--reason", "other")
+    assert bad.returncode == 1 and "no document 'nope.md'" in bad.stderr and "Traceback" not in bad.stderr
+    png = tmp_path / "shot.png"
+    shot = _cli("review", str(dataset), "--doc", "notes/emoji.md", "--screenshot", str(png))
+    assert shot.returncode == 0, shot.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    missing = _cli("review", str(tmp_path / "nowhere"), "--screenshot", str(png))
+    assert missing.returncode == 1 and "no such dataset folder" in missing.stderr
+
+
+def test_keys_work_from_the_source_view_and_not_while_typing_a_filter(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    controller.select_row(0)
+    window.source_view.setFocus()
+    qtbot.keyClick(window.source_view, Qt.Key.Key_J)
+    assert controller.row == 1
+    window.filter_box.setFocus()
+    qtbot.keyClicks(window.filter_box, "jk")
+    assert window.filter_box.text() == "jk" and controller.row == 1
