@@ -124,7 +124,7 @@ class Packer:
     # -- public -------------------------------------------------------------------------------
 
     def spans(self) -> list[Span]:
-        text, plan = self.text, self.plan
+        plan = self.plan
         out: list[Span] = []
         start = self._skip_space(plan.start, plan.end)
         prev_end = start

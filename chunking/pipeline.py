@@ -28,7 +28,7 @@ from chunking.dataset import (
     latest_snapshot,
     version_dir,
 )
-from chunking.documents import SourceFile, Skipped, discover, read_document
+from chunking.documents import Skipped, SourceFile, discover, read_document
 from chunking.errors import ChunkyardError
 
 CHUNKYARD_VERSION = "0.1.0"
@@ -79,6 +79,38 @@ def prepare_run(config: Config, source: Path | None = None, output: Path | None 
 def discover_files(context: RunContext) -> Iterator[SourceFile | Skipped]:
     source = context.config.model.source
     return discover(context.source_dir, source.include, source.exclude, skip_dirs=(context.output_dir,))
+
+
+@dataclass
+class Survey:
+    """Sizes of the files a run will read, from a first pass that keeps no paths."""
+
+    files: int
+    total_bytes: int
+    sizes: np.ndarray
+
+    def batch_target(self, workers: int) -> int:
+        """Bytes per batch: about four batches per worker, between 256 kB and 16 MB.
+
+        Large enough that a task's fixed cost (milliseconds in a thread, a few hundred in a
+        process or on Dask) stays a small share of its work, small enough to balance the workers.
+        """
+        return int(min(16_000_000, max(256_000, self.total_bytes / (max(1, workers) * 4))))
+
+    def count_batches(self, target_bytes: int, max_files: int = 400) -> int:
+        count, size, files = 0, 0, 0
+        for item in self.sizes:
+            size += int(item)
+            files += 1
+            if size >= target_bytes or files >= max_files:
+                count, size, files = count + 1, 0, 0
+        return count + (1 if files else 0)
+
+
+def survey(context: RunContext) -> Survey:
+    sizes = [item.size for item in discover_files(context) if isinstance(item, SourceFile)]
+    array = np.asarray(sizes, dtype=np.int64)
+    return Survey(len(sizes), int(array.sum()) if len(sizes) else 0, array)
 
 
 def make_batches(files: Iterable[SourceFile | Skipped], target_bytes: int = 4_000_000,

@@ -1,26 +1,29 @@
 """The chunking flow: discover → chunk batches (Prefect tasks) → write the snapshot → publish.
 
 Thin orchestration over ``chunking.pipeline``. Tasks take batches of documents (a task costs
-milliseconds of overhead, a document often less), receive the config as text so that workers in
-other processes or on other machines need nothing from this one's environment, and are retried
-on transient errors. Results are written in submission order, so output is deterministic.
+milliseconds of overhead in a thread and a few hundred in a process, a document often less),
+receive the config as text so that workers in other processes or on other machines need nothing
+from this one's environment, and are retried on transient errors. Results are written in
+submission order, so output is the same whichever task runner ran the tasks.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
-from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from chunking.config import Config, load_config_text
 from chunking.dataset import SnapshotWriter
-from chunking.documents import SourceFile, Skipped
+from chunking.documents import Skipped, SourceFile
 from chunking.pipeline import (
     BatchResult,
     RunStats,
@@ -30,7 +33,10 @@ from chunking.pipeline import (
     discover_files,
     make_batches,
     prepare_run,
+    survey,
 )
+
+TASK_RUNNERS = ("thread", "process", "dask")
 
 
 @dataclass
@@ -44,8 +50,8 @@ class RunResult:
         return len(self.manifest.get("skipped", []))
 
 
-# Called with (documents_done, bytes_done, finished_discovering, documents_found) after each batch.
-ProgressHook = Callable[[int, int, bool, int], None]
+# Called with (documents_done, bytes_done, total_documents, total_bytes) after each batch.
+ProgressHook = Callable[[int, int, int, int], None]
 progress_hook: ProgressHook | None = None
 
 
@@ -54,9 +60,9 @@ def _config_from_text(text: str, path: str | None) -> Config:
     return load_config_text(text, Path(path) if path else None)
 
 
-@task(name="chunk batch", task_run_name="chunk batch {index}", retries=2, retry_delay_seconds=1)
+@task(name="chunk batch", task_run_name="chunk batch {index}/{total}", retries=2, retry_delay_seconds=1)
 def chunk_batch(config_text: str, config_path: str | None, files: list[SourceFile],
-                previous_sha: dict[str, str], index: int) -> BatchResult:
+                previous_sha: dict[str, str], index: int, total: int) -> BatchResult:
     config = _config_from_text(config_text, config_path)
     return chunk_files(config, files, previous_sha)
 
@@ -64,7 +70,7 @@ def chunk_batch(config_text: str, config_path: str | None, files: list[SourceFil
 @flow(name="chunkyard-run", flow_run_name="chunk {config_name}", log_prints=True)
 def chunk_corpus(config_text: str, config_path: str | None = None, config_name: str = "",
                  source: str | None = None, output: str | None = None, kind: str = "auto",
-                 max_in_flight: int = 4) -> RunResult:
+                 workers: int = 1) -> RunResult:
     """Chunk the config's source folder into the next snapshot of its dataset version.
 
     The config travels as its text (plus the path its relative paths resolve against), so the
@@ -74,13 +80,14 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
     context = prepare_run(config, Path(source) if source else None, Path(output) if output else None)
     if kind == "auto":
         kind = "refresh" if context.previous else "full"
+    sizes = survey(context)
+    target = sizes.batch_target(workers)
+    total = sizes.count_batches(target)
     writer = SnapshotWriter(context.version_path)
     stats = RunStats()
     try:
         pending: deque[tuple[Any, list[Skipped]]] = deque()
-        found = 0
-        done_docs = 0
-        done_bytes = 0
+        done_docs = done_bytes = 0
 
         def drain(limit: int) -> None:
             nonlocal done_docs, done_bytes
@@ -88,20 +95,18 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
                 future, skipped = pending.popleft()
                 result: BatchResult = future.result()
                 _record(result, skipped, context, writer, stats)
-                done_docs += len(result.chunked) + len(result.reused) + len(result.skipped) + len(skipped)
+                done_docs += len(result.chunked) + len(result.reused) + len(result.skipped)
                 done_bytes += result.n_bytes
                 if progress_hook:
-                    progress_hook(done_docs, done_bytes, False, found)
+                    progress_hook(done_docs, done_bytes, sizes.files, sizes.total_bytes)
 
-        for index, (files, skipped) in enumerate(make_batches(discover_files(context)), start=1):
-            found += len(files) + len(skipped)
+        batches = make_batches(discover_files(context), target_bytes=target)
+        for index, (files, skipped) in enumerate(batches, start=1):
             batch_sha = {f.doc_id: context.previous_sha[f.doc_id] for f in files if f.doc_id in context.previous_sha}
-            future = chunk_batch.submit(config.text, config_path, files, batch_sha, index)
+            future = chunk_batch.submit(config.text, config_path, files, batch_sha, index, max(total, index))
             pending.append((future, skipped))
-            drain(max_in_flight)
+            drain(2 * workers)
         drain(0)
-        if progress_hook:
-            progress_hook(done_docs, done_bytes, True, found)
         removed = sorted(set(context.previous_sha) - stats.seen - {s.doc_id for s in stats.skipped})
         manifest = build_manifest(context, stats, kind, removed)
         snapshot = writer.publish(manifest)
@@ -127,16 +132,51 @@ def _record(result: BatchResult, skipped: list[Skipped], context, writer: Snapsh
     stats.n_bytes += result.n_bytes
 
 
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+@contextlib.contextmanager
+def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[Any]:
+    """The Prefect task runner for ``--task-runner``; parallel runners get a real API server.
+
+    Worker processes read Prefect's settings from their environment, so callers should enter
+    ``flows.server.prefect_server()`` before Prefect is imported (the CLI does); this function
+    starts one itself otherwise.
+    """
+    if name == "thread":
+        yield ThreadPoolTaskRunner(max_workers=max(1, workers))
+        return
+    from flows.server import prefect_server
+
+    with prefect_server():
+        if name == "process":
+            yield ProcessPoolTaskRunner(max_workers=workers)
+        elif name == "dask":
+            from prefect_dask import DaskTaskRunner
+
+            if address:
+                yield DaskTaskRunner(address=address)
+            else:
+                yield DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
+                                                     "processes": True, "dashboard_address": None})
+        else:
+            raise ValueError(f"unknown task runner {name!r} (use one of: {', '.join(TASK_RUNNERS)})")
+
+
 def run(config: Config, source: Path | None = None, output: Path | None = None, *,
-        task_runner: str = "thread", kind: str = "auto") -> RunResult:
-    """Run the flow with the chosen task runner (thread here; process and dask come with scale-out)."""
-    if task_runner != "thread":
-        raise ValueError(f"task runner {task_runner!r} is not available yet (use thread)")
+        task_runner: str = "thread", workers: int | None = None, address: str | None = None,
+        kind: str = "auto") -> RunResult:
+    """Run the flow once with the chosen task runner (thread, process or dask)."""
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    runner = ThreadPoolTaskRunner(max_workers=2)
-    # The heartbeat thread adds about a second at exit; a batch job does not need it.
-    with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+    if task_runner not in TASK_RUNNERS:
+        raise ValueError(f"unknown task runner {task_runner!r} (use one of: {', '.join(TASK_RUNNERS)})")
+    # A thread runner gains nothing from more threads (the GIL); parallel runners use every core.
+    workers = workers or (1 if task_runner == "thread" else default_workers())
+    with task_runner_for(task_runner, workers, address) as runner, \
+            temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        # The heartbeat thread adds about a second at exit; a batch job does not need it.
         return chunk_corpus.with_options(task_runner=runner)(
             config.text,
             str(config.path) if config.path else None,
@@ -144,4 +184,5 @@ def run(config: Config, source: Path | None = None, output: Path | None = None, 
             source=str(source) if source else None,
             output=str(output) if output else None,
             kind=kind,
+            workers=workers,
         )

@@ -1,0 +1,56 @@
+"""Scheduled rechunking: the chunking flow served as a Prefect deployment on the config's cron.
+
+``chunkyard schedule CONFIG`` builds a deployment of ``scheduled_run`` with the config's
+``schedule.cron`` and ``timezone`` and serves it against a real Prefect server (cron schedules do
+not fire on the temporary in-process server). Each run re-reads the config file, so it is an
+ordinary incremental run: unchanged documents are carried over, and a config changed under the
+same version is refused rather than silently mixed into the dataset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+from prefect.deployments.runner import RunnerDeployment
+from prefect.schedules import Cron
+
+from chunking.config import Config, load_config
+from chunking.errors import ChunkyardError
+
+
+@flow(name="chunkyard-scheduled", flow_run_name="scheduled {config_path}")
+def scheduled_run(config_path: str) -> dict:
+    """One scheduled run: chunk the config's source into the next snapshot; returns the counts."""
+    from flows.run import chunk_corpus
+
+    config = load_config(config_path)
+    result = chunk_corpus(config.text, str(config.path), config_name=f"{config.name} v{config.version}")
+    return {"snapshot": str(result.snapshot), "counts": result.manifest["counts"]}
+
+
+def deployment_name(config: Config) -> str:
+    return f"{config.name}-v{config.version}"
+
+
+def build_deployment(config: Config) -> RunnerDeployment:
+    """The deployment for a config; it must have a ``schedule`` section."""
+    if config.model.schedule is None or config.path is None:
+        raise ChunkyardError(
+            f"{config.path or 'config'}: no schedule: add `schedule: {{cron: \"0 2 * * *\", timezone: UTC}}`"
+        )
+    schedule = config.model.schedule
+    return scheduled_run.to_deployment(
+        name=deployment_name(config),
+        schedules=[Cron(schedule.cron, timezone=schedule.timezone)],
+        parameters={"config_path": str(Path(config.path).resolve())},
+        description=f"Rechunk {config.name} v{config.version} on '{schedule.cron}' ({schedule.timezone})",
+        tags=["chunkyard"],
+    )
+
+
+def serve(config: Config) -> None:
+    """Serve the config's deployment until interrupted (blocks)."""
+    from prefect import serve as prefect_serve
+
+    prefect_serve(build_deployment(config), print_starting_message=True)

@@ -1,0 +1,120 @@
+"""A Prefect API server for runs that need one: the user's, or one started on loopback.
+
+Prefect's temporary in-process server is enough for a thread-runner run, but cron schedules do not
+fire on it and every worker process of a process pool or Dask cluster would start its own. So
+``schedule`` and the parallel runners use a real server: the one ``PREFECT_API_URL`` names, or one
+chunkyard starts (``prefect server start --host 127.0.0.1``) and stops on exit. Only the process
+chunkyard started is ever stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from chunking.errors import ChunkyardError
+
+
+class ServerError(ChunkyardError):
+    pass
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def healthy(api_url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(api_url.rstrip("/") + "/health", timeout=timeout) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def prefect_server(home: Path | None = None, startup_timeout: float = 90.0) -> Iterator[str]:
+    """Yield a Prefect API URL: ``PREFECT_API_URL`` if set, else a loopback server started here.
+
+    While inside, ``PREFECT_API_URL`` is set in this process's environment (worker processes
+    inherit it). On exit the started server gets SIGTERM, then SIGKILL if it lingers.
+    """
+    existing = os.environ.get("PREFECT_API_URL")
+    if existing:
+        if not healthy(existing, timeout=10):
+            raise ServerError(f"PREFECT_API_URL={existing} does not answer; start the server or unset it")
+        yield existing
+        return
+    home = home or Path(os.environ.get("PREFECT_HOME", Path.cwd() / ".prefect"))
+    home.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    log_path = home / "server.log"
+    prefect_cli = Path(sys.executable).with_name("prefect")
+    command = [str(prefect_cli), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "DO_NOT_TRACK": "1", "PREFECT_UI_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while not healthy(url, timeout=1):
+            if process.poll() is not None:
+                raise ServerError(f"prefect server exited with code {process.returncode}; see {log_path}")
+            if time.monotonic() > deadline:
+                raise ServerError(f"prefect server did not become healthy in {startup_timeout:.0f} s; see {log_path}")
+            time.sleep(0.25)
+        previous = os.environ.get("PREFECT_API_URL")
+        os.environ["PREFECT_API_URL"] = url
+        try:
+            if "prefect" in sys.modules:
+                # Prefect read its settings at import; tell the running process as well.
+                from prefect.settings import PREFECT_API_URL, temporary_settings
+
+                with temporary_settings({PREFECT_API_URL: url}):
+                    yield url
+            else:
+                yield url
+        finally:
+            if previous is None:
+                os.environ.pop("PREFECT_API_URL", None)
+            else:
+                os.environ["PREFECT_API_URL"] = previous
+    finally:
+        _drain_prefect_services()
+        _stop(process)
+
+
+def _drain_prefect_services() -> None:
+    """Send Prefect's queued logs and events while the server still answers."""
+    if "prefect" not in sys.modules:
+        return
+    with contextlib.suppress(Exception):
+        from prefect._internal.concurrency.services import QueueService
+
+        QueueService.drain_all(timeout=5)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=5)

@@ -1,0 +1,122 @@
+"""Parallel task runners produce the same dataset as the thread runner: process pool and Dask.
+
+A real Prefect server runs on loopback for the module (parallel runners need one); the CLI runs
+in subprocesses that inherit ``PREFECT_API_URL``. Only processes started here are stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "examples" / "kb"
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server_env(tmp_path_factory):
+    home = tmp_path_factory.mktemp("prefect-scale")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(home)
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        from flows.server import prefect_server
+
+        with prefect_server(home) as url:
+            yield {**env, "PREFECT_API_URL": url}
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scale-corpus")
+    for copy in range(6):
+        shutil.copytree(SAMPLE, root / f"part{copy}")
+    return root
+
+
+def run(env: dict[str, str], config: Path, *extra: str) -> Path:
+    result = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(config), *extra], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return Path(result.stdout.split()[1])  # "Wrote PATH (...)"
+
+
+def config_for(tmp_path: Path, corpus: Path, name: str) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: {name}
+        version: 1
+        source: {{path: {corpus}}}
+        output: {{path: {tmp_path / "out"}}}
+        chunker: {{strategy: auto, unit: tokens, max_size: 256, overlap: 32}}
+        """), encoding="utf-8")
+    return path
+
+
+def chunk_ids(snapshot: Path) -> list[tuple[str, str]]:
+    table = pq.read_table(snapshot / "chunks.parquet", columns=["doc_id", "chunk_id"])
+    return sorted(zip(table.column("doc_id").to_pylist(), table.column("chunk_id").to_pylist(), strict=True))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_process_and_local_dask_match_the_thread_runner(server_env, corpus, tmp_path):
+    reference = chunk_ids(run(server_env, config_for(tmp_path / "t", corpus, "kb")))
+    assert len(reference) > 500
+    process = run(server_env, config_for(tmp_path / "p", corpus, "kb"), "--task-runner", "process", "--workers", "2")
+    assert chunk_ids(process) == reference
+    dask = run(server_env, config_for(tmp_path / "d", corpus, "kb"), "--task-runner", "dask", "--workers", "2")
+    assert chunk_ids(dask) == reference
+
+
+def test_dask_against_a_separately_started_cluster(server_env, corpus, tmp_path):
+    port = free_port()
+    started = []
+    try:
+        started.append(subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                         "--no-dashboard"], env=server_env, start_new_session=True,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        started.append(subprocess.Popen([str(BIN / "dask"), "worker", f"tcp://127.0.0.1:{port}", "--nworkers", "2",
+                                         "--nthreads", "1", "--no-dashboard"], env=server_env, cwd=REPO,
+                                        start_new_session=True, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        reference = chunk_ids(run(server_env, config_for(tmp_path / "t", corpus, "kb")))
+        remote = run(server_env, config_for(tmp_path / "r", corpus, "kb"), "--task-runner", "dask",
+                     "--address", f"tcp://127.0.0.1:{port}")
+        assert chunk_ids(remote) == reference
+    finally:
+        for process in started:
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in started:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)

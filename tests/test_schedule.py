@@ -1,0 +1,113 @@
+"""Scheduling on a real Prefect server: the deployment's cron, a triggered run, the served CLI.
+
+Each test runs in its own process with its own PREFECT_HOME so that the session's test harness
+(see test_flow.py) and these real servers never share settings or a database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "examples" / "kb"
+pytestmark = pytest.mark.slow
+
+
+def write_config(tmp_path: Path, cron: str = "0 2 * * *", timezone: str = "Europe/Paris") -> Path:
+    path = tmp_path / "scheduled.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: nightly
+        version: 1
+        source: {{path: {SAMPLE}, include: ["**/*.md"]}}
+        output: {{path: {tmp_path / "out"}}}
+        chunker: {{strategy: markdown, unit: chars, max_size: 800}}
+        schedule: {{cron: "{cron}", timezone: {timezone}}}
+        """), encoding="utf-8")
+    return path
+
+
+def clean_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    return env
+
+
+def test_deployment_has_the_cron_schedule_and_a_triggered_run_publishes(tmp_path):
+    config = write_config(tmp_path)
+    script = textwrap.dedent(f"""
+        import asyncio, json
+        from pathlib import Path
+        from flows.settings import configure_prefect
+        configure_prefect(Path({str(tmp_path)!r}))
+        from flows.server import prefect_server
+        with prefect_server() as url:
+            from prefect.client.orchestration import get_client
+            from prefect.deployments import run_deployment
+            from prefect.runner import Runner
+            from chunking.config import load_config
+            from flows.schedule import build_deployment
+            config = load_config({str(config)!r})
+            deployment = build_deployment(config)
+            deployment_id = deployment.apply()
+            async def read():
+                async with get_client() as client:
+                    return await client.read_deployment(deployment_id)
+            stored = asyncio.run(read())
+            schedule = stored.schedules[0].schedule
+            run = run_deployment(f"chunkyard-scheduled/{{deployment.name}}", timeout=0)
+            runner = Runner(name="test-runner", query_seconds=1)
+            runner.add_deployment(deployment)
+            asyncio.run(runner.start(run_once=True))
+            print(json.dumps({{"cron": schedule.cron, "timezone": schedule.timezone, "name": stored.name,
+                              "parameters": stored.parameters}}))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=clean_env(tmp_path),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    info = json.loads(result.stdout.strip().splitlines()[-1])
+    assert info["cron"] == "0 2 * * *" and info["timezone"] == "Europe/Paris"
+    assert info["name"] == "nightly-v1"
+    assert info["parameters"] == {"config_path": str(config)}
+    snapshot = tmp_path / "out" / "nightly" / "v1" / "0001" / "manifest.json"
+    assert snapshot.is_file(), result.stderr[-3000:]
+    manifest = json.loads(snapshot.read_text())
+    assert manifest["counts"]["documents"] == len(list(SAMPLE.rglob("*.md")))
+
+
+def test_schedule_command_serves_and_stops_its_own_server(tmp_path):
+    config = write_config(tmp_path, cron="*/5 * * * *", timezone="UTC")
+    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "schedule", str(config)], cwd=REPO,
+                               env=clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
+    try:
+        line = process.stdout.readline()
+        deadline = time.monotonic() + 120
+        while "Serving" not in line and time.monotonic() < deadline and process.poll() is None:
+            line = process.stdout.readline()
+        match = re.search(r"via (http://127\.0\.0\.1:\d+/api)", line)
+        assert match, line
+        api = match.group(1)
+        found = []
+        while time.monotonic() < deadline and not found:
+            request = urllib.request.Request(api + "/deployments/filter", data=b"{}", method="POST",
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=5) as response:
+                found = [d for d in json.load(response) if d["name"] == "nightly-v1"]
+            time.sleep(0.5)
+        assert found and found[0]["schedules"][0]["schedule"]["cron"] == "*/5 * * * *"
+    finally:
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=60)
+    with pytest.raises(OSError):  # the server chunkyard started is gone with it
+        urllib.request.urlopen(api + "/health", timeout=2)
