@@ -95,7 +95,7 @@ def split_document(
                 n_tokens=n_tokens,
                 strategy=layout.strategy,
                 findings=tuple(findings[index]),
-                label=_label_at(layout, span.start),
+                label=_label_at(layout, span.start, span.end),
             )
         )
     return ChunkedDocument(chunks, layout.strategy, doc_title, layout.exclusions, layout.metadata)
@@ -129,9 +129,12 @@ def build_embed_text(
     return "\n".join(lines) + "\n\n" + chunk_text
 
 
-def _label_at(layout: Layout, start: int) -> str:
+def _label_at(layout: Layout, start: int, end: int) -> str:
+    """The language of the first code block the chunk overlaps ("" when none)."""
     for group in layout.plan.groups:
-        if group.kind == "code" and group.start <= start < group.end:
+        if group.start >= end:
+            break
+        if group.kind == "code" and group.label and group.end > start:
             return group.label
     return ""
 

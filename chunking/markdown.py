@@ -139,6 +139,12 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
     i = 0
     n = len(lines)
     last_block_end_line = -1  # index of the last line of the previous block
+    heading_lines: set[int] = set()  # last line index of every heading
+
+    def mark_block(pos: int, score: int = BLOCK) -> None:
+        # A heading's first block must stay with it: no boundary right after a heading.
+        if last_block_end_line not in heading_lines:
+            mark(pos, score)
     prev_para: tuple[int, int] | None = None  # (start offset, line index) of the preceding paragraph
     prev_para_lead_in = False
 
@@ -156,7 +162,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             mark(block_start, LEAD_IN)
             boundaries[block_start] = LEAD_IN
             return prev_para[0]
-        mark(block_start, BLOCK)
+        mark_block(block_start)
         return block_start
 
     while i < n:
@@ -168,6 +174,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         atx = _ATX.match(line.text)
         if atx and not fence:
             add_heading(line, line, len(atx.group(1)), atx.group(2) or "")
+            heading_lines.add(i)
             last_block_end_line, prev_para = i, None
             i += 1
             continue
@@ -242,7 +249,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             i = last + 1
             continue
         if _HR.match(line.text):
-            mark(line.start, BLOCK)
+            mark_block(line.start)
             last_block_end_line, prev_para = i, None
             i += 1
             continue
@@ -263,10 +270,11 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             j += 1
         if setext_level:
             add_heading(line, lines[i + 1], setext_level, line.text)
+            heading_lines.add(i + 1)
             last_block_end_line, prev_para = i + 1, None
             i += 2
             continue
-        mark(line.start, BLOCK)
+        mark_block(line.start)
         for k in range(i + 1, j):
             mark(lines[k].start, PARAGRAPH_LINE)
         para_text = text[line.start : lines[j - 1].end].rstrip()

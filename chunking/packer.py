@@ -150,6 +150,10 @@ class Packer:
             reach = max(reach, start + 1)
             if reach <= prev_end:
                 reach = prev_end + 1
+            # Whitespace after the reach is trimmed off a chunk, so a boundary just past it fits too.
+            limit = min(self.plan.end, reach + 64)
+            while reach < limit and self.text[reach].isspace():
+                reach += 1
             end, clean = self._choose_end(start, min(reach, self.plan.end), prev_end)
             trimmed = self._trim_end(start, end)
             size = self.meter.size(start, trimmed)
@@ -184,8 +188,24 @@ class Packer:
                 continue
             best = self._best_boundary(low, reach, last=True)
             if best is not None:
+                heading = self._trailing_heading(start, best)
+                if heading is not None and heading > prev_end and self._has_body(start, heading):
+                    return heading, True  # end before a heading rather than leave it at the end
                 return best, False
         return self._smallest_end(start, prev_end), False
+
+    def _trailing_heading(self, start: int, end: int) -> int | None:
+        """Start of a heading that [start, end) ends with (nothing but space after it), if any."""
+        plan = self.plan
+        if not plan.heading_ends:
+            return None
+        k = bisect.bisect_left(plan.positions, end) - 1
+        while k >= 0 and plan.positions[k] > start:
+            pos = plan.positions[k]
+            if plan.scores[k] >= SCORE_FORCED and pos in plan.heading_ends:
+                return pos if not self.text[plan.heading_ends[pos] : end].strip() else None
+            k -= 1
+        return None
 
     def _best_boundary(self, low: int, high: int, *, last: bool, floor: int = 0) -> int | None:
         """The best-scored boundary in [low, high]: the last one if ``last``, else the first."""
