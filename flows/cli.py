@@ -54,9 +54,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("config", type=Path)
     run.add_argument("--source", type=Path, help="source folder (default: the config's source.path)")
     run.add_argument("--output", type=Path, help="output folder (default: the config's output.path)")
-    run.add_argument("--task-runner", choices=["thread"], default="thread")
+    run.add_argument("--task-runner", choices=["thread", "process", "dask"], default="thread",
+                     help="thread (default), process (every core of this machine) or dask")
+    run.add_argument("--workers", type=int, help="worker processes for process/dask (default: every core)")
+    run.add_argument("--address", help="a Dask scheduler address (tcp://host:8786); default: a local cluster")
     run.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
     run.set_defaults(handler=cmd_run)
+
+    schedule = sub.add_parser("schedule", help="serve the chunking flow on the config's cron schedule")
+    schedule.add_argument("config", type=Path)
+    schedule.set_defaults(handler=cmd_schedule)
 
     validate = sub.add_parser("validate", help="check a config and print every problem with its line")
     validate.add_argument("config", type=Path)
@@ -68,6 +75,37 @@ def _parser() -> argparse.ArgumentParser:
     preview.add_argument("--text", action="store_true", help="print each chunk's full text")
     preview.add_argument("--json", action="store_true", help="print the chunks as JSON lines")
     preview.set_defaults(handler=cmd_preview)
+
+    review = sub.add_parser("review", help="open the desktop reviewer on a dataset (needs the gui extra)")
+    review.add_argument("path", nargs="?", type=Path, help="OUTPUT/NAME, a version folder or a snapshot folder")
+    review.add_argument("--doc", metavar="DOC_ID", help="the document to show first")
+    review.add_argument("--screenshot", metavar="PNG", type=Path,
+                        help="render the window with the first (or --doc) document to PNG and exit")
+    review.set_defaults(handler=cmd_review)
+
+    from chunking.ledger import REASONS
+
+    flag = sub.add_parser("flag", help="record a reviewer flag on a chunk in the dataset's review ledger")
+    flag.add_argument("path", type=Path, help="OUTPUT/NAME, a version folder or a snapshot folder")
+    flag.add_argument("--doc", required=True, metavar="DOC_ID")
+    flag.add_argument("--chunk", required=True, type=int, metavar="N", help="the chunk's chunk_index")
+    flag.add_argument("--reason", required=True, choices=REASONS)
+    flag.add_argument("--note", help="free text kept with the flag")
+    flag.add_argument("--boundary", action="store_true", help="flag the boundary after chunk N, not the chunk")
+    flag.add_argument("--reviewer", help="reviewer name (default: the config's reviewer, else the OS user)")
+    flag.set_defaults(handler=cmd_flag)
+
+    evaluate = sub.add_parser("eval", help="score configs by retrieval quality on a question set")
+    evaluate.add_argument("configs", type=Path, nargs="+", metavar="CONFIG")
+    evaluate.add_argument("--questions", type=Path, required=True, help="JSONL question set with references")
+    evaluate.add_argument("--k", type=_k_values, default=(5,), metavar="K[,K...]",
+                          help="how many chunks to retrieve; several at once, e.g. 1,5,10 (default 5)")
+    evaluate.add_argument("--retriever", choices=["bm25", "dense", "both"], default="both",
+                          help="BM25 (bm25s), dense (WordLlama, offline) or both (default)")
+    evaluate.add_argument("--out", type=Path, help="results folder (default: ./evaluations/<UTC time>)")
+    evaluate.add_argument("--refresh", action="store_true",
+                          help="run the chunking flow even when a snapshot with the config's hash exists")
+    evaluate.set_defaults(handler=cmd_eval)
     return parser
 
 
@@ -139,13 +177,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     from flows.settings import configure_prefect
 
     configure_prefect(Path.cwd())
-    from flows import run as run_module
+    import contextlib
 
+    from flows.server import prefect_server
+
+    # Parallel runners need a real API server, started before Prefect loads its settings so that
+    # worker processes inherit it.
+    server = prefect_server() if args.task_runner != "thread" else contextlib.nullcontext()
     started = time.perf_counter()
-    with _Progress() as progress:
+    with server, _Progress() as progress:
+        from flows import run as run_module
+
         run_module.progress_hook = progress.update
         try:
-            result = run_module.run(config, args.source, args.output, task_runner=args.task_runner)
+            result = run_module.run(config, args.source, args.output, task_runner=args.task_runner,
+                                    workers=args.workers, address=args.address)
         finally:
             run_module.progress_hook = None
     elapsed = time.perf_counter() - started
@@ -157,6 +203,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         _print_summary(result.snapshot, manifest, elapsed)
     return EXIT_SKIPPED if manifest["counts"]["skipped"] else EXIT_OK
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    config = _load(args.config)
+    from flows.server import prefect_server
+    from flows.settings import configure_prefect
+
+    configure_prefect(Path.cwd())
+    if config.model.schedule is None:
+        from chunking.errors import ChunkyardError
+
+        raise ChunkyardError(f"{args.config}: no schedule: add `schedule: {{cron: \"0 2 * * *\", timezone: UTC}}`")
+    with prefect_server() as api_url:
+        from flows.schedule import deployment_name, serve
+
+        schedule = config.model.schedule
+        print(f"Serving {deployment_name(config)} on '{schedule.cron}' ({schedule.timezone}) via {api_url}; "
+              "Ctrl+C stops it", flush=True)
+        serve(config)
+    return EXIT_OK
 
 
 def _load(path: Path):
@@ -228,16 +294,160 @@ class _Progress:
             self._task = self._progress.add_task("chunking", total=None, mb=0.0, rate=0.0)
         return self
 
-    def update(self, docs: int, n_bytes: int, finished_discovering: bool, found: int) -> None:
+    def update(self, docs: int, n_bytes: int, total_docs: int, total_bytes: int) -> None:
         if self._progress is None:
             return
         elapsed = max(1e-6, time.perf_counter() - self._started)
-        self._progress.update(self._task, completed=docs, total=found if found else None,
+        self._progress.update(self._task, completed=docs, total=total_docs or None,
                               mb=n_bytes / 1e6, rate=n_bytes / 1e6 / elapsed)
 
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    from chunking.errors import ChunkyardError
+
+    try:  # Qt is imported only here and inside gui/
+        from gui.app import run_review
+    except ImportError as exc:
+        raise ChunkyardError(f"the reviewer needs PySide6: pip install 'chunkyard[gui]' ({exc})") from None
+    return run_review(args.path, screenshot=args.screenshot, doc=args.doc, started=started)
+
+
+def cmd_flag(args: argparse.Namespace) -> int:
+    import pyarrow.compute as pc
+
+    from chunking.dataset import Snapshot
+    from chunking.errors import ChunkyardError
+    from chunking.ledger import Ledger, Target, default_reviewer, ledger_path
+    from chunking.review import config_facts
+
+    snapshot = Snapshot.open(args.path)
+    documents = snapshot.documents(["doc_id", "sha256"], [args.doc])
+    if documents.num_rows == 0:
+        raise ChunkyardError(f"{snapshot.path}: no document {args.doc!r} in this snapshot")
+    chunks = snapshot.chunks(["chunk_id", "doc_id", "chunk_index", "end"], [args.doc])
+    chunks = chunks.filter(pc.equal(chunks.column("doc_id"), args.doc))
+    match = chunks.filter(pc.equal(chunks.column("chunk_index"), args.chunk))
+    if match.num_rows == 0:
+        raise ChunkyardError(f"{snapshot.path}: {args.doc!r} has no chunk {args.chunk} "
+                             f"(it has chunks 0–{max(chunks.num_rows - 1, 0)})")
+    if args.boundary and args.chunk >= chunks.num_rows - 1:
+        raise ChunkyardError(f"chunk {args.chunk} is the last of {args.doc!r}: there is no boundary after it")
+    reviewer = args.reviewer or config_facts(snapshot.manifest)[0] or default_reviewer()
+    target = Target(snapshot.name, snapshot.version, snapshot.number, args.doc, documents.column("sha256")[0].as_py(),
+                    match.column("chunk_id")[0].as_py(), args.chunk,
+                    match.column("end")[0].as_py() if args.boundary else None)
+    path = ledger_path(snapshot.path)
+    with Ledger(path) as ledger:
+        event = ledger.flag(target, args.reason, reviewer=reviewer, note=args.note)
+    where = "the boundary after chunk" if args.boundary else "chunk"
+    print(f"flagged {where} {args.chunk} of {args.doc} as {args.reason} (event {event} in {path}, by {reviewer})")
+    return EXIT_OK
+
+
+def _k_values(text: str) -> tuple[int, ...]:
+    from chunking.evaluation.runner import parse_ks
+
+    try:
+        return parse_ks(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _eval_labels(paths: list[Path]) -> list[str]:
+    """Short, distinct names for the configs: file stems, with the folder when stems repeat."""
+    stems = [path.stem for path in paths]
+    labels = [stem if stems.count(stem) == 1 else f"{path.parent.name}/{stem}" for stem, path in zip(stems, paths,
+                                                                                                     strict=True)]
+    return [label if labels.count(label) == 1 else str(path) for label, path in zip(labels, paths, strict=True)]
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Score configs by retrieval quality: snapshot per config (reused or chunked), retrieve, compare."""
+    from chunking.evaluation import (
+        QuestionSetError,
+        evaluate_snapshot,
+        load_questions,
+        record_evaluation,
+        reusable_snapshot,
+        write_results,
+    )
+    from chunking.evaluation.questions import locate_questions, source_text_reader
+    from chunking.evaluation.report import format_table
+
+    configs = [_load(path) for path in args.configs]
+    labels = _eval_labels(list(args.configs))
+    retrievers = ("bm25", "dense") if args.retriever == "both" else (args.retriever,)
+    out_dir = args.out or Path("evaluations") / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+
+    def note(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        questions = load_questions(args.questions)
+        snapshots = []
+        for path, config in zip(args.configs, configs, strict=True):
+            snapshot = None if args.refresh else reusable_snapshot(config)
+            if snapshot is None:  # check the references before spending time on chunking
+                locate_questions(questions, source_text_reader(config.source_dir, config.is_included),
+                                 f"the source of {path} (include: {', '.join(config.model.source.include)})")
+            snapshots.append(snapshot)
+        note(f"{args.questions}: {len(questions.questions)} questions; retrievers: {', '.join(retrievers)}; "
+             f"k = {', '.join(map(str, args.k))}")
+        evaluations = []
+        for index, (config, label, snapshot) in enumerate(zip(configs, labels, snapshots, strict=True), start=1):
+            prefix = f"[{index}/{len(configs)}] {label}"
+            if snapshot is None:
+                note(f"{prefix}: chunking {config.source_dir} into {config.name} v{config.version} "
+                     f"(config hash {config.hash})")
+                started = time.perf_counter()
+                snapshot = _eval_chunk(config)
+                note(f"{prefix}: wrote {snapshot} in {time.perf_counter() - started:.1f} s")
+            else:
+                note(f"{prefix}: reusing {snapshot} (same config hash {config.hash})")
+            evaluation = evaluate_snapshot(snapshot, questions, ks=args.k, retrievers=retrievers, label=label,
+                                           log=lambda message, prefix=prefix: note(f"{prefix}: {message}"))
+            evaluations.append(evaluation)
+    except QuestionSetError as exc:
+        for issue in exc.issues:
+            print(f"chunkyard: {issue}", file=sys.stderr)
+        return EXIT_USAGE
+
+    print(format_table(evaluations))
+    paths = write_results(evaluations, questions, out_dir)
+    recorded = [record_evaluation(e, questions, compared_with=labels, out_dir=out_dir) for e in evaluations]
+    print(f"\nResults in {out_dir}: " + ", ".join(path.name for path in paths.values()))
+    for evaluation, record in zip(evaluations, recorded, strict=True):
+        if record is None:
+            note(f"  note: could not record the evaluation beside {evaluation.snapshot_path} (not writable)")
+    print("Metrics are character-level (Chroma's method): recall = share of reference characters retrieved; "
+          "precision = share of retrieved characters that are reference; IoU = overlap ÷ union; "
+          "hit rate = share of questions with a reference in the top k; MRR = mean 1/rank of the first hit.")
+    return EXIT_OK
+
+
+def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config
+    """Run the chunking flow for one config (as ``chunkyard run`` does) and return its snapshot."""
+    from chunking.errors import ChunkyardError
+    from flows.settings import configure_prefect
+
+    configure_prefect(Path.cwd())
+    from flows import run as run_module
+
+    with _Progress() as progress:
+        run_module.progress_hook = progress.update
+        try:
+            result = run_module.run(config)
+        finally:
+            run_module.progress_hook = None
+    if result.snapshot is None:
+        raise ChunkyardError(f"chunking {config.name} v{config.version} published no snapshot")
+    return result.snapshot
 
 
 if __name__ == "__main__":

@@ -1,0 +1,196 @@
+"""Retrievers over a snapshot's chunks, both offline: BM25 (``bm25s``) and dense (``wordllama``).
+
+Method. Both index each chunk's ``embed_text`` (what a vector store would receive: title and heading
+breadcrumb plus the text) and return, for each question, chunk row numbers best first.
+
+- BM25: ``bm25s`` (Lucene's BM25 variant, k1 = 1.5, b = 0.75) over ``bm25s.tokenize`` tokens
+  (lower-cased words of two or more characters, English stop words removed, no stemming).
+- Dense: WordLlama's 256-dimensional ``l2_supercat`` embeddings (the weights ship in the wheel and
+  are loaded with downloads disabled), L2-normalised, so cosine similarity is a dot product; top-k
+  is a NumPy sort of one matrix product.
+
+Ties are broken by row number (stable sort), so results are deterministic. Chunk embeddings are
+cached per snapshot in ``OUTPUT/NAME/vX/.cache/NNNN/`` — beside the snapshot, never inside it
+(published snapshots are read-only): an ``.npy`` file and a ``.json`` key holding the model and a
+digest of the chunk ids and embedded texts; a key mismatch recomputes. Heavy libraries are imported
+inside functions, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from chunking.errors import ChunkyardError
+
+RETRIEVERS = ("bm25", "dense")
+DENSE_MODEL = "l2_supercat"
+DENSE_DIM = 256
+CACHE_DIR = ".cache"
+
+
+class EvaluationError(ChunkyardError):
+    """An evaluation that cannot run (missing retriever library, unreadable dataset, ...)."""
+
+
+class Retriever(Protocol):
+    name: str
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[int]]: ...
+
+
+def top_k(scores: np.ndarray, k: int) -> list[int]:
+    """Indices of the ``k`` highest scores, best first; ties by index."""
+    k = min(k, scores.shape[0])
+    if k <= 0:
+        return []
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [int(i) for i in order]
+
+
+class BM25Retriever:
+    """Lexical baseline."""
+
+    name = "bm25"
+
+    def __init__(self, texts: Sequence[str]):
+        try:
+            import bm25s
+        except ImportError:  # pragma: no cover - declared dependency
+            raise EvaluationError("the bm25 retriever needs the 'bm25s' package (pip install bm25s)") from None
+        # bm25s sets its own logger to DEBUG at import; its index/retrieve chatter is not for users.
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
+        self._bm25s = bm25s
+        self.n = len(texts)
+        tokens = bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+        self._index = bm25s.BM25()
+        self._index.index(tokens, show_progress=False)
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
+        tokenized = self._bm25s.tokenize(list(queries), stopwords="en", return_ids=False, show_progress=False)
+        results = []
+        for tokens in tokenized:
+            # A query of stop words only matches nothing; every chunk scores 0 (ranked by row).
+            scores = self._index.get_scores(tokens) if tokens else np.zeros(self.n)
+            results.append(top_k(np.asarray(scores, dtype=np.float64), k))
+        return results
+
+
+@lru_cache(maxsize=1)
+def load_wordllama() -> Any:
+    """WordLlama from the weights inside the installed package; never downloads."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        import wordllama
+        from wordllama import WordLlama
+    except ImportError:  # pragma: no cover - declared dependency
+        raise EvaluationError("the dense retriever needs the 'wordllama' package (pip install wordllama)") from None
+    finally:
+        # wordllama calls logging.basicConfig(level=INFO) on import; keep the host's logging as it was.
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+    try:
+        return WordLlama.load(config=DENSE_MODEL, dim=DENSE_DIM,
+                              cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+    except Exception as exc:  # missing weights file, incompatible version
+        raise EvaluationError(f"cannot load the WordLlama model offline: {type(exc).__name__}: {exc}") from None
+
+
+def embed(texts: Sequence[str]) -> np.ndarray:
+    """L2-normalised float32 embeddings, one row per text."""
+    if not texts:
+        return np.zeros((0, DENSE_DIM), dtype=np.float32)
+    vectors = np.asarray(load_wordllama().embed(list(texts), norm=True, batch_size=256), dtype=np.float32)
+    return vectors
+
+
+class DenseRetriever:
+    """Cosine similarity over WordLlama embeddings."""
+
+    name = "dense"
+
+    def __init__(self, embeddings: np.ndarray):
+        self.embeddings = embeddings
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
+        if not len(queries):
+            return []
+        query_vectors = embed(queries)
+        scores = query_vectors @ self.embeddings.T
+        return [top_k(row, k) for row in scores]
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding cache beside the snapshot
+
+
+@dataclass
+class CachedEmbeddings:
+    vectors: np.ndarray
+    status: str  # "hit" | "written" | "not cached: <reason>"
+    path: Path | None
+
+
+def cache_dir(snapshot_path: Path) -> Path:
+    """Where derived data of a snapshot lives: ``OUTPUT/NAME/vX/.cache/NNNN`` (never inside it)."""
+    return snapshot_path.parent / CACHE_DIR / snapshot_path.name
+
+
+def embeddings_key(chunk_ids: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    for chunk_id, text in zip(chunk_ids, texts, strict=True):
+        digest.update(chunk_id.encode("utf-8"))
+        digest.update(b"\x00")
+        digest.update(hashlib.sha256(text.encode("utf-8")).digest())
+    return {"model": f"wordllama/{DENSE_MODEL}", "dim": DENSE_DIM, "rows": len(chunk_ids),
+            "digest": digest.hexdigest()}
+
+
+def cached_embeddings(snapshot_path: Path | None, chunk_ids: Sequence[str], texts: Sequence[str],
+                      use_cache: bool = True) -> CachedEmbeddings:
+    """Chunk embeddings, read from the snapshot's cache when its key matches, else computed and stored."""
+    if snapshot_path is None or not use_cache:
+        return CachedEmbeddings(embed(texts), "not cached: caching off", None)
+    key = embeddings_key(chunk_ids, texts)
+    folder = cache_dir(snapshot_path)
+    stem = f"embeddings-wordllama-{DENSE_MODEL}-{DENSE_DIM}"
+    vectors_path, key_path = folder / f"{stem}.npy", folder / f"{stem}.json"
+    try:
+        if json.loads(key_path.read_text(encoding="utf-8")) == key:
+            vectors = np.load(vectors_path, allow_pickle=False)
+            if vectors.shape == (len(chunk_ids), DENSE_DIM):
+                return CachedEmbeddings(vectors.astype(np.float32, copy=False), "hit", vectors_path)
+    except (OSError, ValueError):
+        pass  # absent, stale or damaged: recompute
+    vectors = embed(texts)
+    tag = f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp_vectors, tmp_key = folder / f"{stem}{tag}.npy", folder / f"{stem}{tag}.json"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        np.save(tmp_vectors, vectors, allow_pickle=False)
+        tmp_key.write_text(json.dumps(key, indent=2) + "\n", encoding="utf-8")
+        # Each file is renamed into place whole; a reader checks the key and the shape.
+        os.replace(tmp_vectors, vectors_path)
+        os.replace(tmp_key, key_path)
+    except OSError as exc:
+        return CachedEmbeddings(vectors, f"not cached: {exc.strerror or exc}", None)
+    finally:
+        for leftover in (tmp_vectors, tmp_key):
+            try:
+                leftover.unlink(missing_ok=True)
+            except OSError:
+                pass
+    return CachedEmbeddings(vectors, "written", vectors_path)
