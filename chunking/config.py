@@ -25,7 +25,7 @@ from chunking.errors import ConfigError, ConfigIssue
 
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
-ALGORITHM_VERSION = "1"
+ALGORITHM_VERSION = "2"
 
 
 class _Strict(BaseModel):
@@ -85,19 +85,50 @@ class MarkdownSettings(ChunkerBase):
     strategy: Literal["markdown"] = "markdown"
 
 
+class HtmlSettings(ChunkerBase):
+    """Markdown-style chunking of the text extracted from HTML (headings, lists, tables, code)."""
+
+    strategy: Literal["html"] = "html"
+
+
+class CodeSettings(ChunkerBase):
+    """Source code split between functions and classes (Python, JavaScript, TypeScript, Go, Rust, Java).
+
+    ``language`` overrides detection by file suffix; without either, lines are the only boundaries.
+    """
+
+    strategy: Literal["code"] = "code"
+    language: Literal["python", "javascript", "typescript", "tsx", "go", "rust", "java"] | None = None
+
+
+class SemanticSettings(ChunkerBase):
+    """Splits where the topic changes, by sentence embeddings (wordllama), within the budget.
+
+    ``threshold`` is a *quantile* of the document's own gap similarities, not an absolute cosine:
+    gaps among the least similar ``threshold`` fraction are topic shifts and outrank paragraph
+    breaks. (Absolute cosines of the static embeddings vary by document; a quantile does not.)
+    ``window`` is how many sentences on each side of a gap are averaged before comparing.
+    """
+
+    strategy: Literal["semantic"] = "semantic"
+    threshold: float = Field(0.2, gt=0, lt=1)
+    window: int = Field(3, ge=1, le=10)
+
+
 class AutoSettings(ChunkerBase):
-    """Picks markdown, html or recursive by the file's type."""
+    """Picks markdown, html, code or recursive by the file's type."""
 
     strategy: Literal["auto"] = "auto"
 
 
 ChunkerSettings = Annotated[
-    FixedSettings | SentenceSettings | RecursiveSettings | MarkdownSettings | AutoSettings,
+    FixedSettings | SentenceSettings | RecursiveSettings | MarkdownSettings | HtmlSettings | CodeSettings
+    | SemanticSettings | AutoSettings,
     Field(discriminator="strategy"),
 ]
 _settings_adapter: TypeAdapter[Any] = TypeAdapter(ChunkerSettings)
 
-STRATEGY_NAMES = ("fixed", "sentence", "recursive", "markdown", "auto")
+STRATEGY_NAMES = ("fixed", "sentence", "recursive", "markdown", "html", "code", "semantic", "auto")
 
 
 def parse_settings(raw: Mapping[str, Any] | ChunkerBase) -> ChunkerBase:
@@ -128,9 +159,28 @@ class RuleConfig(_Strict):
         return [self.match] if isinstance(self.match, str) else list(self.match)
 
 
+_CRON_ITEM = r"(?:\*|\?|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/[0-9]+)?"
+_CRON_FIELD = re.compile(rf"^{_CRON_ITEM}(?:,{_CRON_ITEM})*$")
+
+
 class ScheduleConfig(_Strict):
     cron: str
     timezone: str = "UTC"
+
+    @model_validator(mode="after")
+    def _valid(self) -> ScheduleConfig:
+        fields = self.cron.split()
+        if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+            raise ValueError(
+                f"cron: not a 5-field cron expression (minute hour day month weekday): {self.cron!r}"
+            )
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"timezone: unknown time zone {self.timezone!r} (e.g. UTC, Europe/Paris)") from None
+        return self
 
 
 class ConfigModel(_Strict):

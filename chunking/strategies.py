@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from chunking.code import CODE_SUFFIXES, detect_language, scan_code
 from chunking.config import ChunkerBase
 from chunking.markdown import scan
 from chunking.packer import (
@@ -85,6 +86,8 @@ def auto_strategy(path: str | None) -> str:
         return "html"
     if suffix in HTML_SUFFIXES:
         return "markdown"  # extracted HTML text is written as Markdown
+    if suffix in CODE_SUFFIXES:
+        return "code"
     return "recursive"
 
 
@@ -115,6 +118,18 @@ def recursive(text: str, settings: ChunkerBase, path: str | None) -> Layout:
 
 @register("markdown")
 def markdown(text: str, settings: ChunkerBase, path: str | None) -> Layout:
+    return _markdown_layout(text, settings, path, "markdown")
+
+
+@register("html")
+def html(text: str, settings: ChunkerBase, path: str | None) -> Layout:
+    # ``text`` is the already extracted text (chunking.html.extract_html, run when documents are
+    # read), so offsets refer to the text stored in the dataset. It is written as Markdown, so
+    # the markdown scanner finds its headings, procedures, tables and code blocks.
+    return _markdown_layout(text, settings, path, "html")
+
+
+def _markdown_layout(text: str, settings: ChunkerBase, path: str | None, strategy: str) -> Layout:
     structure = scan(text, exclude_front_matter=settings.front_matter == "exclude")
     start = structure.front_matter[1] if structure.front_matter else 0
     plan = Plan(
@@ -124,19 +139,42 @@ def markdown(text: str, settings: ChunkerBase, path: str | None) -> Layout:
         scores=structure.scores,
         levels=(SENTENCE, WORD, GRAPHEME),
         groups=structure.groups,
+        heading_ends={h.start: h.end for h in structure.headings},
     )
     exclusions = []
     if structure.front_matter:
         exclusions.append((structure.front_matter[0], structure.front_matter[1], "front_matter"))
     return Layout(
         plan,
-        "markdown",
+        strategy,
         title=structure.title or _file_title(path),
         heading_starts=[h.start for h in structure.headings],
         heading_paths=structure.paths,
         exclusions=exclusions,
         metadata=structure.metadata,
     )
+
+
+@register("code")
+def code(text: str, settings: ChunkerBase, path: str | None) -> Layout:
+    language = detect_language(path, getattr(settings, "language", None))
+    structure = scan_code(text, settings, path, language)
+    return Layout(
+        structure.plan,
+        "code",
+        title=structure.title,
+        heading_starts=structure.heading_starts,
+        heading_paths=structure.heading_paths,
+        metadata=structure.metadata,
+    )
+
+
+@register("semantic")
+def semantic(text: str, settings: ChunkerBase, path: str | None) -> Layout:
+    # Imported here: the embedding model loads only when a config asks for this strategy.
+    from chunking.semantic import semantic_layout
+
+    return semantic_layout(text, settings, path)
 
 
 @register("auto")
