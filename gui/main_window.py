@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QFontDatabase, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -128,6 +128,12 @@ class MainWindow(QMainWindow):
         self.tabs = QTabWidget()
         self.tabs.addTab(self.detail, "Chunk")
         self.tabs.addTab(self.stats, "Statistics")
+        self.evaluation = QPlainTextEdit()
+        self.evaluation.setReadOnly(True)
+        self.evaluation.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.evaluation.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.evaluation.setPlaceholderText("No evaluation of this dataset yet: run `chunkyard eval CONFIG --questions FILE`")
+        self.tabs.addTab(self.evaluation, "Evaluation")
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.chunks_view)
         right.addWidget(self.tabs)
@@ -284,6 +290,7 @@ class MainWindow(QMainWindow):
         self.chunks_model.set_document(None, None)
         self.source_view.show_document(None, None)
         self.stats.set_index(index)
+        self._show_evaluation(index.snapshot.path)
         self.reviewer_box.setText(self.controller.reviewer)
         self._update_progress()
         self._apply_queue()
@@ -291,6 +298,19 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(
             f"{index.snapshot.path}: {index.n_documents:,} documents, {index.n_chunks:,} chunks"
             + ("" if self.controller.ledger else " — read-only (no review ledger)"))
+
+    def _show_evaluation(self, snapshot_path) -> None:
+        """The latest `chunkyard eval` result for this dataset, if any (read from beside the snapshot)."""
+        from chunking.errors import ChunkyardError
+        from chunking.evaluation.report import format_stored
+        from chunking.evaluation.store import latest_evaluation
+
+        try:
+            stored = latest_evaluation(snapshot_path)
+        except (ChunkyardError, OSError, ValueError, KeyError) as exc:
+            self.evaluation.setPlainText(f"Cannot read the evaluation: {exc}")
+            return
+        self.evaluation.setPlainText(format_stored(stored) if stored else "")
 
     def show_error(self, message: str) -> None:
         """A clear dialog, never a crash; non-blocking so that a scripted run cannot hang on it."""

@@ -107,3 +107,30 @@ def write_chart(evaluations: Sequence[ConfigEvaluation], path: Path) -> Path:
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def format_stored(stored) -> str:
+    """A stored evaluation (``store.StoredEvaluation``) as text, for the reviewer's Evaluation tab."""
+    record = stored.record
+    questions = record.get("questions", {})
+    head = [
+        f"Evaluation of snapshot {stored.snapshot:04d} · {stored.created_at}",
+        f"Questions: {questions.get('path', '?')} ({questions.get('count', '?')} questions)"
+        if isinstance(questions, dict) else f"Questions: {questions}",
+        "",
+    ]
+    headers = ["retriever", "k", "recall", "precision", "IoU", "hit rate", "MRR"]
+    rows = [[
+        str(row["retriever"]), str(row["k"]),
+        f"{row['recall_mean']:.3f} ±{row['recall_std']:.2f}",
+        f"{row['precision_mean']:.3f} ±{row['precision_std']:.2f}",
+        f"{row['iou_mean']:.3f} ±{row['iou_std']:.2f}",
+        f"{row['hit_rate']:.3f}", f"{row['mrr']:.3f}",
+    ] for row in stored.summary]
+    lines = head + (_table(headers, rows, right={1, 2, 3, 4, 5, 6}) if rows else ["(no results)"])
+    cost = stored.cost
+    if cost:
+        lines += ["", "Cost: " + ", ".join(
+            f"{key.replace('_', ' ')} {value:,.0f}" if isinstance(value, (int, float)) else f"{key} {value}"
+            for key, value in cost.items())]
+    return "\n".join(lines)
