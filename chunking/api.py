@@ -6,12 +6,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chunking.config import ChunkerBase, parse_settings
+from chunking.constraints import Placement, apply_placements
 from chunking.findings import check_spans
 from chunking.packer import Packer
 from chunking.strategies import Layout, get_strategy
@@ -65,10 +66,17 @@ def split_document(
     *,
     base_dir: Path | None = None,
     title: str | None = None,
+    constraints: Iterable[Placement] | None = None,
 ) -> ChunkedDocument:
-    """Like ``chunk_document``, also returning the title, exclusions and metadata found."""
+    """Like ``chunk_document``, also returning the title, exclusions and metadata found.
+
+    ``constraints`` are reviewer decisions placed on this text (``chunking.constraints``): keep
+    spans and breaks the packer honours; one it cannot meet gives its chunk ``constraint_unmet``.
+    """
     settings = parse_settings(settings)
     layout = get_strategy(settings.strategy)(text, settings, path)
+    if constraints:
+        apply_placements(layout.plan, text, constraints)
     meter = make_meter(text, settings.unit, settings.tokenizer, base_dir)
     spans = Packer(text, layout.plan, meter, settings.max_size, settings.overlap, settings.min_size).spans()
     findings = check_spans(text, spans, layout, settings.min_size)

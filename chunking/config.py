@@ -25,7 +25,7 @@ from chunking.errors import ConfigError, ConfigIssue
 
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
-ALGORITHM_VERSION = "2"
+ALGORITHM_VERSION = "3"  # 3: PDF, DOCX and reStructuredText extraction and strategies
 
 
 class _Strict(BaseModel):
@@ -91,6 +91,18 @@ class HtmlSettings(ChunkerBase):
     strategy: Literal["html"] = "html"
 
 
+class DocumentSettings(ChunkerBase):
+    """Markdown-style chunking of the text extracted from PDF (outline headings, pages) and DOCX."""
+
+    strategy: Literal["document"] = "document"
+
+
+class RstSettings(ChunkerBase):
+    """reStructuredText: section titles, literal blocks, directives, lists and tables kept whole."""
+
+    strategy: Literal["rst"] = "rst"
+
+
 class CodeSettings(ChunkerBase):
     """Source code split between functions and classes (Python, JavaScript, TypeScript, Go, Rust, Java).
 
@@ -116,19 +128,20 @@ class SemanticSettings(ChunkerBase):
 
 
 class AutoSettings(ChunkerBase):
-    """Picks markdown, html, code or recursive by the file's type."""
+    """Picks markdown, html, document (PDF, DOCX), rst, code or recursive by the file's type."""
 
     strategy: Literal["auto"] = "auto"
 
 
 ChunkerSettings = Annotated[
     FixedSettings | SentenceSettings | RecursiveSettings | MarkdownSettings | HtmlSettings | CodeSettings
-    | SemanticSettings | AutoSettings,
+    | SemanticSettings | AutoSettings | DocumentSettings | RstSettings,
     Field(discriminator="strategy"),
 ]
 _settings_adapter: TypeAdapter[Any] = TypeAdapter(ChunkerSettings)
 
-STRATEGY_NAMES = ("fixed", "sentence", "recursive", "markdown", "html", "code", "semantic", "auto")
+STRATEGY_NAMES = ("fixed", "sentence", "recursive", "markdown", "html", "code", "semantic", "auto", "document",
+                  "rst")
 
 
 def parse_settings(raw: Mapping[str, Any] | ChunkerBase) -> ChunkerBase:

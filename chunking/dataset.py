@@ -49,6 +49,8 @@ DOCUMENTS_SCHEMA = pa.schema(
         pa.field("exclusions", pa.list_(EXCLUSION_TYPE), nullable=False),
         pa.field("metadata_json", pa.string(), nullable=False),
         pa.field("text", pa.large_string(), nullable=False),
+        # Paged formats (PDF): offset in ``text`` where each page begins; empty for the others.
+        pa.field("page_starts", pa.list_(pa.int64()), nullable=False),
     ],
     metadata={"chunkyard.schema_version": str(SCHEMA_VERSION)},
 )
@@ -72,6 +74,9 @@ CHUNKS_SCHEMA = pa.schema(
         pa.field("findings", pa.list_(pa.string()), nullable=False),
         pa.field("text", pa.large_string(), nullable=False),
         pa.field("embed_text", pa.large_string(), nullable=False),
+        # 1-based pages of the chunk's first and last character (paged formats); null otherwise.
+        pa.field("page_start", pa.int32()),
+        pa.field("page_end", pa.int32()),
     ],
     metadata={"chunkyard.schema_version": str(SCHEMA_VERSION)},
 )
@@ -216,9 +221,9 @@ class SnapshotWriter:
 
     def write(self, documents: pa.Table, chunks: pa.Table) -> None:
         if documents.num_rows:
-            self._documents.write_table(documents.cast(DOCUMENTS_SCHEMA), row_group_size=4096)
+            self._documents.write_table(conform(documents, DOCUMENTS_SCHEMA), row_group_size=4096)
         if chunks.num_rows:
-            self._chunks.write_table(chunks.cast(CHUNKS_SCHEMA), row_group_size=65536)
+            self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=65536)
 
     def publish(self, manifest: dict[str, Any]) -> Path:
         """Close the files, write the manifest, and rename the staging folder to the next number."""
@@ -255,6 +260,19 @@ class SnapshotWriter:
     def next_number(self) -> int:
         existing = list_snapshots(self.version_path)
         return (existing[-1] + 1) if existing else 1
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Cast ``table`` to ``schema``, first adding the columns it lacks (rows carried over from a
+    snapshot written before they existed): empty lists where the field is not nullable, else nulls."""
+    for field in schema:
+        if field.name not in table.column_names:
+            if not field.nullable and pa.types.is_list(field.type):
+                column = pa.array([[]] * table.num_rows, type=field.type)
+            else:
+                column = pa.nulls(table.num_rows, type=field.type)
+            table = table.append_column(field.name, column)
+    return table.select(schema.names).cast(schema)
 
 
 def clean_stale_staging(version_path: Path) -> list[Path]:

@@ -2,8 +2,10 @@
 
 ``doc_id`` is the path relative to the source folder, POSIX style. The text that chunk offsets
 refer to is the *extracted* text: UTF-8 (or UTF-16 with a BOM) decoded strictly, BOM removed, HTML
-converted to Markdown-like text. A file that cannot be used becomes a ``Skipped`` with a specific
-reason; reading never raises for a bad file.
+converted to Markdown-like text; PDF (``chunking.pdf``, text per page, headings from the outline) and
+DOCX (``chunking.word``) are not decoded but extracted to Markdown-like text; reStructuredText is kept
+as it is. A file that cannot be used becomes a ``Skipped`` with a specific reason (encrypted,
+scanned or broken PDFs included); reading never raises for a bad file.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from chunking.config import glob_match
-from chunking.strategies import HTML_SUFFIXES, MARKDOWN_SUFFIXES
+from chunking.rst import RST_SUFFIXES
+from chunking.strategies import DOCUMENT_SUFFIXES, HTML_SUFFIXES, MARKDOWN_SUFFIXES
 
 CODE_SUFFIXES = {
     ".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
@@ -40,13 +43,15 @@ class SourceFile:
 class Document:
     doc_id: str
     path: str  # as found, relative to the source folder
-    format: str  # markdown | html | text | code
+    format: str  # markdown | html | pdf | docx | rst | text | code
     sha256: str  # of the raw bytes
     n_bytes: int
     text: str  # extracted text: what offsets refer to
     title: str = ""
     exclusions: list[dict[str, Any]] = field(default_factory=list)  # removed at extraction
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Paged formats (PDF): the offset in ``text`` where each page begins; empty otherwise.
+    page_starts: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,10 @@ def detect_format(doc_id: str) -> str:
         return "markdown"
     if suffix in HTML_SUFFIXES:
         return "html"
+    if suffix in DOCUMENT_SUFFIXES:
+        return DOCUMENT_SUFFIXES[suffix]
+    if suffix in RST_SUFFIXES:
+        return "rst"
     if suffix in CODE_SUFFIXES:
         return "code"
     return "text"
@@ -136,12 +145,14 @@ def read_document(path: Path, doc_id: str) -> Document | Skipped:
 def document_from_bytes(raw: bytes, doc_id: str) -> Document | Skipped:
     if not raw:
         return Skipped(doc_id, "empty file")
+    fmt = detect_format(doc_id)
+    if fmt in ("pdf", "docx"):
+        return _extract_binary(raw, doc_id, fmt)
     try:
         text = decode_text(raw)
     except ValueError as exc:
         return Skipped(doc_id, str(exc))
     sha = hashlib.sha256(raw).hexdigest()
-    fmt = detect_format(doc_id)
     document = Document(doc_id=doc_id, path=doc_id, format=fmt, sha256=sha, n_bytes=len(raw), text=text)
     if fmt == "html":
         _extract_html(document)
@@ -185,3 +196,29 @@ def _extract_html(document: Document) -> None:
     document.title = extraction.title
     document.exclusions = list(extraction.exclusions)
     document.metadata = dict(extraction.metadata)
+
+
+def _extract_binary(raw: bytes, doc_id: str, fmt: str) -> Document | Skipped:
+    """A PDF or DOCX document, or a ``Skipped`` saying why it cannot be used."""
+    sha = hashlib.sha256(raw).hexdigest()
+    page_starts: list[int] = []
+    if fmt == "pdf":
+        from chunking.pdf import PdfUnusable, extract_pdf
+
+        try:
+            pdf = extract_pdf(raw)
+        except PdfUnusable as exc:
+            return Skipped(doc_id, str(exc))
+        text, title, metadata, page_starts = pdf.text, pdf.title, pdf.metadata, pdf.page_starts
+    else:
+        from chunking.word import DocxUnusable, extract_docx
+
+        try:
+            extraction = extract_docx(raw)
+        except DocxUnusable as exc:
+            return Skipped(doc_id, str(exc))
+        text, title, metadata = extraction.text, extraction.title, extraction.metadata
+    if not text.strip():
+        return Skipped(doc_id, "no text (empty or whitespace only after extraction)")
+    return Document(doc_id=doc_id, path=doc_id, format=fmt, sha256=sha, n_bytes=len(raw), text=text,
+                    title=title, metadata=dict(metadata), page_starts=page_starts)

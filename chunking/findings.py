@@ -51,6 +51,10 @@ FINDINGS: dict[str, tuple[str, str]] = {
         "More than half of the chunk repeats the previous chunk.",
         "Lower overlap relative to max_size.",
     ),
+    "constraint_unmet": (
+        "A reviewer's constraint (keep this span together / break here) could not be met within the budget.",
+        "Raise max_size so the kept span fits, or retract the constraint in the reviewer.",
+    ),
 }
 
 _SENTENCE_END = regex.compile(r"[.!?…。！？:;]['\"”’)\]]*$|^\s*$")
@@ -75,7 +79,8 @@ def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[lis
             codes.append("mid_sentence_end")
         if not is_last:
             for group in split_groups:
-                if group.body_start < span.end < group.end and text[span.end : group.end].strip():
+                if (group.body_start < span.end < group.end and text[span.end : group.end].strip()
+                        and not _between_members(group, span.end, split_groups)):
                     whole = any(o.start <= group.start and o.end >= _content_end(text, group.end) for o in spans)
                     code = _GROUP_CODES[group.kind]
                     if not whole and code not in codes:
@@ -89,7 +94,47 @@ def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[lis
             shared = previous.end - span.start
             if shared > 0 and shared * 2 > span.end - span.start:
                 codes.append("high_overlap")
+    for index in unmet_constraint_chunks(text, spans, plan.keep, plan.breaks):
+        if "constraint_unmet" not in results[index]:
+            results[index].append("constraint_unmet")
     return results
+
+
+def keep_met(spans: list[Span], start: int, end: int) -> bool:
+    """Whether some chunk holds all of [start, end)."""
+    return any(span.start <= start and span.end >= end for span in spans)
+
+
+def break_met(text: str, spans: list[Span], position: int) -> bool:
+    """Whether no chunk holds text on both sides of ``position``."""
+    return not any(span.start < position < span.end and text[span.start : position].strip()
+                   and text[position : span.end].strip() for span in spans)
+
+
+def unmet_constraint_chunks(text: str, spans: list[Span], keep: list[tuple[int, int]],
+                            breaks: list[int]) -> list[int]:
+    """Indexes of the chunks that cut a keep span or cross a break (the first such chunk each)."""
+    found: list[int] = []
+    for start, end in keep:
+        if spans and not keep_met(spans, start, end):
+            # The chunk where the span begins is the one that failed to hold it.
+            found.append(next((i for i, s in enumerate(spans) if s.end > start), len(spans) - 1))
+    for position in breaks:
+        if not break_met(text, spans, position):
+            found.append(next(i for i, s in enumerate(spans) if s.start < position < s.end))
+    return found
+
+
+def _between_members(group, pos: int, groups) -> bool:
+    """A class split between its methods is not a split of code: ``pos`` lies between nested
+    definitions (code groups inside ``group``) and inside none of them."""
+    if group.kind != "code":
+        return False
+    members = [g for g in groups if g.kind == "code" and g is not group
+               and group.start <= g.start and g.end <= group.end]
+    if not members or pos < min(m.start for m in members):
+        return False
+    return not any(m.start < pos < m.end for m in members)
 
 
 def _content_end(text: str, end: int) -> int:

@@ -18,6 +18,14 @@ re-chosen with a shorter reach if it is over budget. Overlap: the next chunk sta
 earliest, best-scored boundary within ``overlap`` units before the end, never across a forced
 boundary or a kept group. Chunks are trimmed of surrounding whitespace (indentation of the first
 line is kept), so every non-whitespace character lies in some chunk.
+
+Reviewer constraints (``Plan.keep``, ``Plan.breaks``, see ``chunking.constraints``). A *break* is a
+forced boundary that ignores ``min_size`` (a reviewer asked for it) and that overlap never reaches
+back across. A *keep* span that fits the budget on its own is treated like a kept group (rule 1: the
+chunk ends where it begins when it runs past the reach), and any end chosen strictly inside it is
+moved to its end when that is within the reach, else to its start. So a fitting keep span lies
+wholly inside one chunk; one that cannot fit is cut and ``check_spans`` reports ``constraint_unmet``.
+A break inside a keep span wins over the keep (the reviewer's most specific wish).
 """
 
 from __future__ import annotations
@@ -55,8 +63,13 @@ def _level(name: str, score: int, pattern: str) -> TextLevel:
 
 PARAGRAPH = _level("paragraph", SCORE_PARAGRAPH, r"\n[^\S\n]*\n")
 LINE = _level("line", SCORE_LINE, r"\n")
+# A sentence ends at . ! ? … (then closing quotes/brackets) before white space and a capital, digit
+# or CJK letter; not after a list number ("1.") or a common abbreviation ("Dr.", "e.g.").
+_NOT_AN_END = r"(?<!(?:^|[\s(])(?:\d{1,3}|[A-Za-z]|Mr|Mrs|Ms|Dr|Prof|St|vs|No|Fig|approx|e\.g|i\.e|cf|etc))"
 SENTENCE = _level(
-    "sentence", SCORE_SENTENCE, r"(?:[.!?…]+[\"'”’)\]]*[^\S\n]+(?=[\"'“‘(\[]?[\p{Lu}\p{N}\p{Lo}])|[。！？]+)"
+    "sentence",
+    SCORE_SENTENCE,
+    r"(?:" + _NOT_AN_END + r"[.!?…]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[\p{Lu}\p{N}\p{Lo}])|[。！？]+)",
 )
 SENTENCE_OR_PARAGRAPH = _level(
     "sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n"
@@ -97,6 +110,8 @@ class Plan:
     overlap_floor: int = SCORE_WORD  # weakest boundary an overlapping chunk may start at
     heading_ends: dict[int, int] = field(default_factory=dict)  # forced position -> end of its heading line
     fill: float = 0.5  # prefer ends in the last (1 - fill) of the reach
+    keep: list[tuple[int, int]] = field(default_factory=list)  # reviewer: keep [start, end) in one chunk
+    breaks: list[int] = field(default_factory=list)  # reviewer: a chunk boundary here
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +135,9 @@ class Packer:
         self._forced = {
             pos for pos, score in zip(plan.positions, plan.scores, strict=True) if score >= SCORE_FORCED
         }
+        self._breaks = sorted(set(plan.breaks))
+        self._keep = sorted(set(plan.keep))
+        self._keep_fits: dict[tuple[int, int], bool] = {}
 
     # -- public -------------------------------------------------------------------------------
 
@@ -172,26 +190,37 @@ class Packer:
         """Pick the end in (prev_end, reach]; return (end, clean) where clean means no overlap."""
         plan = self.plan
         reach = min(reach, plan.end)
+        if self._breaks:
+            first_break = self._first_break(start, prev_end, reach)
+            if first_break is not None:
+                reach = first_break  # nothing may cross a break; the break itself is the latest end
         structural = [
             pos
             for pos in (self._first_forced(start, prev_end, reach),
-                        self._kept_group_start(start, prev_end, reach))
+                        self._kept_group_start(start, prev_end, reach),
+                        self._kept_span_start(start, prev_end, reach))
             if pos is not None
         ]
         if structural:
-            return min(structural), True
-        if reach >= plan.end:
-            return plan.end, True
+            return self._honour_keep(start, prev_end, reach, min(structural), True)
+        if reach >= plan.end or reach in self._breaks:
+            return reach, True
         fill_from = max(prev_end + 1, start + int((reach - start) * plan.fill))
+        early_from = max(prev_end + 1, start + int((reach - start) * plan.fill * 0.4))
         for low in (fill_from, prev_end + 1):
             if low > reach:
                 continue
-            best = self._best_boundary(low, reach, last=True)
+            best, score = self._best(low, reach, last=True)
+            if low == fill_from and early_from < fill_from:
+                # A clearly stronger boundary a little earlier (a line end before word gaps) wins.
+                early, early_score = self._best(early_from, fill_from - 1, last=True)
+                if early is not None and early_score >= score + 10:
+                    best, score = early, early_score
             if best is not None:
                 heading = self._trailing_heading(start, best)
                 if heading is not None and heading > prev_end and self._has_body(start, heading):
-                    return heading, True  # end before a heading rather than leave it at the end
-                return best, False
+                    return self._honour_keep(start, prev_end, reach, heading, True)  # not on a heading
+                return self._honour_keep(start, prev_end, reach, best, False)
         return self._smallest_end(start, prev_end), False
 
     def _trailing_heading(self, start: int, end: int) -> int | None:
@@ -209,6 +238,10 @@ class Packer:
 
     def _best_boundary(self, low: int, high: int, *, last: bool, floor: int = 0) -> int | None:
         """The best-scored boundary in [low, high]: the last one if ``last``, else the first."""
+        return self._best(low, high, last=last, floor=floor)[0]
+
+    def _best(self, low: int, high: int, *, last: bool, floor: int = 0) -> tuple[int | None, int]:
+        """Like ``_best_boundary``, with the boundary's score (-1 when there is none)."""
         plan = self.plan
         best_score, best_pos = -1, None
         i = bisect.bisect_left(plan.positions, low)
@@ -222,8 +255,8 @@ class Packer:
                 continue
             pos = self._find_level(level, low, high, last=last)
             if pos is not None:
-                return pos
-        return best_pos if best_score >= floor else None
+                return pos, level.score
+        return (best_pos, best_score) if best_score >= floor and best_pos is not None else (None, -1)
 
     def _find_level(self, level: TextLevel, low: int, high: int, *, last: bool) -> int | None:
         text = self.text
@@ -318,6 +351,57 @@ class Packer:
             self._group_fits[k] = fits
         return fits
 
+    # -- reviewer constraints ---------------------------------------------------------------------
+
+    def _first_break(self, start: int, prev_end: int, reach: int) -> int | None:
+        """The first break in (prev_end, reach] with text before it in this chunk."""
+        i = bisect.bisect_right(self._breaks, max(start, prev_end))
+        for pos in self._breaks[i:]:
+            if pos > reach:
+                return None
+            if self.text[start:pos].strip():
+                return pos
+        return None
+
+    def _kept_span_start(self, start: int, prev_end: int, reach: int) -> int | None:
+        """Start of the first fitting keep span that begins in (prev_end, reach) and runs past reach."""
+        for keep_start, keep_end in self._keep:
+            if keep_start >= reach:
+                break
+            if keep_start <= max(start, prev_end) or keep_end <= reach:
+                continue
+            if self._keep_span_fits(keep_start, keep_end) and self.text[start:keep_start].strip():
+                return keep_start
+        return None
+
+    def _honour_keep(self, start: int, prev_end: int, reach: int, end: int, clean: bool) -> tuple[int, bool]:
+        """Move an end that falls strictly inside a fitting keep span to the span's end or start."""
+        if not self._keep or end in self._breaks:
+            return end, clean
+        for _ in range(len(self._keep) + 1):  # nested or chained spans: each move is checked again
+            inside = next(((a, b) for a, b in self._keep if a < end < b and self._keep_span_fits(a, b)), None)
+            if inside is None:
+                return end, clean
+            keep_start, keep_end = inside
+            if keep_end <= reach:
+                end, clean = keep_end, True
+            elif keep_start > max(start, prev_end) and self.text[start:keep_start].strip():
+                end, clean = keep_start, True
+            else:
+                return end, clean  # cannot be met from this start; check_spans reports it
+        return end, clean
+
+    def _keep_span_fits(self, keep_start: int, keep_end: int) -> bool:
+        key = (keep_start, keep_end)
+        fits = self._keep_fits.get(key)
+        if fits is None:
+            begin = self._skip_space(keep_start, keep_end)
+            end = self._trim_end(begin, keep_end)
+            fits = (self.meter.estimate(begin, end) <= self.max_size * 1.25 + 4
+                    and self.meter.size(begin, end) <= self.max_size)
+            self._keep_fits[key] = fits
+        return fits
+
     # -- overlap ----------------------------------------------------------------------------------
 
     def _overlap_start(self, start: int, end: int) -> int:
@@ -333,6 +417,10 @@ class Packer:
         for k in range(i, j):
             if self.plan.scores[k] >= SCORE_FORCED:
                 return self.plan.positions[k]
+        # Nor across a reviewer's break (the nearest one before the end).
+        k = bisect.bisect_left(self._breaks, end) - 1
+        if k >= 0 and self._breaks[k] > pos:
+            return self._breaks[k]
         return pos
 
     # -- whitespace -------------------------------------------------------------------------------

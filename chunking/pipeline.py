@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from chunking.api import chunk_id, split_document
 from chunking.config import ALGORITHM_VERSION, Config
+from chunking.constraints import Constraint, place
 from chunking.dataset import (
     CHUNKS_SCHEMA,
     DOCUMENTS_SCHEMA,
@@ -28,8 +29,13 @@ from chunking.dataset import (
     latest_snapshot,
     version_dir,
 )
-from chunking.documents import Skipped, SourceFile, discover, read_document
+from chunking.decisions import read_constraints
+from chunking.documents import Document, Skipped, SourceFile, discover, read_document
 from chunking.errors import ChunkyardError
+from chunking.findings import break_met, keep_met
+from chunking.ledger import LEDGER_FILE
+from chunking.packer import Span
+from chunking.pdf import page_of
 
 CHUNKYARD_VERSION = "0.1.0"
 
@@ -46,6 +52,10 @@ class RunContext:
     version_path: Path
     previous: Snapshot | None
     previous_sha: dict[str, str]
+    # Reviewer constraints per doc_id (from the ledger), and the documents that must be rechunked
+    # although unchanged because their constraints differ from those the previous snapshot honoured.
+    constraints: dict[str, list[Constraint]] = field(default_factory=dict)
+    force: set[str] = field(default_factory=set)
 
 
 def prepare_run(config: Config, source: Path | None = None, output: Path | None = None) -> RunContext:
@@ -73,7 +83,30 @@ def prepare_run(config: Config, source: Path | None = None, output: Path | None 
             )
         table = previous.documents(["doc_id", "sha256"])
         previous_sha = dict(zip(table.column("doc_id").to_pylist(), table.column("sha256").to_pylist(), strict=True))
-    return RunContext(config, source_dir, output_dir, vpath, previous, previous_sha)
+    constraints = read_constraints(vpath.parent / LEDGER_FILE, config.name, config.version)
+    force = constraints_changed(previous, constraints) if previous is not None else set()
+    return RunContext(config, source_dir, output_dir, vpath, previous, previous_sha, constraints, force)
+
+
+def constraint_ids(manifest: dict[str, Any]) -> dict[str, set[int]]:
+    """Per doc_id, the ids of the constraints a snapshot was made under (from its manifest)."""
+    out: dict[str, set[int]] = {}
+    for entry in manifest.get("constraints") or []:
+        out.setdefault(entry["doc_id"], set()).add(int(entry["id"]))
+    return out
+
+
+def constraints_changed(previous: Snapshot, constraints: dict[str, list[Constraint]]) -> set[str]:
+    """Documents whose active constraints differ from those ``previous`` honoured: rechunk them."""
+    before = constraint_ids(previous.manifest)
+    now = {doc_id: {c.id for c in items} for doc_id, items in constraints.items()}
+    return {doc_id for doc_id in set(before) | set(now) if before.get(doc_id, set()) != now.get(doc_id, set())}
+
+
+def carried_constraints(previous: Snapshot, doc_ids: Iterable[str]) -> list[dict[str, Any]]:
+    """The previous snapshot's constraint entries for documents carried over unchanged."""
+    wanted = set(doc_ids)
+    return [entry for entry in previous.manifest.get("constraints") or [] if entry["doc_id"] in wanted]
 
 
 def discover_files(context: RunContext) -> Iterator[SourceFile | Skipped]:
@@ -140,10 +173,16 @@ class BatchResult:
     reused: list[str] = field(default_factory=list)
     chunked: list[str] = field(default_factory=list)
     n_bytes: int = 0
+    constraints: list[dict[str, Any]] = field(default_factory=list)  # what became of each constraint
 
 
-def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str, str]) -> BatchResult:
-    """Read and chunk a batch; documents whose bytes are unchanged are only listed as reused."""
+def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str, str],
+                constraints: dict[str, list[Constraint]] | None = None) -> BatchResult:
+    """Read and chunk a batch; documents whose bytes are unchanged are only listed as reused.
+
+    ``constraints`` (per doc_id) are placed on each document's text as it is now: as recorded when
+    its bytes are the ones they were made on, re-anchored by their text otherwise, or stale.
+    """
     doc_columns: dict[str, list[Any]] = {name: [] for name in DOCUMENTS_SCHEMA.names}
     chunk_columns: dict[str, list[Any]] = {name: [] for name in CHUNKS_SCHEMA.names}
     result = BatchResult(DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table())
@@ -156,52 +195,104 @@ def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str,
         if previous_sha.get(document.doc_id) == document.sha256:
             result.reused.append(document.doc_id)
             continue
-        settings = config.settings_for(document.doc_id)
-        try:
-            chunked = split_document(document.text, settings, document.doc_id, base_dir=config.base_dir,
-                                     title=document.title or None)
-        except Exception as exc:  # a bug or a pathological file must not sink the whole run
-            result.skipped.append(Skipped(document.doc_id, f"chunking failed: {type(exc).__name__}: {exc}"))
-            continue
-        result.chunked.append(document.doc_id)
-        metadata = {**document.metadata, **_jsonable(chunked.metadata)}
-        if document.exclusions:
-            metadata["extraction_exclusions"] = document.exclusions
-        doc_columns["doc_id"].append(document.doc_id)
-        doc_columns["path"].append(document.path)
-        doc_columns["format"].append(document.format)
-        doc_columns["strategy"].append(chunked.strategy)
-        doc_columns["sha256"].append(document.sha256)
-        doc_columns["n_bytes"].append(document.n_bytes)
-        doc_columns["n_chars"].append(len(document.text))
-        doc_columns["n_chunks"].append(len(chunked.chunks))
-        doc_columns["title"].append(chunked.title)
-        doc_columns["exclusions"].append(
-            [{"start": s, "end": e, "reason": r} for s, e, r in chunked.exclusions]
-        )
-        doc_columns["metadata_json"].append(json.dumps(metadata, ensure_ascii=False, sort_keys=True, default=str))
-        doc_columns["text"].append(document.text)
-        for chunk in chunked.chunks:
-            chunk_columns["chunk_id"].append(chunk_id(document.doc_id, chunk.start, chunk.end, config.hash))
-            chunk_columns["doc_id"].append(document.doc_id)
-            chunk_columns["chunk_index"].append(chunk.index)
-            chunk_columns["start"].append(chunk.start)
-            chunk_columns["end"].append(chunk.end)
-            chunk_columns["section_path"].append(list(chunk.section_path))
-            chunk_columns["size"].append(chunk.size)
-            chunk_columns["unit"].append(settings.unit)
-            chunk_columns["n_chars"].append(chunk.n_chars)
-            chunk_columns["n_tokens"].append(chunk.n_tokens)
-            chunk_columns["strategy"].append(chunk.strategy)
-            chunk_columns["label"].append(chunk.label)
-            chunk_columns["config_version"].append(config.version)
-            chunk_columns["config_hash"].append(config.hash)
-            chunk_columns["findings"].append(list(chunk.findings))
-            chunk_columns["text"].append(chunk.text)
-            chunk_columns["embed_text"].append(chunk.embed_text)
+        _chunk_document(config, document, (constraints or {}).get(document.doc_id, []), result, doc_columns,
+                        chunk_columns)
     result.documents = pa.table(doc_columns, schema=DOCUMENTS_SCHEMA)
     result.chunks = pa.table(chunk_columns, schema=CHUNKS_SCHEMA)
     return result
+
+
+def rechunk_stored(config: Config, snapshot: Snapshot, doc_ids: list[str],
+                   constraints: dict[str, list[Constraint]]) -> BatchResult:
+    """Rechunk documents from the text a snapshot stores (reprocessing needs no source folder)."""
+    doc_columns: dict[str, list[Any]] = {name: [] for name in DOCUMENTS_SCHEMA.names}
+    chunk_columns: dict[str, list[Any]] = {name: [] for name in CHUNKS_SCHEMA.names}
+    result = BatchResult(DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table())
+    rows = filter_doc_ids(snapshot.documents(doc_ids=doc_ids), doc_ids).to_pylist()
+    for row in sorted(rows, key=lambda r: r["doc_id"]):
+        metadata = json.loads(row["metadata_json"] or "{}")
+        document = Document(row["doc_id"], row["path"], row["format"], row["sha256"], row["n_bytes"], row["text"],
+                            title=row["title"], exclusions=metadata.pop("extraction_exclusions", []),
+                            metadata=metadata, page_starts=list(row.get("page_starts") or []))
+        result.n_bytes += document.n_bytes
+        _chunk_document(config, document, constraints.get(document.doc_id, []), result, doc_columns,
+                        chunk_columns)
+    result.documents = pa.table(doc_columns, schema=DOCUMENTS_SCHEMA)
+    result.chunks = pa.table(chunk_columns, schema=CHUNKS_SCHEMA)
+    return result
+
+
+def _chunk_document(config: Config, document: Document, constraints: list[Constraint], result: BatchResult,
+                    doc_columns: dict[str, list[Any]], chunk_columns: dict[str, list[Any]]) -> None:
+    """Chunk one document under its constraints and append its rows (or a skip) to the batch."""
+    settings = config.settings_for(document.doc_id)
+    placed = [(constraint, place(constraint, document.text, document.sha256)) for constraint in constraints]
+    try:
+        chunked = split_document(document.text, settings, document.doc_id, base_dir=config.base_dir,
+                                 title=document.title or None,
+                                 constraints=[placement for _, placement in placed if placement is not None])
+    except Exception as exc:  # a bug or a pathological file must not sink the whole run
+        result.skipped.append(Skipped(document.doc_id, f"chunking failed: {type(exc).__name__}: {exc}"))
+        return
+    result.chunked.append(document.doc_id)
+    spans = [Span(c.start, c.end, c.size) for c in chunked.chunks]
+    for constraint, placement in placed:
+        result.constraints.append(_constraint_outcome(document, constraint, placement, spans))
+    metadata = {**document.metadata, **_jsonable(chunked.metadata)}
+    if document.exclusions:
+        metadata["extraction_exclusions"] = document.exclusions
+    doc_columns["doc_id"].append(document.doc_id)
+    doc_columns["path"].append(document.path)
+    doc_columns["format"].append(document.format)
+    doc_columns["strategy"].append(chunked.strategy)
+    doc_columns["sha256"].append(document.sha256)
+    doc_columns["n_bytes"].append(document.n_bytes)
+    doc_columns["n_chars"].append(len(document.text))
+    doc_columns["n_chunks"].append(len(chunked.chunks))
+    doc_columns["title"].append(chunked.title)
+    doc_columns["exclusions"].append(
+        [{"start": s, "end": e, "reason": r} for s, e, r in chunked.exclusions]
+    )
+    doc_columns["metadata_json"].append(json.dumps(metadata, ensure_ascii=False, sort_keys=True, default=str))
+    doc_columns["text"].append(document.text)
+    doc_columns["page_starts"].append(list(document.page_starts))
+    for chunk in chunked.chunks:
+        chunk_columns["chunk_id"].append(chunk_id(document.doc_id, chunk.start, chunk.end, config.hash))
+        chunk_columns["doc_id"].append(document.doc_id)
+        chunk_columns["chunk_index"].append(chunk.index)
+        chunk_columns["start"].append(chunk.start)
+        chunk_columns["end"].append(chunk.end)
+        chunk_columns["section_path"].append(list(chunk.section_path))
+        chunk_columns["size"].append(chunk.size)
+        chunk_columns["unit"].append(settings.unit)
+        chunk_columns["n_chars"].append(chunk.n_chars)
+        chunk_columns["n_tokens"].append(chunk.n_tokens)
+        chunk_columns["strategy"].append(chunk.strategy)
+        chunk_columns["label"].append(chunk.label)
+        chunk_columns["config_version"].append(config.version)
+        chunk_columns["config_hash"].append(config.hash)
+        chunk_columns["findings"].append(list(chunk.findings))
+        chunk_columns["text"].append(chunk.text)
+        chunk_columns["embed_text"].append(chunk.embed_text)
+        # Pages of the chunk's first and last character (PDF); null for documents without pages.
+        paged = bool(document.page_starts)
+        chunk_columns["page_start"].append(page_of(document.page_starts, chunk.start) if paged else None)
+        chunk_columns["page_end"].append(page_of(document.page_starts, max(chunk.start, chunk.end - 1))
+                                         if paged else None)
+
+
+def _constraint_outcome(document: Document, constraint: Constraint, placement: Any,
+                        spans: list[Span]) -> dict[str, Any]:
+    """A manifest entry: applied (on the bytes it was made on), reanchored, stale or unmet."""
+    entry = constraint.summary()
+    if placement is None:
+        return {**entry, "status": "stale", "placed": None}
+    if placement.kind == "keep_together":
+        met = keep_met(spans, placement.start, placement.end)
+    else:
+        met = break_met(document.text, spans, placement.start)
+    status = "applied" if document.sha256 == constraint.doc_sha256 else "reanchored"
+    return {**entry, "status": status if met else "unmet", "placed": [placement.start, placement.end]}
 
 
 def carried_over(previous: Snapshot, doc_ids: list[str]) -> tuple[pa.Table, pa.Table]:
@@ -226,6 +317,7 @@ class RunStats:
     skipped: list[Skipped] = field(default_factory=list)
     sizes: dict[str, list[int]] = field(default_factory=dict)  # per strategy, in the unit
     findings: dict[str, Counter] = field(default_factory=dict)  # per strategy
+    constraints: list[dict[str, Any]] = field(default_factory=list)  # outcome of each reviewer constraint
     chunk_counts: Counter = field(default_factory=Counter)  # per strategy
     doc_counts: Counter = field(default_factory=Counter)
     seen: set[str] = field(default_factory=set)
@@ -301,6 +393,10 @@ def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: lis
         "findings": dict(sorted(finding_totals.items())),
         "size_statistics": stats.summary_rows(),
         "applied_flags": applied_flags or [],
+        # Every reviewer constraint of this version and what became of it here: applied, reanchored
+        # (the document changed and the constraint was found by its text), unmet (cannot fit the
+        # budget; its chunk carries constraint_unmet) or stale (its text is gone: listed for review).
+        "constraints": sorted(stats.constraints, key=lambda e: (e["doc_id"], e["id"])),
     }
 
 

@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 
 from chunking.code import CODE_SUFFIXES, detect_language, scan_code
 from chunking.config import ChunkerBase
-from chunking.markdown import scan
+from chunking.markdown import Structure, scan
 from chunking.packer import (
     GRAPHEME,
     RECURSIVE_LEVELS,
@@ -25,6 +25,7 @@ from chunking.packer import (
     Group,
     Plan,
 )
+from chunking.rst import RST_SUFFIXES, scan_rst
 
 
 @dataclass
@@ -75,6 +76,8 @@ def strategy_names() -> list[str]:
 
 MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
+# Binary formats whose extracted text is written as Markdown (chunking.pdf, chunking.word).
+DOCUMENT_SUFFIXES = {".pdf": "pdf", ".docx": "docx"}
 
 
 def auto_strategy(path: str | None) -> str:
@@ -86,6 +89,10 @@ def auto_strategy(path: str | None) -> str:
         return "html"
     if suffix in HTML_SUFFIXES:
         return "markdown"  # extracted HTML text is written as Markdown
+    if suffix in DOCUMENT_SUFFIXES:
+        return "document"
+    if suffix in RST_SUFFIXES:
+        return "rst"
     if suffix in CODE_SUFFIXES:
         return "code"
     return "recursive"
@@ -129,8 +136,25 @@ def html(text: str, settings: ChunkerBase, path: str | None) -> Layout:
     return _markdown_layout(text, settings, path, "html")
 
 
+@register("document")
+def document(text: str, settings: ChunkerBase, path: str | None) -> Layout:
+    # PDF and DOCX: ``text`` is the extracted text (chunking.pdf / chunking.word, run when documents
+    # are read), written as Markdown with headings from the PDF outline or the Word heading styles.
+    return _markdown_layout(text, settings, path, "document")
+
+
+@register("rst")
+def rst(text: str, settings: ChunkerBase, path: str | None) -> Layout:
+    # reStructuredText is chunked as it is: its own scanner finds titles, literal blocks, directives.
+    return _structure_layout(scan_rst(text), text, path, "rst")
+
+
 def _markdown_layout(text: str, settings: ChunkerBase, path: str | None, strategy: str) -> Layout:
     structure = scan(text, exclude_front_matter=settings.front_matter == "exclude")
+    return _structure_layout(structure, text, path, strategy)
+
+
+def _structure_layout(structure: Structure, text: str, path: str | None, strategy: str) -> Layout:
     start = structure.front_matter[1] if structure.front_matter else 0
     plan = Plan(
         start,

@@ -95,6 +95,26 @@ def _parser() -> argparse.ArgumentParser:
     flag.add_argument("--reviewer", help="reviewer name (default: the config's reviewer, else the OS user)")
     flag.set_defaults(handler=cmd_flag)
 
+    reprocess = sub.add_parser("reprocess", help="rechunk documents with open flags or constraints -> next snapshot")
+    reprocess.add_argument("config", type=Path)
+    reprocess.add_argument("--output", type=Path, help="output folder (default: the config's output.path)")
+    reprocess.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
+    reprocess.set_defaults(handler=cmd_reprocess)
+
+    diff = sub.add_parser("diff", help="chunks added / removed / changed / unchanged per document between snapshots")
+    diff.add_argument("a", type=Path, metavar="PATH_A", help="a snapshot, version folder or dataset folder")
+    diff.add_argument("b", type=Path, metavar="PATH_B")
+    diff.add_argument("--json", action="store_true", help="print the diff as JSON")
+    diff.add_argument("--all", action="store_true", help="list unchanged documents too")
+    diff.set_defaults(handler=cmd_diff)
+
+    export = sub.add_parser("export", help="export chunks for a vector store, or the change-set since a snapshot")
+    export.add_argument("path", type=Path, help="a snapshot, version folder or dataset folder")
+    export.add_argument("--format", required=True, choices=["parquet", "jsonl"])
+    export.add_argument("--out", required=True, type=Path, help="the file to write (replaced atomically)")
+    export.add_argument("--since", type=Path, metavar="OLD", help="write a change-set (upserts + deletes) since OLD")
+    export.set_defaults(handler=cmd_export)
+
     evaluate = sub.add_parser("eval", help="score configs by retrieval quality on a question set")
     evaluate.add_argument("configs", type=Path, nargs="+", metavar="CONFIG")
     evaluate.add_argument("--questions", type=Path, required=True, help="JSONL question set with references")
@@ -448,6 +468,63 @@ def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config
     if result.snapshot is None:
         raise ChunkyardError(f"chunking {config.name} v{config.version} published no snapshot")
     return result.snapshot
+
+
+def cmd_reprocess(args: argparse.Namespace) -> int:
+    """Apply review decisions: flagged documents rechunked under their constraints, the rest carried over."""
+    config = _load(args.config)
+    from flows.settings import configure_prefect
+
+    configure_prefect(Path.cwd())
+    started = time.perf_counter()
+    from flows.reprocess import reprocess
+
+    result = reprocess(config, args.output)
+    manifest = result.manifest
+    flags = manifest.get("applied_flags", [])
+    stale = [c for c in manifest.get("constraints", []) if c.get("status") == "stale"]
+    if args.json:
+        keys = ("name", "version", "snapshot", "parent_snapshot", "kind", "counts", "applied_flags", "constraints")
+        print(json.dumps({k: manifest[k] for k in keys if k in manifest}
+                         | {"path": str(result.snapshot) if result.snapshot else None}, ensure_ascii=False))
+    elif result.snapshot is None:
+        print(f"Nothing to reprocess in {config.name} v{config.version}: no open flags, no changed constraints "
+              f"(snapshot {manifest.get('parent_snapshot')} stays the newest)")
+        for flag in flags:
+            print(f"  flag {flag['event']} on {flag['doc_id']} chunk {flag['chunk_index']}: {flag['status']}")
+    else:
+        counts = manifest["counts"]
+        print(f"Wrote {result.snapshot} (reprocess snapshot {manifest['snapshot']} of {manifest['name']} "
+              f"v{manifest['version']}, parent {manifest['parent_snapshot']}) in {time.perf_counter() - started:.1f} s")
+        print(f"  documents: {counts['changed']} rechunked, {counts['reused']} carried over")
+        for flag in flags:
+            print(f"  flag {flag['event']} ({flag['reason']}) on {flag['doc_id']} chunk {flag['chunk_index']}: "
+                  f"{flag['status']}")
+        for item in stale:
+            print(f"  stale constraint {item['id']} ({item['kind']}) on {item['doc_id']}: its text is gone")
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from chunking.dataset import Snapshot
+    from chunking.versions import diff_snapshots, format_diff
+
+    diff = diff_snapshots(Snapshot.open(args.a), Snapshot.open(args.b))
+    if args.json:
+        print(json.dumps(diff.to_json(), ensure_ascii=False))
+    else:
+        print(format_diff(diff, all_documents=args.all))
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from chunking.export import export
+
+    counts = export(args.path, args.out, args.format, since=args.since)
+    what = f"change-set since {counts['since']}" if counts["since"] else "export"
+    print(f"Wrote {args.out}: {what} of {counts['snapshot']} — {counts['upserts']} upserts, "
+          f"{counts['deletes']} deletes ({args.format})")
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -22,12 +22,14 @@ from prefect import flow, task
 from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from chunking.config import Config, load_config_text
+from chunking.constraints import Constraint
 from chunking.dataset import SnapshotWriter
 from chunking.documents import Skipped, SourceFile
 from chunking.pipeline import (
     BatchResult,
     RunStats,
     build_manifest,
+    carried_constraints,
     carried_over,
     chunk_files,
     discover_files,
@@ -62,9 +64,11 @@ def _config_from_text(text: str, path: str | None) -> Config:
 
 @task(name="chunk batch", task_run_name="chunk batch {index}/{total}", retries=2, retry_delay_seconds=1)
 def chunk_batch(config_text: str, config_path: str | None, files: list[SourceFile],
-                previous_sha: dict[str, str], index: int, total: int) -> BatchResult:
+                previous_sha: dict[str, str], index: int, total: int,
+                constraints: dict[str, list[Constraint]] | None = None) -> BatchResult:
+    # Reviewer constraints travel as parameters: a Dask worker has no access to the ledger.
     config = _config_from_text(config_text, config_path)
-    return chunk_files(config, files, previous_sha)
+    return chunk_files(config, files, previous_sha, constraints)
 
 
 @flow(name="chunkyard-run", flow_run_name="chunk {config_name}", log_prints=True)
@@ -102,8 +106,13 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
 
         batches = make_batches(discover_files(context), target_bytes=target)
         for index, (files, skipped) in enumerate(batches, start=1):
-            batch_sha = {f.doc_id: context.previous_sha[f.doc_id] for f in files if f.doc_id in context.previous_sha}
-            future = chunk_batch.submit(config.text, config_path, files, batch_sha, index, max(total, index))
+            # A document whose constraints changed is rechunked even when its bytes did not.
+            batch_sha = {f.doc_id: context.previous_sha[f.doc_id] for f in files
+                         if f.doc_id in context.previous_sha and f.doc_id not in context.force}
+            batch_constraints = {f.doc_id: context.constraints[f.doc_id] for f in files
+                                 if f.doc_id in context.constraints}
+            future = chunk_batch.submit(config.text, config_path, files, batch_sha, index, max(total, index),
+                                        batch_constraints or None)
             pending.append((future, skipped))
             drain(2 * workers)
         drain(0)
@@ -120,10 +129,12 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
 def _record(result: BatchResult, skipped: list[Skipped], context, writer: SnapshotWriter, stats: RunStats) -> None:
     writer.write(result.documents, result.chunks)
     stats.add(result.documents, result.chunks)
+    stats.constraints.extend(result.constraints)
     if result.reused and context.previous is not None:
         documents, chunks = carried_over(context.previous, result.reused)
         writer.write(documents, chunks)
         stats.add(documents, chunks)
+        stats.constraints.extend(carried_constraints(context.previous, result.reused))
     stats.reused.extend(result.reused)
     for doc_id in result.chunked:
         (stats.changed if doc_id in context.previous_sha else stats.new).append(doc_id)

@@ -288,6 +288,34 @@ class ReviewController(QObject):
         self.undo_stack.push(_Decision(self, row, event_id, text))
         return True
 
+    def add_constraint(self, kind: str, start: int, end: int | None = None) -> bool:
+        """Record an explicit constraint on the current document at code points [start, end); undoable.
+
+        ``keep_together`` keeps the span in one chunk, ``break_here`` puts a boundary at ``start``;
+        reprocessing and later runs honour it (``chunking.constraints``).
+        """
+        from chunking.constraints import anchor
+        from chunking.decisions import record_constraint
+
+        if not self.can_record or self.doc is None:
+            self.failed.emit(self.ledger_problem or "open a document with a review ledger to set a constraint")
+            return False
+        assert self.index is not None and self.ledger is not None
+        index, doc = self.index, self.doc
+        row = index.chunk_at(doc, start) or (self.row if self.row is not None else index.doc_rows(doc).start)
+        try:
+            constraint = anchor(index.document_text(doc), index.doc_ids[doc], index.doc_sha256[doc], kind, start, end)
+            recorded = record_constraint(self.ledger, index.dataset, index.version, index.snapshot_number,
+                                         constraint, reviewer=self.reviewer, chunk_id=index.chunk_id(row),
+                                         chunk_index=int(index.chunk_index[row]))
+        except (ValueError, ChunkyardError) as exc:
+            self.failed.emit(f"The constraint was not recorded: {exc}")
+            return False
+        self._refresh_doc(row)
+        what = "keep together" if kind == "keep_together" else "break here"
+        self.undo_stack.push(_Decision(self, row, recorded.id, f"{what} at {constraint.start}"))
+        return True
+
     def _write_retract(self, event_id: int, row: int) -> int | None:
         if self.ledger is None:
             return None

@@ -216,6 +216,8 @@ class MainWindow(QMainWindow):
                                    lambda: controller.set_boundary_mode(not controller.boundary_mode))
         self.boundary_action.setCheckable(True)
         add("Mark OK", "O", controller.mark_ok)
+        add("Keep the selected text together", "T", lambda: self.constrain_selection("keep_together"))
+        add("Break here (at the text cursor)", "H", lambda: self.constrain_selection("break_here"))
         add("Edit note…", "E", self.edit_note)
         review.addSeparator()
         undo = controller.undo_stack.createUndoAction(self, "Undo")
@@ -231,6 +233,9 @@ class MainWindow(QMainWindow):
         stats = QAction("Statistics", self, shortcut=QKeySequence("Ctrl+T"))
         stats.triggered.connect(lambda: self.tabs.setCurrentWidget(self.stats))
         view.addAction(stats)
+        compare = QAction("Compare with the parent snapshot", self, shortcut=QKeySequence("Ctrl+D"))
+        compare.triggered.connect(self.compare_with_parent)
+        view.addAction(compare)
         find = QAction("Filter documents", self, shortcut=QKeySequence.StandardKey.Find)
         find.triggered.connect(lambda: (self.filter_box.setFocus(), self.filter_box.selectAll()))
         view.addAction(find)
@@ -295,9 +300,14 @@ class MainWindow(QMainWindow):
         self._update_progress()
         self._apply_queue()
         self._remember(str(index.snapshot.path.parent.parent))
+        from chunking.decisions import stale_constraints
+
+        stale = stale_constraints(index.snapshot.manifest)
         self.statusBar().showMessage(
             f"{index.snapshot.path}: {index.n_documents:,} documents, {index.n_chunks:,} chunks"
-            + ("" if self.controller.ledger else " — read-only (no review ledger)"))
+            + ("" if self.controller.ledger else " — read-only (no review ledger)")
+            + (f" — {len(stale)} stale constraint(s), their text is gone: "
+               + ", ".join(sorted({entry['doc_id'] for entry in stale})) if stale else ""))
 
     def _show_evaluation(self, snapshot_path) -> None:
         """The latest `chunkyard eval` result for this dataset, if any (read from beside the snapshot)."""
@@ -472,6 +482,32 @@ class MainWindow(QMainWindow):
         text, accepted = QInputDialog.getMultiLineText(self, "Note", "Note on this chunk:", self.controller.current_note())
         if accepted:
             self.controller.set_note(text)
+
+    def constrain_selection(self, kind: str) -> None:
+        """Turn the source view's selection (keep) or cursor (break) into a constraint."""
+        cursor = self.source_view.textCursor()
+        to_code_point = self.source_view.offsets.to_code_point
+        start, end = to_code_point(cursor.selectionStart()), to_code_point(cursor.selectionEnd())
+        if kind == "keep_together" and end <= start:
+            self.statusBar().showMessage("Select the text to keep together first, then press T", 5000)
+            return
+        if self.controller.add_constraint(kind, start, end if kind == "keep_together" else None):
+            self.statusBar().showMessage("Constraint recorded; `chunkyard reprocess` applies it", 5000)
+
+    def compare_with_parent(self) -> None:
+        """Open compare mode: the current document in the parent snapshot beside this one."""
+        from gui.compare_view import CompareWindow, parent_snapshot_path
+
+        index, doc = self.controller.index, self.controller.doc
+        if index is None or doc is None:
+            self.statusBar().showMessage("Select a document to compare", 5000)
+            return
+        parent = parent_snapshot_path(index)
+        if parent is None:
+            self.statusBar().showMessage("This snapshot has no parent snapshot to compare with", 5000)
+            return
+        self.compare_window = CompareWindow(parent, index.snapshot.path, index.doc_ids[doc])
+        self.compare_window.show()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.controller.close()

@@ -21,18 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "kb"
 
 
-@pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory):
-    """One Prefect test server for the session (it takes seconds to start)."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    os.environ["PREFECT_HOME"] = str(home)
-    from flows.settings import configure_prefect
-
-    configure_prefect(home)
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
+# The session-wide Prefect test server, ``prefect_server``, is in conftest.py.
 
 
 def write_config(folder: Path, source: Path, output: Path, *, version: int = 1, max_size: int = 256,

@@ -1,0 +1,155 @@
+"""Review decisions the chunker acts on, read from and written to the review ledger.
+
+The ledger (``chunking.ledger``) holds events; this module folds them into what reprocessing and
+runs need: the *open flags* (flagged and not since unflagged, marked OK or resolved), the *active
+constraints* (constraint events not retracted, decoded by ``chunking.constraints``), and the
+*resolutions* (which snapshot resolved which flag, for the reviewer's before/after).
+
+A resolution is an ``unflag`` event that ``chunkyard reprocess`` appends for a flag it fixed: it
+names the flag's chunk and reason like any unflag (so the reviewer's state clears the flag, and undo
+re-opens it), its ``snapshot`` is the snapshot that resolved it, and its ``note`` is a JSON object
+``{"chunkyard_resolution": 1, "flag_event": ID, "snapshot": N, "constraint": ID}``. Using the
+existing event kind keeps the ledger readable by every chunkyard that can read it at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from chunking.constraints import KINDS, Constraint
+from chunking.ledger import Event, Ledger, Target, active_events
+
+REPROCESS_REVIEWER = "chunkyard reprocess"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A flag and the snapshot that resolved it."""
+
+    flag: Event
+    snapshot: int
+    constraint: int | None
+    event: int  # the resolution event's id
+
+
+def _json_note(note: str | None, key: str) -> dict | None:
+    if not note or not note.startswith("{"):
+        return None
+    try:
+        data = json.loads(note)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and key in data else None
+
+
+def decode_constraint(event: Event) -> Constraint | None:
+    """The constraint a ``constraint`` event records (None for one without a chunkyard anchor)."""
+    if event.kind != "constraint" or event.reason not in KINDS:
+        return None
+    data = _json_note(event.note, "chunkyard_constraint")
+    if data is None or not isinstance(data.get("start"), int) or not isinstance(data.get("end"), int):
+        return None
+    return Constraint(event.reason, event.doc_id, event.doc_sha256, data["start"], data["end"],
+                      before=str(data.get("before", "")), text=str(data.get("text", "")),
+                      after=str(data.get("after", "")), origin=str(data.get("origin", "explicit")),
+                      flag_event=data.get("flag_event"), id=event.id)
+
+
+def active_constraints(events: Iterable[Event]) -> dict[str, list[Constraint]]:
+    """Constraints not retracted, per doc_id, in ledger order."""
+    out: dict[str, list[Constraint]] = {}
+    for event in active_events(events):
+        constraint = decode_constraint(event)
+        if constraint is not None:
+            out.setdefault(constraint.doc_id, []).append(constraint)
+    return out
+
+
+def resolution_of(event: Event) -> dict | None:
+    """The resolution record of an ``unflag`` appended by reprocess, else None."""
+    if event.kind != "unflag":
+        return None
+    return _json_note(event.note, "chunkyard_resolution")
+
+
+def open_flags(events: Iterable[Event]) -> list[Event]:
+    """Flag events still open: not unflagged (same chunk, same place, that reason or all), marked OK or resolved.
+
+    The same fold as ``chunking.ledger.derive_state``, kept per flag event rather than per chunk.
+    """
+    open_: dict[int, Event] = {}
+    for event in active_events(events):
+        if event.chunk_id is None:
+            continue
+        if event.kind == "flag":
+            open_[event.id] = event
+        elif event.kind in ("unflag", "mark_ok"):
+            resolution = resolution_of(event)
+            for flag_id, flag in list(open_.items()):
+                if flag.chunk_id != event.chunk_id or flag.doc_sha256 != event.doc_sha256:
+                    continue
+                if resolution is not None:
+                    if resolution.get("flag_event") == flag_id:
+                        del open_[flag_id]
+                elif event.kind == "mark_ok" or (
+                        (flag.boundary is None) == (event.boundary is None)
+                        and event.reason in (None, flag.reason)):
+                    del open_[flag_id]
+    return sorted(open_.values(), key=lambda e: e.id)
+
+
+def resolutions(events: Iterable[Event]) -> list[Resolution]:
+    """Active resolutions, with the flag each resolved, in ledger order."""
+    active = active_events(events)
+    by_id = {event.id: event for event in active}
+    out = []
+    for event in active:
+        record = resolution_of(event)
+        if record is None:
+            continue
+        flag = by_id.get(record.get("flag_event"))  # a retracted flag has no resolution to show
+        if flag is not None and flag.kind == "flag":
+            out.append(Resolution(flag, int(record.get("snapshot", event.snapshot)), record.get("constraint"),
+                                  event.id))
+    return out
+
+
+def record_constraint(ledger: Ledger, dataset: str, version: int, snapshot: int, constraint: Constraint, *,
+                      reviewer: str, chunk_id: str | None = None, chunk_index: int | None = None) -> Constraint:
+    """Append the constraint to the ledger; returns it with its event id."""
+    target = Target(dataset, version, snapshot, constraint.doc_id, constraint.doc_sha256, chunk_id, chunk_index,
+                    constraint.start)
+    event_id = ledger.constraint(target, constraint.kind, reviewer=reviewer, note=constraint.payload())
+    return Constraint(**{**{f: getattr(constraint, f) for f in Constraint.__dataclass_fields__}, "id": event_id})
+
+
+def resolve_flag(ledger: Ledger, flag: Event, snapshot: int, constraint: int | None, *,
+                 reviewer: str = REPROCESS_REVIEWER) -> int:
+    """Append the resolution of ``flag`` by ``snapshot`` (an ``unflag`` carrying the record)."""
+    target = Target(flag.dataset, flag.version, snapshot, flag.doc_id, flag.doc_sha256, flag.chunk_id,
+                    flag.chunk_index, flag.boundary)
+    note = json.dumps({"chunkyard_resolution": 1, "flag_event": flag.id, "snapshot": snapshot,
+                       "constraint": constraint}, sort_keys=True)
+    return ledger.append("unflag", target, reviewer=reviewer, reason=flag.reason, note=note)
+
+
+def read_constraints(ledger_file: Path, dataset: str, version: int) -> dict[str, list[Constraint]]:
+    """Active constraints of one dataset version; none when there is no ledger (it is not created)."""
+    if not ledger_file.is_file():
+        return {}
+    with Ledger(ledger_file) as ledger:
+        return active_constraints(ledger.events(dataset, version))
+
+
+def stale_constraints(manifest: dict) -> list[dict]:
+    """A snapshot's constraints whose text is gone from their document (for the reviewer to redo)."""
+    return [entry for entry in manifest.get("constraints") or [] if entry.get("status") == "stale"]
+
+
+__all__ = [
+    "REPROCESS_REVIEWER", "stale_constraints", "Resolution", "active_constraints", "decode_constraint", "open_flags",
+    "read_constraints", "record_constraint", "resolution_of", "resolutions", "resolve_flag",
+]

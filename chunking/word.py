@@ -1,0 +1,270 @@
+"""DOCX → Markdown-like text: the text that Word documents are chunked and stored as.
+
+Method. ``python-docx`` opens the package; the body's paragraphs and tables are walked in document
+order (``iter_inner_content``) and written as Markdown, so the Markdown scanner
+(``chunking.markdown.scan``) finds sections, procedures, lists, tables and code in the result:
+
+* a paragraph styled ``Title`` or ``Heading 1``..``Heading 9`` becomes an ATX heading: ``Heading n``
+  is level n, or n + 1 when the document has a ``Title`` paragraph, which is then level 1 (capped
+  at 6); the ``Title`` paragraph (else the core property ``title``) is the document title;
+* a list paragraph (numbering ``numPr`` on the paragraph or its style, or a ``List Number`` /
+  ``List Bullet`` style) becomes ``1.`` or ``-`` item: the numbering definition's ``numFmt`` decides
+  ordered or bulleted, the level (``ilvl``, else the style's trailing digit) indents it by 3 spaces
+  per level; ordered items are counted per list and level, as Word numbers them; consecutive items
+  are written on consecutive lines (a tight list);
+* a table becomes a pipe table with its first row as the header (cell text on one line, ``|``
+  escaped); an empty table is dropped;
+* paragraphs in code-like styles (a style name holding ``Code``, ``Source`` or ``Preformatted``)
+  are gathered into one fenced code block;
+* other paragraphs are written as they are, blocks separated by a blank line; a line the Markdown
+  scanner would misread (``#``, fences, setext underlines) is escaped with a backslash.
+
+Failures are reasons: ``DocxUnusable`` says the file is not a readable Word document.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_MAX_LEVEL = 6
+_HEADING_STYLE = re.compile(r"^heading ([1-9])$", re.IGNORECASE)
+_TRAILING_DIGIT = re.compile(r"\s([2-9])$")
+_CODE_STYLE = re.compile(r"code|source|preformatted", re.IGNORECASE)
+_MD_LINE_START = re.compile(r"#{1,6}(?:[ \t]|$)|`{3}|~{3}|[=-]+[ \t]*$")
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+class DocxUnusable(Exception):
+    """The DOCX cannot be used; ``str(exc)`` is the reason recorded in the manifest."""
+
+
+@dataclass
+class DocxExtraction:
+    """The extracted text of one Word document and what was found in it."""
+
+    text: str
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def extract_docx(raw: bytes) -> DocxExtraction:
+    """Extract the Markdown-like text of a DOCX; raise ``DocxUnusable`` when it cannot be read."""
+    try:
+        import docx
+        from docx.table import Table
+    except ImportError as exc:  # pragma: no cover - python-docx is a dependency
+        raise DocxUnusable(f"DOCX support is not installed: {exc}") from None
+    try:
+        document = docx.Document(io.BytesIO(raw))
+        items = list(document.iter_inner_content())
+    except Exception as exc:
+        message = " ".join(str(exc).split())
+        raise DocxUnusable(f"broken DOCX: {type(exc).__name__}: {message}" if message
+                           else f"broken DOCX: {type(exc).__name__}") from None
+    writer = _Writer(_Numbering(document))
+    title = ""
+    # With a Title paragraph, the title is the one level-1 heading and Heading n is level n + 1,
+    # so the title heads every section path as in Markdown.
+    shift = int(any(not isinstance(item, Table) and _style_name(item).lower() == "title" for item in items))
+    counts = {"headings": 0, "list_items": 0, "tables": 0}
+    for item in items:
+        if isinstance(item, Table):
+            rows = _table_rows(item)
+            if rows:
+                writer.block(_pipe_table(rows))
+                counts["tables"] += 1
+            continue
+        style = _style_name(item)
+        text = item.text.replace("\r", "")
+        heading = _HEADING_STYLE.match(style)
+        if style.lower() == "title" or heading:
+            line = " ".join(text.split())
+            if not line:
+                continue
+            level = 1 if heading is None else min(int(heading.group(1)) + shift, _MAX_LEVEL)
+            if style.lower() == "title" and not title:
+                title = line
+            writer.block(["#" * level + " " + line])
+            counts["headings"] += 1
+            continue
+        if _CODE_STYLE.search(style):
+            writer.code(text)
+            continue
+        marker = writer.numbering.marker(item, style)
+        if not text.strip():
+            continue
+        if marker is not None:
+            level, prefix = marker
+            writer.item(level, prefix, text)
+            counts["list_items"] += 1
+            continue
+        writer.block([_escape(line.rstrip()) for line in text.split("\n")])
+    if not title:
+        try:
+            title = " ".join((document.core_properties.title or "").split())
+        except Exception:
+            title = ""
+    text = writer.finish()
+    return DocxExtraction(text, title, {key: value for key, value in counts.items() if value})
+
+
+def _style_name(paragraph: Any) -> str:
+    try:
+        style = paragraph.style
+        return (style.name or "") if style is not None else ""
+    except Exception:
+        return ""
+
+
+def _escape(line: str) -> str:
+    stripped = line.lstrip(" ")
+    if stripped and len(line) - len(stripped) <= 3 and _MD_LINE_START.match(stripped):
+        return line[: len(line) - len(stripped)] + "\\" + stripped
+    return line
+
+
+def _table_rows(table: Any) -> list[list[str]]:
+    rows: list[list[str]] = []
+    for row in table.rows:
+        cells = [" ".join(cell.text.split()).replace("|", "\\|") for cell in row.cells]
+        if any(cells):
+            rows.append(cells)
+    return rows
+
+
+def _pipe_table(rows: list[list[str]]) -> list[str]:
+    width = max(len(row) for row in rows)
+    padded = [row + [""] * (width - len(row)) for row in rows]
+    lines = ["| " + " | ".join(padded[0]) + " |", "|" + "|".join([" --- "] * width) + "|"]
+    lines.extend("| " + " | ".join(row) + " |" for row in padded[1:])
+    return lines
+
+
+class _Numbering:
+    """Decides whether a paragraph is a list item, its level, and its marker (``1.`` or ``-``)."""
+
+    def __init__(self, document: Any) -> None:
+        self.formats: dict[tuple[str, int], tuple[str, int]] = {}  # (numId, ilvl) -> (numFmt, start)
+        try:
+            root = document.part.numbering_part.element
+        except Exception:
+            root = None
+        if root is not None:
+            abstract: dict[str, dict[int, tuple[str, int]]] = {}
+            for node in root.iter(f"{_W}abstractNum"):
+                levels: dict[int, tuple[str, int]] = {}
+                for lvl in node.iter(f"{_W}lvl"):
+                    fmt = lvl.find(f"{_W}numFmt")
+                    start = lvl.find(f"{_W}start")
+                    levels[int(lvl.get(f"{_W}ilvl", "0"))] = (
+                        fmt.get(f"{_W}val", "decimal") if fmt is not None else "decimal",
+                        int(start.get(f"{_W}val", "1")) if start is not None else 1,
+                    )
+                abstract[node.get(f"{_W}abstractNumId", "")] = levels
+            for num in root.iter(f"{_W}num"):
+                ref = num.find(f"{_W}abstractNumId")
+                if ref is not None:
+                    for level, value in abstract.get(ref.get(f"{_W}val", ""), {}).items():
+                        self.formats[(num.get(f"{_W}numId", ""), level)] = value
+        self.counters: dict[str, list[int]] = {}
+
+    def marker(self, paragraph: Any, style: str) -> tuple[int, str] | None:
+        """(level, marker) for a list paragraph, None for any other paragraph."""
+        num_id, ilvl = _num_pr(paragraph._p.pPr)
+        if num_id is None:
+            try:
+                style_obj = paragraph.style
+                while style_obj is not None and num_id is None:
+                    num_id, style_ilvl = _num_pr(style_obj.element.pPr)
+                    ilvl = ilvl if ilvl is not None else style_ilvl
+                    style_obj = style_obj.base_style
+            except Exception:
+                num_id = None
+        lowered = style.lower()
+        styled = lowered.startswith(("list number", "list bullet"))
+        if num_id == "0" or (num_id is None and not styled):
+            return None  # numId 0 switches numbering off
+        if ilvl is None or (num_id is not None and not ilvl and _TRAILING_DIGIT.search(style)):
+            digit = _TRAILING_DIGIT.search(style)
+            ilvl = int(digit.group(1)) - 1 if digit else 0
+        level = max(0, min(ilvl, 8))
+        # A level the numbering does not define takes the nearest shallower level's format.
+        fmt, start = next((self.formats[(num_id or "", lvl)] for lvl in range(level, -1, -1)
+                           if (num_id or "", lvl) in self.formats), ("", 1))
+        if not fmt:
+            fmt = "bullet" if "bullet" in lowered or "number" not in lowered else "decimal"
+        if fmt in ("bullet", "none"):
+            return level, "- "
+        key = num_id or lowered.rstrip(" 0123456789")
+        counters = self.counters.setdefault(key, [])
+        while len(counters) <= level:
+            counters.append(0)
+        del counters[level + 1 :]  # a shallower item restarts the deeper levels
+        counters[level] = counters[level] + 1 if counters[level] else start
+        return level, f"{counters[level]}. "
+
+
+def _num_pr(ppr: Any) -> tuple[str | None, int | None]:
+    if ppr is None:
+        return None, None
+    num_pr = ppr.find(f"{_W}numPr")
+    if num_pr is None:
+        return None, None
+    num_id = num_pr.find(f"{_W}numId")
+    ilvl = num_pr.find(f"{_W}ilvl")
+    return (num_id.get(f"{_W}val") if num_id is not None else None,
+            int(ilvl.get(f"{_W}val", "0")) if ilvl is not None else None)
+
+
+class _Writer:
+    """Blocks separated by a blank line; list items on consecutive lines; code gathered into a fence."""
+
+    def __init__(self, numbering: _Numbering) -> None:
+        self.numbering = numbering
+        self.out: list[str] = []
+        self.in_list = False
+        self.code_lines: list[str] | None = None
+
+    def _close_code(self) -> None:
+        if self.code_lines is None:
+            return
+        lines, self.code_lines = self.code_lines, None
+        while lines and not lines[-1].strip():
+            lines.pop()
+        if lines:
+            longest = max((len(line) - len(line.lstrip("`")) for line in lines), default=0)
+            fence = "`" * max(3, longest + 1)
+            self._emit([fence, *lines, fence], tight=False)
+
+    def _emit(self, lines: list[str], *, tight: bool) -> None:
+        if self.out:
+            self.out.append("\n" if tight else "\n\n")
+        self.out.append("\n".join(lines))
+
+    def block(self, lines: list[str]) -> None:
+        self._close_code()
+        self.in_list = False
+        self._emit(lines, tight=False)
+
+    def item(self, level: int, marker: str, text: str) -> None:
+        self._close_code()
+        indent = "   " * level
+        first, *rest = [line.rstrip() for line in text.strip("\n").split("\n")]
+        lines = [indent + marker + first.strip()]
+        lines.extend(indent + "   " + line.strip() for line in rest if line.strip())
+        self._emit(lines, tight=self.in_list)
+        self.in_list = True
+
+    def code(self, text: str) -> None:
+        if self.code_lines is None:
+            self.in_list = False
+            self.code_lines = []
+        self.code_lines.extend(line.rstrip() for line in text.split("\n"))
+
+    def finish(self) -> str:
+        self._close_code()
+        text = "".join(self.out)
+        return text + "\n" if text else ""

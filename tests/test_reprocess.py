@@ -1,0 +1,149 @@
+"""Closing the review loop end to end, driven through the command line as a user would.
+
+run → ``chunkyard flag`` a boundary that splits a numbered procedure → ``chunkyard reprocess`` →
+the procedure is in one chunk, every other document is byte-identical to the parent, the flag is
+resolved → later runs keep honouring the constraint (carried over, and re-anchored after an edit
+elsewhere) → an edit that removes the procedure makes the constraint stale, listed in the manifest.
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from chunking.dataset import Snapshot
+from chunking.decisions import active_constraints, open_flags, resolutions
+from chunking.ledger import Ledger, ledger_path
+from chunking.markdown import scan
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "examples" / "kb"
+DOC = "handbook/onboarding.md"
+
+
+def write_config(folder: Path, source: Path, output: Path) -> Path:
+    # The recursive strategy knows no procedures, so at this budget it cuts a procedure that fits:
+    # exactly what a reviewer flags.
+    path = folder / "config.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: kb
+        version: 1
+        reviewer: tester
+        source: {{path: {source}, include: ["**/*.md", "**/*.txt"]}}
+        output: {{path: {output}}}
+        chunker:
+          strategy: recursive
+          unit: tokens
+          max_size: 384
+          overlap: 16
+        """), encoding="utf-8")
+    return path
+
+
+def run_cli(*args: str) -> int:
+    from flows.cli import main
+
+    return main(list(args))
+
+
+def doc_rows(snapshot: Snapshot, doc_id: str) -> tuple[list[dict], list[dict]]:
+    documents = snapshot.documents(doc_ids=[doc_id])
+    chunks = snapshot.chunks(doc_ids=[doc_id])
+    chunks = chunks.filter(pc.equal(chunks.column("doc_id"), doc_id))
+    return documents.filter(pc.equal(documents.column("doc_id"), doc_id)).to_pylist(), chunks.to_pylist()
+
+
+def spans(snapshot: Snapshot, doc_id: str) -> list[tuple[int, int]]:
+    return sorted((row["start"], row["end"]) for row in doc_rows(snapshot, doc_id)[1])
+
+
+def procedure(text: str) -> tuple[int, int]:
+    groups = [g for g in scan(text).groups if g.kind == "procedure"]
+    assert groups, "the sample document has a numbered procedure"
+    group = max(groups, key=lambda g: g.end - g.start)
+    return group.start, group.end
+
+
+def whole(chunk_spans: list[tuple[int, int]], span: tuple[int, int], text: str) -> bool:
+    start, end = span
+    end = len(text[:end].rstrip())
+    return any(a <= start and b >= end for a, b in chunk_spans)
+
+
+def test_flag_reprocess_and_later_runs(prefect_server, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    source = tmp_path / "src"
+    shutil.copytree(SAMPLE, source)
+    output = tmp_path / "out"
+    config = write_config(tmp_path, source, output)
+    dataset = output / "kb"
+
+    # 1. A first run cuts the procedure.
+    assert run_cli("run", str(config)) == 0
+    first = Snapshot.open(dataset)
+    text = first.document_text(DOC)
+    proc = procedure(text)
+    chunk_spans = spans(first, DOC)
+    assert not whole(chunk_spans, proc, text)
+    cut = next(i for i, (_, end) in enumerate(chunk_spans[:-1]) if proc[0] < end < proc[1])
+
+    # 2. The reviewer flags the boundary that cuts it.
+    assert run_cli("flag", str(dataset), "--doc", DOC, "--chunk", str(cut), "--reason", "split_procedure",
+                   "--boundary") == 0
+
+    # 3. Reprocess: the procedure is kept whole, everything else is the parent's, the flag resolved.
+    capsys.readouterr()
+    assert run_cli("reprocess", str(config)) == 0
+    assert "resolved" in capsys.readouterr().out
+    second = Snapshot.open(dataset)
+    manifest = second.manifest
+    assert (second.number, manifest["kind"], manifest["parent_snapshot"]) == (2, "reprocess", 1)
+    assert [(f["doc_id"], f["reason"], f["status"]) for f in manifest["applied_flags"]] == [
+        (DOC, "split_procedure", "resolved")]
+    assert manifest["counts"]["changed"] == 1
+    assert manifest["counts"]["reused"] == manifest["counts"]["documents"] - 1
+    assert whole(spans(second, DOC), proc, text)
+    assert not any("constraint_unmet" in row["findings"] for row in doc_rows(second, DOC)[1])
+    for doc_id in first.documents(["doc_id"]).column("doc_id").to_pylist():
+        if doc_id != DOC:
+            assert doc_rows(second, doc_id) == doc_rows(first, doc_id), doc_id  # byte-identical rows
+    with Ledger(ledger_path(second.path)) as ledger:
+        events = ledger.events("kb", 1)
+    assert open_flags(events) == []
+    [resolution] = resolutions(events)
+    assert resolution.snapshot == 2 and resolution.flag.doc_id == DOC
+    [constraint] = active_constraints(events)[DOC]
+    assert constraint.kind == "keep_together" and constraint.origin == "flag"
+    assert [c["status"] for c in manifest["constraints"]] == ["applied"]
+    assert run_cli("reprocess", str(config)) == 0  # nothing left to do: no new snapshot
+    assert Snapshot.open(dataset).number == 2
+
+    # 4. A later run honours it: the unchanged document is carried over with its constraint.
+    assert run_cli("run", str(config)) == 0
+    third = Snapshot.open(dataset)
+    assert third.manifest["counts"]["reused"] == third.manifest["counts"]["documents"]
+    assert whole(spans(third, DOC), proc, text)
+    assert [c["status"] for c in third.manifest["constraints"]] == ["applied"]
+
+    # 5. An edit elsewhere in the document: rechunked, the constraint re-anchored by its text.
+    path = source / DOC
+    edited = "Read this page on your first day.\n\n" + path.read_text(encoding="utf-8")
+    path.write_text(edited, encoding="utf-8")
+    assert run_cli("run", str(config)) == 0
+    fourth = Snapshot.open(dataset)
+    new_text = fourth.document_text(DOC)
+    assert fourth.manifest["counts"]["changed"] == 1
+    assert [c["status"] for c in fourth.manifest["constraints"]] == ["reanchored"]
+    assert whole(spans(fourth, DOC), procedure(new_text), new_text)
+
+    # 6. An edit that removes the procedure: the constraint is stale, listed, never applied blindly.
+    start, end = procedure(new_text)
+    path.write_text(new_text[:start] + "The steps moved to the wiki.\n" + new_text[end:], encoding="utf-8")
+    assert run_cli("run", str(config)) == 0
+    fifth = Snapshot.open(dataset)
+    [entry] = fifth.manifest["constraints"]
+    assert entry["status"] == "stale" and entry["doc_id"] == DOC and entry["placed"] is None
+    assert not any("constraint_unmet" in row["findings"] for row in doc_rows(fifth, DOC)[1])
