@@ -139,12 +139,7 @@ def build_embed_text(
 
 def _label_at(layout: Layout, start: int, end: int) -> str:
     """The language of the first code block the chunk overlaps ("" when none)."""
-    for group in layout.plan.groups:
-        if group.start >= end:
-            break
-        if group.kind == "code" and group.label and group.end > start:
-            return group.label
-    return ""
+    return layout.code_label(start, end)
 
 
 def chunk_id(doc_id: str, start: int, end: int, config_hash: str) -> str:

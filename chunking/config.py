@@ -383,7 +383,14 @@ def load_config_text(text: str, path: Path | None = None) -> Config:
         if not isinstance(rule, dict) or not isinstance(rule.get("chunker"), dict):
             continue  # already reported by the model validation
         merged = _deep_merge(raw_chunker, rule["chunker"])
-        settings = _validate_settings(merged, ("rules", index, "chunker"), lines, label, issues)
+        rule_issues: list[ConfigIssue] = []
+        settings = _validate_settings(merged, ("rules", index, "chunker"), lines, label, rule_issues)
+        if chunker is None:
+            # The defaults are broken and already reported: repeat only what the rule itself sets.
+            prefix = f"rules[{index}].chunker."
+            rule_issues = [i for i in rule_issues
+                           if i.field.removeprefix(prefix).split(".")[0] in rule["chunker"]]
+        issues.extend(rule_issues)
         match = rule.get("match")
         patterns = [match] if isinstance(match, str) else [p for p in (match or []) if isinstance(p, str)]
         if settings is not None:

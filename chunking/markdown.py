@@ -34,6 +34,7 @@ TABLE_ROW = 30
 LEAD_IN = 25
 CODE_LINE = 22
 PARAGRAPH_LINE = 15
+TABLE_FIRST_ROW = 12
 LIST_CONTINUATION = 12
 
 
@@ -125,7 +126,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         fm_start, fm_end, metadata = fm
         structure.metadata = {k: v for k, v in metadata.items() if isinstance(k, str)}
         if exclude_front_matter:
-            structure.front_matter = (fm_start, fm_end)
+            structure.front_matter = (0, fm_end)  # a BOM before it is excluded with it
             start = fm_end
     lines = _lines(text, start, end)
     boundaries: dict[int, int] = {}
@@ -202,8 +203,9 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             anchor = lead_in_start(line.start)
             j = i + 2
             while j < n and not _BLANK.match(lines[j].text) and "|" in lines[j].text:
-                if j > i + 2:
-                    mark(lines[j].start, TABLE_ROW)
+                # Rows are boundaries; before the first row only as a last resort (header + row 1
+                # too big), still better than cutting inside the row.
+                mark(lines[j].start, TABLE_ROW if j > i + 2 else TABLE_FIRST_ROW)
                 j += 1
             header = text[line.start : lines[i + 1].end]
             structure.groups.append(

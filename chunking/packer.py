@@ -79,6 +79,12 @@ GRAPHEME = _level("grapheme", SCORE_GRAPHEME, r"\X")
 
 RECURSIVE_LEVELS = (PARAGRAPH, LINE, SENTENCE, WORD, GRAPHEME)
 
+# Characters that can continue a grapheme cluster begun before them (or, for regional indicators
+# and \r, pair with a neighbour): a boundary next to one must be checked by segmenting.
+_CONTINUES = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Cluster_Break=SpacingMark}"
+                           r"\p{Grapheme_Cluster_Break=ZWJ}\p{Grapheme_Cluster_Break=Regional_Indicator}"
+                           r"\p{Grapheme_Cluster_Break=Prepend}\r\U0001F3FB-\U0001F3FF]")
+
 
 @dataclass(frozen=True, slots=True)
 class Group:
@@ -156,7 +162,9 @@ class Packer:
                 break
             next_start = end if clean or self.overlap == 0 else self._overlap_start(start, end)
             start = self._skip_space(next_start, plan.end)
-            prev_end = max(end, start)
+            # The next chunk must reach past the first non-space character after this one, or it
+            # would add nothing new (an overlapping chunk lying inside this one).
+            prev_end = max(self._next_text(end), start)
         return out
 
     # -- choosing ends --------------------------------------------------------------------------
@@ -259,36 +267,86 @@ class Packer:
         return (best_pos, best_score) if best_score >= floor and best_pos is not None else (None, -1)
 
     def _find_level(self, level: TextLevel, low: int, high: int, *, last: bool) -> int | None:
+        """The last (or first) boundary of ``level`` in [low, high] that is also a grapheme boundary."""
+        if level is GRAPHEME:
+            return self._cluster_boundary(low, high, last=last)
         text = self.text
         if last:
-            search_from = low
-            if level is GRAPHEME and high - low > 512:
-                # Graphemes are short: scan only the tail, starting after a line break if any.
-                search_from = high - 512
-                newline = text.rfind("\n", search_from, high)
-                if newline != -1:
-                    search_from = newline + 1
             # A boundary is a match end; allow a match to begin before `low` as long as it ends in range.
-            match = level.reverse.search(text, max(0, search_from - 1), high)
+            match = level.reverse.search(text, max(0, low - 1), high)
             while match is not None:
-                if low <= match.end() <= high:
-                    return match.end()
                 if match.end() < low:
                     return None
-                match = level.reverse.search(text, max(0, search_from - 1), match.start())
+                if match.end() <= high and self._is_cluster_boundary(match.end()):
+                    return match.end()
+                if match.start() <= max(0, low - 1):
+                    return None
+                match = level.reverse.search(text, max(0, low - 1), match.start())
             return None
         match = level.pattern.search(text, max(0, low - 1), high)
         while match is not None:
-            if low <= match.end() <= high:
+            if low <= match.end() <= high and self._is_cluster_boundary(match.end()):
                 return match.end()
             match = level.pattern.search(text, match.end() if match.end() > match.start() else match.end() + 1,
                                          high)
         return None
 
+    # -- graphemes ---------------------------------------------------------------------------------
+
+    def _safe_origin(self, pos: int) -> int:
+        """A position at or before ``pos`` that is certainly a grapheme boundary to scan from.
+
+        After a line feed always is; otherwise step back over characters that may continue a cluster
+        (combining marks, joiners, selectors, regional indicators, skin tones) so that pairs and
+        sequences are segmented from their beginning.
+        """
+        text = self.text
+        floor = max(0, pos - 128)
+        newline = text.rfind("\n", floor, pos)
+        if newline != -1:
+            return newline + 1
+        origin = floor
+        limit = max(0, floor - 4096)
+        while origin > limit and _CONTINUES.match(text, origin):
+            origin -= 1
+        return origin
+
+    def _clusters(self, low: int, high: int) -> list[int]:
+        """Grapheme boundaries in [low, high], found by scanning whole clusters from a safe origin."""
+        text = self.text
+        origin = self._safe_origin(low)
+        stop = min(len(text), high + 64)  # let the cluster that straddles `high` finish
+        out = [origin] if origin >= low else []
+        for match in GRAPHEME.pattern.finditer(text, origin, stop):
+            end = match.end()
+            if end > high:
+                break
+            if end >= low:
+                out.append(end)
+        return out
+
+    def _is_cluster_boundary(self, pos: int) -> bool:
+        if pos <= 0 or pos >= len(self.text):
+            return True
+        char = self.text[pos]
+        if not _CONTINUES.match(char) and not _CONTINUES.match(self.text[pos - 1]) and char != "\n":
+            return True  # fast path: neither side can join a cluster
+        return pos in self._clusters(pos, pos)
+
+    def _cluster_boundary(self, low: int, high: int, *, last: bool) -> int | None:
+        if last and high - low > 512:
+            low = high - 512  # clusters are short: only the tail matters
+        if not last and high - low > 512:
+            high = low + 512
+        found = self._clusters(low, high)
+        if not found:
+            return None
+        return found[-1] if last else found[0]
+
     def _smallest_end(self, start: int, prev_end: int) -> int:
         """The end of the first grapheme that ends after ``prev_end`` (used when nothing fits)."""
-        match = GRAPHEME.pattern.search(self.text, prev_end, self.plan.end)
-        end = match.end() if match else prev_end + 1
+        after = self._cluster_boundary(prev_end + 1, min(self.plan.end, prev_end + 512), last=False)
+        end = after if after is not None else min(self.plan.end, prev_end + 1)
         return max(end, start + 1)
 
     def _first_forced(self, start: int, prev_end: int, reach: int) -> int | None:
@@ -299,7 +357,8 @@ class Packer:
         j = bisect.bisect_right(plan.positions, reach)
         for k in range(i, j):
             pos = plan.positions[k]
-            if plan.scores[k] >= SCORE_FORCED and pos < plan.end and self._has_body(start, pos):
+            if (plan.scores[k] >= SCORE_FORCED and pos < plan.end and self._has_body(start, pos)
+                    and self._trailing_heading(start, pos) is None):
                 if self.min_size == 0 or self.meter.size(start, self._trim_end(start, pos)) >= self.min_size:
                     return pos
         return None
@@ -409,7 +468,15 @@ class Packer:
         if low >= end:
             return end
         pos = self._best_boundary(low, end - 1, last=False, floor=self.plan.overlap_floor)
-        if pos is None or pos <= start or pos >= end:
+        # `back` estimates (tokens): check the shared text on its own and move on while it is too big.
+        trimmed_end = self._trim_end(start, end)
+        for _ in range(16):
+            if pos is None or pos <= start or pos >= end:
+                return end
+            if self.meter.size(self._skip_space(pos, end), trimmed_end) <= self.overlap:
+                break
+            pos = self._best_boundary(pos + 1, end - 1, last=False, floor=self.plan.overlap_floor)
+        else:
             return end
         # Never reach back across a forced boundary.
         i = bisect.bisect_right(self.plan.positions, pos)
@@ -431,13 +498,25 @@ class Packer:
         first = pos
         while first < limit and text[first].isspace():
             first += 1
-        if first == pos or first >= limit:
+        if first >= limit:
             return first
+        if first == pos:
+            return first if self._is_cluster_boundary(first) else self._cluster_boundary(
+                max(0, first - 64), first, last=True) or first
+        if not self._is_cluster_boundary(first):
+            return first - 1  # the space before a combining mark belongs to its cluster
         newline = text.rfind("\n", pos, first)
         line_start = newline + 1 if newline != -1 else (pos if pos == 0 or text[pos - 1] == "\n" else first)
         if line_start < first and (first - line_start > 32 or self.meter.size(line_start, first) * 2 > self.max_size):
             return first
         return line_start
+
+    def _next_text(self, pos: int) -> int:
+        """The first non-space position at or after ``pos`` (the end of the text when none)."""
+        text, limit = self.text, self.plan.end
+        while pos < limit and text[pos].isspace():
+            pos += 1
+        return pos
 
     def _trim_end(self, start: int, end: int) -> int:
         text = self.text

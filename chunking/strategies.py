@@ -39,14 +39,41 @@ class Layout:
     heading_paths: list[tuple[str, ...]] = field(default_factory=list)
     exclusions: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, reason)
     metadata: dict = field(default_factory=dict)
+    _indexes: dict = field(default_factory=dict, repr=False)
 
     def section_path(self, pos: int) -> tuple[str, ...]:
         i = bisect.bisect_right(self.heading_starts, pos) - 1
         return self.heading_paths[i] if i >= 0 else ()
 
     def groups_around(self, start: int) -> list[Group]:
-        """Groups that began before ``start`` and are still open at it (their pieces need context)."""
-        return [g for g in self.plan.groups if g.body_start < start < g.end and g.kind != "section"]
+        """Groups that began before ``start`` and are still open at it (their pieces need context).
+
+        A piece that starts right at the first item still needs the lead-in, so the test is against
+        the group's start (lead-in included), not its body.
+        """
+        return [g for g in self._overlapping(start, start + 1, "context") if g.start < start < g.end]
+
+    def code_label(self, start: int, end: int) -> str:
+        """The language of the first code block the span [start, end) overlaps ("" when none)."""
+        for group in self._overlapping(start, end, "code"):
+            return group.label
+        return ""
+
+    def _overlapping(self, start: int, end: int, which: str) -> list[Group]:
+        """Groups of one kind overlapping [start, end), in order, via an index built once."""
+        index = self._indexes.get(which)
+        if index is None:
+            if which == "context":
+                chosen = [g for g in self.plan.groups if g.kind != "section" and g.context]
+            else:
+                chosen = [g for g in self.plan.groups if g.kind == "code" and g.label]
+            chosen.sort(key=lambda g: (g.start, g.end))
+            longest = max((g.end - g.start for g in chosen), default=0)
+            index = self._indexes[which] = ([g.start for g in chosen], chosen, longest)
+        starts, chosen, longest = index
+        first = bisect.bisect_left(starts, start - longest)
+        last = bisect.bisect_left(starts, end)
+        return [g for g in chosen[first:last] if g.end > start]
 
 
 StrategyFn = Callable[[str, ChunkerBase, str | None], Layout]

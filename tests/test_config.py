@@ -225,10 +225,6 @@ def test_two_errors_give_two_issues(tmp_path: Path) -> None:
     assert sorted(messages(path)) == sorted([f"{path}:10: colour: unknown key", f"{path}:8: chunker.wibble: unknown key"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core bug: a problem in the default chunker is re-reported once per rule (rules are merged with the "
-    "defaults before validation), with the rule's line, e.g. 'rules[0].chunker.wibble: unknown key' at a "
-    "line that has no 'wibble'"))
 def test_problem_in_defaults_is_reported_once_at_its_line(tmp_path: Path) -> None:
     path = write(tmp_path, BASE + "  wibble: 3\nrules:\n  - match: 'legal/**'\n    chunker: {max_size: 500}\n")
     assert messages(path) == [f"{path}:9: chunker.wibble: unknown key"]

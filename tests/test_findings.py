@@ -107,9 +107,6 @@ def test_finding_is_not_triggered(code: str) -> None:
     assert not any(code in c.findings for c in chunks), [(c.text, c.findings) for c in chunks]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core bug: the cluster is cut into 2-code-point pieces instead (packer searches \\X with endpos=reach; "
-    "see test_invariants.test_known_bug_boundary_inside_grapheme_cluster)"))
 def test_over_budget_for_a_grapheme_larger_than_a_char_budget() -> None:
     """A cluster of five code points and a budget of two chars: kept whole and flagged, nothing cut."""
     text = "e\u0301\u0302\u0303\u0304 x"

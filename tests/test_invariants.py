@@ -151,11 +151,12 @@ def markdownish(draw: st.DrawFn) -> str:
 
 # Known core bugs, each reproduced by a strict xfail test at the end of this file. The property and
 # corpus tests skip only these checks; when a bug is fixed its xfail test XPASSes (a failure, being
-# strict): then delete the entry here so the properties check it again.
+# strict): then delete the entry here so the properties check it again. (All fixed so far: the
+# reproducers at the end of this file are now regression tests.)
 KNOWN_BUGS: dict[str, str] = {
-    "grapheme_cut": "test_known_bug_boundary_inside_grapheme_cluster",
-    "token_overlap": "test_known_bug_token_overlap_exceeds_setting",
-    "bom_front_matter": "test_known_bug_bom_before_front_matter_is_uncovered",
+    "grapheme_cut": "test_regression_boundary_inside_grapheme_cluster",
+    "token_overlap": "test_regression_token_overlap_exceeds_setting",
+    "bom_front_matter": "test_regression_bom_before_front_matter_is_uncovered",
 }
 
 
@@ -442,7 +443,7 @@ def test_five_thousand_sections_with_body() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Known core bugs: minimal reproducers, strict xfails (see KNOWN_BUGS above)
+# Regression tests: minimal reproducers of core bugs found by this suite, now fixed
 
 
 GRAPHEME_CASES = [
@@ -453,46 +454,33 @@ GRAPHEME_CASES = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core bug: Packer._find_level searches regex \\X with endpos=reach (and pos=low-1), so the engine sees a "
-    "truncated string and a cluster straddling the reach is cut; README promises cuts only between graphemes"))
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize(("text", "unit", "max_size"), GRAPHEME_CASES, ids=["combining", "skin-tone", "flags", "zwj"])
-def test_known_bug_boundary_inside_grapheme_cluster(strategy: str, text: str, unit: str, max_size: int) -> None:
+def test_regression_boundary_inside_grapheme_cluster(strategy: str, text: str, unit: str, max_size: int) -> None:
     chunks = split_document(text, {"strategy": strategy, "unit": unit, "max_size": max_size}).chunks
     cut = [(c.start, c.end) for c in chunks
            if not (is_grapheme_boundary(text, c.start) and is_grapheme_boundary(text, c.end))]
     assert not cut
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core bug: the overlap start comes from TokenMeter.back, an estimate from the whole-document encoding, and "
-    "is never verified; the shared text encoded on its own can exceed `overlap` (65 > 64 on real k8s KEPs)"))
 @pytest.mark.parametrize(("strategy", "text", "max_size", "overlap"), [
     ("fixed", "See Rust's documentation.\n\nIf you want more, read Rust's documentation.\n\nIf not, fine.", 8, 3),
     ("recursive", "error rate of the canary exceeds 2%. 9. While the", 12, 5),  # "exceeds 2%.": 6 tokens
     ("markdown", "error rate of the canary exceeds 2%. 9. While the", 12, 5),
     ("recursive", "0:0\U00010000 0\r\U00010000 0\r0", 15, 3),
 ], ids=["fixed", "recursive", "markdown", "recursive-non-bmp"])
-def test_known_bug_token_overlap_exceeds_setting(strategy: str, text: str, max_size: int, overlap: int) -> None:
+def test_regression_token_overlap_exceeds_setting(strategy: str, text: str, max_size: int, overlap: int) -> None:
     config = {"strategy": strategy, "unit": "tokens", "max_size": max_size, "overlap": overlap}
     assert_chunk_invariants(text, config, split_document(text, config), tolerate={"grapheme_cut"})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core bug: markdown.front_matter_span starts the front matter after a BOM, and the plan starts after the "
-    "front matter, so the BOM at offset 0 is in no chunk and no exclusion (split_document called directly; "
-    "read_document strips BOMs)"))
-def test_known_bug_bom_before_front_matter_is_uncovered() -> None:
+def test_regression_bom_before_front_matter_is_uncovered() -> None:
     text = "\ufeff---\ntitle: x\n---\nHello."
     config = {"strategy": "markdown", "unit": "chars", "max_size": 100}
     assert_chunk_invariants(text, config, split_document(text, config))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core defect: with overlap, a chunk can lie entirely inside the previous one (it adds no new text), "
-    "e.g. [0:10] 'Alpha. the' then [7:10] 'the'"))
-def test_known_bug_chunk_inside_the_previous_one() -> None:
+def test_regression_chunk_inside_the_previous_one() -> None:
     text = "Alpha. the \n\n beta Alpha. order refund."
     chunks = split_document(text, {"strategy": "markdown", "unit": "chars", "max_size": 10, "overlap": 6}).chunks
     assert all(b.end > a.end for a, b in zip(chunks, chunks[1:], strict=False)), [(c.start, c.end) for c in chunks]

@@ -82,10 +82,6 @@ def test_heading_opens_the_next_chunk(max_size: int) -> None:
         assert SECTIONS.index(heading) in starts, heading
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core bug: with min_size, Packer._first_forced ends the chunk before '# C' once min_size is reached, "
-    "although '# B' (a heading with no body) is then the chunk's last line: heading_at_end, and the whole "
-    "24-char text would have fit in one 100-char chunk"))
 def test_empty_section_heading_does_not_end_a_chunk_when_merging_small_sections() -> None:
     text = "# A\n\nOne.\n\n# B\n\n# C\n\nTwo.\n"
     chunks = md(text, max_size=100, min_size=12)
@@ -127,7 +123,7 @@ def test_overlap_never_reaches_back_across_a_heading() -> None:
 @pytest.mark.parametrize(("unit", "max_size", "min_size"), [("chars", 400, 0), ("tokens", 128, 20), ("tokens", 384, 40)])
 def test_no_chunk_ends_with_a_heading_in_the_sample_corpus(path: Path, unit: str, max_size: int, min_size: int) -> None:
     text = path.read_text(encoding="utf-8")
-    # token_overlap: a known core bug, reproduced in test_invariants.test_known_bug_token_overlap_*
+    # token_overlap: a known core bug, reproduced in test_invariants.test_regression_token_overlap_*
     chunks = run_and_check(text, {"strategy": "markdown", "unit": unit, "max_size": max_size,
                                   "overlap": max_size // 10, "min_size": min_size},
                            tolerate={"token_overlap"}).chunks
@@ -183,10 +179,7 @@ def test_procedure_that_fits_stays_whole_with_its_lead_in() -> None:
 
 
 @pytest.mark.parametrize("max_size", [
-    pytest.param(50, marks=pytest.mark.xfail(strict=True, reason=(
-        "core bug: when lead-in + step 1 exceed the budget the lead-in becomes its own chunk and the piece "
-        "'1. Open the order…' starts exactly at the group's body_start, so Layout.groups_around (body_start < "
-        "start) gives it no context: its embed_text lacks 'To issue a refund:'"))),
+    50,
     60, 70, 100, 120, 150])
 def test_procedure_that_does_not_fit_splits_between_steps(max_size: int) -> None:
     chunks = md(PROCEDURE, max_size=max_size)
@@ -242,9 +235,7 @@ def test_table_that_fits_stays_whole() -> None:
 
 
 @pytest.mark.parametrize("max_size", [
-    pytest.param(50, marks=pytest.mark.xfail(strict=True, reason=(
-        "core bug: markdown.scan marks no boundary before the first data row and the markdown levels have no "
-        "line level, so when header + first row exceed the budget the piece is cut inside row 1 ('| A')"))),
+    50,
     60, 80, 100])
 def test_table_that_does_not_fit_splits_between_rows_and_repeats_the_header(max_size: int) -> None:
     chunks = md(TABLE, max_size=max_size)
