@@ -96,6 +96,16 @@ class ChunkDetail:
     n_tokens: int
     strategy: str
     embed_text: str
+    page_start: int | None = None  # 1-based pages of paged documents (PDF); None otherwise
+    page_end: int | None = None
+
+    @property
+    def pages(self) -> str:
+        """"p. 3", "p. 3–4", or "" for a document without pages."""
+        if self.page_start is None:
+            return ""
+        end = self.page_end if self.page_end is not None else self.page_start
+        return f"p. {self.page_start}" if end == self.page_start else f"p. {self.page_start}–{end}"
 
 
 @dataclass(frozen=True)
@@ -241,7 +251,10 @@ class ReviewIndex:
         columns = ["doc_id", "chunk_index", "section_path", "size", "unit", "n_chars", "n_tokens", "strategy",
                    "embed_text"]
         try:
-            table = self.snapshot.chunks(columns, [self.doc_ids[doc]])
+            try:
+                table = self.snapshot.chunks([*columns, "page_start", "page_end"], [self.doc_ids[doc]])
+            except DatasetError:  # a snapshot written before chunks had pages
+                table = self.snapshot.chunks(columns, [self.doc_ids[doc]])
             table = table.filter(pc.equal(table.column("doc_id"), self.doc_ids[doc]))
             table = table.take(pc.sort_indices(table, sort_keys=[("chunk_index", "ascending")]))
             rows = table.to_pylist()
@@ -249,7 +262,8 @@ class ReviewIndex:
             raise DatasetError(f"{self.snapshot.path}: malformed chunks of {self.doc_ids[doc]!r}: {exc}") from None
         details = [
             ChunkDetail(int(r["chunk_index"]), tuple(r["section_path"] or ()), int(r["size"]), r["unit"] or "",
-                        int(r["n_chars"]), int(r["n_tokens"]), r["strategy"] or "", r["embed_text"] or "")
+                        int(r["n_chars"]), int(r["n_tokens"]), r["strategy"] or "", r["embed_text"] or "",
+                        r.get("page_start"), r.get("page_end"))
             for r in rows
         ]
         self._details[doc] = details

@@ -422,6 +422,8 @@ class MainWindow(QMainWindow):
         if detail is not None:
             lines.append(f"Size       {detail.size:,} {detail.unit}  ·  {detail.n_tokens:,} tokens  ·  {detail.strategy}")
             lines.append(f"Section    {' › '.join(detail.section_path) or '—'}")
+            if detail.pages:
+                lines.append(f"Pages      {detail.pages}")
         if state.flagged:
             verdict = "flagged: " + ", ".join(state.reasons + [f"boundary after: {r}" for r in state.boundary_reasons])
         elif state.verdict == "ok":

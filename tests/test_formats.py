@@ -22,10 +22,11 @@ from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from chunking.api import ChunkedDocument
 from chunking.config import load_config_text
-from chunking.dataset import CHUNKS_SCHEMA, DOCUMENTS_SCHEMA, conform
+from chunking.dataset import CHUNKS_SCHEMA, DOCUMENTS_SCHEMA, Snapshot, SnapshotWriter, conform
 from chunking.documents import Document, Skipped, detect_format, document_from_bytes
 from chunking.pdf import page_of
-from chunking.pipeline import BatchResult, chunk_files, discover_files, prepare_run
+from chunking.pipeline import BatchResult, RunStats, build_manifest, chunk_files, discover_files, prepare_run
+from chunking.review import ChunkDetail, ReviewIndex
 from chunking.rst import scan_rst
 from chunking.strategies import auto_strategy
 
@@ -170,8 +171,9 @@ Usage
 """
 
 
-def run_corpus(tmp_path: Path, files: dict[str, bytes], chunker: str) -> BatchResult:
-    """chunk_files over a tmp source folder holding ``files``, with ``chunker`` as the YAML defaults."""
+def run_corpus(tmp_path: Path, files: dict[str, bytes], chunker: str, *, publish: bool = False) -> BatchResult:
+    """chunk_files over a tmp source folder holding ``files``, with ``chunker`` as the YAML defaults
+    (and, with ``publish``, the batch written as snapshot ``tmp_path/out/formats/v1/0001``)."""
     source = tmp_path / "src"
     for name, raw in files.items():
         (source / name).parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +183,14 @@ def run_corpus(tmp_path: Path, files: dict[str, bytes], chunker: str) -> BatchRe
         f"chunker: {chunker}\n", tmp_path / "config.yaml")
     context = prepare_run(config)
     sources = [item for item in discover_files(context) if not isinstance(item, Skipped)]
-    return chunk_files(config, sources, {})
+    result = chunk_files(config, sources, {})
+    if publish:
+        writer = SnapshotWriter(context.version_path)
+        writer.write(result.documents, result.chunks)
+        stats = RunStats()
+        stats.add(result.documents, result.chunks)
+        writer.publish(build_manifest(context, stats, "full", []))
+    return result
 
 
 def rows_by_doc(result: BatchResult) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
@@ -402,3 +411,17 @@ def test_rows_from_before_the_page_columns_are_conformed() -> None:
     conformed = conform(old_chunks, CHUNKS_SCHEMA)
     assert conformed.schema == CHUNKS_SCHEMA
     assert conformed.column("page_start").to_pylist() == [None]
+
+
+def test_snapshot_stores_pages_and_the_reviewer_shows_them(tmp_path: Path) -> None:
+    run_corpus(tmp_path, {"handbook.pdf": make_pdf(HANDBOOK_PAGES, HANDBOOK_OUTLINE), "notes.md": b"# N\n\nText.\n"},
+               "{unit: chars, max_size: 400}", publish=True)
+    snapshot = Snapshot.open(tmp_path / "out" / "formats")
+    assert snapshot.documents().schema.field("page_starts").type == pa.list_(pa.int64())
+    chunks = snapshot.chunks(["doc_id", "page_start", "page_end"]).to_pylist()
+    assert {(c["doc_id"], c["page_start"], c["page_end"]) for c in chunks} >= {("handbook.pdf", 1, 2),
+                                                                               ("notes.md", None, None)}
+    index = ReviewIndex.load(tmp_path / "out" / "formats")
+    pages = {detail.pages for doc in range(len(index.doc_ids)) for detail in index.chunk_details(doc)}
+    assert {"p. 1–2", "p. 3", ""} <= pages
+    assert ChunkDetail(0, (), 1, "chars", 1, 1, "document", "", 4, 4).pages == "p. 4"
