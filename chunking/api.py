@@ -35,6 +35,7 @@ class Chunk:
     strategy: str
     findings: tuple[str, ...] = ()
     label: str = ""  # e.g. the language of the code block the chunk starts in
+    over_budget_reason: str = ""  # why the chunk exceeds max_size, when it does
 
 
 @dataclass
@@ -103,6 +104,7 @@ def split_document(
                 n_tokens=n_tokens,
                 strategy=layout.strategy,
                 findings=tuple(findings[index]),
+                over_budget_reason=span.over_budget,
                 label=_label_at(layout, span.start, span.end),
             )
         )

@@ -152,14 +152,20 @@ class Packer:
         out: list[Span] = []
         start = self._skip_space(plan.start, plan.end)
         prev_end = start
+        last_end = start  # raw end of the previous chunk
         while start < plan.end:
             end, clean, size = self._choose_verified_end(start, prev_end)
+            if size > self.max_size and start < last_end and out:
+                # An oversized unit follows: do not weigh it down with overlap as well.
+                start = max(start, self._next_text(last_end))
+                end, clean, size = self._choose_verified_end(start, max(prev_end, start))
             trimmed_end = self._trim_end(start, end)
             if trimmed_end > start:
                 reason = self._over_budget_reason(start, trimmed_end) if size > self.max_size else ""
                 out.append(Span(start, trimmed_end, size, reason))
             if end >= plan.end or self._skip_space(end, plan.end) >= plan.end:
                 break
+            last_end = end
             next_start = end if clean or self.overlap == 0 else self._overlap_start(start, end)
             start = self._skip_space(next_start, plan.end)
             # The next chunk must reach past the first non-space character after this one, or it
@@ -525,4 +531,6 @@ class Packer:
         return end
 
     def _over_budget_reason(self, start: int, end: int) -> str:
-        return "a single grapheme is larger than the budget" if end - start <= 8 else "no boundary fits the budget"
+        if end - start <= 64 and self._clusters(start, end) in ([end], [start, end]):
+            return "a single grapheme is larger than the budget"
+        return "no boundary fits the budget"

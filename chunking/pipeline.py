@@ -174,6 +174,7 @@ class BatchResult:
     chunked: list[str] = field(default_factory=list)
     n_bytes: int = 0
     constraints: list[dict[str, Any]] = field(default_factory=list)  # what became of each constraint
+    over_budget: dict[tuple[str, int], str] = field(default_factory=dict)  # (doc_id, index) -> reason
 
 
 def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str, str],
@@ -257,6 +258,8 @@ def _chunk_document(config: Config, document: Document, constraints: list[Constr
     doc_columns["text"].append(document.text)
     doc_columns["page_starts"].append(list(document.page_starts))
     for chunk in chunked.chunks:
+        if chunk.over_budget_reason:
+            result.over_budget[(document.doc_id, chunk.index)] = chunk.over_budget_reason
         chunk_columns["chunk_id"].append(chunk_id(document.doc_id, chunk.start, chunk.end, config.hash))
         chunk_columns["doc_id"].append(document.doc_id)
         chunk_columns["chunk_index"].append(chunk.index)
@@ -321,8 +324,9 @@ class RunStats:
     chunk_counts: Counter = field(default_factory=Counter)  # per strategy
     doc_counts: Counter = field(default_factory=Counter)
     seen: set[str] = field(default_factory=set)
+    over_budget: list[dict[str, Any]] = field(default_factory=list)
 
-    def add(self, documents: pa.Table, chunks: pa.Table) -> None:
+    def add(self, documents: pa.Table, chunks: pa.Table, reasons: dict[tuple[str, int], str] | None = None) -> None:
         self.documents += documents.num_rows
         self.chunks += chunks.num_rows
         self.seen.update(documents.column("doc_id").to_pylist())
@@ -331,11 +335,19 @@ class RunStats:
         strategies = chunks.column("strategy").to_pylist()
         sizes = chunks.column("size").to_pylist()
         findings = chunks.column("findings").to_pylist()
-        for strategy, size, codes in zip(strategies, sizes, findings, strict=True):
+        for row, (strategy, size, codes) in enumerate(zip(strategies, sizes, findings, strict=True)):
             self.sizes.setdefault(strategy, []).append(size)
             self.chunk_counts[strategy] += 1
             counter = self.findings.setdefault(strategy, Counter())
             counter.update(set(codes))
+            if "over_budget" in codes:
+                doc_id = chunks.column("doc_id")[row].as_py()
+                index = chunks.column("chunk_index")[row].as_py()
+                self.over_budget.append({
+                    "doc_id": doc_id, "chunk_index": index, "size": size, "unit": chunks.column("unit")[row].as_py(),
+                    "reason": (reasons or {}).get((doc_id, index),
+                                                  "a unit that cannot be split is larger than the budget"),
+                })
 
     def summary_rows(self) -> list[dict[str, Any]]:
         rows = []
@@ -352,6 +364,12 @@ class RunStats:
                              for code, n in sorted(self.findings[strategy].items())},
             })
         return rows
+
+
+def previous_over_budget(snapshot: Snapshot) -> dict[tuple[str, int], str]:
+    """The over-budget reasons a snapshot's manifest recorded, for rows carried over from it."""
+    return {(item["doc_id"], item["chunk_index"]): item["reason"]
+            for item in snapshot.manifest.get("over_budget", []) if isinstance(item, dict)}
 
 
 def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: list[str],
@@ -391,6 +409,8 @@ def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: lis
         "removed": removed,
         "skipped": [{"doc_id": s.doc_id, "reason": s.reason} for s in sorted(stats.skipped, key=lambda s: s.doc_id)],
         "findings": dict(sorted(finding_totals.items())),
+        # Every chunk over its size limit, and why (DESIGN invariant 3).
+        "over_budget": sorted(stats.over_budget, key=lambda item: (item["doc_id"], item["chunk_index"])),
         "size_statistics": stats.summary_rows(),
         "applied_flags": applied_flags or [],
         # Every reviewer constraint of this version and what became of it here: applied, reanchored

@@ -39,6 +39,7 @@ from chunking.pipeline import (
     carried_constraints,
     carried_over,
     constraints_changed,
+    previous_over_budget,
     rechunk_stored,
 )
 from chunking.strategies import get_strategy
@@ -198,7 +199,7 @@ def reprocess_snapshot(config: Config, output: Path | None = None, rechunk: Rech
         writer = SnapshotWriter(context.version_path)
         try:
             writer.write(documents, chunks)
-            stats.add(documents, chunks)
+            stats.add(documents, chunks, {**previous_over_budget(parent), **result.over_budget})
             stats.n_bytes = sum(parent.documents(["n_bytes"]).column("n_bytes").to_pylist())
             stats.changed, stats.reused, stats.skipped = list(result.chunked), kept, list(result.skipped)
             stats.constraints = result.constraints + carried_constraints(parent, kept)

@@ -35,6 +35,7 @@ from chunking.pipeline import (
     discover_files,
     make_batches,
     prepare_run,
+    previous_over_budget,
     survey,
 )
 
@@ -128,12 +129,12 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
 
 def _record(result: BatchResult, skipped: list[Skipped], context, writer: SnapshotWriter, stats: RunStats) -> None:
     writer.write(result.documents, result.chunks)
-    stats.add(result.documents, result.chunks)
+    stats.add(result.documents, result.chunks, result.over_budget)
     stats.constraints.extend(result.constraints)
     if result.reused and context.previous is not None:
         documents, chunks = carried_over(context.previous, result.reused)
         writer.write(documents, chunks)
-        stats.add(documents, chunks)
+        stats.add(documents, chunks, previous_over_budget(context.previous))
         stats.constraints.extend(carried_constraints(context.previous, result.reused))
     stats.reused.extend(result.reused)
     for doc_id in result.chunked:

@@ -188,3 +188,18 @@ def test_killed_run_leaves_no_partial_snapshot(prefect_server, tmp_path):
     reference = chunk_ids(version_path / "0001")
     assert run_cli("run", str(write_config(tmp_path, source, tmp_path / "out2"))) == 0
     assert chunk_ids(tmp_path / "out2" / "kb" / "v1" / "0001") == reference  # deterministic ids
+
+
+def test_manifest_says_why_a_chunk_is_over_budget(prefect_server, tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "family.md").write_text("# Family\n\n" + "👩‍👩‍👧‍👦 " * 3 + "\n", encoding="utf-8")
+    output = tmp_path / "out"
+    config = write_config(tmp_path, source, output, max_size=17)
+    assert run_cli("run", str(config)) == 0
+    manifest = Snapshot.open(output).manifest
+    over = manifest["over_budget"]
+    assert over and all(item["reason"] == "a single grapheme is larger than the budget" for item in over)
+    assert all(item["size"] > 17 and item["unit"] == "tokens" for item in over)
+    assert run_cli("run", str(config)) == 0  # carried over: the reason is carried with the rows
+    assert Snapshot.open(output).manifest["over_budget"] == over

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -270,3 +271,22 @@ def test_keys_work_from_the_source_view_and_not_while_typing_a_filter(qtbot, dat
     window.filter_box.setFocus()
     qtbot.keyClicks(window.filter_box, "jk")
     assert window.filter_box.text() == "jk" and controller.row == 1
+
+
+def test_evaluation_tab_shows_the_latest_evaluation(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    from chunking.dataset import resolve_snapshot
+    from chunking.evaluation.store import evaluations_dir
+
+    snapshot = resolve_snapshot(dataset)
+    record_dir = evaluations_dir(snapshot) / "20261130T010000000000Z-questions-abc123"
+    record_dir.mkdir(parents=True)
+    summary = [{"retriever": "bm25", "k": 5, "questions": 3, "recall_mean": 0.75, "recall_std": 0.1,
+                "precision_mean": 0.2, "precision_std": 0.05, "iou_mean": 0.18, "iou_std": 0.04,
+                "hit_rate": 1.0, "mrr": 0.83}]
+    (record_dir / "evaluation.json").write_text(json.dumps({
+        "created_at": "2026-11-30T01:00:00+00:00", "snapshot": int(snapshot.name), "summary": summary,
+        "questions": {"path": "eval/kb-questions.jsonl", "count": 3}, "cost": {"chunks": 42}}), encoding="utf-8")
+    window = open_window(qtbot, dataset)
+    text = window.evaluation.toPlainText()
+    assert "bm25" in text and "0.750" in text and "kb-questions.jsonl" in text
+    assert window.tabs.tabText(window.tabs.indexOf(window.evaluation)) == "Evaluation"
