@@ -123,12 +123,12 @@ class Survey:
     sizes: np.ndarray
 
     def batch_target(self, workers: int) -> int:
-        """Bytes per batch: about four batches per worker, between 256 kB and 16 MB.
+        """Bytes per batch: about six batches per worker, between 256 kB and 16 MB.
 
         Large enough that a task's fixed cost (milliseconds in a thread, a few hundred in a
         process or on Dask) stays a small share of its work, small enough to balance the workers.
         """
-        return int(min(16_000_000, max(256_000, self.total_bytes / (max(1, workers) * 4))))
+        return int(min(16_000_000, max(256_000, self.total_bytes / (max(1, workers) * 6))))
 
     def count_batches(self, target_bytes: int, max_files: int = 400) -> int:
         count, size, files = 0, 0, 0
