@@ -284,21 +284,23 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         last_block_end_line = j - 1
         i = j
 
-    # Sections: from each heading to the next heading of the same or a higher level.
-    headings = structure.headings
-    for index, heading in enumerate(headings):
-        section_end = end
-        for later in headings[index + 1 :]:
-            if later.level <= heading.level:
-                section_end = later.start
-                break
-        structure.groups.append(Group("section", heading.start, section_end, heading.end,
-                                      context=heading.title))
+    structure.groups.extend(section_groups(structure.headings, end))
     structure.groups.sort(key=lambda g: (g.start, -g.end))
     ordered_positions = sorted(boundaries)
     structure.positions = ordered_positions
     structure.scores = [boundaries[p] for p in ordered_positions]
     return structure
+
+
+def section_groups(headings: list[Heading], end: int) -> list[Group]:
+    """A group per heading, from it to the next heading of the same or a higher level (one pass)."""
+    ends = [end] * len(headings)
+    open_sections: list[int] = []  # indexes of headings whose section is still open
+    for index, heading in enumerate(headings):
+        while open_sections and headings[open_sections[-1]].level >= heading.level:
+            ends[open_sections.pop()] = heading.start
+        open_sections.append(index)
+    return [Group("section", h.start, ends[i], h.end, context=h.title) for i, h in enumerate(headings)]
 
 
 def _lead_text(text: str, anchor: int, body_start: int) -> str:

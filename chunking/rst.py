@@ -44,6 +44,7 @@ from chunking.markdown import (
     TABLE_ROW,
     Heading,
     Structure,
+    section_groups,
 )
 from chunking.packer import Group
 
@@ -270,14 +271,7 @@ def scan_rst(text: str) -> Structure:
         finish_block(j - 1)
         i = j
 
-    headings = structure.headings
-    for index, heading in enumerate(headings):
-        section_end = end
-        for later in headings[index + 1:]:
-            if later.level <= heading.level:
-                section_end = later.start
-                break
-        structure.groups.append(Group("section", heading.start, section_end, heading.end, context=heading.title))
+    structure.groups.extend(section_groups(structure.headings, end))
     structure.groups.sort(key=lambda g: (g.start, -g.end))
     structure.positions = sorted(boundaries)
     structure.scores = [boundaries[p] for p in structure.positions]
