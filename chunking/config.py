@@ -244,6 +244,13 @@ class Config:
                 return settings
         return self.chunker
 
+    def rule_label(self, doc_id: str) -> str:
+        """Which part of the config chunks a document: ``defaults`` or ``rules[i] (patterns)``."""
+        for index, (patterns, _) in enumerate(self.rule_settings):
+            if any(glob_match(pattern, doc_id) for pattern in patterns):
+                return f"rules[{index}] ({', '.join(patterns)})"
+        return "defaults"
+
     @cached_property
     def hash(self) -> str:
         return config_hash(self)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -325,20 +325,33 @@ class RunStats:
     doc_counts: Counter = field(default_factory=Counter)
     seen: set[str] = field(default_factory=set)
     over_budget: list[dict[str, Any]] = field(default_factory=list)
+    rule_of: Callable[[str], str] | None = None  # doc_id -> rule label, for the summary per rule
+    _rule_cache: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def _key(self, doc_id: str, strategy: str) -> tuple[str, str]:
+        if self.rule_of is None:
+            return ("", strategy)
+        rule = self._rule_cache.get(doc_id)
+        if rule is None:
+            rule = self._rule_cache[doc_id] = self.rule_of(doc_id)
+        return (rule, strategy)
 
     def add(self, documents: pa.Table, chunks: pa.Table, reasons: dict[tuple[str, int], str] | None = None) -> None:
         self.documents += documents.num_rows
         self.chunks += chunks.num_rows
         self.seen.update(documents.column("doc_id").to_pylist())
-        for strategy in documents.column("strategy").to_pylist():
-            self.doc_counts[strategy] += 1
+        for doc_id, strategy in zip(documents.column("doc_id").to_pylist(),
+                                    documents.column("strategy").to_pylist(), strict=True):
+            self.doc_counts[self._key(doc_id, strategy)] += 1
         strategies = chunks.column("strategy").to_pylist()
         sizes = chunks.column("size").to_pylist()
         findings = chunks.column("findings").to_pylist()
+        doc_ids = chunks.column("doc_id").to_pylist()
         for row, (strategy, size, codes) in enumerate(zip(strategies, sizes, findings, strict=True)):
-            self.sizes.setdefault(strategy, []).append(size)
-            self.chunk_counts[strategy] += 1
-            counter = self.findings.setdefault(strategy, Counter())
+            key = self._key(doc_ids[row], strategy)
+            self.sizes.setdefault(key, []).append(size)
+            self.chunk_counts[key] += 1
+            counter = self.findings.setdefault(key, Counter())
             counter.update(set(codes))
             if "over_budget" in codes:
                 doc_id = chunks.column("doc_id")[row].as_py()
@@ -350,18 +363,21 @@ class RunStats:
                 })
 
     def summary_rows(self) -> list[dict[str, Any]]:
+        """One row per rule × strategy: documents, chunks, size p5/p50/p95/max, share of each finding."""
         rows = []
-        for strategy in sorted(self.sizes):
-            sizes = np.asarray(self.sizes[strategy])
-            count = int(self.chunk_counts[strategy])
+        for key in sorted(self.sizes):
+            rule, strategy = key
+            sizes = np.asarray(self.sizes[key])
+            count = int(self.chunk_counts[key])
             p5, p50, p95 = (int(x) for x in np.percentile(sizes, [5, 50, 95], method="nearest"))
             rows.append({
+                "rule": rule,
                 "strategy": strategy,
-                "documents": int(self.doc_counts[strategy]),
+                "documents": int(self.doc_counts[key]),
                 "chunks": count,
                 "size_p5": p5, "size_p50": p50, "size_p95": p95, "size_max": int(sizes.max()),
                 "findings": {code: {"chunks": n, "share": round(n / count, 4)}
-                             for code, n in sorted(self.findings[strategy].items())},
+                             for code, n in sorted(self.findings[key].items())},
             })
         return rows
 

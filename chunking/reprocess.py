@@ -195,7 +195,7 @@ def reprocess_snapshot(config: Config, output: Path | None = None, rechunk: Rech
         documents, chunks = carried_over(parent, kept)
         documents, chunks = sorted_by_doc(pa.concat_tables([documents, result.documents]),
                                           pa.concat_tables([chunks, result.chunks]))
-        stats = RunStats()
+        stats = RunStats(rule_of=config.rule_label)
         writer = SnapshotWriter(context.version_path)
         try:
             writer.write(documents, chunks)

@@ -268,12 +268,14 @@ def _print_summary(snapshot: Path | None, manifest: dict[str, Any], elapsed: flo
     rows = manifest["size_statistics"]
     if rows:
         codes = sorted({code for row in rows for code in row["findings"]})
-        header = f"  {'strategy':<10} {'docs':>5} {'chunks':>7} {'p5':>6} {'p50':>6} {'p95':>6}"
+        width = max([len("rule")] + [len(str(row.get("rule", ""))) for row in rows])
+        header = (f"  {'rule':<{width}} {'strategy':<10} {'docs':>5} {'chunks':>7} {'p5':>6} {'p50':>6} "
+                  f"{'p95':>6}")
         header += "".join(f" {_short(code):>9}" for code in codes)
         print("\n" + header)
         for row in rows:
-            line = (f"  {row['strategy']:<10} {row['documents']:>5} {row['chunks']:>7} {row['size_p5']:>6} "
-                    f"{row['size_p50']:>6} {row['size_p95']:>6}")
+            line = (f"  {str(row.get('rule', '')):<{width}} {row['strategy']:<10} {row['documents']:>5} "
+                    f"{row['chunks']:>7} {row['size_p5']:>6} {row['size_p50']:>6} {row['size_p95']:>6}")
             for code in codes:
                 share = row["findings"].get(code, {}).get("share", 0.0)
                 line += f" {share * 100:>8.1f}%"

@@ -89,7 +89,7 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
     target = sizes.batch_target(workers)
     total = sizes.count_batches(target)
     writer = SnapshotWriter(context.version_path)
-    stats = RunStats()
+    stats = RunStats(rule_of=config.rule_label)
     try:
         pending: deque[tuple[Any, list[Skipped]]] = deque()
         done_docs = done_bytes = 0
