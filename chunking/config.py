@@ -355,22 +355,22 @@ def load_config_text(text: str, path: Path | None = None) -> Config:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        line = mark.line + 1 if mark is not None else None
-        raise ConfigError([ConfigIssue(label, line, "", f"invalid YAML: {problem}")]) from None
+        raise ConfigError([_yaml_issue(exc, label, text)]) from None
+    except RecursionError:  # PyYAML composes recursively: thousands of nested brackets
+        raise ConfigError([ConfigIssue(label, None, "", "invalid YAML: nested too deeply")]) from None
     if node is None:
         raise ConfigError([ConfigIssue(label, 1, "", "the config is empty")])
     lines: dict[tuple[Any, ...], int] = {}
     issues: list[ConfigIssue] = []
-    _index_lines(node, (), lines, issues, label)
+    _index_lines(node, (), lines, issues, label, set())
+    if issues:  # duplicate, non-scalar or recursive keys: reported before anything is built from them
+        raise ConfigError(issues)
     try:
         data = yaml.load(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:  # constructor errors (bad tags, ...)
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(
-            [ConfigIssue(label, mark.line + 1 if mark else None, "", f"invalid YAML: {exc}")]
-        ) from None
+        raise ConfigError([_yaml_issue(exc, label, text)]) from None
+    except RecursionError:
+        raise ConfigError([ConfigIssue(label, None, "", "invalid YAML: nested too deeply")]) from None
     if not isinstance(data, dict):
         raise ConfigError([ConfigIssue(label, 1, "", "the config must be a mapping of keys to values")])
     if issues:
@@ -399,7 +399,9 @@ def load_config_text(text: str, path: Path | None = None) -> Config:
                            if i.field.removeprefix(prefix).split(".")[0] in rule["chunker"]]
         issues.extend(rule_issues)
         match = rule.get("match")
-        patterns = [match] if isinstance(match, str) else [p for p in (match or []) if isinstance(p, str)]
+        # A match that is not a string or a list of strings is reported by the model validation.
+        patterns = [match] if isinstance(match, str) else [
+            p for p in (match if isinstance(match, list) else []) if isinstance(p, str)]
         if settings is not None:
             rule_settings.append((patterns, settings))
 
@@ -459,23 +461,55 @@ def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[st
     return merged
 
 
+def _yaml_issue(exc: yaml.YAMLError, label: str, text: str) -> ConfigIssue:
+    """One located, one-line issue for a YAML syntax, reader or constructor error."""
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (NUL, ...)
+        line = text.count("\n", 0, max(0, exc.position)) + 1
+        char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        problem = f"character #x{char:04x} is not allowed ({exc.reason})"
+    else:
+        problem = getattr(exc, "problem", None) or str(exc)
+        context = getattr(exc, "context", None)
+        if context and isinstance(exc, yaml.constructor.ConstructorError):
+            problem = f"{context}: {problem}"
+    return ConfigIssue(label, line, "", "invalid YAML: " + " ".join(str(problem).split()))
+
+
 def _index_lines(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int],
-                 issues: list[ConfigIssue], label: str) -> None:
+                 issues: list[ConfigIssue], label: str, active: set[int]) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
+    if id(node) in active:  # an alias to a node that contains it: ``a: &a [*a]``
+        issues.append(ConfigIssue(label, node.start_mark.line + 1, _dotted(path), "recursive YAML alias"))
+        return
+    active.add(id(node))
+    try:
+        _index_children(node, path, lines, issues, label, active)
+    finally:
+        active.discard(id(node))
+
+
+def _index_children(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int],
+                    issues: list[ConfigIssue], label: str, active: set[int]) -> None:
     if isinstance(node, yaml.MappingNode):
         seen: set[Any] = set()
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                issues.append(ConfigIssue(label, key_node.start_mark.line + 1, _dotted(path),
+                                          "a key must be a plain name, not a list or mapping"))
+                continue
             key = key_node.value
             if key in seen:
                 issues.append(ConfigIssue(label, key_node.start_mark.line + 1, _dotted(path + (key,)),
                                           "duplicate key"))
             seen.add(key)
             lines[path + (key,)] = key_node.start_mark.line + 1
-            _index_lines(value_node, path + (key,), lines, issues, label)
+            _index_lines(value_node, path + (key,), lines, issues, label, active)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             lines[path + (index,)] = item.start_mark.line + 1
-            _index_lines(item, path + (index,), lines, issues, label)
+            _index_lines(item, path + (index,), lines, issues, label, active)
 
 
 def _issues_from_validation(exc: ValidationError, where: tuple[Any, ...],

@@ -141,6 +141,22 @@ def resolve_snapshot(path: str | Path) -> Path:
     )
 
 
+def check_manifest(manifest: Any, where: Path) -> None:
+    """Refuse a manifest that is not one chunkyard can read, with a message naming the field."""
+    if not isinstance(manifest, dict):
+        raise DatasetError(f"{where}: not a chunkyard manifest (expected a JSON object)")
+    schema = manifest.get("schema_version")
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise DatasetError(f"{where}: schema_version: expected a whole number, got {schema!r}")
+    if schema > SCHEMA_VERSION:
+        raise DatasetError(f"{where}: written by a newer chunkyard (schema {schema}); upgrade chunkyard")
+    expected = {"name": str, "version": int, "snapshot": int}
+    for key, kind in expected.items():
+        value = manifest.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise DatasetError(f"{where}: {key}: expected {kind.__name__}, got {value!r}")
+
+
 @dataclass
 class Snapshot:
     """A published snapshot, read lazily: the manifest at once, Parquet columns on demand."""
@@ -155,11 +171,7 @@ class Snapshot:
             manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise DatasetError(f"{folder / MANIFEST}: unreadable manifest: {exc}") from None
-        if not isinstance(manifest, dict) or manifest.get("schema_version", 0) > SCHEMA_VERSION:
-            raise DatasetError(
-                f"{folder / MANIFEST}: written by a newer chunkyard (schema "
-                f"{manifest.get('schema_version') if isinstance(manifest, dict) else '?'}); upgrade chunkyard"
-            )
+        check_manifest(manifest, folder / MANIFEST)
         return cls(folder, manifest)
 
     @property

@@ -67,43 +67,69 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
     Streams: no list of every path is built. Directory symlinks are not followed (no loops);
     hidden folders (``.git``) and ``skip_dirs`` are not entered.
     """
-    skip = {os.path.realpath(d) for d in skip_dirs}
+    # Folders to leave out, by identity (device, inode): ``realpath`` of every folder costs a stat per
+    # path component, which is quadratic (cubic in the kernel) in a deeply nested tree.
+    skip: set[tuple[int, int]] = set()
+    for folder in skip_dirs:
+        try:
+            info = os.stat(folder)
+        except OSError:
+            continue
+        skip.add((info.st_dev, info.st_ino))
 
-    def walk(folder: Path, rel: str) -> Iterator[SourceFile | Skipped]:
+    def listing(folder: Path, rel: str) -> Iterator[os.DirEntry[str]] | Skipped:
         try:
             with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                return iter(sorted(it, key=lambda e: e.name))
         except OSError as exc:
-            yield Skipped(rel or ".", f"unreadable folder: {exc.strerror or exc}")
-            return
-        for entry in entries:
-            doc_id = f"{rel}/{entry.name}" if rel else entry.name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name.startswith(".") or os.path.realpath(entry.path) in skip:
-                        continue
-                    yield from walk(Path(entry.path), doc_id)
-                    continue
+            return Skipped(rel or ".", f"unreadable folder: {exc.strerror or exc}")
+
+    # An explicit stack, not recursion: a folder tree thousands of levels deep must not raise
+    # RecursionError. Same order as a recursive walk (depth first, names sorted).
+    first = listing(source_dir, "")
+    if isinstance(first, Skipped):
+        yield first
+        return
+    stack: list[tuple[Iterator[os.DirEntry[str]], str]] = [(first, "")]
+    while stack:
+        entries, rel = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            continue
+        doc_id = f"{rel}/{entry.name}" if rel else entry.name
+        try:
+            if entry.is_dir(follow_symlinks=False):
                 if entry.name.startswith("."):
                     continue
-                if not (any(glob_match(p, doc_id) for p in include)
-                        and not any(glob_match(p, doc_id) for p in exclude)):
-                    continue
-                try:
-                    info = entry.stat(follow_symlinks=True)
-                except OSError as exc:
-                    yield Skipped(doc_id, _os_reason(exc))
-                    continue
-                if stat.S_ISDIR(info.st_mode):
-                    continue  # a symlink to a folder: not followed
-                if not stat.S_ISREG(info.st_mode):
-                    yield Skipped(doc_id, "not a regular file")
-                    continue
-                yield SourceFile(doc_id, Path(entry.path), info.st_size)
+                if skip:
+                    info = entry.stat(follow_symlinks=False)
+                    if (info.st_dev, info.st_ino) in skip:
+                        continue
+                folder = listing(Path(entry.path), doc_id)
+                if isinstance(folder, Skipped):
+                    yield folder
+                else:
+                    stack.append((folder, doc_id))
+                continue
+            if entry.name.startswith("."):
+                continue
+            if not (any(glob_match(p, doc_id) for p in include)
+                    and not any(glob_match(p, doc_id) for p in exclude)):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=True)
             except OSError as exc:
                 yield Skipped(doc_id, _os_reason(exc))
-
-    yield from walk(source_dir, "")
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                continue  # a symlink to a folder: not followed
+            if not stat.S_ISREG(info.st_mode):
+                yield Skipped(doc_id, "not a regular file")
+                continue
+            yield SourceFile(doc_id, Path(entry.path), info.st_size)
+        except OSError as exc:
+            yield Skipped(doc_id, _os_reason(exc))
 
 
 def _os_reason(exc: OSError) -> str:

@@ -392,8 +392,10 @@ def _open(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         check = connection.execute("PRAGMA quick_check").fetchall()
         if [row[0] for row in check] != ["ok"]:
             detail = "; ".join(str(row[0]) for row in check[:3])
-            raise LedgerError(f"{path}: the review ledger is corrupt ({detail}); move it aside and restore "
-                              "a backup — chunkyard will not write to a damaged ledger")
+            raise LedgerError(f"{path}: the review ledger is corrupt ({detail}); chunkyard will not write to a "
+                              f"damaged ledger. Recover its events: `chunkyard ledger export {path} --out "
+                              f"events.jsonl`, move the file aside, `chunkyard ledger import {path} events.jsonl` "
+                              "(or restore a backup)")
         _ensure_schema(connection, path)
     except LedgerError:
         connection.close()
@@ -449,3 +451,118 @@ def _ensure_schema(connection: sqlite3.Connection, path: Path) -> None:
     if missing:
         raise LedgerError(f"{path}: the review ledger's events table lacks {', '.join(sorted(missing))}; "
                           "move it aside or restore a backup")
+
+
+# ---------------------------------------------------------------------------------------------
+# Recovery: events out to JSON Lines (even from a damaged ledger) and back into a fresh one.
+
+
+def export_events(path: str | Path, out: str | Path) -> tuple[int, int]:
+    """Write every readable event of the ledger at ``path`` to ``out`` as JSON Lines, in id order.
+
+    Opens the file read-only and without the integrity check, so it also salvages a damaged ledger:
+    when reading all rows at once fails, rows are read one id at a time and unreadable ones are
+    counted. Returns (events written, events lost). ``out`` is replaced atomically.
+    """
+    import json
+
+    path, out = Path(path), Path(out)
+    if not path.is_file():
+        raise LedgerError(f"{path}: no review ledger here")
+    _check_header(path)
+    columns = ", ".join(Event.__slots__)
+    try:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise LedgerError(f"{path}: cannot open the review ledger: {exc}") from None
+    rows: list[tuple[Any, ...]] = []
+    lost = 0
+    try:
+        try:
+            rows = connection.execute(f"SELECT {columns} FROM events ORDER BY id").fetchall()
+        except sqlite3.DatabaseError:
+            try:
+                last = int(connection.execute("SELECT max(id) FROM events").fetchone()[0] or 0)
+            except sqlite3.DatabaseError as exc:
+                raise LedgerError(f"{path}: no events can be read from this ledger ({exc}); "
+                                  "restore a backup") from None
+            for event_id in range(1, last + 1):
+                try:
+                    row = connection.execute(f"SELECT {columns} FROM events WHERE id = ?", (event_id,)).fetchone()
+                except sqlite3.DatabaseError:
+                    lost += 1
+                    continue
+                if row is not None:
+                    rows.append(row)
+    finally:
+        connection.close()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(dict(zip(Event.__slots__, row, strict=True)), ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, out)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return len(rows), lost
+
+
+def import_events(path: str | Path, source: str | Path) -> int:
+    """Load events exported by ``export_events`` into the ledger at ``path`` (created if missing).
+
+    The ledger must hold no events yet: ids are kept, so every ``retract`` still names the event it
+    cancels. Every line is checked first; a bad one is reported with its line number and nothing is
+    written. Returns the number of events imported.
+    """
+    import json
+
+    path, source = Path(path), Path(source)
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LedgerError(f"{source}: cannot read the events file: {exc}") from None
+    rows: list[tuple[Any, ...]] = []
+    seen: set[int] = set()
+    previous = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            missing = [name for name in Event.__slots__ if name not in data]
+            if missing:
+                raise ValueError(f"missing {', '.join(missing)}")
+            event = Event(**{name: data[name] for name in Event.__slots__})
+            if not isinstance(event.id, int) or event.id <= previous:
+                raise ValueError("ids must be integers in increasing order")
+            for name in ("dataset", "doc_id", "doc_sha256", "reviewer", "created_at", "kind"):
+                if not isinstance(getattr(event, name), str):
+                    raise ValueError(f"{name} must be a string")
+            for name in ("version", "snapshot"):
+                if not isinstance(getattr(event, name), int):
+                    raise ValueError(f"{name} must be an integer")
+            _check_event(event.kind, event.reason, event.target_event)
+            if event.target_event is not None and event.target_event not in seen:
+                raise ValueError(f"it retracts event {event.target_event}, which is not in the file")
+        except (ValueError, TypeError, LedgerError) as exc:
+            raise LedgerError(f"{source}:{number}: not a ledger event: {exc}") from None
+        previous = event.id
+        seen.add(event.id)
+        rows.append(tuple(getattr(event, name) for name in Event.__slots__))
+    with Ledger(path) as ledger:
+        if ledger.last_event_id():
+            raise LedgerError(f"{path}: already holds events; import into a new ledger (move this one aside)")
+
+        def insert(connection: sqlite3.Connection) -> int:
+            connection.executemany(
+                f"INSERT INTO events ({', '.join(Event.__slots__)}) VALUES ({', '.join('?' * len(Event.__slots__))})",
+                rows)
+            return len(rows)
+
+        return ledger._write(insert)

@@ -74,7 +74,8 @@ def prepare_run(config: Config, source: Path | None = None, output: Path | None 
     previous = Snapshot.open(previous_path) if previous_path else None
     previous_sha: dict[str, str] = {}
     if previous is not None:
-        old_hash = previous.manifest.get("config", {}).get("hash")
+        recorded = previous.manifest.get("config")
+        old_hash = recorded.get("hash") if isinstance(recorded, dict) else None
         if old_hash != config.hash:
             raise RunRefused(
                 f"config changed since {previous.path} (config hash {old_hash} → {config.hash}) but "

@@ -40,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, ChunkyardError):
             print(f"chunkyard: error: {exc}", file=sys.stderr)
             return EXIT_FAILED if not getattr(exc, "usage", False) else EXIT_USAGE
+        if isinstance(exc, OSError) and exc.strerror:  # a full disk, a read-only folder, ...
+            where = f": {exc.filename}" if exc.filename else ""
+            print(f"chunkyard: error: {exc.strerror.lower()}{where} (nothing was published; fix it and "
+                  "run again)", file=sys.stderr)
+            return EXIT_FAILED
         print(f"chunkyard: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
               file=sys.stderr)
         return EXIT_FAILED
@@ -94,6 +99,18 @@ def _parser() -> argparse.ArgumentParser:
     flag.add_argument("--boundary", action="store_true", help="flag the boundary after chunk N, not the chunk")
     flag.add_argument("--reviewer", help="reviewer name (default: the config's reviewer, else the OS user)")
     flag.set_defaults(handler=cmd_flag)
+
+    ledger = sub.add_parser("ledger", help="recover a review ledger: events out to JSON Lines and back")
+    ledger_sub = ledger.add_subparsers(dest="ledger_command", metavar="ACTION", required=True)
+    ledger_export = ledger_sub.add_parser("export", help="write every readable event to JSON Lines (works on a "
+                                                         "damaged ledger)")
+    ledger_export.add_argument("path", type=Path, help="review.sqlite, or OUTPUT/NAME")
+    ledger_export.add_argument("--out", required=True, type=Path, help="the JSONL file to write")
+    ledger_export.set_defaults(handler=cmd_ledger_export)
+    ledger_import = ledger_sub.add_parser("import", help="load exported events into a new (empty) ledger")
+    ledger_import.add_argument("path", type=Path, help="review.sqlite, or OUTPUT/NAME")
+    ledger_import.add_argument("events", type=Path, help="a JSONL file written by `chunkyard ledger export`")
+    ledger_import.set_defaults(handler=cmd_ledger_import)
 
     reprocess = sub.add_parser("reprocess", help="rechunk documents with open flags or constraints -> next snapshot")
     reprocess.add_argument("config", type=Path)
@@ -208,6 +225,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with server, _Progress() as progress:
         from flows import run as run_module
 
+        if not args.debug:
+            _one_line_prefect_errors()
         run_module.progress_hook = progress.update
         try:
             result = run_module.run(config, args.source, args.output, task_runner=args.task_runner,
@@ -243,6 +262,29 @@ def cmd_schedule(args: argparse.Namespace) -> int:
               "Ctrl+C stops it", flush=True)
         serve(config)
     return EXIT_OK
+
+
+class _NoTraceback:
+    """A logging filter that keeps Prefect's error lines but drops their tracebacks on the console.
+
+    chunkyard prints one clear line for a failure; the traceback stays available with --debug (and in
+    the Prefect UI when a real server is used).
+    """
+
+    def filter(self, record) -> bool:  # noqa: ANN001 - logging.LogRecord
+        if record.exc_info or record.exc_text:
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _one_line_prefect_errors() -> None:
+    import logging
+
+    for name in ("", "prefect", "prefect.flow_runs", "prefect.task_runs"):
+        for handler in logging.getLogger(name).handlers:
+            console = isinstance(handler, logging.StreamHandler) or "Console" in type(handler).__name__
+            if console and not any(isinstance(f, _NoTraceback) for f in handler.filters):
+                handler.addFilter(_NoTraceback())
 
 
 def _load(path: Path):
@@ -369,6 +411,31 @@ def cmd_flag(args: argparse.Namespace) -> int:
         event = ledger.flag(target, args.reason, reviewer=reviewer, note=args.note)
     where = "the boundary after chunk" if args.boundary else "chunk"
     print(f"flagged {where} {args.chunk} of {args.doc} as {args.reason} (event {event} in {path}, by {reviewer})")
+    return EXIT_OK
+
+
+def _ledger_file(path: Path) -> Path:
+    """``review.sqlite`` itself, or the ledger of the dataset folder ``OUTPUT/NAME``."""
+    from chunking.ledger import LEDGER_FILE
+
+    return path / LEDGER_FILE if path.is_dir() else path
+
+
+def cmd_ledger_export(args: argparse.Namespace) -> int:
+    from chunking.ledger import export_events
+
+    path = _ledger_file(args.path)
+    written, lost = export_events(path, args.out)
+    print(f"Wrote {args.out}: {written} events from {path}" + (f"; {lost} unreadable events lost" if lost else ""))
+    return EXIT_FAILED if lost else EXIT_OK
+
+
+def cmd_ledger_import(args: argparse.Namespace) -> int:
+    from chunking.ledger import import_events
+
+    path = _ledger_file(args.path)
+    count = import_events(path, args.events)
+    print(f"Imported {count} events from {args.events} into {path}")
     return EXIT_OK
 
 
