@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from chunking.errors import ConfigError, ConfigIssue
 
@@ -153,19 +162,68 @@ def parse_settings(raw: Mapping[str, Any] | ChunkerBase) -> ChunkerBase:
     return _settings_adapter.validate_python(data)
 
 
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def normalize_pattern(pattern: str) -> str:
+    """A path glob as documents are named: forward slashes (Windows-style ``\\`` accepted), no ``./``.
+
+    Raises ValueError for patterns that can never match a document id (ids are POSIX paths inside
+    the source folder): absolute patterns and ``..`` segments.
+    """
+    normalized = pattern.replace("\\", "/")
+    while normalized.startswith("./"):
+        normalized = normalized[2:]
+    if normalized.startswith("/") or _DRIVE.match(pattern):
+        raise ValueError(f"{pattern!r} is absolute; patterns match paths relative to the source folder")
+    if ".." in normalized.split("/"):
+        raise ValueError(f"{pattern!r} has a '..' segment; document paths never leave the source folder")
+    return normalized
+
+
+def normalize_path(path: str) -> str:
+    """A folder path from a config: ``\\`` becomes ``/``; a Windows drive path is refused on POSIX."""
+    if os.name == "nt":
+        return path
+    if _DRIVE.match(path):
+        raise ValueError(f"{path!r} is a Windows path; write a path of this machine (relative paths are "
+                         "resolved against the config file's folder)")
+    return path.replace("\\", "/")
+
+
 class SourceConfig(_Strict):
     path: str
     include: list[str] = ["**/*"]
     exclude: list[str] = []
 
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        return normalize_path(value)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        return [normalize_pattern(p) for p in value]
+
 
 class OutputConfig(_Strict):
     path: str = "./datasets"
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        return normalize_path(value)
 
 
 class RuleConfig(_Strict):
     match: str | list[str]
     chunker: dict[str, Any]
+
+    @field_validator("match")
+    @classmethod
+    def _patterns(cls, value: str | list[str]) -> str | list[str]:
+        return normalize_pattern(value) if isinstance(value, str) else [normalize_pattern(p) for p in value]
 
     @property
     def patterns(self) -> list[str]:
@@ -402,6 +460,7 @@ def load_config_text(text: str, path: Path | None = None) -> Config:
         # A match that is not a string or a list of strings is reported by the model validation.
         patterns = [match] if isinstance(match, str) else [
             p for p in (match if isinstance(match, list) else []) if isinstance(p, str)]
+        patterns = [_safe_pattern(p) for p in patterns]
         if settings is not None:
             rule_settings.append((patterns, settings))
 
@@ -420,6 +479,13 @@ def load_config_text(text: str, path: Path | None = None) -> Config:
     assert model is not None and chunker is not None
     return Config(model=model, path=path.resolve() if path else None, text=text, chunker=chunker,
                   rule_settings=rule_settings)
+
+
+def _safe_pattern(pattern: str) -> str:
+    try:
+        return normalize_pattern(pattern)
+    except ValueError:
+        return pattern  # reported by the model validation
 
 
 def tokenizer_problem(name: str, base_dir: Path) -> str | None:

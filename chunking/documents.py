@@ -11,9 +11,11 @@ scanned or broken PDFs included); reading never raises for a bad file.
 from __future__ import annotations
 
 import codecs
+import errno
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -159,12 +161,27 @@ def detect_format(doc_id: str) -> str:
     return "text"
 
 
+# Read errors worth another try (a flaky network filesystem, an interrupted call); the rest are final.
+_TRANSIENT = {errno.EIO, errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT, errno.ESTALE}
+READ_ATTEMPTS = 3
+
+
 def read_document(path: Path, doc_id: str) -> Document | Skipped:
-    """Read, decode and extract one file; every failure is a ``Skipped`` with a specific reason."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return Skipped(doc_id, _os_reason(exc))
+    """Read, decode and extract one file; every failure is a ``Skipped`` with a specific reason.
+
+    A transient read error (EIO, EAGAIN, ...) is retried with a short backoff before the file is
+    skipped, so one hiccup of a network filesystem does not drop a document from the snapshot.
+    """
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        try:
+            raw = path.read_bytes()
+            break
+        except OSError as exc:
+            if exc.errno not in _TRANSIENT:
+                return Skipped(doc_id, _os_reason(exc))
+            if attempt == READ_ATTEMPTS:
+                return Skipped(doc_id, f"{_os_reason(exc)} (after {READ_ATTEMPTS} attempts)")
+            time.sleep(0.05 * 4 ** (attempt - 1))
     return document_from_bytes(raw, doc_id)
 
 

@@ -62,8 +62,12 @@ def prepare_run(config: Config, source: Path | None = None, output: Path | None 
     """Check a run may start and find the snapshot it builds on."""
     source_dir = (source or config.source_dir).resolve()
     output_dir = (output or config.output_dir).resolve()
+    if source_dir.is_file():
+        raise RunRefused(f"source {source_dir} is a file; source.path must name a folder of documents")
     if not source_dir.is_dir():
         raise RunRefused(f"source folder not found: {source_dir}")
+    if output_dir.exists() and not output_dir.is_dir():
+        raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (it is created if missing)")
     if output_dir == source_dir or output_dir.is_relative_to(source_dir):
         raise RunRefused(
             f"output folder {output_dir} is inside the source folder {source_dir}: "

@@ -261,3 +261,42 @@ def test_read_document_end_to_end(tmp_path: Path) -> None:
     assert results["bin.md"] == Skipped("bin.md", "binary file (NUL bytes)")
     assert results["latin.md"] == Skipped("latin.md", "not valid UTF-8 at byte 3")
     assert results["bad.md"] == Skipped("bad.md", "not valid UTF-16-LE at byte 2")  # BOM + lone surrogate
+
+
+def test_a_transient_read_error_is_retried(tmp_path, monkeypatch):
+    import errno as _errno
+
+    from chunking import documents
+
+    path = tmp_path / "flaky.md"
+    path.write_text("# Flaky\n\nRead on the second try.\n", encoding="utf-8")
+    calls = []
+    real = Path.read_bytes
+
+    def flaky(self):
+        calls.append(self)
+        if len(calls) == 1:
+            raise OSError(_errno.EIO, "Input/output error", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", flaky)
+    document = documents.read_document(path, "flaky.md")
+    assert not isinstance(document, documents.Skipped) and len(calls) == 2
+
+
+def test_a_persistent_read_error_is_skipped_with_the_attempts(tmp_path, monkeypatch):
+    import errno as _errno
+
+    from chunking import documents
+
+    path = tmp_path / "broken.md"
+    path.write_text("x", encoding="utf-8")
+
+    def broken(self):
+        raise OSError(_errno.EIO, "Input/output error", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", broken)
+    monkeypatch.setattr(documents.time, "sleep", lambda seconds: None)
+    skipped = documents.read_document(path, "broken.md")
+    assert isinstance(skipped, documents.Skipped)
+    assert skipped.reason == "unreadable: Input/output error (after 3 attempts)"
