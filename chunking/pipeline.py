@@ -7,6 +7,7 @@ tables ready to append to the snapshot being written.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 from collections import Counter
@@ -17,12 +18,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from chunking.api import chunk_id, split_document
 from chunking.config import ALGORITHM_VERSION, Config
 from chunking.constraints import Constraint, place
 from chunking.dataset import (
+    CHUNKS,
     CHUNKS_SCHEMA,
+    DOCUMENTS,
     DOCUMENTS_SCHEMA,
     Snapshot,
     filter_doc_ids,
@@ -31,7 +35,7 @@ from chunking.dataset import (
 )
 from chunking.decisions import read_constraints
 from chunking.documents import Document, Skipped, SourceFile, discover, read_document
-from chunking.errors import ChunkyardError
+from chunking.errors import ChunkyardError, DatasetError
 from chunking.findings import break_met, keep_met
 from chunking.ledger import LEDGER_FILE
 from chunking.packer import Span
@@ -304,12 +308,71 @@ def _constraint_outcome(document: Document, constraint: Constraint, placement: A
 
 
 def carried_over(previous: Snapshot, doc_ids: list[str]) -> tuple[pa.Table, pa.Table]:
-    """The previous snapshot's rows for unchanged documents, copied without rechunking."""
+    """The previous snapshot's rows for unchanged documents, copied without rechunking (one call)."""
     if not doc_ids:
         return DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table()
     documents = filter_doc_ids(previous.documents(doc_ids=doc_ids), doc_ids)
     chunks = filter_doc_ids(previous.chunks(doc_ids=doc_ids), doc_ids)
     return documents, chunks
+
+
+class CarryOver:
+    """Copies the previous snapshot's rows for unchanged documents, batch after batch, in O(rows read).
+
+    A filter on ``doc_id`` cannot prune row groups (rows are in discovery order, not sorted), so
+    filtering per batch would read the whole previous snapshot once per batch: quadratic for a
+    large corpus. Instead the ``doc_id`` columns are read once to map each document to its rows,
+    and a batch reads only the row groups holding its rows (consecutive batches mostly share one).
+    """
+
+    def __init__(self, previous: Snapshot):
+        self.previous = previous
+        self._files: dict[str, _RowIndex] = {}
+
+    def rows(self, doc_ids: list[str]) -> tuple[pa.Table, pa.Table]:
+        if not doc_ids:
+            return DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table()
+        return self._index(DOCUMENTS).take(doc_ids), self._index(CHUNKS).take(doc_ids)
+
+    def _index(self, filename: str) -> _RowIndex:
+        index = self._files.get(filename)
+        if index is None:
+            index = self._files[filename] = _RowIndex(self.previous.path / filename)
+        return index
+
+
+class _RowIndex:
+    def __init__(self, path: Path):
+        try:
+            self.file = pq.ParquetFile(path)
+            ids = self.file.read(columns=["doc_id"]).column("doc_id").to_pylist()
+        except (OSError, pa.ArrowException) as exc:
+            raise DatasetError(f"{path}: cannot read: {exc}") from None
+        self.rows: dict[str, list[int]] = {}
+        for row, doc_id in enumerate(ids):
+            self.rows.setdefault(doc_id, []).append(row)
+        metadata = self.file.metadata
+        self.group_starts = list(np.cumsum([0] + [metadata.row_group(i).num_rows
+                                                  for i in range(metadata.num_row_groups)]))
+        self._cached: tuple[int, pa.Table] | None = None
+
+    def take(self, doc_ids: list[str]) -> pa.Table:
+        wanted = sorted(row for doc_id in doc_ids for row in self.rows.get(doc_id, ()))
+        pieces: list[pa.Table] = []
+        by_group: dict[int, list[int]] = {}
+        for row in wanted:
+            group = bisect.bisect_right(self.group_starts, row) - 1
+            by_group.setdefault(group, []).append(row - self.group_starts[group])
+        for group, local in by_group.items():
+            pieces.append(self._group(group).take(pa.array(local, type=pa.int64())))
+        if not pieces:
+            return self.file.schema_arrow.empty_table()
+        return pa.concat_tables(pieces)
+
+    def _group(self, group: int) -> pa.Table:
+        if self._cached is None or self._cached[0] != group:
+            self._cached = (group, self.file.read_row_group(group))
+        return self._cached[1]
 
 
 @dataclass

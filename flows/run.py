@@ -27,10 +27,10 @@ from chunking.dataset import SnapshotWriter
 from chunking.documents import Skipped, SourceFile
 from chunking.pipeline import (
     BatchResult,
+    CarryOver,
     RunStats,
     build_manifest,
     carried_constraints,
-    carried_over,
     chunk_files,
     discover_files,
     make_batches,
@@ -90,6 +90,7 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
     total = sizes.count_batches(target)
     writer = SnapshotWriter(context.version_path)
     stats = RunStats(rule_of=config.rule_label)
+    carry = CarryOver(context.previous) if context.previous is not None else None
     try:
         pending: deque[tuple[Any, list[Skipped]]] = deque()
         done_docs = done_bytes = 0
@@ -99,7 +100,7 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
             while len(pending) > limit:
                 future, skipped = pending.popleft()
                 result: BatchResult = future.result()
-                _record(result, skipped, context, writer, stats)
+                _record(result, skipped, context, writer, stats, carry)
                 done_docs += len(result.chunked) + len(result.reused) + len(result.skipped)
                 done_bytes += result.n_bytes
                 if progress_hook:
@@ -127,12 +128,13 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
     return RunResult(snapshot, manifest, stats)
 
 
-def _record(result: BatchResult, skipped: list[Skipped], context, writer: SnapshotWriter, stats: RunStats) -> None:
+def _record(result: BatchResult, skipped: list[Skipped], context, writer: SnapshotWriter, stats: RunStats,
+            carry: CarryOver | None) -> None:
     writer.write(result.documents, result.chunks)
     stats.add(result.documents, result.chunks, result.over_budget)
     stats.constraints.extend(result.constraints)
-    if result.reused and context.previous is not None:
-        documents, chunks = carried_over(context.previous, result.reused)
+    if result.reused and carry is not None:
+        documents, chunks = carry.rows(result.reused)
         writer.write(documents, chunks)
         stats.add(documents, chunks, previous_over_budget(context.previous))
         stats.constraints.extend(carried_constraints(context.previous, result.reused))
