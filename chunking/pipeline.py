@@ -193,9 +193,7 @@ def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str,
     ``constraints`` (per doc_id) are placed on each document's text as it is now: as recorded when
     its bytes are the ones they were made on, re-anchored by their text otherwise, or stale.
     """
-    doc_columns: dict[str, list[Any]] = {name: [] for name in DOCUMENTS_SCHEMA.names}
-    chunk_columns: dict[str, list[Any]] = {name: [] for name in CHUNKS_SCHEMA.names}
-    result = BatchResult(DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table())
+    result, doc_columns, chunk_columns = _new_batch()
     for source_file in files:
         document = read_document(source_file.path, source_file.doc_id)
         if isinstance(document, Skipped):
@@ -207,17 +205,13 @@ def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str,
             continue
         _chunk_document(config, document, (constraints or {}).get(document.doc_id, []), result, doc_columns,
                         chunk_columns)
-    result.documents = pa.table(doc_columns, schema=DOCUMENTS_SCHEMA)
-    result.chunks = pa.table(chunk_columns, schema=CHUNKS_SCHEMA)
-    return result
+    return _finish_batch(result, doc_columns, chunk_columns)
 
 
 def rechunk_stored(config: Config, snapshot: Snapshot, doc_ids: list[str],
                    constraints: dict[str, list[Constraint]]) -> BatchResult:
     """Rechunk documents from the text a snapshot stores (reprocessing needs no source folder)."""
-    doc_columns: dict[str, list[Any]] = {name: [] for name in DOCUMENTS_SCHEMA.names}
-    chunk_columns: dict[str, list[Any]] = {name: [] for name in CHUNKS_SCHEMA.names}
-    result = BatchResult(DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table())
+    result, doc_columns, chunk_columns = _new_batch()
     rows = filter_doc_ids(snapshot.documents(doc_ids=doc_ids), doc_ids).to_pylist()
     for row in sorted(rows, key=lambda r: r["doc_id"]):
         metadata = json.loads(row["metadata_json"] or "{}")
@@ -227,6 +221,17 @@ def rechunk_stored(config: Config, snapshot: Snapshot, doc_ids: list[str],
         result.n_bytes += document.n_bytes
         _chunk_document(config, document, constraints.get(document.doc_id, []), result, doc_columns,
                         chunk_columns)
+    return _finish_batch(result, doc_columns, chunk_columns)
+
+
+def _new_batch() -> tuple[BatchResult, dict[str, list[Any]], dict[str, list[Any]]]:
+    """An empty batch result and the column lists its rows are appended to."""
+    result = BatchResult(DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table())
+    return result, {name: [] for name in DOCUMENTS_SCHEMA.names}, {name: [] for name in CHUNKS_SCHEMA.names}
+
+
+def _finish_batch(result: BatchResult, doc_columns: dict[str, list[Any]],
+                  chunk_columns: dict[str, list[Any]]) -> BatchResult:
     result.documents = pa.table(doc_columns, schema=DOCUMENTS_SCHEMA)
     result.chunks = pa.table(chunk_columns, schema=CHUNKS_SCHEMA)
     return result

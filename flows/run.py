@@ -91,6 +91,7 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
     writer = SnapshotWriter(context.version_path)
     stats = RunStats(rule_of=config.rule_label)
     carry = CarryOver(context.previous) if context.previous is not None else None
+    previous_reasons = previous_over_budget(context.previous) if context.previous is not None else {}
     try:
         pending: deque[tuple[Any, list[Skipped]]] = deque()
         done_docs = done_bytes = 0
@@ -100,7 +101,7 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
             while len(pending) > limit:
                 future, skipped = pending.popleft()
                 result: BatchResult = future.result()
-                _record(result, skipped, context, writer, stats, carry)
+                _record(result, skipped, context, writer, stats, carry, previous_reasons)
                 done_docs += len(result.chunked) + len(result.reused) + len(result.skipped)
                 done_bytes += result.n_bytes
                 if progress_hook:
@@ -129,14 +130,14 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
 
 
 def _record(result: BatchResult, skipped: list[Skipped], context, writer: SnapshotWriter, stats: RunStats,
-            carry: CarryOver | None) -> None:
+            carry: CarryOver | None, previous_reasons: dict[tuple[str, int], str]) -> None:
     writer.write(result.documents, result.chunks)
     stats.add(result.documents, result.chunks, result.over_budget)
     stats.constraints.extend(result.constraints)
     if result.reused and carry is not None:
         documents, chunks = carry.rows(result.reused)
         writer.write(documents, chunks)
-        stats.add(documents, chunks, previous_over_budget(context.previous))
+        stats.add(documents, chunks, previous_reasons)
         stats.constraints.extend(carried_constraints(context.previous, result.reused))
     stats.reused.extend(result.reused)
     for doc_id in result.chunked:

@@ -22,7 +22,21 @@ FLAGGED_BRUSH = QBrush(QColor("#fde2e2"))
 OK_BRUSH = QBrush(QColor("#dcfce7"))
 
 
-class DocumentsModel(QAbstractTableModel):
+class _HeaderedTableModel(QAbstractTableModel):
+    """A flat table model whose columns are its ``HEADERS``."""
+
+    HEADERS: tuple[str, ...] = ()
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.HEADERS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(self.HEADERS):
+            return self.HEADERS[section]
+        return None
+
+
+class DocumentsModel(_HeaderedTableModel):
     """One row per listed document: name, chunks, chunks with findings, flagged and reviewed chunks.
 
     Sorting and filtering are done here with NumPy over the index's arrays rather than in a
@@ -139,14 +153,6 @@ class DocumentsModel(QAbstractTableModel):
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's own default
         return 0 if parent.isValid() else len(self._rows)
 
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.HEADERS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(self.HEADERS):
-            return self.HEADERS[section]
-        return None
-
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or self.index_data is None:
             return None
@@ -177,7 +183,7 @@ class DocumentsModel(QAbstractTableModel):
         return None
 
 
-class ChunksModel(QAbstractTableModel):
+class ChunksModel(_HeaderedTableModel):
     """The chunks of one document: index, size with unit, section path, findings, review state."""
 
     HEADERS = ("#", "Size", "Section", "Findings", "Review")
@@ -218,14 +224,6 @@ class ChunksModel(QAbstractTableModel):
 
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else self._count
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.HEADERS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(self.HEADERS):
-            return self.HEADERS[section]
-        return None
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or self.index_data is None or not (0 <= index.row() < self._count):
