@@ -31,7 +31,7 @@ class Chunk:
     section_path: tuple[str, ...]
     size: int  # in the settings' unit
     n_chars: int
-    n_tokens: int
+    n_tokens: int | None  # None when not counted (``count_tokens: false`` with chars or words)
     strategy: str
     findings: tuple[str, ...] = ()
     label: str = ""  # e.g. the language of the code block the chunk starts in
@@ -82,7 +82,7 @@ def split_document(
     spans = Packer(text, layout.plan, meter, settings.max_size, settings.overlap, settings.min_size).spans()
     findings = check_spans(text, spans, layout, settings.min_size)
     token_counter = meter if settings.unit == "tokens" else None
-    tokenizer = None if token_counter else get_tokenizer(
+    tokenizer = None if token_counter or not settings.count_tokens else get_tokenizer(
         settings.tokenizer if settings.tokenizer and not settings.tokenizer.endswith(".json") else "cl100k_base"
     )
     doc_title = title if title is not None else layout.title
@@ -90,7 +90,7 @@ def split_document(
     for index, span in enumerate(spans):
         chunk_text = text[span.start : span.end]
         section_path = layout.section_path(span.start)
-        n_tokens = span.size if token_counter else tokenizer.count(chunk_text)
+        n_tokens = span.size if token_counter else tokenizer.count(chunk_text) if tokenizer else None
         chunks.append(
             Chunk(
                 index=index,

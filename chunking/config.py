@@ -51,6 +51,9 @@ class ContextSettings(_Strict):
 class ChunkerBase(_Strict):
     unit: Literal["chars", "words", "tokens"] = "tokens"
     tokenizer: str = "cl100k_base"
+    # Count every chunk's tokens (``n_tokens``) even when the unit is chars or words. Exact counting
+    # costs a tokenizer pass over the text; false leaves n_tokens empty (null) for those units.
+    count_tokens: bool = True
     max_size: int = Field(512, gt=0)
     overlap: int = Field(0, ge=0)
     min_size: int = Field(0, ge=0)
@@ -325,6 +328,8 @@ def config_hash(config: Config) -> str:
 
     def describe(settings: ChunkerBase) -> dict[str, Any]:
         data = settings.model_dump(mode="json")
+        if data.get("count_tokens", True):
+            del data["count_tokens"]  # the default: configs written before the setting keep their hash
         if settings.unit == "tokens" and settings.tokenizer.endswith(".json"):
             tokenizer_path = resolve_tokenizer_path(settings.tokenizer, config.base_dir)
             data["tokenizer"] = "sha256:" + hashlib.sha256(tokenizer_path.read_bytes()).hexdigest()

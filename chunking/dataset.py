@@ -66,7 +66,7 @@ CHUNKS_SCHEMA = pa.schema(
         pa.field("size", pa.int32(), nullable=False),
         pa.field("unit", pa.string(), nullable=False),
         pa.field("n_chars", pa.int32(), nullable=False),
-        pa.field("n_tokens", pa.int32(), nullable=False),
+        pa.field("n_tokens", pa.int32()),  # null: not counted (count_tokens: false)
         pa.field("strategy", pa.string(), nullable=False),
         pa.field("label", pa.string(), nullable=False),
         pa.field("config_version", pa.int32(), nullable=False),

@@ -93,7 +93,7 @@ class ChunkDetail:
     size: int
     unit: str
     n_chars: int
-    n_tokens: int
+    n_tokens: int | None  # None: not counted (count_tokens: false)
     strategy: str
     embed_text: str
     page_start: int | None = None  # 1-based pages of paged documents (PDF); None otherwise
@@ -262,7 +262,7 @@ class ReviewIndex:
             raise DatasetError(f"{self.snapshot.path}: malformed chunks of {self.doc_ids[doc]!r}: {exc}") from None
         details = [
             ChunkDetail(int(r["chunk_index"]), tuple(r["section_path"] or ()), int(r["size"]), r["unit"] or "",
-                        int(r["n_chars"]), int(r["n_tokens"]), r["strategy"] or "", r["embed_text"] or "",
+                        int(r["n_chars"]), None if r["n_tokens"] is None else int(r["n_tokens"]), r["strategy"] or "", r["embed_text"] or "",
                         r.get("page_start"), r.get("page_end"))
             for r in rows
         ]

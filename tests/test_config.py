@@ -331,7 +331,8 @@ source:
 
 
 def test_hash_same_when_defaults_are_written_out(tmp_path: Path) -> None:
-    explicit = HASHED.replace("  overlap: 64\n", "  overlap: 64\n  min_size: 0\n  tokenizer: cl100k_base\n")
+    explicit = HASHED.replace("  overlap: 64\n", "  overlap: 64\n  min_size: 0\n  tokenizer: cl100k_base\n"
+                                                "  count_tokens: true\n")
     assert hash_of(tmp_path, HASHED) == hash_of(tmp_path, explicit)
 
 
@@ -346,6 +347,7 @@ def test_hash_same_when_defaults_are_written_out(tmp_path: Path) -> None:
         ('match: "legal/**"', 'match: "law/**"'),
         ("overlap: 64\n", "overlap: 64\n  context: {title: false}\n"),
         ("overlap: 64\n", "overlap: 64\n  front_matter: keep\n"),
+        ("overlap: 64\n", "overlap: 64\n  count_tokens: false\n"),
     ],
 )
 def test_hash_changes_with_chunking_settings(tmp_path: Path, old: str, new: str) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import recount
 
 from chunking.dataset import Snapshot, list_snapshots
 
@@ -203,3 +204,27 @@ def test_manifest_says_why_a_chunk_is_over_budget(prefect_server, tmp_path):
     assert all(item["size"] > 17 and item["unit"] == "tokens" for item in over)
     assert run_cli("run", str(config)) == 0  # carried over: the reason is carried with the rows
     assert Snapshot.open(output).manifest["over_budget"] == over
+
+
+def test_uncounted_tokens_are_null_and_counted_ones_exact(prefect_server, tmp_path):
+    """``count_tokens: false`` (chars) writes null n_tokens; the reviewer's reader and eval cope."""
+    source = tmp_path / "src"
+    shutil.copytree(SAMPLE, source)
+    counted = write_config(tmp_path, source, tmp_path / "out", extra="")
+    text = counted.read_text(encoding="utf-8").replace("unit: tokens", "unit: chars").replace("overlap: 16", "overlap: 0")
+    counted.write_text(text, encoding="utf-8")
+    assert run_cli("run", str(counted)) == 0
+    uncounted = tmp_path / "uncounted.yaml"
+    uncounted.write_text(text.replace("name: kb", "name: kb-fast").replace(
+        "  overlap: 0\n", "  overlap: 0\n  count_tokens: false\n"), encoding="utf-8")
+    assert run_cli("run", str(uncounted)) == 0
+    fast = pq.read_table(tmp_path / "out" / "kb-fast" / "v1" / "0001" / "chunks.parquet")
+    slow = pq.read_table(tmp_path / "out" / "kb" / "v1" / "0001" / "chunks.parquet")
+    assert fast.column("n_tokens").null_count == fast.num_rows > 0
+    assert fast.column("text").to_pylist() == slow.column("text").to_pylist()  # same chunks
+    assert slow.column("n_tokens").null_count == 0
+    assert slow.column("n_tokens").to_pylist() == [recount(t, "tokens") for t in slow.column("text").to_pylist()]
+    from chunking.review import ReviewIndex
+
+    review = ReviewIndex.load(tmp_path / "out" / "kb-fast" / "v1" / "0001")
+    assert all(detail.n_tokens is None for detail in review.chunk_details(0))

@@ -178,3 +178,43 @@ def test_tokenizers_are_cached() -> None:
 def test_unknown_unit() -> None:
     with pytest.raises(ValueError, match="unknown unit 'bytes'"):
         make_meter("text", "bytes")
+
+
+# Text that exercises the one-encoding count (``TokenMeter.size``): words with the gaps it syncs on,
+# next to everything that makes the pre-tokenizer look ahead: contractions, runs of punctuation
+# before line breaks, digit runs, white space of every kind, marks, emoji and CJK.
+long_prose = st.lists(
+    st.sampled_from(["refund", "the", "Order", "café", "naïve", "日本語", "e\u0301", "👍🏽", "2024", "12345", "'s",
+                     "'ll", "don't", "’re", " ", " ", "  ", "\t", "\u00a0", "\u3000", "\n", "\r\n", "\n\n", " \n",
+                     ".", ".\n", "!?\n\n", "...", "(", ")", "`x`", "- ", "1. ", "#", "|", "\u2028", "\x85", "\x1c"]),
+    min_size=20, max_size=600,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_tokens_of_a_span_from_one_encoding_are_exact(data: st.DataObject) -> None:
+    text = data.draw(long_prose, label="text")
+    meter = TokenMeter(text, get_tokenizer("cl100k_base"))
+    start, end = span(data, text)
+    assert meter.size(start, end) == recount(text[start:end], "tokens")
+
+
+def test_tokens_of_spans_of_real_documents_are_exact(corpora_dir: Path) -> None:
+    import random
+
+    rng = random.Random(8)
+    tokenizer = get_tokenizer("cl100k_base")
+    files = sorted(corpora_dir.rglob("*.md"))
+    checked = 0
+    for path in rng.sample(files, 60):
+        text = path.read_text(encoding="utf-8")
+        if len(text) < 200:
+            continue
+        meter = TokenMeter(text, tokenizer)
+        for _ in range(40):
+            start = rng.randrange(len(text))
+            end = min(len(text), start + rng.choice([120, 700, 2500, 9000]))
+            assert meter.size(start, end) == recount(text[start:end], "tokens"), (path.name, start, end)
+            checked += 1
+    assert checked > 1000

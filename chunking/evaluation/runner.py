@@ -181,7 +181,7 @@ def evaluate_snapshot(
                     "chunk_ids": [chunk_ids[i] for i in top], "doc_ids": [doc_ids[i] for i in top],
                 })
             summary.append({"config": label, "retriever": name, "k": k, **summarize(scores)})
-    cost = measure_cost(snapshot, chunks.column("n_chars").to_numpy(), chunks.column("n_tokens").to_numpy(),
+    cost = measure_cost(snapshot, chunks.column("n_chars").to_numpy(), chunks.column("n_tokens").to_numpy().astype(float),
                         embed_texts)
     strategies = sorted(set(chunks.column("strategy").to_pylist()))
     timings["total"] = time.perf_counter() - started
@@ -223,7 +223,8 @@ def measure_cost(snapshot: Snapshot, n_chars: np.ndarray, n_tokens: np.ndarray,
         "embedded_chars": sum(len(text) for text in embed_texts),
         "embedded_tokens": embedded_tokens,
         "mean_chunk_chars": round(text_chars / chunks, 1) if chunks else 0.0,
-        "mean_chunk_tokens": round(float(n_tokens.mean()), 1) if chunks else 0.0,
+        # n_tokens is null (NaN here) where the config did not count tokens.
+        "mean_chunk_tokens": round(float(np.nanmean(n_tokens)), 1) if chunks and not np.isnan(n_tokens).all() else 0.0,
         "mean_embedded_tokens": round(embedded_tokens / chunks, 1) if chunks else 0.0,
         "overlap_factor": round(text_chars / document_chars, 3) if document_chars else 0.0,
     }

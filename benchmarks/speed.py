@@ -1,0 +1,398 @@
+"""Speed side by side: chunkyard and the peer chunking libraries, interleaved in one run.
+
+    .venv/bin/pip install -e '.[bench]'
+    .venv/bin/python benchmarks/speed.py [CORPUS_DIR] [--repeats 3] [--groups chars,...] [--write-readme]
+
+Every splitter chunks the same documents (all ``*.md`` under the corpus folder, default
+``../shared/corpora``) with the same budget. Within a group, each repeat runs every splitter once
+over all documents, in a rotated order, so that a noisy machine slows them alike; the table gives
+the median CPU time per core as MB/s (UTF-8 bytes of input), the ratio to chunkyard's first row,
+the chunk count and a correctness column: the share of chunks whose text is exactly the document
+at their offsets (peers' chunks are located by the offsets they return, or searched for), and the
+share over the budget (measured on the chunk text alone: characters, or cl100k tokens).
+
+Groups:
+- ``chars``: recursive splitting, 1000 characters, no overlap;
+- ``overlap``: the same with 150 characters of overlap;
+- ``tokens``: 512 cl100k tokens, 64 of overlap, against tiktoken encoding all text once (the floor);
+- ``markdown``: Markdown-aware splitting at 1000 characters;
+- ``hostile``: time per MB of chunkyard on a 10 MB line, 100,000 one-line paragraphs, a 1 MB table
+  and deeply nested lists, against ordinary prose (the corpus);
+- ``run``: ``chunkyard run`` end to end (read, chunk, findings, Parquet, Prefect) against the sum
+  of its parts measured in this process, with its peak memory.
+
+chunkyard runs with findings, section paths, ``embed_text`` and token counts on, as in a run;
+``count_tokens: false`` rows show the chars strategies without the cl100k count of every chunk.
+Peers are the optional ``bench`` dependencies; a missing one is reported and skipped.
+``--write-readme`` replaces the results section of ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+from chunking.api import split_document
+from chunking.config import parse_settings
+from chunking.units import get_tokenizer
+from flows.server import prefect_server
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora"
+README = ROOT / "benchmarks" / "README.md"
+BEGIN, END = "<!-- speed:begin -->", "<!-- speed:end -->"
+GROUPS = ("chars", "overlap", "tokens", "markdown", "hostile", "run")
+TITLES = {"chars": "recursive, 1000 characters, no overlap", "overlap": "recursive, 1000 characters, overlap 150",
+          "tokens": "512 cl100k tokens, overlap 64", "markdown": "Markdown-aware, 1000 characters"}
+
+# A splitter returns (start, end, text) per chunk; start is -1 when the chunk could not be located.
+Spans = list[tuple[int, int, str]]
+Splitter = Callable[[str], Spans]
+
+
+@dataclass
+class Entry:
+    name: str
+    split: Splitter
+    note: str = ""
+    times: list[float] = field(default_factory=list)
+    chunks: int = 0
+    exact: float = 1.0
+    over: float = 0.0
+
+
+# -- chunkyard --------------------------------------------------------------------------------------
+
+
+def chunkyard(settings: dict) -> Splitter:
+    parsed = parse_settings({"front_matter": "keep", **settings})
+    return lambda text: [(c.start, c.end, c.text) for c in split_document(text, parsed).chunks]
+
+
+# -- peers ------------------------------------------------------------------------------------------
+
+
+def locate(text: str, pieces: list[str]) -> Spans:
+    """Find each piece in order (for peers that return strings only)."""
+    spans, cursor = [], 0
+    for piece in pieces:
+        start = text.find(piece, cursor)
+        if start < 0:
+            start = text.find(piece)
+        spans.append((start, start + len(piece) if start >= 0 else -1, piece))
+        if start >= 0:
+            cursor = start + 1
+    return spans
+
+
+def by_indices(pairs) -> Spans:
+    return [(start, start + len(chunk), chunk) for start, chunk in pairs]
+
+
+def text_splitter(kind: str, capacity: int, overlap: int, tokens: bool = False) -> Splitter | None:
+    try:
+        import semantic_text_splitter as sts
+    except ImportError:
+        return None
+    cls = sts.MarkdownSplitter if kind == "markdown" else sts.TextSplitter
+    splitter = (cls.from_tiktoken_model("gpt-3.5-turbo", capacity, overlap=overlap) if tokens
+                else cls(capacity, overlap=overlap))
+    return lambda text: by_indices(splitter.chunk_indices(text))
+
+
+def langchain(kind: str, size: int, overlap: int, counter: Callable[[str], int] | None = None) -> Splitter | None:
+    try:
+        from langchain_text_splitters import MarkdownTextSplitter, RecursiveCharacterTextSplitter
+    except ImportError:
+        return None
+    cls = MarkdownTextSplitter if kind == "markdown" else RecursiveCharacterTextSplitter
+    kwargs = {"length_function": counter} if counter else {}
+    splitter = cls(chunk_size=size, chunk_overlap=overlap, **kwargs)
+    return lambda text: locate(text, splitter.split_text(text))
+
+
+def semchunk_splitter(size: int, overlap: int, counter) -> Splitter | None:
+    try:
+        import semchunk
+    except ImportError:
+        return None
+    chunker = semchunk.chunkerify(counter, size)
+
+    def split(text: str) -> Spans:
+        chunks, offsets = chunker(text, overlap=overlap or None, offsets=True)
+        return [(start, end, chunk) for chunk, (start, end) in zip(chunks, offsets, strict=True)]
+
+    return split
+
+
+def chonkie_splitter(size: int, tokenizer) -> Splitter | None:
+    try:
+        from chonkie import RecursiveChunker
+    except ImportError:
+        return None
+    chunker = RecursiveChunker(tokenizer=tokenizer, chunk_size=size)
+    return lambda text: [(c.start_index, c.end_index, c.text) for c in chunker.chunk(text)]
+
+
+# -- groups -----------------------------------------------------------------------------------------
+
+
+def cl100k():
+    return get_tokenizer("cl100k_base").encoding
+
+
+def group_entries(group: str) -> list[Entry | None]:
+    enc = cl100k()
+    count = enc.encode_ordinary
+    entries: list[tuple[str, Splitter | None, str]] = []
+    if group == "chars":
+        entries = [
+            ("chunkyard recursive", chunkyard({"strategy": "recursive", "unit": "chars", "max_size": 1000}), ""),
+            ("chunkyard recursive, count_tokens: false",
+             chunkyard({"strategy": "recursive", "unit": "chars", "max_size": 1000, "count_tokens": False}), ""),
+            ("semantic-text-splitter TextSplitter", text_splitter("text", 1000, 0), ""),
+            ("LangChain RecursiveCharacterTextSplitter", langchain("text", 1000, 0), ""),
+            ("semchunk", semchunk_splitter(1000, 0, len), ""),
+            ("chonkie RecursiveChunker", chonkie_splitter(1000, "character"), ""),
+        ]
+    elif group == "overlap":
+        settings = {"strategy": "recursive", "unit": "chars", "max_size": 1000, "overlap": 150}
+        entries = [
+            ("chunkyard recursive", chunkyard(settings), ""),
+            ("chunkyard recursive, count_tokens: false", chunkyard({**settings, "count_tokens": False}), ""),
+            ("semantic-text-splitter TextSplitter", text_splitter("text", 1000, 150), ""),
+            ("LangChain RecursiveCharacterTextSplitter", langchain("text", 1000, 150), ""),
+            ("semchunk", semchunk_splitter(1000, 150, len), ""),
+        ]
+    elif group == "tokens":
+        entries = [
+            ("chunkyard recursive",
+             chunkyard({"strategy": "recursive", "unit": "tokens", "max_size": 512, "overlap": 64}), ""),
+            ("chunkyard markdown",
+             chunkyard({"strategy": "markdown", "unit": "tokens", "max_size": 512, "overlap": 64}), ""),
+            ("tiktoken: encode all text once", lambda text: [(0, len(text), text)] if count(text) else [], "floor"),
+            ("chonkie RecursiveChunker (tiktoken)", chonkie_splitter(512, enc), "no overlap"),
+            ("semchunk (tiktoken)", semchunk_splitter(512, 64, lambda t: len(count(t))), ""),
+            ("semantic-text-splitter TextSplitter", text_splitter("text", 512, 64, tokens=True), ""),
+            ("LangChain RecursiveCharacterTextSplitter",
+             langchain("text", 512, 64, counter=lambda t: len(count(t))), ""),
+        ]
+    elif group == "markdown":
+        entries = [
+            ("chunkyard markdown", chunkyard({"strategy": "markdown", "unit": "chars", "max_size": 1000}), ""),
+            ("chunkyard markdown, count_tokens: false",
+             chunkyard({"strategy": "markdown", "unit": "chars", "max_size": 1000, "count_tokens": False}), ""),
+            ("LangChain MarkdownTextSplitter", langchain("markdown", 1000, 0), "no structure"),
+            ("semantic-text-splitter MarkdownSplitter", text_splitter("markdown", 1000, 0), ""),
+        ]
+    return [Entry(name, split, note) if split else None for name, split, note in entries
+            if split or print(f"  ({name}: not installed, skipped)", file=sys.stderr)]
+
+
+def budget_check(group: str) -> tuple[int, Callable[[str], int]]:
+    if group == "tokens":
+        enc = cl100k()
+        return 512, lambda text: len(enc.encode_ordinary(text))
+    return 1000, len
+
+
+def run_group(group: str, texts: list[str], repeats: int) -> list[Entry]:
+    entries = [e for e in group_entries(group) if e is not None]
+    for entry in entries:  # warm up: imports, tokenizer files, caches
+        entry.split(texts[0])
+    for repeat in range(repeats):
+        order = entries[repeat % len(entries):] + entries[: repeat % len(entries)]
+        for entry in order:
+            started = time.process_time()
+            for text in texts:
+                entry.split(text)
+            entry.times.append(time.process_time() - started)
+    limit, measure = budget_check(group)
+    for entry in entries:
+        total = exact = over = 0
+        for text in texts:
+            for start, end, chunk in entry.split(text):
+                total += 1
+                exact += start >= 0 and text[start:end] == chunk
+                over += entry.note != "floor" and measure(chunk) > limit
+        entry.chunks, entry.exact, entry.over = total, exact / max(total, 1), over / max(total, 1)
+    return entries
+
+
+# -- hostile inputs ---------------------------------------------------------------------------------
+
+
+def hostile_documents() -> dict[str, str]:
+    words = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor".split()
+    line = " ".join(words[i % len(words)] for i in range(10_000_000 // 6))[:10_000_000]
+    paragraphs = "\n\n".join(f"Paragraph {i} is one short line." for i in range(100_000))
+    header = "| name | value | description |\n|---|---|---|\n"
+    rows = [f"| item {i} | {i * 7} | row {i} of a large table, with some text |" for i in range(1_000_000 // 52)]
+    table = header + "\n".join(rows) + "\n"
+    nested = "".join(("  " * depth) + f"- item at depth {depth}\n" for _ in range(2_000) for depth in range(12))
+    return {"10 MB without a newline": line, "100,000 one-line paragraphs": paragraphs,
+            "1 MB table": table, "nested lists (12 deep, 24,000 items)": nested}
+
+
+def run_hostile(texts: list[str], repeats: int) -> list[tuple[str, str, float, float]]:
+    """(strategy, case, seconds per MB, ratio to prose) for recursive and markdown in chars."""
+    rows = []
+    for strategy in ("recursive", "markdown"):
+        split = chunkyard({"strategy": strategy, "unit": "chars", "max_size": 1000})
+        cases = {"prose (the corpus)": texts, **{k: [v] for k, v in hostile_documents().items()}}
+        per_mb: dict[str, float] = {}
+        for case, docs in cases.items():
+            size = sum(len(d.encode()) for d in docs) / 1e6
+            times = []
+            for _ in range(repeats):
+                started = time.process_time()
+                for doc in docs:
+                    split(doc)
+                times.append(time.process_time() - started)
+            per_mb[case] = statistics.median(times) / size
+        prose = per_mb["prose (the corpus)"]
+        rows.extend((strategy, case, seconds, seconds / prose) for case, seconds in per_mb.items())
+    return rows
+
+
+# -- end to end -------------------------------------------------------------------------------------
+
+
+def run_end_to_end(corpus: Path, texts: list[str], repeats: int) -> list[tuple[str, float, float, float]]:
+    """(what, wall s, CPU s, peak RSS MB) of ``chunkyard run`` and of its parts in this process."""
+    settings = {"strategy": "markdown", "unit": "tokens", "max_size": 512, "overlap": 64}
+    parsed = parse_settings({"front_matter": "exclude", **settings})
+    read = chunk = 0.0
+    for _ in range(repeats):
+        started = time.process_time()
+        docs = [p.read_bytes().decode("utf-8") for p in md_files(corpus)]
+        read += time.process_time() - started
+        started = time.process_time()
+        for doc in docs:
+            split_document(doc, parsed)
+        chunk += time.process_time() - started
+    rows = [("read + decode (in process)", read / repeats, read / repeats, 0.0),
+            ("chunk_document, all documents (in process)", chunk / repeats, chunk / repeats, 0.0)]
+    chunkyard_bin = Path(sys.executable).with_name("chunkyard")
+    with tempfile.TemporaryDirectory() as tmp, prefect_server(Path(tmp) / "prefect"):
+        # One loopback server for every run (PREFECT_API_URL is set for the children), so that
+        # the runs do not include starting one.
+        config = Path(tmp) / "bench.yaml"
+        config.write_text(yaml.safe_dump({
+            "name": "bench", "version": 1,
+            "source": {"path": str(corpus), "include": ["**/*.md"]},
+            "output": {"path": str(Path(tmp) / "out")},
+            "chunker": settings,
+        }))
+        for runner, workers in (("thread", 1), ("process", 1), ("process", 2)):
+            walls, cpus, peak = [], [], 0.0
+            for repeat in range(repeats):
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                started = time.perf_counter()
+                subprocess.run([str(chunkyard_bin), "run", str(config), "--task-runner", runner,
+                                "--workers", str(workers), "--output", str(Path(tmp) / f"out-{runner}{workers}-{repeat}")],
+                               check=True, capture_output=True, env={**os.environ, "PREFECT_HOME": str(Path(tmp) / "prefect")})
+                walls.append(time.perf_counter() - started)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+                peak = max(peak, after.ru_maxrss / 1024)
+            rows.append((f"chunkyard run --task-runner {runner} --workers {workers}",
+                         statistics.median(walls), statistics.median(cpus), peak))
+    return rows
+
+
+# -- report -----------------------------------------------------------------------------------------
+
+
+def md_files(corpus: Path) -> list[Path]:
+    return sorted(p for p in corpus.rglob("*.md") if p.is_file()
+                  and not any(part.startswith(".") for part in p.relative_to(corpus).parts))
+
+
+def group_table(group: str, entries: list[Entry], mb: float) -> list[str]:
+    base = statistics.median(entries[0].times)
+    lines = [f"### {TITLES[group]}", "",
+             "| splitter | MB/s per core | × chunkyard | chunks | exact spans | over budget | note |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for entry in entries:
+        seconds = statistics.median(entry.times)
+        lines.append(f"| {entry.name} | {mb / seconds:.1f} | {base / seconds:.2f} | {entry.chunks:,} | "
+                     f"{entry.exact:.1%} | {entry.over:.2%} | {entry.note} |")
+    return lines
+
+
+def versions() -> str:
+    names = ["semantic-text-splitter", "langchain-text-splitters", "semchunk", "chonkie", "tiktoken", "regex"]
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ", ".join(found)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", nargs="?", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
+    parser.add_argument("--write-readme", action="store_true", help="replace the results in benchmarks/README.md")
+    args = parser.parse_args(argv)
+    files = md_files(args.corpus)
+    if not files:
+        print(f"no Markdown files under {args.corpus}", file=sys.stderr)
+        return 2
+    texts = [p.read_text(encoding="utf-8") for p in files]
+    mb = sum(len(t.encode()) for t in texts) / 1e6
+    out = [f"Corpus: {args.corpus} ({len(files)} Markdown files, {mb:.1f} MB); {args.repeats} repeats, "
+           f"median CPU time. Machine: {platform.processor() or platform.machine()}, "
+           f"{os.cpu_count()} cores, Python {platform.python_version()}; {versions()}. "
+           f"Run {dt.date.today().isoformat()}.", ""]
+    print("\n".join(out), flush=True)
+    for group in args.groups.split(","):
+        print(f"[{group}]", file=sys.stderr, flush=True)
+        if group == "hostile":
+            section = ["### hostile inputs (chunkyard, chars 1000)", "",
+                       "| strategy | input | s per MB | × prose |", "|---|---|---:|---:|"]
+            section += [f"| {s} | {case} | {sec:.3f} | {ratio:.2f} |"
+                        for s, case, sec, ratio in run_hostile(texts, args.repeats)]
+        elif group == "run":
+            rows = run_end_to_end(args.corpus, texts, args.repeats)
+            parts = rows[0][1] + rows[1][1]
+            section = ["### end to end (markdown, tokens 512/64)", "",
+                       "| what | wall s | CPU s | × parts (wall) | peak RSS MB |", "|---|---:|---:|---:|---:|"]
+            section += [f"| {what} | {wall:.2f} | {cpu:.2f} | {wall / parts:.2f} | {rss:.0f} |"
+                        for what, wall, cpu, rss in rows]
+            section.append(f"| largest document: {max(len(t.encode()) for t in texts) / 1e6:.2f} MB | | | | |")
+        elif group in GROUPS:
+            section = group_table(group, run_group(group, texts, args.repeats), mb)
+        else:
+            parser.error(f"unknown group {group!r} (use: {', '.join(GROUPS)})")
+        print("\n".join(section) + "\n", flush=True)
+        out += section + [""]
+    out_text = "\n".join(out)
+    if args.write_readme:
+        current = README.read_text(encoding="utf-8")
+        head, _, rest = current.partition(BEGIN)
+        _, _, tail = rest.partition(END)
+        README.write_text(f"{head}{BEGIN}\n{out_text}\n{END}{tail}", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
