@@ -74,7 +74,25 @@ class Structure:
         return ""
 
 
-@dataclass
+# The first character (after spaces and tabs) of a line that any block pattern above can match;
+# a line starting with anything else is paragraph text, and the scanner skips the patterns for it.
+_MAY_START_BLOCK = frozenset("#`~=-*+_|\r0123456789sS") | {""}
+
+
+def _plain(line: str) -> bool:
+    """Whether no block pattern can match ``line`` (a quick test before the regexes)."""
+    stripped = line.lstrip(" \t")
+    first = stripped[:1]
+    if first in "sS" and first:
+        return stripped[:4].lower() != "step"
+    return first not in _MAY_START_BLOCK
+
+
+def _is_blank(line: str) -> bool:
+    return not line or (line[0] in " \t\r" and _BLANK.match(line) is not None)
+
+
+@dataclass(slots=True)
 class _Line:
     start: int
     end: int  # without the newline
@@ -83,14 +101,17 @@ class _Line:
 
 
 def _lines(text: str, start: int, end: int) -> list[_Line]:
+    if start >= end:
+        return []
+    pieces = text[start:end].split("\n")
+    if pieces[-1] == "":
+        pieces.pop()  # the text ends with a newline: no line after it
     out = []
     pos = start
-    while pos < end:
-        newline = text.find("\n", pos, end)
-        stop = end if newline == -1 else newline
-        nxt = end if newline == -1 else newline + 1
-        out.append(_Line(pos, stop, nxt, text[pos:stop]))
-        pos = nxt
+    for piece in pieces:
+        stop = pos + len(piece)
+        out.append(_Line(pos, stop, min(stop + 1, end), piece))
+        pos = stop + 1
     return out
 
 
@@ -168,11 +189,12 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
 
     while i < n:
         line = lines[i]
-        if _BLANK.match(line.text):
+        plain = _plain(line.text)
+        if not plain and _is_blank(line.text):
             i += 1
             continue
-        fence = _FENCE.match(line.text)
-        atx = _ATX.match(line.text)
+        fence = None if plain else _FENCE.match(line.text)
+        atx = None if plain else _ATX.match(line.text)
         if atx and not fence:
             add_heading(line, line, len(atx.group(1)), atx.group(2) or "")
             heading_lines.add(i)
@@ -190,7 +212,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
                 j += 1
             last = min(j, n - 1)
             for k in range(i + 2, last + (0 if j < n else 1)):
-                blank_before = _BLANK.match(lines[k - 1].text) is not None
+                blank_before = _is_blank(lines[k - 1].text)
                 mark(lines[k].start, CODE_BLANK if blank_before else CODE_LINE)
             structure.groups.append(
                 Group("code", anchor, lines[last].end, line.start, context=_lead_text(text, anchor, line.start),
@@ -202,7 +224,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         if i + 1 < n and "|" in line.text and _TABLE_DELIM.match(lines[i + 1].text):
             anchor = lead_in_start(line.start)
             j = i + 2
-            while j < n and not _BLANK.match(lines[j].text) and "|" in lines[j].text:
+            while j < n and not _is_blank(lines[j].text) and "|" in lines[j].text:
                 # Rows are boundaries; before the first row only as a last resort (header + row 1
                 # too big), still better than cutting inside the row.
                 mark(lines[j].start, TABLE_ROW if j > i + 2 else TABLE_FIRST_ROW)
@@ -215,7 +237,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             last_block_end_line, prev_para = j - 1, None
             i = j
             continue
-        item = _LIST_ITEM.match(line.text)
+        item = None if plain else _LIST_ITEM.match(line.text)
         if item and not (item.group(2) and _HR.match(line.text)):
             anchor = lead_in_start(line.start)
             base_indent = len(item.group(1).expandtabs(4))
@@ -224,20 +246,21 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             last = i
             while j < n:
                 candidate = lines[j]
-                if _BLANK.match(candidate.text):
+                if _is_blank(candidate.text):
                     j += 1
                     continue
-                sub = _LIST_ITEM.match(candidate.text)
+                candidate_plain = _plain(candidate.text)
+                sub = None if candidate_plain else _LIST_ITEM.match(candidate.text)
                 indent = len(candidate.text) - len(candidate.text.lstrip(" \t"))
                 if sub and not (sub.group(2) and _HR.match(candidate.text)):
                     sub_indent = len(sub.group(1).expandtabs(4))
                     if sub_indent < base_indent:
                         break
                     mark(candidate.start, LIST_ITEM_TOP if sub_indent <= base_indent + 1 else LIST_ITEM_NESTED)
-                elif indent > base_indent or (j == last + 1 and not _ATX.match(candidate.text)
-                                              and not _FENCE.match(candidate.text)):
+                elif indent > base_indent or (j == last + 1 and (candidate_plain or (
+                        not _ATX.match(candidate.text) and not _FENCE.match(candidate.text)))):
                     # Continuation: indented, or a lazy line right after the item's text.
-                    blank_before = _BLANK.match(lines[j - 1].text) is not None
+                    blank_before = _is_blank(lines[j - 1].text)
                     mark(candidate.start, CODE_LINE if blank_before else LIST_CONTINUATION)
                 else:
                     break
@@ -250,7 +273,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             last_block_end_line, prev_para = last, None
             i = last + 1
             continue
-        if _HR.match(line.text):
+        if not plain and _HR.match(line.text):
             mark_block(line.start)
             last_block_end_line, prev_para = i, None
             i += 1
@@ -260,7 +283,10 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         setext_level = 0
         while j < n:
             following = lines[j].text
-            if _BLANK.match(following):
+            if _plain(following):
+                j += 1
+                continue
+            if _is_blank(following):
                 break
             setext = _SETEXT.match(following)
             if setext and j == i + 1 and not _LIST_ITEM.match(line.text):
