@@ -334,8 +334,10 @@ class Packer:
     def _is_cluster_boundary(self, pos: int) -> bool:
         if pos <= 0 or pos >= len(self.text):
             return True
-        char = self.text[pos]
-        if not _CONTINUES.match(char) and not _CONTINUES.match(self.text[pos - 1]) and char != "\n":
+        char, before = self.text[pos], self.text[pos - 1]
+        if char < "\x7f" and before < "\x7f" and before != "\r":
+            return True  # ASCII on both sides and not inside CR LF
+        if not _CONTINUES.match(char) and not _CONTINUES.match(before) and char != "\n":
             return True  # fast path: neither side can join a cluster
         return pos in self._clusters(pos, pos)
 

@@ -226,34 +226,60 @@ class TokenMeter:
         self.tokenizer = tokenizer
         self.starts = tokenizer.token_starts(text)
         self._local = getattr(tokenizer, "piece_local", False)
+        # Sync point and token count of the head after a span start and of the tail before a span
+        # end: the packer measures many spans sharing a start or an end.
+        self._heads: dict[int, tuple[int, int]] = {}
+        self._tails: dict[int, tuple[int, int]] = {}
 
     def size(self, start: int, end: int) -> int:
         if end <= start:
             return 0
         if not self._local or end - start <= _SHORT_SPAN:
             return self.tokenizer.count(self.text[start:end])
-        text = self.text
-        # A line start before non-space is a piece boundary as it is; so is an end after a letter or
-        # digit before white space. Otherwise look for the nearest sync point inside the span.
-        if start == 0 or (text[start - 1] == "\n" and not text[start].isspace()):
-            q1 = start
-        else:
-            first = _SYNC.search(text, start, min(end, start + _SYNC_WINDOW))
-            q1 = first.start() if first is not None else end
-        if end == self.n or (text[end].isspace() and text[end - 1].isalnum()):
-            q2 = end
-        else:
-            last = _SYNC_REVERSE.search(text, max(start, end - _SYNC_WINDOW), end)
-            q2 = last.start() if last is not None else start
+        q1, head = self._head(start, end)
+        q2, tail = self._tail(start, end)
         if q2 <= q1:
-            return self.tokenizer.count(text[start:end])
+            return self.tokenizer.count(self.text[start:end])
         starts = self.starts
         i, j = starts.searchsorted((q1, q2)).tolist()
         if (i < len(starts) and starts[i] != q1) or (j < len(starts) and starts[j] != q2) or (
                 j == len(starts) and q2 != self.n):
-            return self.tokenizer.count(text[start:end])  # not a piece boundary after all: be safe
-        count = self.tokenizer.count
-        return (count(text[start:q1]) if q1 > start else 0) + (j - i) + (count(text[q2:end]) if q2 < end else 0)
+            return self.tokenizer.count(self.text[start:end])  # not a piece boundary after all: be safe
+        return head + (j - i) + tail
+
+    def _head(self, start: int, end: int) -> tuple[int, int]:
+        """The first sync point at or after ``start`` (``end`` if none) and the tokens before it."""
+        cached = self._heads.get(start)
+        if cached is not None and cached[0] < end:
+            return cached
+        text = self.text
+        # A line start before non-space is a piece boundary as it is; so is an end after a letter or
+        # digit before white space. Otherwise look for the nearest sync point inside the span.
+        if start == 0 or (text[start - 1] == "\n" and not text[start].isspace()):
+            found = (start, 0)
+        else:
+            first = _SYNC.search(text, start, min(end, start + _SYNC_WINDOW))
+            if first is None:
+                return end, 0
+            found = (first.start(), self.tokenizer.count(text[start:first.start()]))
+        self._heads[start] = found
+        return found
+
+    def _tail(self, start: int, end: int) -> tuple[int, int]:
+        """The last sync point before ``end`` (``start`` if none) and the tokens after it."""
+        cached = self._tails.get(end)
+        if cached is not None and cached[0] > start:
+            return cached
+        text = self.text
+        if end == self.n or (text[end].isspace() and text[end - 1].isalnum()):
+            found = (end, 0)
+        else:
+            last = _SYNC_REVERSE.search(text, max(start, end - _SYNC_WINDOW), end)
+            if last is None:
+                return start, 0
+            found = (last.start(), self.tokenizer.count(text[last.start():end]))
+        self._tails[end] = found
+        return found
 
     def estimate(self, start: int, end: int) -> int:
         """Tokens of the whole-document encoding that start in the span: cheap, close to ``size``."""

@@ -218,3 +218,14 @@ def test_tokens_of_spans_of_real_documents_are_exact(corpora_dir: Path) -> None:
             assert meter.size(start, end) == recount(text[start:end], "tokens"), (path.name, start, end)
             checked += 1
     assert checked > 1000
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_one_token_meter_measures_many_spans_exactly(data: st.DataObject) -> None:
+    """The meter remembers heads and tails per start and end: any order of spans stays exact."""
+    text = data.draw(long_prose, label="text")
+    meter = TokenMeter(text, get_tokenizer("cl100k_base"))
+    for _ in range(12):
+        start, end = span(data, text)
+        assert meter.size(start, end) == recount(text[start:end], "tokens")
