@@ -66,8 +66,11 @@ Splitter = Callable[[str], Spans]
 
 @dataclass
 class Entry:
+    """A splitter in a group. ``make`` builds it afresh for every repeat, so that no memo (semchunk
+    caches token counts) carries over from one repeat to the next."""
+
     name: str
-    split: Splitter
+    make: Callable[[], Splitter]
     note: str = ""
     times: list[float] = field(default_factory=list)
     chunks: int = 0
@@ -155,52 +158,57 @@ def cl100k():
     return get_tokenizer("cl100k_base").encoding
 
 
-def group_entries(group: str) -> list[Entry | None]:
+def group_entries(group: str) -> list[Entry]:
     enc = cl100k()
     count = enc.encode_ordinary
-    entries: list[tuple[str, Splitter | None, str]] = []
+    entries: list[tuple[str, Callable[[], Splitter | None], str]] = []
     if group == "chars":
         entries = [
-            ("chunkyard recursive", chunkyard({"strategy": "recursive", "unit": "chars", "max_size": 1000}), ""),
+            ("chunkyard recursive", lambda: chunkyard({"strategy": "recursive", "unit": "chars", "max_size": 1000}), ""),
             ("chunkyard recursive, count_tokens: false",
-             chunkyard({"strategy": "recursive", "unit": "chars", "max_size": 1000, "count_tokens": False}), ""),
-            ("semantic-text-splitter TextSplitter", text_splitter("text", 1000, 0), ""),
-            ("LangChain RecursiveCharacterTextSplitter", langchain("text", 1000, 0), ""),
-            ("semchunk", semchunk_splitter(1000, 0, len), ""),
-            ("chonkie RecursiveChunker", chonkie_splitter(1000, "character"), ""),
+             lambda: chunkyard({"strategy": "recursive", "unit": "chars", "max_size": 1000, "count_tokens": False}), ""),
+            ("semantic-text-splitter TextSplitter", lambda: text_splitter("text", 1000, 0), ""),
+            ("LangChain RecursiveCharacterTextSplitter", lambda: langchain("text", 1000, 0), ""),
+            ("semchunk", lambda: semchunk_splitter(1000, 0, len), ""),
+            ("chonkie RecursiveChunker", lambda: chonkie_splitter(1000, "character"), ""),
         ]
     elif group == "overlap":
         settings = {"strategy": "recursive", "unit": "chars", "max_size": 1000, "overlap": 150}
         entries = [
-            ("chunkyard recursive", chunkyard(settings), ""),
-            ("chunkyard recursive, count_tokens: false", chunkyard({**settings, "count_tokens": False}), ""),
-            ("semantic-text-splitter TextSplitter", text_splitter("text", 1000, 150), ""),
-            ("LangChain RecursiveCharacterTextSplitter", langchain("text", 1000, 150), ""),
-            ("semchunk", semchunk_splitter(1000, 150, len), ""),
+            ("chunkyard recursive", lambda: chunkyard(settings), ""),
+            ("chunkyard recursive, count_tokens: false", lambda: chunkyard({**settings, "count_tokens": False}), ""),
+            ("semantic-text-splitter TextSplitter", lambda: text_splitter("text", 1000, 150), ""),
+            ("LangChain RecursiveCharacterTextSplitter", lambda: langchain("text", 1000, 150), ""),
+            ("semchunk", lambda: semchunk_splitter(1000, 150, len), ""),
         ]
     elif group == "tokens":
         entries = [
             ("chunkyard recursive",
-             chunkyard({"strategy": "recursive", "unit": "tokens", "max_size": 512, "overlap": 64}), ""),
+             lambda: chunkyard({"strategy": "recursive", "unit": "tokens", "max_size": 512, "overlap": 64}), ""),
             ("chunkyard markdown",
-             chunkyard({"strategy": "markdown", "unit": "tokens", "max_size": 512, "overlap": 64}), ""),
-            ("tiktoken: encode all text once", lambda text: [(0, len(text), text)] if count(text) else [], "floor"),
-            ("chonkie RecursiveChunker (tiktoken)", chonkie_splitter(512, enc), "no overlap"),
-            ("semchunk (tiktoken)", semchunk_splitter(512, 64, lambda t: len(count(t))), ""),
-            ("semantic-text-splitter TextSplitter", text_splitter("text", 512, 64, tokens=True), ""),
+             lambda: chunkyard({"strategy": "markdown", "unit": "tokens", "max_size": 512, "overlap": 64}), ""),
+            ("tiktoken: encode all text once", lambda: lambda text: [(0, len(text), text)] if count(text) else [], "floor"),
+            ("chonkie RecursiveChunker (tiktoken)", lambda: chonkie_splitter(512, enc), "no overlap"),
+            ("semchunk (tiktoken)", lambda: semchunk_splitter(512, 64, lambda t: len(count(t))), ""),
+            ("semantic-text-splitter TextSplitter", lambda: text_splitter("text", 512, 64, tokens=True), ""),
             ("LangChain RecursiveCharacterTextSplitter",
-             langchain("text", 512, 64, counter=lambda t: len(count(t))), ""),
+             lambda: langchain("text", 512, 64, counter=lambda t: len(count(t))), ""),
         ]
     elif group == "markdown":
         entries = [
-            ("chunkyard markdown", chunkyard({"strategy": "markdown", "unit": "chars", "max_size": 1000}), ""),
+            ("chunkyard markdown", lambda: chunkyard({"strategy": "markdown", "unit": "chars", "max_size": 1000}), ""),
             ("chunkyard markdown, count_tokens: false",
-             chunkyard({"strategy": "markdown", "unit": "chars", "max_size": 1000, "count_tokens": False}), ""),
-            ("LangChain MarkdownTextSplitter", langchain("markdown", 1000, 0), "no structure"),
-            ("semantic-text-splitter MarkdownSplitter", text_splitter("markdown", 1000, 0), ""),
+             lambda: chunkyard({"strategy": "markdown", "unit": "chars", "max_size": 1000, "count_tokens": False}), ""),
+            ("LangChain MarkdownTextSplitter", lambda: langchain("markdown", 1000, 0), "no structure"),
+            ("semantic-text-splitter MarkdownSplitter", lambda: text_splitter("markdown", 1000, 0), ""),
         ]
-    return [Entry(name, split, note) if split else None for name, split, note in entries
-            if split or print(f"  ({name}: not installed, skipped)", file=sys.stderr)]
+    available = []
+    for name, make, note in entries:
+        if make() is None:
+            print(f"  ({name}: not installed, skipped)", file=sys.stderr)
+        else:
+            available.append(Entry(name, make, note))
+    return available
 
 
 def budget_check(group: str) -> tuple[int, Callable[[str], int]]:
@@ -211,21 +219,23 @@ def budget_check(group: str) -> tuple[int, Callable[[str], int]]:
 
 
 def run_group(group: str, texts: list[str], repeats: int) -> list[Entry]:
-    entries = [e for e in group_entries(group) if e is not None]
-    for entry in entries:  # warm up: imports, tokenizer files, caches
-        entry.split(texts[0])
+    entries = group_entries(group)
+    for entry in entries:  # warm up: imports, tokenizer files
+        entry.make()(texts[0])
     for repeat in range(repeats):
         order = entries[repeat % len(entries):] + entries[: repeat % len(entries)]
         for entry in order:
+            split = entry.make()
             started = time.process_time()
             for text in texts:
-                entry.split(text)
+                split(text)
             entry.times.append(time.process_time() - started)
     limit, measure = budget_check(group)
     for entry in entries:
         total = exact = over = 0
+        split = entry.make()
         for text in texts:
-            for start, end, chunk in entry.split(text):
+            for start, end, chunk in split(text):
                 total += 1
                 exact += start >= 0 and text[start:end] == chunk
                 over += entry.note != "floor" and measure(chunk) > limit
@@ -241,7 +251,7 @@ def hostile_documents() -> dict[str, str]:
     line = " ".join(words[i % len(words)] for i in range(10_000_000 // 6))[:10_000_000]
     paragraphs = "\n\n".join(f"Paragraph {i} is one short line." for i in range(100_000))
     header = "| name | value | description |\n|---|---|---|\n"
-    rows = [f"| item {i} | {i * 7} | row {i} of a large table, with some text |" for i in range(1_000_000 // 52)]
+    rows = [f"| item {i} | {i * 7} | row {i} of a large table, with some text |" for i in range(1_000_000 // 66)]
     table = header + "\n".join(rows) + "\n"
     nested = "".join(("  " * depth) + f"- item at depth {depth}\n" for _ in range(2_000) for depth in range(12))
     return {"10 MB without a newline": line, "100,000 one-line paragraphs": paragraphs,
@@ -303,9 +313,12 @@ def run_end_to_end(corpus: Path, texts: list[str], repeats: int) -> list[tuple[s
             for repeat in range(repeats):
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 started = time.perf_counter()
-                subprocess.run([str(chunkyard_bin), "run", str(config), "--task-runner", runner,
-                                "--workers", str(workers), "--output", str(Path(tmp) / f"out-{runner}{workers}-{repeat}")],
-                               check=True, capture_output=True, env={**os.environ, "PREFECT_HOME": str(Path(tmp) / "prefect")})
+                done = subprocess.run(
+                    [str(chunkyard_bin), "run", str(config), "--task-runner", runner, "--workers", str(workers),
+                     "--output", str(Path(tmp) / f"out-{runner}{workers}-{repeat}")],
+                    capture_output=True, text=True, env={**os.environ, "PREFECT_HOME": str(Path(tmp) / "prefect")})
+                if done.returncode not in (0, 3):  # 3: done, some files skipped (and recorded)
+                    raise SystemExit(f"chunkyard run failed ({done.returncode}):\n{done.stderr[-2000:]}")
                 walls.append(time.perf_counter() - started)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
@@ -326,7 +339,7 @@ def md_files(corpus: Path) -> list[Path]:
 def group_table(group: str, entries: list[Entry], mb: float) -> list[str]:
     base = statistics.median(entries[0].times)
     lines = [f"### {TITLES[group]}", "",
-             "| splitter | MB/s per core | × chunkyard | chunks | exact spans | over budget | note |",
+             "| splitter | MB/s per core | speed ÷ chunkyard's | chunks | exact spans | over budget | note |",
              "|---|---:|---:|---:|---:|---:|---|"]
     for entry in entries:
         seconds = statistics.median(entry.times)

@@ -1,0 +1,36 @@
+"""The speed benchmark's own checks work: a splitter that breaks exactness or the budget shows it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+speed = pytest.importorskip("speed")
+
+
+def test_chunkyard_rows_are_exact_and_within_budget(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# Title\n\n" + "Words in a sentence. " * 300 + "\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    texts = [p.read_text() for p in speed.md_files(tmp_path)]
+    entries = [e for e in speed.run_group("chars", texts, repeats=1) if e.name.startswith("chunkyard")]
+    assert [e.name for e in entries] == ["chunkyard recursive", "chunkyard recursive, count_tokens: false"]
+    for entry in entries:
+        assert entry.chunks > 5 and entry.exact == 1.0 and entry.over == 0.0 and len(entry.times) == 1
+
+
+def test_a_splitter_that_rewrites_text_or_overflows_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    def sloppy(text: str):
+        return [(0, 5, text[:5].upper()), (5, len(text), text[5:])]
+
+    monkeypatch.setattr(speed, "group_entries", lambda group: [speed.Entry("sloppy", lambda: sloppy)])
+    [entry] = speed.run_group("chars", ["hello world " * 200], repeats=1)
+    assert entry.chunks == 2 and entry.exact == 0.5 and entry.over == 0.5
+
+
+def test_hostile_documents_are_the_promised_sizes() -> None:
+    docs = speed.hostile_documents()
+    assert len(docs["10 MB without a newline"]) == 10_000_000 and "\n" not in docs["10 MB without a newline"]
+    assert docs["100,000 one-line paragraphs"].count("\n\n") == 99_999
+    assert 0.9e6 < len(docs["1 MB table"]) < 1.1e6
