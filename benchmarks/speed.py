@@ -16,8 +16,8 @@ Groups:
 - ``overlap``: the same with 150 characters of overlap;
 - ``tokens``: 512 cl100k tokens, 64 of overlap, against tiktoken encoding all text once (the floor);
 - ``markdown``: Markdown-aware splitting at 1000 characters;
-- ``hostile``: time per MB of chunkyard on a 10 MB line, 100,000 one-line paragraphs, a 1 MB table
-  and deeply nested lists, against ordinary prose (the corpus);
+- ``hostile``: time per MB of chunkyard on a 10 MB line, 100,000 one-line paragraphs, a 1 MB table,
+  deeply nested lists and 30,000 short lists, against ordinary prose (the corpus);
 - ``run``: ``chunkyard run`` end to end (read, chunk, findings, Parquet, Prefect) against the sum
   of its parts measured in this process, with its peak memory.
 
@@ -254,8 +254,10 @@ def hostile_documents() -> dict[str, str]:
     rows = [f"| item {i} | {i * 7} | row {i} of a large table, with some text |" for i in range(1_000_000 // 66)]
     table = header + "\n".join(rows) + "\n"
     nested = "".join(("  " * depth) + f"- item at depth {depth}\n" for _ in range(2_000) for depth in range(12))
+    lists = "".join(f"Step {i} needs this:\n\n- item a {i}\n- item b {i}\n\n" for i in range(30_000))
     return {"10 MB without a newline": line, "100,000 one-line paragraphs": paragraphs,
-            "1 MB table": table, "nested lists (12 deep, 24,000 items)": nested}
+            "1 MB table": table, "nested lists (12 deep, 24,000 items)": nested,
+            "30,000 short lists with lead-ins (1.6 MB)": lists}
 
 
 def run_hostile(texts: list[str], repeats: int) -> list[tuple[str, str, float, float]]:

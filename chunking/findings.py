@@ -6,6 +6,8 @@ each one's meaning and the config change that fixes it. The reviewer puts them i
 
 from __future__ import annotations
 
+import bisect
+
 import regex
 
 from chunking.packer import Span
@@ -68,6 +70,7 @@ def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[lis
     results: list[list[str]] = [[] for _ in spans]
     plan = layout.plan
     split_groups = [g for g in plan.groups if g.kind in _GROUP_CODES]
+    cut = _GroupCuts(text, spans, split_groups)
     for index, span in enumerate(spans):
         codes = results[index]
         if span.over_budget:
@@ -78,13 +81,9 @@ def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[lis
         if not is_last and not _clean_end(text, span.end):
             codes.append("mid_sentence_end")
         if not is_last:
-            for group in split_groups:
-                if (group.body_start < span.end < group.end and text[span.end : group.end].strip()
-                        and not _between_members(group, span.end, split_groups)):
-                    whole = any(o.start <= group.start and o.end >= _content_end(text, group.end) for o in spans)
-                    code = _GROUP_CODES[group.kind]
-                    if not whole and code not in codes:
-                        codes.append(code)
+            for code in cut.codes(span.end):
+                if code not in codes:
+                    codes.append(code)
             if _ends_with_heading(text, span, layout):
                 codes.append("heading_at_end")
         if min_size and span.size < min_size and len(spans) > 1:
@@ -125,16 +124,64 @@ def unmet_constraint_chunks(text: str, spans: list[Span], keep: list[tuple[int, 
     return found
 
 
-def _between_members(group, pos: int, groups) -> bool:
-    """A class split between its methods is not a split of code: ``pos`` lies between nested
-    definitions (code groups inside ``group``) and inside none of them."""
-    if group.kind != "code":
-        return False
-    members = [g for g in groups if g.kind == "code" and g is not group
-               and group.start <= g.start and g.end <= group.end]
-    if not members or pos < min(m.start for m in members):
-        return False
-    return not any(m.start < pos < m.end for m in members)
+class _GroupCuts:
+    """Which kept groups a chunk end cuts, in time linear in chunks and groups.
+
+    A group is cut at ``pos`` when ``body_start < pos < end`` with text after ``pos`` in it, unless
+    some chunk holds the whole group (it was split on purpose, e.g. repeated by overlap) or ``pos``
+    lies between the members of a code group (a class split between its methods). Chunk ends are
+    visited in increasing order, so the groups containing the current end are swept in once and
+    dropped once; a chunk holding a whole group is found by bisecting the chunk starts.
+    """
+
+    def __init__(self, text: str, spans: list[Span], groups: list):
+        self.text = text
+        # (position in the plan, group), swept in by body_start; codes keep the plan's order.
+        self.groups = sorted(enumerate(groups), key=lambda item: (item[1].body_start, item[0]))
+        self.next = 0
+        self.active: list = []
+        self.last_pos = -1
+        order = sorted(range(len(spans)), key=lambda i: spans[i].start)
+        self.span_starts = [spans[i].start for i in order]
+        self.reach: list[int] = []  # furthest end among the chunks starting at or before each start
+        furthest = -1
+        for i in order:
+            furthest = max(furthest, spans[i].end)
+            self.reach.append(furthest)
+        code = sorted((g for g in groups if g.kind == "code"), key=lambda g: g.start)
+        self.code_starts = [g.start for g in code]
+        self.code = code
+
+    def codes(self, pos: int) -> list[str]:
+        if pos < self.last_pos:  # ends out of order (a peer's spans): start the sweep again
+            self.next, self.active = 0, []
+        self.last_pos = pos
+        groups = self.groups
+        while self.next < len(groups) and groups[self.next][1].body_start < pos:
+            self.active.append(groups[self.next])
+            self.next += 1
+        self.active = [item for item in self.active if item[1].end > pos]
+        found = []
+        for _, group in sorted(self.active, key=lambda item: item[0]):
+            if (self.text[pos : group.end].strip() and not self._between_members(group, pos)
+                    and not self._held_whole(group)):
+                found.append(_GROUP_CODES[group.kind])
+        return found
+
+    def _held_whole(self, group) -> bool:
+        k = bisect.bisect_right(self.span_starts, group.start)
+        return k > 0 and self.reach[k - 1] >= _content_end(self.text, group.end)
+
+    def _between_members(self, group, pos: int) -> bool:
+        """``pos`` lies between nested definitions (code groups inside ``group``) and inside none."""
+        if group.kind != "code":
+            return False
+        i = bisect.bisect_left(self.code_starts, group.start)
+        j = bisect.bisect_right(self.code_starts, group.end)
+        members = [g for g in self.code[i:j] if g is not group and g.end <= group.end]
+        if not members or pos < min(m.start for m in members):
+            return False
+        return not any(m.start < pos < m.end for m in members)
 
 
 def _content_end(text: str, end: int) -> int:

@@ -200,6 +200,7 @@ def get_tokenizer(name: str, base_dir: Path | None = None) -> Tokenizer:
 # ``TokenMeter.size``).
 _SYNC = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})")
 _SYNC_REVERSE = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})", regex.REVERSE)
+_LETTER_OR_NUMBER = regex.compile(r"[\p{L}\p{N}]")  # exactly the pre-tokenizer's classes
 _SYNC_WINDOW = 256
 _SHORT_SPAN = 96
 
@@ -271,7 +272,7 @@ class TokenMeter:
         if cached is not None and cached[0] > start:
             return cached
         text = self.text
-        if end == self.n or (text[end].isspace() and text[end - 1].isalnum()):
+        if end == self.n or (text[end].isspace() and _LETTER_OR_NUMBER.match(text, end - 1)):
             found = (end, 0)
         else:
             last = _SYNC_REVERSE.search(text, max(start, end - _SYNC_WINDOW), end)
