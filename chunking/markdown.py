@@ -9,6 +9,7 @@ One pass over the lines; no recursion, no backtracking, so hostile input stays l
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass, field
 
 import regex
@@ -74,45 +75,24 @@ class Structure:
         return ""
 
 
-# The first character (after spaces and tabs) of a line that any block pattern above can match;
-# a line starting with anything else is paragraph text, and the scanner skips the patterns for it.
-_MAY_START_BLOCK = frozenset("#`~=-*+_|\r0123456789sS") | {""}
-
-
-def _plain(line: str) -> bool:
-    """Whether no block pattern can match ``line`` (a quick test before the regexes)."""
-    stripped = line.lstrip(" \t")
-    first = stripped[:1]
-    if first in "sS" and first:
-        return stripped[:4].lower() != "step"
-    return first not in _MAY_START_BLOCK
+# The first character (after spaces and tabs) of a line that any block pattern above can match
+# ("s" and "ſ" for "Step 1:"; any digit, as \d is Unicode); a line starting with anything else is
+# paragraph text, and the scanner skips the patterns for it.
+_MAY_START_BLOCK = frozenset("#`~=-*+_|\rsSſ") | {""}
 
 
 def _is_blank(line: str) -> bool:
     return not line or (line[0] in " \t\r" and _BLANK.match(line) is not None)
 
 
-@dataclass(slots=True)
-class _Line:
-    start: int
-    end: int  # without the newline
-    next: int  # start of the next line
-    text: str
-
-
-def _lines(text: str, start: int, end: int) -> list[_Line]:
+def _lines(text: str, start: int, end: int) -> tuple[list[int], list[str]]:
+    """Start offsets and texts (without the newline) of the lines of ``text[start:end]``."""
     if start >= end:
-        return []
-    pieces = text[start:end].split("\n")
-    if pieces[-1] == "":
-        pieces.pop()  # the text ends with a newline: no line after it
-    out = []
-    pos = start
-    for piece in pieces:
-        stop = pos + len(piece)
-        out.append(_Line(pos, stop, min(stop + 1, end), piece))
-        pos = stop + 1
-    return out
+        return [], []
+    texts = text[start:end].split("\n")
+    if texts[-1] == "":
+        texts.pop()  # the text ends with a newline: no line after it
+    return list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=start)), texts
 
 
 def front_matter_span(text: str) -> tuple[int, int, dict] | None:
@@ -149,7 +129,9 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         if exclude_front_matter:
             structure.front_matter = (0, fm_end)  # a BOM before it is excluded with it
             start = fm_end
-    lines = _lines(text, start, end)
+    starts, texts = _lines(text, start, end)
+    # Lines no block pattern can match (most lines of prose): the loops below skip the regexes.
+    plain_lines = [(first := t.lstrip(" \t")[:1]) not in _MAY_START_BLOCK and not first.isdigit() for t in texts]
     boundaries: dict[int, int] = {}
 
     def mark(pos: int, score: int) -> None:
@@ -159,7 +141,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
     stack: list[Heading] = []
     # Open blocks, tracked to build groups when they close.
     i = 0
-    n = len(lines)
+    n = len(texts)
     last_block_end_line = -1  # index of the last line of the previous block
     heading_lines: set[int] = set()  # last line index of every heading
 
@@ -170,14 +152,14 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
     prev_para: tuple[int, int] | None = None  # (start offset, line index) of the preceding paragraph
     prev_para_lead_in = False
 
-    def add_heading(first: _Line, last: _Line, level: int, title: str) -> None:
-        heading = Heading(first.start, last.end, level, title.strip())
+    def add_heading(first: int, last: int, level: int, title: str) -> None:
+        heading = Heading(starts[first], starts[last] + len(texts[last]), level, title.strip())
         while stack and stack[-1].level >= level:
             stack.pop()
         stack.append(heading)
         structure.headings.append(heading)
         structure.paths.append(tuple(h.title for h in stack))
-        mark(first.start, HEADING_BASE - level)
+        mark(starts[first], HEADING_BASE - level)
 
     def lead_in_start(block_start: int) -> int:
         if prev_para is not None and prev_para_lead_in and last_block_end_line == prev_para[1]:
@@ -188,93 +170,93 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         return block_start
 
     while i < n:
-        line = lines[i]
-        plain = _plain(line.text)
-        if not plain and _is_blank(line.text):
+        line_text, line_start = texts[i], starts[i]
+        plain = plain_lines[i]
+        if not plain and _is_blank(line_text):
             i += 1
             continue
-        fence = None if plain else _FENCE.match(line.text)
-        atx = None if plain else _ATX.match(line.text)
+        fence = None if plain else _FENCE.match(line_text)
+        atx = None if plain else _ATX.match(line_text)
         if atx and not fence:
-            add_heading(line, line, len(atx.group(1)), atx.group(2) or "")
+            add_heading(i, i, len(atx.group(1)), atx.group(2) or "")
             heading_lines.add(i)
             last_block_end_line, prev_para = i, None
             i += 1
             continue
         if fence:
             marker, language = fence.group(2), fence.group(3)
-            anchor = lead_in_start(line.start)
+            anchor = lead_in_start(line_start)
             j = i + 1
             while j < n:
-                closing = lines[j].text.strip()
+                closing = texts[j].strip()
                 if closing.startswith(marker[0] * len(marker)) and not closing.strip(marker[0]):
                     break
                 j += 1
             last = min(j, n - 1)
             for k in range(i + 2, last + (0 if j < n else 1)):
-                blank_before = _is_blank(lines[k - 1].text)
-                mark(lines[k].start, CODE_BLANK if blank_before else CODE_LINE)
+                blank_before = _is_blank(texts[k - 1])
+                mark(starts[k], CODE_BLANK if blank_before else CODE_LINE)
             structure.groups.append(
-                Group("code", anchor, lines[last].end, line.start, context=_lead_text(text, anchor, line.start),
+                Group("code", anchor, (starts[last] + len(texts[last])), line_start, context=_lead_text(text, anchor, line_start),
                       label=language)
             )
             last_block_end_line, prev_para = last, None
             i = last + 1
             continue
-        if i + 1 < n and "|" in line.text and _TABLE_DELIM.match(lines[i + 1].text):
-            anchor = lead_in_start(line.start)
+        if i + 1 < n and "|" in line_text and _TABLE_DELIM.match(texts[i + 1]):
+            anchor = lead_in_start(line_start)
             j = i + 2
-            while j < n and not _is_blank(lines[j].text) and "|" in lines[j].text:
+            while j < n and not _is_blank(texts[j]) and "|" in texts[j]:
                 # Rows are boundaries; before the first row only as a last resort (header + row 1
                 # too big), still better than cutting inside the row.
-                mark(lines[j].start, TABLE_ROW if j > i + 2 else TABLE_FIRST_ROW)
+                mark(starts[j], TABLE_ROW if j > i + 2 else TABLE_FIRST_ROW)
                 j += 1
-            header = text[line.start : lines[i + 1].end]
+            header = text[line_start : (starts[i + 1] + len(texts[i + 1]))]
             structure.groups.append(
-                Group("table", anchor, lines[j - 1].end, line.start, context=_join_context(
-                    _lead_text(text, anchor, line.start), header))
+                Group("table", anchor, (starts[j - 1] + len(texts[j - 1])), line_start, context=_join_context(
+                    _lead_text(text, anchor, line_start), header))
             )
             last_block_end_line, prev_para = j - 1, None
             i = j
             continue
-        item = None if plain else _LIST_ITEM.match(line.text)
-        if item and not (item.group(2) and _HR.match(line.text)):
-            anchor = lead_in_start(line.start)
+        item = None if plain else _LIST_ITEM.match(line_text)
+        if item and not (item.group(2) and _HR.match(line_text)):
+            anchor = lead_in_start(line_start)
             base_indent = len(item.group(1).expandtabs(4))
             ordered = item.group(2) is None
             j = i + 1
             last = i
             while j < n:
-                candidate = lines[j]
-                if _is_blank(candidate.text):
+                candidate_text = texts[j]
+                if _is_blank(candidate_text):
                     j += 1
                     continue
-                candidate_plain = _plain(candidate.text)
-                sub = None if candidate_plain else _LIST_ITEM.match(candidate.text)
-                indent = len(candidate.text) - len(candidate.text.lstrip(" \t"))
-                if sub and not (sub.group(2) and _HR.match(candidate.text)):
+                candidate_plain = plain_lines[j]
+                sub = None if candidate_plain else _LIST_ITEM.match(candidate_text)
+                indent = len(candidate_text) - len(candidate_text.lstrip(" \t"))
+                if sub and not (sub.group(2) and _HR.match(candidate_text)):
                     sub_indent = len(sub.group(1).expandtabs(4))
                     if sub_indent < base_indent:
                         break
-                    mark(candidate.start, LIST_ITEM_TOP if sub_indent <= base_indent + 1 else LIST_ITEM_NESTED)
+                    mark(starts[j], LIST_ITEM_TOP if sub_indent <= base_indent + 1 else LIST_ITEM_NESTED)
                 elif indent > base_indent or (j == last + 1 and (candidate_plain or (
-                        not _ATX.match(candidate.text) and not _FENCE.match(candidate.text)))):
+                        not _ATX.match(candidate_text) and not _FENCE.match(candidate_text)))):
                     # Continuation: indented, or a lazy line right after the item's text.
-                    blank_before = _is_blank(lines[j - 1].text)
-                    mark(candidate.start, CODE_LINE if blank_before else LIST_CONTINUATION)
+                    blank_before = _is_blank(texts[j - 1])
+                    mark(starts[j], CODE_LINE if blank_before else LIST_CONTINUATION)
                 else:
                     break
                 last = j
                 j += 1
             kind = "procedure" if ordered else "list"
             structure.groups.append(
-                Group(kind, anchor, lines[last].end, line.start, context=_lead_text(text, anchor, line.start))
+                Group(kind, anchor, (starts[last] + len(texts[last])), line_start, context=_lead_text(text, anchor, line_start))
             )
             last_block_end_line, prev_para = last, None
             i = last + 1
             continue
-        if not plain and _HR.match(line.text):
-            mark_block(line.start)
+        if not plain and _HR.match(line_text):
+            mark_block(line_start)
             last_block_end_line, prev_para = i, None
             i += 1
             continue
@@ -282,14 +264,14 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         j = i + 1
         setext_level = 0
         while j < n:
-            following = lines[j].text
-            if _plain(following):
+            if plain_lines[j]:
                 j += 1
                 continue
+            following = texts[j]
             if _is_blank(following):
                 break
             setext = _SETEXT.match(following)
-            if setext and j == i + 1 and not _LIST_ITEM.match(line.text):
+            if setext and j == i + 1 and not _LIST_ITEM.match(line_text):
                 setext_level = 1 if setext.group(1)[0] == "=" else 2
                 break
             if (_ATX.match(following) or _FENCE.match(following) or _HR.match(following)
@@ -297,16 +279,17 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
                 break
             j += 1
         if setext_level:
-            add_heading(line, lines[i + 1], setext_level, line.text)
+            add_heading(i, i + 1, setext_level, line_text)
             heading_lines.add(i + 1)
             last_block_end_line, prev_para = i + 1, None
             i += 2
             continue
-        mark_block(line.start)
-        for k in range(i + 1, j):
-            mark(lines[k].start, PARAGRAPH_LINE)
-        para_text = text[line.start : lines[j - 1].end].rstrip()
-        prev_para, prev_para_lead_in = (line.start, j - 1), para_text.endswith(":")
+        mark_block(line_start)
+        for pos in starts[i + 1 : j]:  # mark(pos, PARAGRAPH_LINE), inlined: prose has many lines
+            if boundaries.get(pos, 0) < PARAGRAPH_LINE:
+                boundaries[pos] = PARAGRAPH_LINE
+        para_text = text[line_start : (starts[j - 1] + len(texts[j - 1]))].rstrip()
+        prev_para, prev_para_lead_in = (line_start, j - 1), para_text.endswith(":")
         last_block_end_line = j - 1
         i = j
 
