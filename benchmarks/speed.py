@@ -162,25 +162,18 @@ def group_entries(group: str) -> list[Entry]:
     enc = cl100k()
     count = enc.encode_ordinary
     entries: list[tuple[str, Callable[[], Splitter | None], str]] = []
-    if group == "chars":
-        entries = [
-            ("chunkyard recursive", lambda: chunkyard({"strategy": "recursive", "unit": "chars", "max_size": 1000}), ""),
-            ("chunkyard recursive, count_tokens: false",
-             lambda: chunkyard({"strategy": "recursive", "unit": "chars", "max_size": 1000, "count_tokens": False}), ""),
-            ("semantic-text-splitter TextSplitter", lambda: text_splitter("text", 1000, 0), ""),
-            ("LangChain RecursiveCharacterTextSplitter", lambda: langchain("text", 1000, 0), ""),
-            ("semchunk", lambda: semchunk_splitter(1000, 0, len), ""),
-            ("chonkie RecursiveChunker", lambda: chonkie_splitter(1000, "character"), ""),
-        ]
-    elif group == "overlap":
-        settings = {"strategy": "recursive", "unit": "chars", "max_size": 1000, "overlap": 150}
+    if group in ("chars", "overlap"):
+        overlap = 150 if group == "overlap" else 0
+        settings = {"strategy": "recursive", "unit": "chars", "max_size": 1000, "overlap": overlap}
         entries = [
             ("chunkyard recursive", lambda: chunkyard(settings), ""),
             ("chunkyard recursive, count_tokens: false", lambda: chunkyard({**settings, "count_tokens": False}), ""),
-            ("semantic-text-splitter TextSplitter", lambda: text_splitter("text", 1000, 150), ""),
-            ("LangChain RecursiveCharacterTextSplitter", lambda: langchain("text", 1000, 150), ""),
-            ("semchunk", lambda: semchunk_splitter(1000, 150, len), ""),
+            ("semantic-text-splitter TextSplitter", lambda: text_splitter("text", 1000, overlap), ""),
+            ("LangChain RecursiveCharacterTextSplitter", lambda: langchain("text", 1000, overlap), ""),
+            ("semchunk", lambda: semchunk_splitter(1000, overlap, len), ""),
         ]
+        if not overlap:  # chonkie's recursive chunker has no overlap of its own
+            entries.append(("chonkie RecursiveChunker", lambda: chonkie_splitter(1000, "character"), ""))
     elif group == "tokens":
         entries = [
             ("chunkyard recursive",
