@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from chunking.api import chunk_id, split_document
 from chunking.config import ALGORITHM_VERSION, Config
@@ -40,6 +39,7 @@ from chunking.findings import break_met, keep_met
 from chunking.ledger import LEDGER_FILE
 from chunking.packer import Span
 from chunking.pdf import page_of
+from chunking.storage import Location, StoragePath, location, parquet_file
 
 CHUNKYARD_VERSION = "0.1.0"
 
@@ -52,8 +52,8 @@ class RunRefused(ChunkyardError):
 class RunContext:
     config: Config
     source_dir: Path
-    output_dir: Path
-    version_path: Path
+    output_dir: Location  # a local folder, or a folder on an object store (chunking.storage)
+    version_path: Location
     previous: Snapshot | None
     previous_sha: dict[str, str]
     # Reviewer constraints per doc_id (from the ledger), and the documents that must be rechunked
@@ -62,14 +62,23 @@ class RunContext:
     force: set[str] = field(default_factory=set)
 
 
-def prepare_run(config: Config, source: Path | None = None, output: Path | None = None) -> RunContext:
-    """Check a run may start and find the snapshot it builds on."""
+def prepare_run(config: Config, source: Path | None = None, output: str | Location | None = None) -> RunContext:
+    """Check a run may start and find the snapshot it builds on.
+
+    ``output`` (default: the config's ``output.path``) is a local folder or a URI such as
+    ``s3://bucket/prefix`` (``chunking.storage``).
+    """
     source_dir = (source or config.source_dir).resolve()
-    output_dir = (output or config.output_dir).resolve()
+    output_dir = location(output) if output is not None else config.output_location
     if source_dir.is_file():
         raise RunRefused(f"source {source_dir} is a file; source.path must name a folder of documents")
     if not source_dir.is_dir():
         raise RunRefused(f"source folder not found: {source_dir}")
+    if isinstance(output_dir, StoragePath):
+        if output_dir.is_file():
+            raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (prefix)")
+        return _context(config, source_dir, output_dir)
+    output_dir = output_dir.resolve()
     if output_dir.exists() and not output_dir.is_dir():
         raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (it is created if missing)")
     if output_dir == source_dir or output_dir.is_relative_to(source_dir):
@@ -77,6 +86,10 @@ def prepare_run(config: Config, source: Path | None = None, output: Path | None 
             f"output folder {output_dir} is inside the source folder {source_dir}: "
             "the run would chunk its own output; choose an output folder outside the source"
         )
+    return _context(config, source_dir, output_dir)
+
+
+def _context(config: Config, source_dir: Path, output_dir: Location) -> RunContext:
     vpath = version_dir(output_dir, config.name, config.version)
     previous_path = latest_snapshot(vpath)
     previous = Snapshot.open(previous_path) if previous_path else None
@@ -92,7 +105,9 @@ def prepare_run(config: Config, source: Path | None = None, output: Path | None 
             )
         table = previous.documents(["doc_id", "sha256"])
         previous_sha = dict(zip(table.column("doc_id").to_pylist(), table.column("sha256").to_pylist(), strict=True))
-    constraints = read_constraints(vpath.parent / LEDGER_FILE, config.name, config.version)
+    # The review ledger is a local SQLite file; a dataset on an object store has none (review is local).
+    constraints = ({} if isinstance(vpath, StoragePath)
+                   else read_constraints(vpath.parent / LEDGER_FILE, config.name, config.version))
     force = constraints_changed(previous, constraints) if previous is not None else set()
     return RunContext(config, source_dir, output_dir, vpath, previous, previous_sha, constraints, force)
 
@@ -120,7 +135,8 @@ def carried_constraints(previous: Snapshot, doc_ids: Iterable[str]) -> list[dict
 
 def discover_files(context: RunContext) -> Iterator[SourceFile | Skipped]:
     source = context.config.model.source
-    return discover(context.source_dir, source.include, source.exclude, skip_dirs=(context.output_dir,))
+    skip = (context.output_dir,) if isinstance(context.output_dir, Path) else ()
+    return discover(context.source_dir, source.include, source.exclude, skip_dirs=skip)
 
 
 @dataclass
@@ -347,9 +363,9 @@ class CarryOver:
 
 
 class _RowIndex:
-    def __init__(self, path: Path):
+    def __init__(self, path: Location):
         try:
-            self.file = pq.ParquetFile(path)
+            self.file = parquet_file(path)
             ids = self.file.read(columns=["doc_id"]).column("doc_id").to_pylist()
         except (OSError, pa.ArrowException) as exc:
             raise DatasetError(f"{path}: cannot read: {exc}") from None

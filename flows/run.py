@@ -23,7 +23,7 @@ from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from chunking.config import Config, load_config_text
 from chunking.constraints import Constraint
-from chunking.dataset import SnapshotWriter
+from chunking.dataset import SnapshotWriter, snapshot_writer
 from chunking.documents import Skipped, SourceFile
 from chunking.pipeline import (
     BatchResult,
@@ -38,13 +38,14 @@ from chunking.pipeline import (
     previous_over_budget,
     survey,
 )
+from chunking.storage import Location
 
 TASK_RUNNERS = ("thread", "process", "dask")
 
 
 @dataclass
 class RunResult:
-    snapshot: Path | None
+    snapshot: Location | None  # a local folder, or a chunking.storage.StoragePath for a URI output
     manifest: dict[str, Any]
     stats: RunStats = field(repr=False, default_factory=RunStats)
 
@@ -82,13 +83,14 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
     parameters Prefect records are plain strings and workers rebuild the same config.
     """
     config = _config_from_text(config_text, config_path)
-    context = prepare_run(config, Path(source) if source else None, Path(output) if output else None)
+    # ``output`` stays a string (a path or a URI with its query) so that the flow's parameters are plain.
+    context = prepare_run(config, Path(source) if source else None, output or None)
     if kind == "auto":
         kind = "refresh" if context.previous else "full"
     sizes = survey(context)
     target = sizes.batch_target(workers)
     total = sizes.count_batches(target)
-    writer = SnapshotWriter(context.version_path)
+    writer = snapshot_writer(context.version_path)
     stats = RunStats(rule_of=config.rule_label)
     carry = CarryOver(context.previous) if context.previous is not None else None
     previous_reasons = previous_over_budget(context.previous) if context.previous is not None else {}
@@ -179,7 +181,7 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
             raise ValueError(f"unknown task runner {name!r} (use one of: {', '.join(TASK_RUNNERS)})")
 
 
-def run(config: Config, source: Path | None = None, output: Path | None = None, *,
+def run(config: Config, source: Path | None = None, output: str | Path | None = None, *,
         task_runner: str = "thread", workers: int | None = None, address: str | None = None,
         kind: str = "auto") -> RunResult:
     """Run the flow once with the chosen task runner (thread, process or dask)."""
