@@ -245,6 +245,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     server = prefect_server() if args.task_runner != "thread" else contextlib.nullcontext()
     started = time.perf_counter()
     with server, _Progress() as progress:
+        if args.task_runner == "process":
+            from flows.workers import start_forkserver
+
+            # The workers' parent imports Prefect while this process does (two cores, one wait).
+            start_forkserver()
         from flows import run as run_module
 
         if not args.debug:

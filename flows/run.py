@@ -149,6 +149,44 @@ def _record(result: BatchResult, skipped: list[Skipped], context, writer: Snapsh
     stats.n_bytes += result.n_bytes
 
 
+class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
+    """Prefect's process pool with workers forked from the preloaded forkserver (``flows.workers``).
+
+    Only the process that created the runner does this: Prefect also enters a duplicate of the
+    flow's task runner inside each worker (to hydrate the flow context), and there it must stay the
+    inert spawn pool it would otherwise be, or each worker would start a forkserver of its own.
+    """
+
+    def __init__(self, max_workers: int | None = None, owner_pid: int | None = None):
+        super().__init__(max_workers=max_workers)
+        self._owner_pid = owner_pid or os.getpid()
+
+    def duplicate(self) -> ForkserverProcessPoolTaskRunner:
+        return type(self)(max_workers=self._max_workers, owner_pid=self._owner_pid)
+
+    def __enter__(self) -> ForkserverProcessPoolTaskRunner:
+        super().__enter__()
+        if os.getpid() != self._owner_pid:
+            return self
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        from flows.workers import PRELOAD, ready
+
+        # Prefect built a spawn executor (no process started yet): rebuild it on the forkserver
+        # context with the same initializer, which wires the workers' event and log forwarding.
+        spawned = self._executor
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        self._executor = ProcessPoolExecutor(max_workers=self._max_workers, mp_context=context,
+                                             initializer=spawned._initializer, initargs=spawned._initargs)
+        spawned.shutdown(wait=False)
+        # Fork every worker now, while the flow surveys the source, rather than at the first batch.
+        for _ in range(self._max_workers):
+            self._executor.submit(ready)
+        return self
+
+
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
@@ -168,7 +206,13 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
 
     with prefect_server():
         if name == "process":
-            yield ProcessPoolTaskRunner(max_workers=workers)
+            from flows.workers import forkserver_available, start_forkserver
+
+            if forkserver_available():
+                start_forkserver()  # already running when the CLI started it early; else it starts now
+                yield ForkserverProcessPoolTaskRunner(max_workers=workers)
+            else:
+                yield ProcessPoolTaskRunner(max_workers=workers)
         elif name == "dask":
             from prefect_dask import DaskTaskRunner
 
