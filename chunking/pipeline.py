@@ -150,19 +150,49 @@ class Survey:
     def batch_target(self, workers: int) -> int:
         """Bytes per batch: about six batches per worker, between 256 kB and 16 MB.
 
-        Large enough that a task's fixed cost (milliseconds in a thread, a few hundred in a
-        process or on Dask) stays a small share of its work, small enough to balance the workers.
+        Large enough that a task's fixed cost (milliseconds in a thread) stays a small share of its
+        work, small enough to balance the workers.
         """
         return int(min(16_000_000, max(256_000, self.total_bytes / (max(1, workers) * 6))))
 
-    def count_batches(self, target_bytes: int, max_files: int = 400) -> int:
-        count, size, files = 0, 0, 0
+    def guided_target(self, workers: int) -> Callable[[int], int]:
+        """Bytes for the next batch, given the bytes already batched: fewer, decreasing batches.
+
+        For workers in other processes or on Dask, where a task costs a few hundred milliseconds of
+        CPU between the worker, the flow process and the API server (measured: Prefect's context,
+        client and state changes per task), which on a small machine is taken from the chunking.
+        Guided self-scheduling: each batch is ``1/(2·workers)`` of what is left, never less than
+        ``1/(6·workers)`` of the total (nor 256 kB, nor more than 16 MB): large early batches keep
+        the task count low (8 for two workers instead of 12), small late ones even out the finish.
+        """
+        workers = max(1, workers)
+        floor = max(256_000, self.total_bytes / (6 * workers))
+
+        def target(done: int) -> int:
+            return int(min(16_000_000, max(floor, (self.total_bytes - done) / (2 * workers))))
+
+        return target
+
+    def count_batches(self, target_bytes: BatchTarget, max_files: int = 400) -> int:
+        count, size, files, done = 0, 0, 0, 0
+        target = _target_of(target_bytes)
+        limit = target(0)
         for item in self.sizes:
             size += int(item)
             files += 1
-            if size >= target_bytes or files >= max_files:
+            if size >= limit or files >= max_files:
+                done += size
                 count, size, files = count + 1, 0, 0
+                limit = target(done)
         return count + (1 if files else 0)
+
+
+# Bytes per batch: a constant, or a function of the bytes already batched (Survey.guided_target).
+BatchTarget = int | Callable[[int], int]
+
+
+def _target_of(target_bytes: BatchTarget) -> Callable[[int], int]:
+    return target_bytes if callable(target_bytes) else (lambda done: target_bytes)
 
 
 def survey(context: RunContext) -> Survey:
@@ -171,20 +201,24 @@ def survey(context: RunContext) -> Survey:
     return Survey(len(sizes), int(array.sum()) if len(sizes) else 0, array)
 
 
-def make_batches(files: Iterable[SourceFile | Skipped], target_bytes: int = 4_000_000,
+def make_batches(files: Iterable[SourceFile | Skipped], target_bytes: BatchTarget = 4_000_000,
                  max_files: int = 400) -> Iterator[tuple[list[SourceFile], list[Skipped]]]:
     """Group discovered files into batches of about ``target_bytes`` (a task costs milliseconds)."""
     batch: list[SourceFile] = []
     skipped: list[Skipped] = []
-    size = 0
+    size = done = 0
+    target = _target_of(target_bytes)
+    limit = target(0)
     for item in files:
         if isinstance(item, Skipped):
             skipped.append(item)
             continue
         batch.append(item)
         size += item.size
-        if size >= target_bytes or len(batch) >= max_files:
+        if size >= limit or len(batch) >= max_files:
             yield batch, skipped
+            done += size
+            limit = target(done)
             batch, skipped, size = [], [], 0
     if batch or skipped:
         yield batch, skipped

@@ -245,7 +245,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     server = prefect_server() if args.task_runner != "thread" else contextlib.nullcontext()
     started = time.perf_counter()
     with server, _Progress() as progress:
-        if args.task_runner == "process":
+        if args.task_runner == "process" or (args.task_runner == "dask" and not args.address):
             from flows.workers import start_forkserver
 
             # The workers' parent imports Prefect while this process does (two cores, one wait).

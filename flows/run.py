@@ -76,7 +76,7 @@ def chunk_batch(config_text: str, config_path: str | None, files: list[SourceFil
 @flow(name="chunkyard-run", flow_run_name="chunk {config_name}", log_prints=True)
 def chunk_corpus(config_text: str, config_path: str | None = None, config_name: str = "",
                  source: str | None = None, output: str | None = None, kind: str = "auto",
-                 workers: int = 1) -> RunResult:
+                 workers: int = 1, task_runner: str = "thread") -> RunResult:
     """Chunk the config's source folder into the next snapshot of its dataset version.
 
     The config travels as its text (plus the path its relative paths resolve against), so the
@@ -88,7 +88,8 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
     if kind == "auto":
         kind = "refresh" if context.previous else "full"
     sizes = survey(context)
-    target = sizes.batch_target(workers)
+    # A task costs milliseconds in a thread, a few hundred ms of CPU in a process or on Dask.
+    target = sizes.batch_target(workers) if task_runner == "thread" else sizes.guided_target(workers)
     total = sizes.count_batches(target)
     writer = snapshot_writer(context.version_path)
     stats = RunStats(rule_of=config.rule_label)
@@ -218,7 +219,16 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
 
             if address:
                 yield DaskTaskRunner(address=address)
-            else:
+                return
+            import dask
+
+            from flows.workers import forkserver_available, start_forkserver
+
+            # The local cluster's worker processes come from the same preloaded forkserver.
+            settings = {}
+            if forkserver_available() and start_forkserver():
+                settings = {"distributed.worker.multiprocessing-method": "forkserver"}
+            with dask.config.set(settings):
                 yield DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
                                                      "processes": True, "dashboard_address": None})
         else:
@@ -246,4 +256,5 @@ def run(config: Config, source: Path | None = None, output: str | Path | None = 
             output=str(output) if output else None,
             kind=kind,
             workers=workers,
+            task_runner=task_runner,
         )
