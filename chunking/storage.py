@@ -7,9 +7,10 @@ stay ``pathlib.Path`` objects, so local datasets keep their staging-and-rename p
 
 A ``StoragePath`` offers the few ``pathlib`` operations the dataset code uses (``/``, ``name``,
 ``parent``, ``is_dir``, ``is_file``, ``iterdir``, ``read_text``), so snapshot lookup is one code for
-both. Settings a URI needs (endpoint, region, credentials) travel in its query string
-(``s3://bucket/out?endpoint_override=http://127.0.0.1:9000``) or in the usual ``AWS_*`` variables;
-``str()`` of a ``StoragePath`` leaves the query out so that printed paths never show secrets.
+both. Endpoint and region travel in the URI's query string
+(``s3://bucket/out?endpoint_override=127.0.0.1:9000&scheme=http``, ``?region=eu-west-1``); credentials
+in the usual ``AWS_*`` variables (pyarrow refuses them in an S3 URI). ``str()`` of a ``StoragePath``
+leaves the query out.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ def s3():
     """A moto S3 server on a random loopback port with an empty bucket; yields the URI query."""
     from moto.server import ThreadedMotoServer
 
+    # moto keeps one in-memory backend per process: other tests here use other bucket names.
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
