@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from chunking.errors import ConfigError, ConfigIssue
+from chunking.storage import Location, is_uri, location, require_local
 
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
@@ -202,6 +203,9 @@ class SourceConfig(_Strict):
     @field_validator("path")
     @classmethod
     def _path(cls, value: str) -> str:
+        if is_uri(value):
+            raise ValueError(f"{value!r} is a URI; source.path must be a folder of this machine "
+                             "(URIs such as s3://bucket/prefix are for output.path)")
         return normalize_path(value)
 
     @field_validator("include", "exclude")
@@ -211,12 +215,13 @@ class SourceConfig(_Strict):
 
 
 class OutputConfig(_Strict):
+    # A folder (relative to the config's folder) or a URI pyarrow opens: s3://bucket/prefix, file:///abs, ...
     path: str = "./datasets"
 
     @field_validator("path")
     @classmethod
     def _path(cls, value: str) -> str:
-        return normalize_path(value)
+        return value if is_uri(value) else normalize_path(value)
 
 
 class RuleConfig(_Strict):
@@ -295,8 +300,17 @@ class Config:
         return (self.base_dir / self.model.source.path).resolve()
 
     @property
-    def output_dir(self) -> Path:
+    def output_location(self) -> Location:
+        """Where snapshots go: a local folder, or a folder on another filesystem for a URI."""
+        if is_uri(self.model.output.path):
+            found = location(self.model.output.path)
+            return found.resolve() if isinstance(found, Path) else found
         return (self.base_dir / self.model.output.path).resolve()
+
+    @property
+    def output_dir(self) -> Path:
+        """The local output folder; a clear error for commands that need one when output.path is a URI."""
+        return require_local(self.output_location, f"output.path of {self.path or 'the config'}")
 
     def settings_for(self, doc_id: str) -> ChunkerBase:
         """The chunker settings for a document: the first matching rule's, else the defaults."""

@@ -6,6 +6,12 @@ and renamed into place in one step once complete (``rename(2)`` of a folder is a
 POSIX filesystem), so a killed run never leaves a visible partial snapshot. Readers ignore hidden
 folders; writers remove staging folders whose process is gone. Published snapshots are never
 modified (files are made read-only).
+
+On a filesystem without an atomic folder rename (object stores such as S3, reached through a URI,
+see ``chunking.storage``) the files of snapshot NNNN are written straight into ``NNNN/`` and
+``manifest.json`` is written last, as the commit marker: one object appears whole or not at all, and
+every reader ignores a numbered folder without a manifest. A killed run leaves only such an
+uncommitted folder; later runs skip past it and remove it once it is older than a grace period.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from chunking.errors import DatasetError
+from chunking.storage import Location, StoragePath, location, parquet_writer, read_parquet
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -90,11 +98,12 @@ def empty_table(schema: pa.Schema) -> pa.Table:
 # Locating snapshots
 
 
-def version_dir(output: Path, name: str, version: int) -> Path:
+def version_dir(output: Location, name: str, version: int) -> Location:
     return output / name / f"v{version}"
 
 
-def list_snapshots(version_path: Path) -> list[int]:
+def list_snapshots(version_path: Location) -> list[int]:
+    """Numbers of the published snapshots: numbered folders holding a manifest (others are ignored)."""
     if not version_path.is_dir():
         return []
     return sorted(
@@ -103,14 +112,17 @@ def list_snapshots(version_path: Path) -> list[int]:
     )
 
 
-def latest_snapshot(version_path: Path) -> Path | None:
+def latest_snapshot(version_path: Location) -> Location | None:
     snapshots = list_snapshots(version_path)
     return version_path / f"{snapshots[-1]:04d}" if snapshots else None
 
 
-def resolve_snapshot(path: str | Path) -> Path:
-    """Any of ``OUTPUT/NAME``, ``OUTPUT/NAME/vX`` or a snapshot folder → the newest snapshot below it."""
-    path = Path(path)
+def resolve_snapshot(path: str | Location) -> Location:
+    """Any of ``OUTPUT/NAME``, ``OUTPUT/NAME/vX`` or a snapshot folder → the newest snapshot below it.
+
+    ``path`` may be a URI (``s3://bucket/out/NAME``): see ``chunking.storage``.
+    """
+    path = location(path)
     if (path / MANIFEST).is_file():
         return path
     if not path.is_dir():
@@ -141,7 +153,7 @@ def resolve_snapshot(path: str | Path) -> Path:
     )
 
 
-def check_manifest(manifest: Any, where: Path) -> None:
+def check_manifest(manifest: Any, where: Location) -> None:
     """Refuse a manifest that is not one chunkyard can read, with a message naming the field."""
     if not isinstance(manifest, dict):
         raise DatasetError(f"{where}: not a chunkyard manifest (expected a JSON object)")
@@ -161,11 +173,11 @@ def check_manifest(manifest: Any, where: Path) -> None:
 class Snapshot:
     """A published snapshot, read lazily: the manifest at once, Parquet columns on demand."""
 
-    path: Path
+    path: Location
     manifest: dict[str, Any]
 
     @classmethod
-    def open(cls, path: str | Path) -> Snapshot:
+    def open(cls, path: str | Location) -> Snapshot:
         folder = resolve_snapshot(path)
         try:
             manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
@@ -203,7 +215,7 @@ class Snapshot:
                     schema = DOCUMENTS_SCHEMA if filename == DOCUMENTS else CHUNKS_SCHEMA
                     table = schema.empty_table()
                     return table.select(columns) if columns else table
-            return pq.read_table(path, columns=columns, filters=filters)
+            return read_parquet(path, columns=columns, filters=filters)
         except (OSError, pa.ArrowException) as exc:
             raise DatasetError(f"{path}: cannot read: {exc}") from None
 
@@ -274,6 +286,77 @@ class SnapshotWriter:
         return (existing[-1] + 1) if existing else 1
 
 
+class ObjectStoreSnapshotWriter:
+    """Writes one snapshot on a filesystem without atomic rename (S3 and other object stores).
+
+    The files go straight into the snapshot's numbered folder; ``publish`` writes ``manifest.json``
+    last, and that single object commits the snapshot (readers ignore a folder without one). The
+    number is one past every numbered folder, committed or not, so a run never writes into the
+    leftovers of a killed one; leftovers older than ``stale_after`` seconds are removed at start.
+    Two runs writing one dataset version at the same moment are not supported on object stores
+    (there is no atomic create-if-absent to arbitrate): ``publish`` refuses when the number was
+    committed meanwhile, but the data files of the two runs may have mixed. Schedule runs so they do
+    not overlap (a Prefect deployment runs one at a time by default with ``chunkyard schedule``).
+    """
+
+    def __init__(self, version_path: StoragePath, compression: str = "zstd", stale_after: float = 3600.0):
+        self.version_path = version_path
+        clean_uncommitted(version_path, stale_after)
+        numbers = [int(child.name) for child in version_path.iterdir() if _SNAPSHOT.match(child.name)]
+        self.number = max(numbers, default=0) + 1
+        self.staging = version_path / f"{self.number:04d}"
+        self._documents = parquet_writer(self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression)
+        self._chunks = parquet_writer(self.staging / CHUNKS, CHUNKS_SCHEMA, compression)
+        self.closed = False
+
+    write = SnapshotWriter.write
+    _close = SnapshotWriter._close
+
+    def publish(self, manifest: dict[str, Any]) -> StoragePath:
+        """Close the data files, then write the manifest: the snapshot is visible from that moment."""
+        self._close()
+        marker = self.staging / MANIFEST
+        if marker.exists():
+            raise DatasetError(f"{self.staging}: another run published this snapshot meanwhile; run again")
+        marker.write_bytes(_json_bytes({**manifest, "snapshot": self.number}))
+        return self.staging
+
+    def abort(self) -> None:
+        try:
+            self._close()
+        finally:
+            if not (self.staging / MANIFEST).exists():
+                self.staging.delete_tree()
+
+    def next_number(self) -> int:
+        return self.number
+
+
+def snapshot_writer(version_path: Location, compression: str = "zstd") -> SnapshotWriter | ObjectStoreSnapshotWriter:
+    """The writer for where the version lives: staging + rename locally, manifest-last elsewhere."""
+    if isinstance(version_path, StoragePath):
+        return ObjectStoreSnapshotWriter(version_path, compression)
+    return SnapshotWriter(version_path, compression)
+
+
+def clean_uncommitted(version_path: StoragePath, stale_after: float = 3600.0) -> list[StoragePath]:
+    """Remove numbered folders without a manifest (killed runs) whose newest file is older than ``stale_after`` s.
+
+    Younger ones, and those whose filesystem keeps no times, may belong to a run still writing: they
+    are left alone (readers ignore them).
+    """
+    removed = []
+    now = time.time()
+    for child in version_path.iterdir():
+        if not _SNAPSHOT.match(child.name) or (child / MANIFEST).is_file():
+            continue
+        times = [info.mtime.timestamp() if info.mtime else now for info in child.files()]
+        if not times or now - max(times) >= stale_after:
+            child.delete_tree()
+            removed.append(child)
+    return removed
+
+
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Cast ``table`` to ``schema``, first adding the columns it lacks (rows carried over from a
     snapshot written before they existed): empty lists where the field is not nullable, else nulls."""
@@ -312,8 +395,12 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _json_bytes(data: dict[str, Any]) -> bytes:
+    return (json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n").encode("utf-8")
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
+    path.write_bytes(_json_bytes(data))
 
 
 def _fsync_tree(folder: Path) -> None:

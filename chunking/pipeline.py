@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from chunking.api import chunk_id, split_document
 from chunking.config import ALGORITHM_VERSION, Config
@@ -40,6 +39,7 @@ from chunking.findings import break_met, keep_met
 from chunking.ledger import LEDGER_FILE
 from chunking.packer import Span
 from chunking.pdf import page_of
+from chunking.storage import Location, StoragePath, location, parquet_file
 
 CHUNKYARD_VERSION = "0.1.0"
 
@@ -52,8 +52,8 @@ class RunRefused(ChunkyardError):
 class RunContext:
     config: Config
     source_dir: Path
-    output_dir: Path
-    version_path: Path
+    output_dir: Location  # a local folder, or a folder on an object store (chunking.storage)
+    version_path: Location
     previous: Snapshot | None
     previous_sha: dict[str, str]
     # Reviewer constraints per doc_id (from the ledger), and the documents that must be rechunked
@@ -62,14 +62,23 @@ class RunContext:
     force: set[str] = field(default_factory=set)
 
 
-def prepare_run(config: Config, source: Path | None = None, output: Path | None = None) -> RunContext:
-    """Check a run may start and find the snapshot it builds on."""
+def prepare_run(config: Config, source: Path | None = None, output: str | Location | None = None) -> RunContext:
+    """Check a run may start and find the snapshot it builds on.
+
+    ``output`` (default: the config's ``output.path``) is a local folder or a URI such as
+    ``s3://bucket/prefix`` (``chunking.storage``).
+    """
     source_dir = (source or config.source_dir).resolve()
-    output_dir = (output or config.output_dir).resolve()
+    output_dir = location(output) if output is not None else config.output_location
     if source_dir.is_file():
         raise RunRefused(f"source {source_dir} is a file; source.path must name a folder of documents")
     if not source_dir.is_dir():
         raise RunRefused(f"source folder not found: {source_dir}")
+    if isinstance(output_dir, StoragePath):
+        if output_dir.is_file():
+            raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (prefix)")
+        return _context(config, source_dir, output_dir)
+    output_dir = output_dir.resolve()
     if output_dir.exists() and not output_dir.is_dir():
         raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (it is created if missing)")
     if output_dir == source_dir or output_dir.is_relative_to(source_dir):
@@ -77,6 +86,10 @@ def prepare_run(config: Config, source: Path | None = None, output: Path | None 
             f"output folder {output_dir} is inside the source folder {source_dir}: "
             "the run would chunk its own output; choose an output folder outside the source"
         )
+    return _context(config, source_dir, output_dir)
+
+
+def _context(config: Config, source_dir: Path, output_dir: Location) -> RunContext:
     vpath = version_dir(output_dir, config.name, config.version)
     previous_path = latest_snapshot(vpath)
     previous = Snapshot.open(previous_path) if previous_path else None
@@ -92,7 +105,9 @@ def prepare_run(config: Config, source: Path | None = None, output: Path | None 
             )
         table = previous.documents(["doc_id", "sha256"])
         previous_sha = dict(zip(table.column("doc_id").to_pylist(), table.column("sha256").to_pylist(), strict=True))
-    constraints = read_constraints(vpath.parent / LEDGER_FILE, config.name, config.version)
+    # The review ledger is a local SQLite file; a dataset on an object store has none (review is local).
+    constraints = ({} if isinstance(vpath, StoragePath)
+                   else read_constraints(vpath.parent / LEDGER_FILE, config.name, config.version))
     force = constraints_changed(previous, constraints) if previous is not None else set()
     return RunContext(config, source_dir, output_dir, vpath, previous, previous_sha, constraints, force)
 
@@ -120,7 +135,8 @@ def carried_constraints(previous: Snapshot, doc_ids: Iterable[str]) -> list[dict
 
 def discover_files(context: RunContext) -> Iterator[SourceFile | Skipped]:
     source = context.config.model.source
-    return discover(context.source_dir, source.include, source.exclude, skip_dirs=(context.output_dir,))
+    skip = (context.output_dir,) if isinstance(context.output_dir, Path) else ()
+    return discover(context.source_dir, source.include, source.exclude, skip_dirs=skip)
 
 
 @dataclass
@@ -134,19 +150,49 @@ class Survey:
     def batch_target(self, workers: int) -> int:
         """Bytes per batch: about six batches per worker, between 256 kB and 16 MB.
 
-        Large enough that a task's fixed cost (milliseconds in a thread, a few hundred in a
-        process or on Dask) stays a small share of its work, small enough to balance the workers.
+        Large enough that a task's fixed cost (milliseconds in a thread) stays a small share of its
+        work, small enough to balance the workers.
         """
         return int(min(16_000_000, max(256_000, self.total_bytes / (max(1, workers) * 6))))
 
-    def count_batches(self, target_bytes: int, max_files: int = 400) -> int:
-        count, size, files = 0, 0, 0
+    def guided_target(self, workers: int) -> Callable[[int], int]:
+        """Bytes for the next batch, given the bytes already batched: fewer, decreasing batches.
+
+        For workers in other processes or on Dask, where a task costs a few hundred milliseconds of
+        CPU between the worker, the flow process and the API server (measured: Prefect's context,
+        client and state changes per task), which on a small machine is taken from the chunking.
+        Guided self-scheduling: each batch is ``1/(2·workers)`` of what is left, never less than
+        ``1/(6·workers)`` of the total (nor 256 kB, nor more than 16 MB): large early batches keep
+        the task count low (8 for two workers instead of 12), small late ones even out the finish.
+        """
+        workers = max(1, workers)
+        floor = max(256_000, self.total_bytes / (6 * workers))
+
+        def target(done: int) -> int:
+            return int(min(16_000_000, max(floor, (self.total_bytes - done) / (2 * workers))))
+
+        return target
+
+    def count_batches(self, target_bytes: BatchTarget, max_files: int = 400) -> int:
+        count, size, files, done = 0, 0, 0, 0
+        target = _target_of(target_bytes)
+        limit = target(0)
         for item in self.sizes:
             size += int(item)
             files += 1
-            if size >= target_bytes or files >= max_files:
+            if size >= limit or files >= max_files:
+                done += size
                 count, size, files = count + 1, 0, 0
+                limit = target(done)
         return count + (1 if files else 0)
+
+
+# Bytes per batch: a constant, or a function of the bytes already batched (Survey.guided_target).
+BatchTarget = int | Callable[[int], int]
+
+
+def _target_of(target_bytes: BatchTarget) -> Callable[[int], int]:
+    return target_bytes if callable(target_bytes) else (lambda done: target_bytes)
 
 
 def survey(context: RunContext) -> Survey:
@@ -155,20 +201,24 @@ def survey(context: RunContext) -> Survey:
     return Survey(len(sizes), int(array.sum()) if len(sizes) else 0, array)
 
 
-def make_batches(files: Iterable[SourceFile | Skipped], target_bytes: int = 4_000_000,
+def make_batches(files: Iterable[SourceFile | Skipped], target_bytes: BatchTarget = 4_000_000,
                  max_files: int = 400) -> Iterator[tuple[list[SourceFile], list[Skipped]]]:
     """Group discovered files into batches of about ``target_bytes`` (a task costs milliseconds)."""
     batch: list[SourceFile] = []
     skipped: list[Skipped] = []
-    size = 0
+    size = done = 0
+    target = _target_of(target_bytes)
+    limit = target(0)
     for item in files:
         if isinstance(item, Skipped):
             skipped.append(item)
             continue
         batch.append(item)
         size += item.size
-        if size >= target_bytes or len(batch) >= max_files:
+        if size >= limit or len(batch) >= max_files:
             yield batch, skipped
+            done += size
+            limit = target(done)
             batch, skipped, size = [], [], 0
     if batch or skipped:
         yield batch, skipped
@@ -347,9 +397,9 @@ class CarryOver:
 
 
 class _RowIndex:
-    def __init__(self, path: Path):
+    def __init__(self, path: Location):
         try:
-            self.file = pq.ParquetFile(path)
+            self.file = parquet_file(path)
             ids = self.file.read(columns=["doc_id"]).column("doc_id").to_pylist()
         except (OSError, pa.ArrowException) as exc:
             raise DatasetError(f"{path}: cannot read: {exc}") from None

@@ -58,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="chunk the config's source folder into the next snapshot")
     run.add_argument("config", type=Path)
     run.add_argument("--source", type=Path, help="source folder (default: the config's source.path)")
-    run.add_argument("--output", type=Path, help="output folder (default: the config's output.path)")
+    run.add_argument("--output", help="output folder or URI such as s3://bucket/prefix (default: the config's "
+                                      "output.path)")
     run.add_argument("--task-runner", choices=["thread", "process", "dask"], default="thread",
                      help="thread (default), process (every core of this machine) or dask")
     run.add_argument("--workers", type=int, help="worker processes for process/dask (default: every core)")
@@ -82,7 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     preview.set_defaults(handler=cmd_preview)
 
     review = sub.add_parser("review", help="open the desktop reviewer on a dataset (needs the gui extra)")
-    review.add_argument("path", nargs="?", type=Path, help="OUTPUT/NAME, a version folder or a snapshot folder")
+    review.add_argument("path", nargs="?", type=_local("review"),
+                        help="OUTPUT/NAME, a version folder or a snapshot folder")
     review.add_argument("--doc", metavar="DOC_ID", help="the document to show first")
     review.add_argument("--screenshot", metavar="PNG", type=Path,
                         help="render the window with the first (or --doc) document to PNG and exit")
@@ -91,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     from chunking.ledger import REASONS
 
     flag = sub.add_parser("flag", help="record a reviewer flag on a chunk in the dataset's review ledger")
-    flag.add_argument("path", type=Path, help="OUTPUT/NAME, a version folder or a snapshot folder")
+    flag.add_argument("path", type=_local("flag"), help="OUTPUT/NAME, a version folder or a snapshot folder")
     flag.add_argument("--doc", required=True, metavar="DOC_ID")
     flag.add_argument("--chunk", required=True, type=int, metavar="N", help="the chunk's chunk_index")
     flag.add_argument("--reason", required=True, choices=REASONS)
@@ -114,22 +116,23 @@ def _parser() -> argparse.ArgumentParser:
 
     reprocess = sub.add_parser("reprocess", help="rechunk documents with open flags or constraints -> next snapshot")
     reprocess.add_argument("config", type=Path)
-    reprocess.add_argument("--output", type=Path, help="output folder (default: the config's output.path)")
+    reprocess.add_argument("--output", type=_local("reprocess"),
+                           help="output folder (default: the config's output.path)")
     reprocess.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
     reprocess.set_defaults(handler=cmd_reprocess)
 
     diff = sub.add_parser("diff", help="chunks added / removed / changed / unchanged per document between snapshots")
-    diff.add_argument("a", type=Path, metavar="PATH_A", help="a snapshot, version folder or dataset folder")
-    diff.add_argument("b", type=Path, metavar="PATH_B")
+    diff.add_argument("a", metavar="PATH_A", help="a snapshot, version folder or dataset folder (or its URI)")
+    diff.add_argument("b", metavar="PATH_B")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON")
     diff.add_argument("--all", action="store_true", help="list unchanged documents too")
     diff.set_defaults(handler=cmd_diff)
 
     export = sub.add_parser("export", help="export chunks for a vector store, or the change-set since a snapshot")
-    export.add_argument("path", type=Path, help="a snapshot, version folder or dataset folder")
+    export.add_argument("path", help="a snapshot, version folder or dataset folder (or its URI)")
     export.add_argument("--format", required=True, choices=["parquet", "jsonl"])
     export.add_argument("--out", required=True, type=Path, help="the file to write (replaced atomically)")
-    export.add_argument("--since", type=Path, metavar="OLD", help="write a change-set (upserts + deletes) since OLD")
+    export.add_argument("--since", metavar="OLD", help="write a change-set (upserts + deletes) since OLD")
     export.set_defaults(handler=cmd_export)
 
     evaluate = sub.add_parser("eval", help="score configs by retrieval quality on a question set")
@@ -144,6 +147,25 @@ def _parser() -> argparse.ArgumentParser:
                           help="run the chunking flow even when a snapshot with the config's hash exists")
     evaluate.set_defaults(handler=cmd_eval)
     return parser
+
+
+def _local(command: str):
+    """An argparse type: a local path, or a usage error for a URI (the command reads local datasets only)."""
+
+    def parse(text: str) -> Path:
+        from chunking.storage import is_uri
+
+        if is_uri(text) and not text.lower().startswith("file://"):
+            raise argparse.ArgumentTypeError(
+                f"{text.split('?', 1)[0]}: `chunkyard {command}` works on local datasets only (the review ledger "
+                "is a local file); copy the dataset to this machine first")
+        if text.lower().startswith("file://"):
+            from chunking.storage import location
+
+            return location(text)
+        return Path(text)
+
+    return parse
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,6 +245,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     server = prefect_server() if args.task_runner != "thread" else contextlib.nullcontext()
     started = time.perf_counter()
     with server, _Progress() as progress:
+        if args.task_runner == "process" or (args.task_runner == "dask" and not args.address):
+            from flows.workers import start_forkserver
+
+            # The workers' parent imports Prefect while this process does (two cores, one wait).
+            start_forkserver()
         from flows import run as run_module
 
         if not args.debug:

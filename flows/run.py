@@ -23,7 +23,7 @@ from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from chunking.config import Config, load_config_text
 from chunking.constraints import Constraint
-from chunking.dataset import SnapshotWriter
+from chunking.dataset import SnapshotWriter, snapshot_writer
 from chunking.documents import Skipped, SourceFile
 from chunking.pipeline import (
     BatchResult,
@@ -38,13 +38,14 @@ from chunking.pipeline import (
     previous_over_budget,
     survey,
 )
+from chunking.storage import Location
 
 TASK_RUNNERS = ("thread", "process", "dask")
 
 
 @dataclass
 class RunResult:
-    snapshot: Path | None
+    snapshot: Location | None  # a local folder, or a chunking.storage.StoragePath for a URI output
     manifest: dict[str, Any]
     stats: RunStats = field(repr=False, default_factory=RunStats)
 
@@ -75,20 +76,22 @@ def chunk_batch(config_text: str, config_path: str | None, files: list[SourceFil
 @flow(name="chunkyard-run", flow_run_name="chunk {config_name}", log_prints=True)
 def chunk_corpus(config_text: str, config_path: str | None = None, config_name: str = "",
                  source: str | None = None, output: str | None = None, kind: str = "auto",
-                 workers: int = 1) -> RunResult:
+                 workers: int = 1, task_runner: str = "thread") -> RunResult:
     """Chunk the config's source folder into the next snapshot of its dataset version.
 
     The config travels as its text (plus the path its relative paths resolve against), so the
     parameters Prefect records are plain strings and workers rebuild the same config.
     """
     config = _config_from_text(config_text, config_path)
-    context = prepare_run(config, Path(source) if source else None, Path(output) if output else None)
+    # ``output`` stays a string (a path or a URI with its query) so that the flow's parameters are plain.
+    context = prepare_run(config, Path(source) if source else None, output or None)
     if kind == "auto":
         kind = "refresh" if context.previous else "full"
     sizes = survey(context)
-    target = sizes.batch_target(workers)
+    # A task costs milliseconds in a thread, a few hundred ms of CPU in a process or on Dask.
+    target = sizes.batch_target(workers) if task_runner == "thread" else sizes.guided_target(workers)
     total = sizes.count_batches(target)
-    writer = SnapshotWriter(context.version_path)
+    writer = snapshot_writer(context.version_path)
     stats = RunStats(rule_of=config.rule_label)
     carry = CarryOver(context.previous) if context.previous is not None else None
     previous_reasons = previous_over_budget(context.previous) if context.previous is not None else {}
@@ -147,6 +150,44 @@ def _record(result: BatchResult, skipped: list[Skipped], context, writer: Snapsh
     stats.n_bytes += result.n_bytes
 
 
+class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
+    """Prefect's process pool with workers forked from the preloaded forkserver (``flows.workers``).
+
+    Only the process that created the runner does this: Prefect also enters a duplicate of the
+    flow's task runner inside each worker (to hydrate the flow context), and there it must stay the
+    inert spawn pool it would otherwise be, or each worker would start a forkserver of its own.
+    """
+
+    def __init__(self, max_workers: int | None = None, owner_pid: int | None = None):
+        super().__init__(max_workers=max_workers)
+        self._owner_pid = owner_pid or os.getpid()
+
+    def duplicate(self) -> ForkserverProcessPoolTaskRunner:
+        return type(self)(max_workers=self._max_workers, owner_pid=self._owner_pid)
+
+    def __enter__(self) -> ForkserverProcessPoolTaskRunner:
+        super().__enter__()
+        if os.getpid() != self._owner_pid:
+            return self
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        from flows.workers import PRELOAD, ready
+
+        # Prefect built a spawn executor (no process started yet): rebuild it on the forkserver
+        # context with the same initializer, which wires the workers' event and log forwarding.
+        spawned = self._executor
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        self._executor = ProcessPoolExecutor(max_workers=self._max_workers, mp_context=context,
+                                             initializer=spawned._initializer, initargs=spawned._initargs)
+        spawned.shutdown(wait=False)
+        # Fork every worker now, while the flow surveys the source, rather than at the first batch.
+        for _ in range(self._max_workers):
+            self._executor.submit(ready)
+        return self
+
+
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
@@ -166,20 +207,35 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
 
     with prefect_server():
         if name == "process":
-            yield ProcessPoolTaskRunner(max_workers=workers)
+            from flows.workers import forkserver_available, start_forkserver
+
+            if forkserver_available():
+                start_forkserver()  # already running when the CLI started it early; else it starts now
+                yield ForkserverProcessPoolTaskRunner(max_workers=workers)
+            else:
+                yield ProcessPoolTaskRunner(max_workers=workers)
         elif name == "dask":
             from prefect_dask import DaskTaskRunner
 
             if address:
                 yield DaskTaskRunner(address=address)
-            else:
+                return
+            import dask
+
+            from flows.workers import forkserver_available, start_forkserver
+
+            # The local cluster's worker processes come from the same preloaded forkserver.
+            settings = {}
+            if forkserver_available() and start_forkserver():
+                settings = {"distributed.worker.multiprocessing-method": "forkserver"}
+            with dask.config.set(settings):
                 yield DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
                                                      "processes": True, "dashboard_address": None})
         else:
             raise ValueError(f"unknown task runner {name!r} (use one of: {', '.join(TASK_RUNNERS)})")
 
 
-def run(config: Config, source: Path | None = None, output: Path | None = None, *,
+def run(config: Config, source: Path | None = None, output: str | Path | None = None, *,
         task_runner: str = "thread", workers: int | None = None, address: str | None = None,
         kind: str = "auto") -> RunResult:
     """Run the flow once with the chosen task runner (thread, process or dask)."""
@@ -200,4 +256,5 @@ def run(config: Config, source: Path | None = None, output: Path | None = None, 
             output=str(output) if output else None,
             kind=kind,
             workers=workers,
+            task_runner=task_runner,
         )

@@ -120,3 +120,35 @@ def test_dask_against_a_separately_started_cluster(server_env, corpus, tmp_path)
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_process_runner_into_s3_matches_the_thread_runner(server_env, corpus, tmp_path, monkeypatch):
+    """Workers never touch the output: the flow process writes to the bucket; ids equal a local run's."""
+    import pyarrow.fs as pafs
+    from moto.server import ThreadedMotoServer
+
+    from chunking.dataset import Snapshot
+
+    s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    s3.start()
+    try:
+        host, port = s3.get_host_and_port()
+        pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", access_key="k", secret_key="s",
+                          region="us-east-1", allow_bucket_creation=True).create_dir("scaleout")
+        query = f"endpoint_override={host}:{port}&scheme=http"
+        env = {**server_env, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "us-east-1",
+               "AWS_EC2_METADATA_DISABLED": "true"}
+        reference = chunk_ids(run(server_env, config_for(tmp_path / "t", corpus, "kb")))
+        result = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(config_for(tmp_path / "s", corpus, "kb")),
+                                 "--output", f"s3://scaleout/out?{query}", "--task-runner", "process", "--workers", "2"],
+                                cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+        assert result.stdout.split()[1] == "s3://scaleout/out/kb/v1/0001"
+        for key, value in env.items():  # pyarrow takes credentials from the environment only
+            if key.startswith("AWS_"):
+                monkeypatch.setenv(key, value)
+        table = Snapshot.open(f"s3://scaleout/out/kb?{query}").chunks(["doc_id", "chunk_id"])
+        remote = sorted(zip(table.column("doc_id").to_pylist(), table.column("chunk_id").to_pylist(), strict=True))
+        assert remote == reference
+    finally:
+        s3.stop()

@@ -1,0 +1,22 @@
+"""Imported once by the process runner's forkserver (``flows.workers``) so that forked workers start warm.
+
+Prefect, its collections (loaded on a worker's first task anyway), the task's module and the default
+tokenizer. Nothing here starts a thread or opens a connection: the forkserver must stay safe to fork.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import prefect.context  # noqa: F401
+import prefect.task_engine  # noqa: F401
+import prefect.task_runners  # noqa: F401
+from prefect.plugins import load_prefect_collections
+
+import flows.run  # noqa: F401  (the task's module; unpickling a task imports it)
+import flows.workers  # noqa: F401
+from chunking.units import get_tokenizer
+
+load_prefect_collections()
+with contextlib.suppress(Exception):  # a missing tokenizer is reported by the task itself
+    get_tokenizer("cl100k_base")

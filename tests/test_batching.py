@@ -1,0 +1,36 @@
+"""Batch sizing: equal batches for threads, guided (decreasing) batches for processes and Dask."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from chunking.documents import SourceFile
+from chunking.pipeline import Survey, make_batches
+
+
+def files_of(sizes: list[int]) -> list[SourceFile]:
+    return [SourceFile(f"{i}.md", Path(f"/x/{i}.md"), size) for i, size in enumerate(sizes)]
+
+
+def test_guided_batches_shrink_cover_everything_and_are_counted_exactly():
+    rng = np.random.default_rng(7)
+    sizes = [int(s) for s in rng.lognormal(10, 1.2, 700)]  # a corpus of mixed sizes, ~20 MB
+    survey = Survey(len(sizes), sum(sizes), np.asarray(sizes))
+    for workers in (1, 2, 4):
+        target = survey.guided_target(workers)
+        batches = [files for files, _ in make_batches(files_of(sizes), target)]
+        assert survey.count_batches(target) == len(batches)
+        assert sum(f.size for b in batches for f in b) == sum(sizes)
+        totals = [sum(f.size for f in b) for b in batches]
+        assert totals[0] >= survey.total_bytes / (2 * workers)
+        assert totals[0] > 2 * totals[-1]
+        # Fewer tasks than six equal batches per worker, the thread runner's sizing.
+        assert len(batches) < survey.count_batches(survey.batch_target(workers))
+
+
+def test_constant_target_is_unchanged():
+    sizes = [100] * 50
+    batches = [len(b) for b, _ in make_batches(files_of(sizes), target_bytes=1000)]
+    assert batches == [10] * 5
