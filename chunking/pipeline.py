@@ -43,6 +43,13 @@ from chunking.storage import Location, StoragePath, location, parquet_file
 
 CHUNKYARD_VERSION = "0.1.0"
 
+# Largest batch of source bytes per task. A batch's results (text, chunks, embed_text: about four
+# times its bytes in Arrow) are held until written, so these caps bound a run's memory whatever the
+# corpus size. A task costs milliseconds in a thread but a few hundred ms in a process or on Dask,
+# hence the larger cap there.
+MAX_BATCH_BYTES = 4_000_000
+MAX_GUIDED_BATCH_BYTES = 8_000_000
+
 
 class RunRefused(ChunkyardError):
     """A run that must not start (changed config under an existing version, output in source)."""
@@ -148,12 +155,12 @@ class Survey:
     sizes: np.ndarray
 
     def batch_target(self, workers: int) -> int:
-        """Bytes per batch: about six batches per worker, between 256 kB and 16 MB.
+        """Bytes per batch: about six batches per worker, between 256 kB and ``MAX_BATCH_BYTES``.
 
         Large enough that a task's fixed cost (milliseconds in a thread) stays a small share of its
         work, small enough to balance the workers.
         """
-        return int(min(16_000_000, max(256_000, self.total_bytes / (max(1, workers) * 6))))
+        return int(min(MAX_BATCH_BYTES, max(256_000, self.total_bytes / (max(1, workers) * 6))))
 
     def guided_target(self, workers: int) -> Callable[[int], int]:
         """Bytes for the next batch, given the bytes already batched: fewer, decreasing batches.
@@ -162,14 +169,15 @@ class Survey:
         CPU between the worker, the flow process and the API server (measured: Prefect's context,
         client and state changes per task), which on a small machine is taken from the chunking.
         Guided self-scheduling: each batch is ``1/(2·workers)`` of what is left, never less than
-        ``1/(6·workers)`` of the total (nor 256 kB, nor more than 16 MB): large early batches keep
-        the task count low (8 for two workers instead of 12), small late ones even out the finish.
+        ``1/(6·workers)`` of the total (nor 256 kB, nor more than ``MAX_GUIDED_BATCH_BYTES``): large
+        early batches keep the task count low (8 for two workers instead of 12), small late ones even
+        out the finish.
         """
         workers = max(1, workers)
         floor = max(256_000, self.total_bytes / (6 * workers))
 
         def target(done: int) -> int:
-            return int(min(16_000_000, max(floor, (self.total_bytes - done) / (2 * workers))))
+            return int(min(MAX_GUIDED_BATCH_BYTES, max(floor, (self.total_bytes - done) / (2 * workers))))
 
         return target
 

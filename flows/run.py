@@ -120,7 +120,7 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
             future = chunk_batch.submit(config.text, config_path, files, batch_sha, index, max(total, index),
                                         batch_constraints or None)
             pending.append((future, skipped))
-            drain(4 * workers)  # enough queued that no worker waits while the oldest batch finishes
+            drain(2 * workers)  # enough queued that no worker waits while the oldest batch finishes
         drain(0)
         removed = sorted(set(context.previous_sha) - stats.seen - {s.doc_id for s in stats.skipped})
         manifest = build_manifest(context, stats, kind, removed)
