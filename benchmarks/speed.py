@@ -299,7 +299,7 @@ def run_end_to_end(corpus: Path, texts: list[str], repeats: int) -> list[tuple[s
         config = Path(tmp) / "bench.yaml"
         config.write_text(yaml.safe_dump({
             "name": "bench", "version": 1,
-            "source": {"path": str(corpus), "include": ["**/*.md"]},
+            "source": {"path": str(corpus.resolve()), "include": ["**/*.md"]},
             "output": {"path": str(Path(tmp) / "out")},
             "chunker": settings,
         }))
