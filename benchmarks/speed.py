@@ -398,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"{'—' if 'sample' in what else f'{wall / parts:.2f}'} | {rss:.0f} |"
                         for what, wall, cpu, rss in rows]
             section.append(f"| largest document: {max(len(t.encode()) for t in texts) / 1e6:.2f} MB | | | | |")
+            section += ["", "CPU s counts the run's process and the children it waited for: process-pool "
+                        "workers (forked by a forkserver) are not in it. Peak RSS is the largest single process."]
         elif group in GROUPS:
             section = group_table(group, run_group(group, texts, args.repeats), mb)
         else:
