@@ -171,15 +171,17 @@ def test_killed_run_leaves_no_partial_snapshot(prefect_server, tmp_path):
     env.pop("PREFECT_API_URL", None)
     version_path = output / "kb" / "v1"
     for delay in (0.0, 0.5):
+        # Its own session: the temporary Prefect server the run starts is in its process group, and a
+        # SIGKILLed run cannot stop it, so the test stops the whole group (and nothing else).
         process = subprocess.Popen([sys.executable, "-m", "flows.cli", "run", str(config)], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not list(version_path.glob(".staging-*")):
             if process.poll() is not None:
                 break
             time.sleep(0.01)
         time.sleep(delay)
-        process.send_signal(signal.SIGKILL)
+        os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         assert list_snapshots(version_path) == []
         assert not [p for p in version_path.iterdir() if not p.name.startswith(".")] if version_path.exists() else True
