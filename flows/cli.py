@@ -232,10 +232,18 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    config = _load(args.config)
     from flows.settings import configure_prefect
 
     configure_prefect(Path.cwd())
+    if args.task_runner == "process":
+        from flows.workers import start_forkserver
+
+        # The workers' parent imports Prefect while this process loads the config and imports it
+        # too (two cores, one wait). Process-pool tasks carry the API URL and settings with them,
+        # so the forkserver need not wait for the server; Dask workers read theirs from the
+        # environment, so a local cluster's forkserver starts below, once the server is known.
+        start_forkserver()
+    config = _load(args.config)
     import contextlib
 
     from flows.server import prefect_server
@@ -245,10 +253,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     server = prefect_server() if args.task_runner != "thread" else contextlib.nullcontext()
     started = time.perf_counter()
     with server, _Progress() as progress:
-        if args.task_runner == "process" or (args.task_runner == "dask" and not args.address):
+        if args.task_runner == "dask" and not args.address:
             from flows.workers import start_forkserver
 
-            # The workers' parent imports Prefect while this process does (two cores, one wait).
             start_forkserver()
         from flows import run as run_module
 
