@@ -7,6 +7,7 @@ tokenizer. Nothing here starts a thread or opens a connection: the forkserver mu
 from __future__ import annotations
 
 import contextlib
+import os
 
 import prefect.context  # noqa: F401
 import prefect.task_engine  # noqa: F401
@@ -14,8 +15,13 @@ import prefect.task_runners  # noqa: F401
 from prefect.plugins import load_prefect_collections
 
 import flows.run  # noqa: F401  (the task's module; unpickling a task imports it)
-import flows.workers  # noqa: F401
 from chunking.units import get_tokenizer
+from flows.workers import die_with_parent, orphaned
+
+# The forkserver ends with the flow's process, and each worker with the forkserver (init_worker).
+die_with_parent()
+if orphaned():
+    os._exit(1)
 
 load_prefect_collections()
 with contextlib.suppress(Exception):  # a missing tokenizer is reported by the task itself

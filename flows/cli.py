@@ -7,6 +7,7 @@ Exit codes: 0 success; 1 failure; 2 bad usage or invalid config (nothing was don
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -24,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return args.handler(args)
+        with _SERVER:
+            return args.handler(args)
     except KeyboardInterrupt:
         print("chunkyard: interrupted; no snapshot was published", file=sys.stderr)
         return 130
@@ -231,6 +233,45 @@ def cmd_preview(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _Server:
+    """The Prefect API server of one CLI command: the user's (``PREFECT_API_URL``) or one started on
+    loopback by the first flow the command runs, stopped when ``main`` returns.
+
+    Not Prefect's own temporary server: worker processes cannot share that one, and a SIGKILLed run
+    would leave it running, where ours ends with this process (``flows.server``). Starting ours is
+    also quicker (4–5 s against 6–7 s with an existing database).
+    """
+
+    def __init__(self) -> None:
+        self._stack: contextlib.ExitStack | None = None
+
+    def __enter__(self) -> _Server:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+
+    def ensure(self) -> None:
+        """Enter it once; call before Prefect is imported, so that worker processes inherit it."""
+        from flows.server import prefect_server
+        from flows.settings import configure_prefect
+
+        configure_prefect(Path.cwd())
+        if self._stack is None:
+            stack = contextlib.ExitStack()
+            stack.enter_context(prefect_server())
+            self._stack = stack
+
+
+_SERVER = _Server()
+
+
+def _ensure_server() -> None:
+    _SERVER.ensure()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from flows.settings import configure_prefect
 
@@ -244,15 +285,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         # environment, so a local cluster's forkserver starts below, once the server is known.
         start_forkserver()
     config = _load(args.config)
-    import contextlib
-
-    from flows.server import prefect_server
-
-    # Parallel runners need a real API server, started before Prefect loads its settings so that
-    # worker processes inherit it.
-    server = prefect_server() if args.task_runner != "thread" else contextlib.nullcontext()
+    _ensure_server()
     started = time.perf_counter()
-    with server, _Progress() as progress:
+    with _Progress() as progress:
         if args.task_runner == "dask" and not args.address:
             from flows.workers import start_forkserver
 
@@ -557,9 +592,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config
     """Run the chunking flow for one config (as ``chunkyard run`` does) and return its snapshot."""
     from chunking.errors import ChunkyardError
-    from flows.settings import configure_prefect
 
-    configure_prefect(Path.cwd())
+    _ensure_server()
     from flows import run as run_module
 
     with _Progress() as progress:
@@ -576,9 +610,7 @@ def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config
 def cmd_reprocess(args: argparse.Namespace) -> int:
     """Apply review decisions: flagged documents rechunked under their constraints, the rest carried over."""
     config = _load(args.config)
-    from flows.settings import configure_prefect
-
-    configure_prefect(Path.cwd())
+    _ensure_server()
     started = time.perf_counter()
     from flows.reprocess import reprocess
 

@@ -188,7 +188,7 @@ class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        from flows.workers import PRELOAD, ready
+        from flows.workers import PRELOAD, init_worker, ready
 
         # Prefect built a spawn executor (no process started yet): rebuild it on the forkserver
         # context with the same initializer, which wires the workers' event and log forwarding.
@@ -196,7 +196,8 @@ class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(PRELOAD)
         self._executor = ProcessPoolExecutor(max_workers=self._max_workers, mp_context=context,
-                                             initializer=spawned._initializer, initargs=spawned._initargs)
+                                             initializer=init_worker,
+                                             initargs=(spawned._initializer, spawned._initargs))
         spawned.shutdown(wait=False)
         # Fork every worker now, while the flow surveys the source, rather than at the first batch.
         for _ in range(self._max_workers):

@@ -1,10 +1,10 @@
-"""A Prefect API server for runs that need one: the user's, or one started on loopback.
+"""The Prefect API server a command uses: the user's, or one started on loopback.
 
-Prefect's temporary in-process server is enough for a thread-runner run, but cron schedules do not
-fire on it and every worker process of a process pool or Dask cluster would start its own. So
-``schedule`` and the parallel runners use a real server: the one ``PREFECT_API_URL`` names, or one
-chunkyard starts (``prefect server start --host 127.0.0.1``) and stops on exit. Only the process
-chunkyard started is ever stopped.
+Not Prefect's temporary in-process server: cron schedules do not fire on it, every worker process
+of a process pool or Dask cluster would start its own, and a run killed with SIGKILL leaves it
+running. So every command that runs a flow uses a real server: the one ``PREFECT_API_URL`` names, or
+one chunkyard starts (``prefect server start --host 127.0.0.1``) and stops on exit, which also ends
+when chunkyard is killed. Only the process chunkyard started is ever stopped.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def prefect_server(home: Path | None = None, startup_timeout: float = 90.0) -> I
     url = f"http://127.0.0.1:{port}/api"
     log_path = home / "server.log"
     prefect_cli = Path(sys.executable).with_name("prefect")
-    command = [str(prefect_cli), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    command = _dies_with_us([str(prefect_cli), "server", "start", "--host", "127.0.0.1", "--port", str(port)])
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "DO_NOT_TRACK": "1", "PREFECT_UI_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
@@ -95,6 +95,25 @@ def prefect_server(home: Path | None = None, startup_timeout: float = 90.0) -> I
     finally:
         _drain_prefect_services()
         _stop(process)
+
+
+# Run a command so that it gets SIGTERM when this process dies, even by SIGKILL, when no
+# ``finally`` runs (flows.workers.die_with_parent). If this process died before that took effect,
+# the launcher has been adopted by init and exits instead of starting a server.
+_LAUNCHER = """
+import os, sys
+from flows.workers import die_with_parent, orphaned
+die_with_parent()
+if orphaned():
+    sys.exit(1)
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def _dies_with_us(command: list[str]) -> list[str]:
+    if not sys.platform.startswith("linux"):
+        return command  # elsewhere a killed run leaves the server to be stopped by hand
+    return [sys.executable, "-c", _LAUNCHER, *command]
 
 
 def _drain_prefect_services() -> None:

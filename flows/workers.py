@@ -14,9 +14,15 @@ forwarded to the flow — is Prefect's own runner.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
 import multiprocessing.forkserver
+import os
+import signal
 import sys
+from collections.abc import Callable
+from typing import Any
 
 PRELOAD = ["flows._preload"]
 
@@ -42,3 +48,31 @@ def start_forkserver() -> bool:
 def ready() -> bool:
     """A no-op task: submitting one per worker forks the workers before the first batch is ready."""
     return True
+
+
+def die_with_parent() -> None:
+    """Have the kernel send this process SIGTERM when its parent dies, even by SIGKILL (Linux).
+
+    The flow's process, killed with ``kill -9``, runs no ``finally``: without this its forkserver,
+    the workers forked from it and the loopback Prefect server it started would run on. The signal
+    fires when the parent *thread* that forked this process ends; all of them are forked from a
+    main thread (the CLI's, or the forkserver's only thread).
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def orphaned() -> bool:
+    """Whether the parent died before ``die_with_parent`` took effect (adopted by init)."""
+    return sys.platform.startswith("linux") and os.getppid() == 1
+
+
+def init_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    """A process-pool worker's initializer: end with the forkserver, then Prefect's own set-up."""
+    die_with_parent()
+    if orphaned():
+        os._exit(1)
+    if initializer is not None:
+        initializer(*initargs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -191,6 +192,77 @@ def test_killed_run_leaves_no_partial_snapshot(prefect_server, tmp_path):
     reference = chunk_ids(version_path / "0001")
     assert run_cli("run", str(write_config(tmp_path, source, tmp_path / "out2"))) == 0
     assert chunk_ids(tmp_path / "out2" / "kb" / "v1" / "0001") == reference  # deterministic ids
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process whose chain of parents leads to ``pid`` (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signals are Linux's")
+def test_a_killed_process_run_leaves_no_process_behind(tmp_path):
+    """SIGKILL a process-runner run mid-batch: its Prefect server, forkserver and workers all end."""
+    source = tmp_path / "src"
+    for copy in range(30):
+        shutil.copytree(SAMPLE, source / f"copy{copy:02d}")
+    config = write_config(tmp_path, source, tmp_path / "out")
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-own")}
+    env.pop("PREFECT_API_URL", None)  # the run starts its own server
+    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "run", str(config), "--task-runner", "process",
+                                "--workers", "2"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    started: set[int] = set()
+    try:
+        deadline = time.monotonic() + 180
+        # Wait until the server (a child), the forkserver (a child) and a worker (its child) all run.
+        while time.monotonic() < deadline and process.poll() is None:
+            started = _descendants(process.pid)
+            server = any("server" in _cmdline(p) and "start" in _cmdline(p) for p in started)
+            workers = [p for p in started if "forkserver" in _cmdline(p)]
+            if server and len(workers) >= 2:
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, "the run ended before its workers started; use a larger corpus"
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(p) for p in started):
+            time.sleep(0.1)
+        survivors = {p: _cmdline(p)[:120] for p in started if _alive(p)}
+        assert not survivors, f"still running after the run was killed: {survivors}"
+    finally:
+        for pid in started | _descendants(process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def test_manifest_says_why_a_chunk_is_over_budget(prefect_server, tmp_path):
