@@ -143,10 +143,12 @@ class TiktokenTokenizer:
         byte_starts = np.cumsum(lengths) - lengths
         if text.isascii():
             return byte_starts
+        # A token's character offset is its byte offset less the continuation bytes up to it (one
+        # that starts inside a character starts at that character). Continuation bytes are few in
+        # most text: look them up rather than count over every byte.
         raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-        is_lead = (raw & 0xC0) != 0x80
-        char_of_byte = np.cumsum(is_lead) - 1
-        return char_of_byte[byte_starts]
+        continuation = np.flatnonzero((raw & 0xC0) == 0x80)
+        return byte_starts - np.searchsorted(continuation, byte_starts, side="right")
 
 
 class HuggingFaceTokenizer:
