@@ -44,16 +44,24 @@ def healthy(api_url: str, timeout: float = 2.0) -> bool:
 
 @contextlib.contextmanager
 def prefect_server(home: Path | None = None, startup_timeout: float = 90.0) -> Iterator[str]:
-    """Yield a Prefect API URL: ``PREFECT_API_URL`` if set, else a loopback server started here.
+    """Yield a Prefect API URL: the configured one, else a loopback server started here.
 
+    Configured means ``PREFECT_API_URL`` in the environment, in the active Prefect profile
+    (``prefect config set PREFECT_API_URL=...``) or in Prefect's current settings (a test harness).
     While inside, ``PREFECT_API_URL`` is set in this process's environment (worker processes
     inherit it). On exit the started server gets SIGTERM, then SIGKILL if it lingers.
     """
-    existing = os.environ.get("PREFECT_API_URL")
+    existing = os.environ.get("PREFECT_API_URL") or _configured_api_url()
     if existing:
         if not healthy(existing, timeout=10):
             raise ServerError(f"PREFECT_API_URL={existing} does not answer; start the server or unset it")
-        yield existing
+        previous = os.environ.get("PREFECT_API_URL")
+        os.environ["PREFECT_API_URL"] = existing
+        try:
+            yield existing
+        finally:
+            if previous is None:
+                os.environ.pop("PREFECT_API_URL", None)
         return
     home = home or Path(os.environ.get("PREFECT_HOME", Path.cwd() / ".prefect"))
     home.mkdir(parents=True, exist_ok=True)
@@ -114,6 +122,13 @@ def _dies_with_us(command: list[str]) -> list[str]:
     if not sys.platform.startswith("linux"):
         return command  # elsewhere a killed run leaves the server to be stopped by hand
     return [sys.executable, "-c", _LAUNCHER, *command]
+
+
+def _configured_api_url() -> str:
+    """The API URL of Prefect's settings: profile, ``.env`` or a surrounding settings context."""
+    from prefect.settings import get_current_settings  # Prefect's import, which the flow needs anyway
+
+    return str(get_current_settings().api.url or "")
 
 
 def _drain_prefect_services() -> None:
