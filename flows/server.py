@@ -51,58 +51,81 @@ def prefect_server(home: Path | None = None, startup_timeout: float = 90.0) -> I
     While inside, ``PREFECT_API_URL`` is set in this process's environment (worker processes
     inherit it). On exit the started server gets SIGTERM, then SIGKILL if it lingers.
     """
-    existing = os.environ.get("PREFECT_API_URL") or _configured_api_url()
-    if existing:
-        if not healthy(existing, timeout=10):
-            raise ServerError(f"PREFECT_API_URL={existing} does not answer; start the server or unset it")
-        previous = os.environ.get("PREFECT_API_URL")
-        os.environ["PREFECT_API_URL"] = existing
-        try:
-            yield existing
-        finally:
-            if previous is None:
-                os.environ.pop("PREFECT_API_URL", None)
-        return
-    home = home or Path(os.environ.get("PREFECT_HOME", Path.cwd() / ".prefect"))
-    home.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/api"
-    log_path = home / "server.log"
-    prefect_cli = Path(sys.executable).with_name("prefect")
-    command = _dies_with_us([str(prefect_cli), "server", "start", "--host", "127.0.0.1", "--port", str(port)])
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "DO_NOT_TRACK": "1", "PREFECT_UI_ENABLED": "false"}
-    env.pop("PREFECT_API_URL", None)
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + startup_timeout
-        while not healthy(url, timeout=1):
-            if process.poll() is not None:
-                raise ServerError(f"prefect server exited with code {process.returncode}; see {log_path}")
-            if time.monotonic() > deadline:
-                raise ServerError(f"prefect server did not become healthy in {startup_timeout:.0f} s; see {log_path}")
-            time.sleep(0.25)
-        previous = os.environ.get("PREFECT_API_URL")
-        os.environ["PREFECT_API_URL"] = url
-        try:
-            if "prefect" in sys.modules:
-                # Prefect read its settings at import; tell the running process as well.
-                from prefect.settings import PREFECT_API_URL, temporary_settings
+    with pending_server(home, startup_timeout) as server:
+        yield server.ready()
 
-                with temporary_settings({PREFECT_API_URL: url}):
-                    yield url
-            else:
-                yield url
-        finally:
-            if previous is None:
-                os.environ.pop("PREFECT_API_URL", None)
-            else:
-                os.environ["PREFECT_API_URL"] = previous
+
+class PendingServer:
+    """A server being started: ``url`` is known at once, ``ready()`` waits until it answers."""
+
+    def __init__(self, url: str, process: subprocess.Popen | None, log_path: Path | None, timeout: float):
+        self.url = url
+        self._process = process
+        self._log_path = log_path
+        self._timeout = timeout
+        self._ready = False
+
+    def ready(self) -> str:
+        if self._ready:
+            return self.url
+        process = self._process
+        if process is None:  # the configured server
+            if not healthy(self.url, timeout=10):
+                raise ServerError(f"PREFECT_API_URL={self.url} does not answer; start the server or unset it")
+        else:
+            deadline = time.monotonic() + self._timeout
+            while not healthy(self.url, timeout=1):
+                if process.poll() is not None:
+                    raise ServerError(f"prefect server exited with code {process.returncode}; see {self._log_path}")
+                if time.monotonic() > deadline:
+                    raise ServerError(f"prefect server did not become healthy in {self._timeout:.0f} s; "
+                                      f"see {self._log_path}")
+                time.sleep(0.1)
+        self._ready = True
+        return self.url
+
+
+@contextlib.contextmanager
+def pending_server(home: Path | None = None, startup_timeout: float = 90.0) -> Iterator[PendingServer]:
+    """Like ``prefect_server``, without waiting for a started server to answer: the caller does
+    other work (loading the config, imports) while it starts, then calls ``ready()``."""
+    existing = os.environ.get("PREFECT_API_URL") or _configured_api_url()
+    process = log_path = None
+    if existing:
+        url = existing
+    else:
+        home = home or Path(os.environ.get("PREFECT_HOME", Path.cwd() / ".prefect"))
+        home.mkdir(parents=True, exist_ok=True)
+        port = _free_port()
+        url = f"http://127.0.0.1:{port}/api"
+        log_path = home / "server.log"
+        prefect_cli = Path(sys.executable).with_name("prefect")
+        command = _dies_with_us([str(prefect_cli), "server", "start", "--host", "127.0.0.1", "--port", str(port)])
+        env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+               "DO_NOT_TRACK": "1", "PREFECT_UI_ENABLED": "false"}
+        env.pop("PREFECT_API_URL", None)
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
+    previous = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = url
+    try:
+        if process is not None and "prefect" in sys.modules:
+            # Prefect read its settings at import; tell the running process as well.
+            from prefect.settings import PREFECT_API_URL, temporary_settings
+
+            with temporary_settings({PREFECT_API_URL: url}):
+                yield PendingServer(url, process, log_path, startup_timeout)
+        else:
+            yield PendingServer(url, process, log_path, startup_timeout)
     finally:
-        _drain_prefect_services()
-        _stop(process)
+        if previous is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = previous
+        if process is not None:
+            _drain_prefect_services()
+            _stop(process)
 
 
 # Run a command so that it gets SIGTERM when this process dies, even by SIGKILL, when no
@@ -126,9 +149,24 @@ def _dies_with_us(command: list[str]) -> list[str]:
 
 def _configured_api_url() -> str:
     """The API URL of Prefect's settings: profile, ``.env`` or a surrounding settings context."""
+    if "prefect" not in sys.modules and not _may_configure_prefect():
+        return ""  # nothing could name one: skip importing Prefect (0.8 s) before the server starts
     from prefect.settings import get_current_settings  # Prefect's import, which the flow needs anyway
 
     return str(get_current_settings().api.url or "")
+
+
+def _may_configure_prefect() -> bool:
+    """Whether a file Prefect reads its settings from exists (else only the environment counts)."""
+    home = Path(os.environ.get("PREFECT_HOME", "~/.prefect")).expanduser()
+    profiles = Path(os.environ.get("PREFECT_PROFILES_PATH", home / "profiles.toml")).expanduser()
+    cwd = Path.cwd()
+    if profiles.exists() or (cwd / ".env").exists() or (cwd / "prefect.toml").exists():
+        return True
+    try:
+        return "[tool.prefect" in (cwd / "pyproject.toml").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
 
 
 def _drain_prefect_services() -> None:

@@ -111,3 +111,54 @@ def test_schedule_command_serves_and_stops_its_own_server(tmp_path):
         process.wait(timeout=60)
     with pytest.raises(OSError):  # the server chunkyard started is gone with it
         urllib.request.urlopen(api + "/health", timeout=2)
+
+
+def test_a_server_named_in_the_prefect_profile_is_used_not_started(tmp_path):
+    """`prefect config set PREFECT_API_URL=...` (a profile) counts as configured, like the variable."""
+    import http.server
+    import threading
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200 if self.path == "/api/health" else 404)
+            self.end_headers()
+            self.wfile.write(b"true")
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/api"
+        home = tmp_path / "home"
+        home.mkdir()
+        (home / "profiles.toml").write_text(f'active = "mine"\n\n[profiles.mine]\nPREFECT_API_URL = "{url}"\n')
+        env = {**os.environ, "PREFECT_HOME": str(home)}
+        env.pop("PREFECT_API_URL", None)
+        probe = ("from flows.server import prefect_server\n"
+                 "with prefect_server() as url:\n"
+                 "    print(url)\n")
+        result = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.strip() == url
+        assert not (home / "server.log").exists(), "no server was started"
+    finally:
+        httpd.shutdown()
+
+
+def test_only_files_prefect_reads_settings_from_make_it_import_prefect_first(tmp_path, monkeypatch):
+    from flows.server import _may_configure_prefect
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PREFECT_PROFILES_PATH", raising=False)
+    assert not _may_configure_prefect()
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert not _may_configure_prefect()
+    (tmp_path / "pyproject.toml").write_text("[tool.prefect.api]\nurl = 'http://127.0.0.1:1/api'\n")
+    assert _may_configure_prefect()
+    (tmp_path / "pyproject.toml").unlink()
+    (tmp_path / ".env").write_text("PREFECT_API_URL=http://127.0.0.1:1/api\n")
+    assert _may_configure_prefect()
