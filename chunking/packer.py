@@ -137,6 +137,7 @@ class Packer:
         self.overlap = overlap
         self.min_size = min_size
         self._group_starts = [g.start for g in plan.groups]
+        self._level_top = max((level.score for level in plan.levels), default=-1)
         self._group_fits: dict[int, bool] = {}
         self._forced = {
             pos for pos, score in zip(plan.positions, plan.scores, strict=True) if score >= SCORE_FORCED
@@ -225,7 +226,7 @@ class Packer:
             if low > reach:
                 continue
             best, score = self._best(low, reach, last=True)
-            if low == fill_from and early_from < fill_from:
+            if low == fill_from and early_from < fill_from and score + 10 <= self._ceiling(early_from, fill_from - 1):
                 # A clearly stronger boundary a little earlier (a line end before word gaps) wins.
                 early, early_score = self._best(early_from, fill_from - 1, last=True)
                 if early is not None and early_score >= score + 10:
@@ -249,6 +250,13 @@ class Packer:
                 return pos if not self.text[plan.heading_ends[pos] : end].strip() else None
             k -= 1
         return None
+
+    def _ceiling(self, low: int, high: int) -> int:
+        """The highest score any boundary in [low, high] can have (a bound for ``_best``)."""
+        plan = self.plan
+        i = bisect.bisect_left(plan.positions, low)
+        j = bisect.bisect_right(plan.positions, high)
+        return max(self._level_top, max(plan.scores[i:j], default=-1))
 
     def _best_boundary(self, low: int, high: int, *, last: bool, floor: int = 0) -> int | None:
         """The best-scored boundary in [low, high]: the last one if ``last``, else the first."""
