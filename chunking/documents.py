@@ -14,6 +14,7 @@ import codecs
 import errno
 import hashlib
 import os
+import re
 import stat
 import time
 from collections.abc import Iterator
@@ -191,14 +192,27 @@ def document_from_bytes(raw: bytes, doc_id: str) -> Document | Skipped:
     fmt = detect_format(doc_id)
     if fmt in ("pdf", "docx"):
         return _extract_binary(raw, doc_id, fmt)
+    declared = None
     try:
         text = decode_text(raw)
     except ValueError as exc:
-        return Skipped(doc_id, str(exc))
+        # Legacy HTML says its encoding in a <meta> (or XML) declaration: decode with that, strictly.
+        declared = declared_html_charset(raw) if fmt == "html" and str(exc).startswith("not valid UTF-8") else None
+        if declared is None:
+            return Skipped(doc_id, str(exc) + (" and no charset is declared" if fmt == "html" else ""))
+        try:
+            text = raw.decode(declared)
+        except UnicodeDecodeError as decode_error:
+            return Skipped(doc_id, f"{exc}, and not valid {declared} (its declared charset) at byte "
+                                   f"{decode_error.start}")
+        if "\x00" in text:
+            return Skipped(doc_id, "binary file (NUL bytes)")
     sha = hashlib.sha256(raw).hexdigest()
     document = Document(doc_id=doc_id, path=doc_id, format=fmt, sha256=sha, n_bytes=len(raw), text=text)
     if fmt == "html":
         _extract_html(document)
+        if declared is not None:
+            document.metadata["source_encoding"] = declared
     if not document.text.strip():
         return Skipped(doc_id, "no text (empty or whitespace only after extraction)")
     return document
@@ -227,6 +241,32 @@ def decode_text(raw: bytes) -> str:
     if "\x00" in text:
         raise ValueError("binary file (NUL bytes)")
     return text
+
+
+# The HTML standard's prescan, simplified: a <meta charset> or <meta http-equiv="Content-Type"
+# content="...; charset=..."> in the first 1024 bytes, or an XML declaration's encoding (XHTML).
+_META_CHARSET = re.compile(rb"""<meta\b[^>]*?\bcharset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_XML_ENCODING = re.compile(rb"""^\s*<\?xml\b[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+# Codecs the standard replaces by a superset (Latin-1 and ASCII by windows-1252, GB2312 by GBK), and
+# ones it ignores in a <meta>.
+_SUPERSET = {"iso8859_1": "cp1252", "ascii": "cp1252", "gb2312": "gbk"}
+_IGNORED_IN_META = {"utf_16", "utf_16_le", "utf_16_be", "utf_8"}
+
+
+def declared_html_charset(raw: bytes) -> str | None:
+    """The Python codec of the charset an HTML file declares, or None (none, unknown, or UTF-8)."""
+    head = raw[:1024]
+    match = _XML_ENCODING.match(head) or _META_CHARSET.search(head)
+    if match is None:
+        return None
+    label = match.group(1).decode("ascii", "replace").strip().lower()
+    try:
+        name = codecs.lookup(label).name.replace("-", "_")
+    except LookupError:
+        return None
+    if name in _IGNORED_IN_META:
+        return None  # it did not decode as UTF-8 already; UTF-16 would have had a BOM
+    return _SUPERSET.get(name, name)
 
 
 def _extract_html(document: Document) -> None:

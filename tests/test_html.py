@@ -428,3 +428,59 @@ def test_httpd_manual_structure_is_found() -> None:
     assert {"section", "table", "code", "list"} <= kinds
     code = [g for g in structure.groups if g.kind == "code"]
     assert all(g.label == "config" for g in code)  # from class="prettyprint lang-config"
+
+
+# -- legacy encodings: the charset an HTML file declares -----------------------------------------
+
+
+def _legacy_page(meta: str, title: str, body: str, encoding: str) -> bytes:
+    return (f"<html><head>{meta}<title>{title}</title></head><body><h1>{title}</h1>"
+            f"<p>{body}</p></body></html>").encode(encoding)
+
+
+@pytest.mark.parametrize(("meta", "title", "body", "encoding", "codec"), [
+    # Latin-1 is decoded as windows-1252, as browsers do: 0x80 is the euro sign.
+    ('<meta charset="iso-8859-1">', "Menü", "Crème brûlée, 5 €.", "cp1252", "cp1252"),
+    ('<meta http-equiv="Content-Type" content="text/html; charset=windows-1251">', "Меню", "Привет, мир.",
+     "cp1251", "cp1251"),
+    ("<meta charset=shift_jis>", "メニュー", "日本語の文書です。", "shift_jis", "shift_jis"),
+])
+def test_html_in_its_declared_charset_is_decoded(meta: str, title: str, body: str, encoding: str,
+                                                 codec: str) -> None:
+    from chunking.documents import document_from_bytes
+
+    document = document_from_bytes(_legacy_page(meta, title, body, encoding), "page.html")
+    assert not hasattr(document, "reason"), document
+    assert document.title == title
+    assert f"# {title}" in document.text and body in document.text
+    assert document.metadata["source_encoding"] == codec
+    chunks = chunk_document(document.text, {"strategy": "html", "unit": "chars", "max_size": 40})
+    assert chunks and all(document.text[c.start : c.end] == c.text for c in chunks)
+
+
+def test_an_xml_declaration_names_the_charset_of_xhtml() -> None:
+    from chunking.documents import document_from_bytes
+
+    raw = '<?xml version="1.0" encoding="ISO-8859-15"?>\n<html><body><p>Coût: 5 €</p></body></html>'
+    document = document_from_bytes(raw.encode("iso8859-15"), "page.xhtml")
+    assert "Coût: 5 €" in document.text
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    ("<p>café</p>".encode("cp1252"), "not valid UTF-8 at byte 6 and no charset is declared"),
+    ('<meta charset="bogus-8"><p>café</p>'.encode("cp1252"), "not valid UTF-8 at byte 30 and no charset is declared"),
+    ('<meta charset="windows-1252"><p>x\x81</p>'.encode("latin-1"),
+     "not valid UTF-8 at byte 33, and not valid cp1252 (its declared charset) at byte 33"),
+])
+def test_undecodable_html_is_skipped_with_the_reason(raw: bytes, reason: str) -> None:
+    from chunking.documents import Skipped, document_from_bytes
+
+    assert document_from_bytes(raw, "page.html") == Skipped("page.html", reason)
+
+
+def test_a_declared_charset_never_overrides_valid_utf8_and_markdown_is_never_guessed() -> None:
+    from chunking.documents import Skipped, document_from_bytes
+
+    utf8 = '<meta charset="iso-8859-1"><p>café</p>'.encode()
+    assert "café" in document_from_bytes(utf8, "page.html").text
+    assert document_from_bytes("café".encode("cp1252"), "notes.md") == Skipped("notes.md", "not valid UTF-8 at byte 3")
