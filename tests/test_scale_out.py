@@ -152,3 +152,29 @@ def test_process_runner_into_s3_matches_the_thread_runner(server_env, corpus, tm
         assert remote == reference
     finally:
         s3.stop()
+
+
+def test_workers_share_prefects_verified_ssl_contexts_only(monkeypatch):
+    """A worker's Prefect clients reuse one verified SSL context; unverified ones stay their own."""
+    import ssl
+
+    import certifi
+    from prefect.client import orchestration
+
+    from flows.workers import share_prefect_ssl_contexts
+
+    monkeypatch.setattr(orchestration, "ssl", ssl)  # restored after the test
+    share_prefect_ssl_contexts()
+    shared = orchestration.ssl
+    assert shared is not ssl and shared.SSLContext is ssl.SSLContext and shared.CERT_NONE == ssl.CERT_NONE
+    first = shared.create_default_context(cafile=certifi.where())
+    assert shared.create_default_context(cafile=certifi.where()) is first
+    assert first.verify_mode == ssl.CERT_REQUIRED and first.check_hostname
+    insecure = shared.create_default_context()
+    assert insecure is not shared.create_default_context() and insecure is not first
+    assert ssl.create_default_context(cafile=certifi.where()) is not first  # the stdlib is untouched
+    share_prefect_ssl_contexts()  # a second call changes nothing
+    assert orchestration.ssl is shared
+    contexts = [orchestration.SyncPrefectClient("http://127.0.0.1:9/api")._client._transport._pool._ssl_context
+                for _ in range(2)]
+    assert contexts[0] is contexts[1]  # what the clients of two tasks use
