@@ -178,3 +178,31 @@ def test_workers_share_prefects_verified_ssl_contexts_only(monkeypatch):
     contexts = [orchestration.SyncPrefectClient("http://127.0.0.1:9/api")._client._transport._pool._ssl_context
                 for _ in range(2)]
     assert contexts[0] is contexts[1]  # what the clients of two tasks use
+
+
+def test_workers_build_prefect_settings_once_for_identical_tasks(monkeypatch):
+    """The settings every task carries are built into a model once per worker, and again on change."""
+    import prefect.context as context_module
+    from prefect.context import serialize_context
+    from prefect.settings import get_current_settings
+
+    from flows.workers import reuse_prefect_settings
+
+    monkeypatch.setattr(context_module, "SettingsContext", context_module.SettingsContext)  # restored after
+    original = context_module.SettingsContext
+    serialized = serialize_context()["settings_context"]
+    reference = original(**serialized).settings
+    reuse_prefect_settings()
+    patched = context_module.SettingsContext
+    assert patched is not original and issubclass(patched, original)
+    first, second = patched(**serialized), patched(**serialized)
+    assert first.settings is second.settings and first.settings == reference
+    with second:
+        assert get_current_settings() is second.settings
+    changed = {**serialized, "settings": {**serialized["settings"], "logging": {"level": "ERROR"}}}
+    assert patched(**changed).settings is not first.settings
+    assert patched(**changed).settings.logging.level == "ERROR"
+    monkeypatch.setenv("CHUNKYARD_TEST_ENV_CHANGED", "1")  # a different environment: built again
+    assert patched(**serialized).settings is not first.settings
+    reuse_prefect_settings()  # a second call changes nothing
+    assert context_module.SettingsContext is patched
