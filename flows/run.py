@@ -221,7 +221,9 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
         yield ThreadPoolTaskRunner(max_workers=max(1, workers))
         return
     from flows.server import prefect_server
+    from flows.workers import cache_settings_serialization
 
+    cache_settings_serialization()  # every submit to another process sends the settings
     with prefect_server():
         if name == "process":
             from flows.workers import forkserver_available, start_forkserver

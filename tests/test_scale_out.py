@@ -206,3 +206,21 @@ def test_workers_build_prefect_settings_once_for_identical_tasks(monkeypatch):
     assert patched(**serialized).settings is not first.settings
     reuse_prefect_settings()  # a second call changes nothing
     assert context_module.SettingsContext is patched
+
+
+def test_the_flow_serialises_prefects_settings_once_per_settings_object(monkeypatch):
+    import prefect.context as context_module
+    from prefect.context import serialize_context
+    from prefect.settings import PREFECT_LOGGING_LEVEL, temporary_settings
+
+    from flows.workers import cache_settings_serialization
+
+    monkeypatch.setattr(context_module.SettingsContext, "serialize", context_module.SettingsContext.serialize)
+    plain = serialize_context()["settings_context"]
+    cache_settings_serialization()
+    first = serialize_context()["settings_context"]
+    assert first == plain and serialize_context()["settings_context"] is first
+    with temporary_settings({PREFECT_LOGGING_LEVEL: "ERROR"}):
+        changed = serialize_context()["settings_context"]
+        assert changed is not first and changed["settings"]["logging"]["level"] == "ERROR"
+    assert serialize_context()["settings_context"] == plain
