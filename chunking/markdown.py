@@ -79,6 +79,18 @@ class Structure:
 # ("s" and "ſ" for "Step 1:"; any digit, as \d is Unicode); a line starting with anything else is
 # paragraph text, and the scanner skips the patterns for it.
 _MAY_START_BLOCK = frozenset("#`~=-*+_|\rsSſ") | {""}
+# The same, per pattern: a line whose first character (after spaces and tabs) is not in a pattern's
+# set cannot match it, so the regex is not run (necessary conditions only; the regex decides).
+_ATX_FIRST = frozenset("#")
+_FENCE_FIRST = frozenset("`~")
+_HR_FIRST = frozenset("*-_")
+_SETEXT_FIRST = frozenset("=-")
+_ITEM_FIRST = frozenset("-*+sSſ")  # and digits: \d is Unicode, and str.isdigit() covers it
+
+
+def _may_be_rule(line: str, marker: str) -> bool:
+    """Whether a list item line starting with ``marker`` is a thematic break ("- - -") instead."""
+    return line.count(marker) >= 3 and _HR.match(line) is not None
 
 
 def _is_blank(line: str) -> bool:
@@ -131,7 +143,8 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             start = fm_end
     starts, texts = _lines(text, start, end)
     # Lines no block pattern can match (most lines of prose): the loops below skip the regexes.
-    plain_lines = [(first := t.lstrip(" \t")[:1]) not in _MAY_START_BLOCK and not first.isdigit() for t in texts]
+    firsts = [t.lstrip(" \t")[:1] for t in texts]
+    plain_lines = [first not in _MAY_START_BLOCK and not first.isdigit() for first in firsts]
     boundaries: dict[int, int] = {}
 
     def mark(pos: int, score: int) -> None:
@@ -175,8 +188,9 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         if not plain and _is_blank(line_text):
             i += 1
             continue
-        fence = None if plain else _FENCE.match(line_text)
-        atx = None if plain else _ATX.match(line_text)
+        first = firsts[i]
+        fence = None if plain or first not in _FENCE_FIRST else _FENCE.match(line_text)
+        atx = None if plain or first not in _ATX_FIRST else _ATX.match(line_text)
         if atx and not fence:
             add_heading(i, i, len(atx.group(1)), atx.group(2) or "")
             heading_lines.add(i)
@@ -219,8 +233,8 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             last_block_end_line, prev_para = j - 1, None
             i = j
             continue
-        item = None if plain else _LIST_ITEM.match(line_text)
-        if item and not (item.group(2) and _HR.match(line_text)):
+        item = None if plain or not (first in _ITEM_FIRST or first.isdigit()) else _LIST_ITEM.match(line_text)
+        if item and not (item.group(2) and _may_be_rule(line_text, item.group(2))):
             anchor = lead_in_start(line_start)
             base_indent = len(item.group(1).expandtabs(4))
             ordered = item.group(2) is None
@@ -232,15 +246,18 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
                     j += 1
                     continue
                 candidate_plain = plain_lines[j]
-                sub = None if candidate_plain else _LIST_ITEM.match(candidate_text)
+                candidate_first = firsts[j]
+                sub = None if candidate_plain or not (candidate_first in _ITEM_FIRST or candidate_first.isdigit()) \
+                    else _LIST_ITEM.match(candidate_text)
                 indent = len(candidate_text) - len(candidate_text.lstrip(" \t"))
-                if sub and not (sub.group(2) and _HR.match(candidate_text)):
+                if sub and not (sub.group(2) and _may_be_rule(candidate_text, sub.group(2))):
                     sub_indent = len(sub.group(1).expandtabs(4))
                     if sub_indent < base_indent:
                         break
                     mark(starts[j], LIST_ITEM_TOP if sub_indent <= base_indent + 1 else LIST_ITEM_NESTED)
                 elif indent > base_indent or (j == last + 1 and (candidate_plain or (
-                        not _ATX.match(candidate_text) and not _FENCE.match(candidate_text)))):
+                        not (candidate_first in _ATX_FIRST and _ATX.match(candidate_text))
+                        and not (candidate_first in _FENCE_FIRST and _FENCE.match(candidate_text))))):
                     # Continuation: indented, or a lazy line right after the item's text.
                     blank_before = _is_blank(texts[j - 1])
                     mark(starts[j], CODE_LINE if blank_before else LIST_CONTINUATION)
@@ -255,7 +272,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             last_block_end_line, prev_para = last, None
             i = last + 1
             continue
-        if not plain and _HR.match(line_text):
+        if not plain and first in _HR_FIRST and _HR.match(line_text):
             mark_block(line_start)
             last_block_end_line, prev_para = i, None
             i += 1
@@ -270,13 +287,18 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             following = texts[j]
             if _is_blank(following):
                 break
-            setext = _SETEXT.match(following)
+            lead = firsts[j]
+            setext = _SETEXT.match(following) if lead in _SETEXT_FIRST else None
             if setext and j == i + 1 and not _LIST_ITEM.match(line_text):
                 setext_level = 1 if setext.group(1)[0] == "=" else 2
                 break
-            if (_ATX.match(following) or _FENCE.match(following) or _HR.match(following)
-                    or (_LIST_ITEM.match(following) and not _LIST_ITEM.match(following).group(1))):
+            if ((lead in _ATX_FIRST and _ATX.match(following)) or (lead in _FENCE_FIRST and _FENCE.match(following))
+                    or (lead in _HR_FIRST and _HR.match(following))):
                 break
+            if lead in _ITEM_FIRST or lead.isdigit():
+                following_item = _LIST_ITEM.match(following)
+                if following_item and not following_item.group(1):
+                    break
             j += 1
         if setext_level:
             add_heading(i, i + 1, setext_level, line_text)
