@@ -34,3 +34,12 @@ def test_hostile_documents_are_the_promised_sizes() -> None:
     assert len(docs["10 MB without a newline"]) == 10_000_000 and "\n" not in docs["10 MB without a newline"]
     assert docs["100,000 one-line paragraphs"].count("\n\n") == 99_999
     assert 0.9e6 < len(docs["1 MB table"]) < 1.1e6
+
+
+def test_phases_add_up_to_split_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    phases = pytest.importorskip("phases")
+    (tmp_path / "a.md").write_text("# Title\n\n" + "Words in a sentence. " * 400 + "\n")
+    assert phases.main([str(tmp_path), "--unit", "chars", "--max-size", "200", "--overlap", "0", "--repeats", "1"]) == 0
+    table = capsys.readouterr().out
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
+    assert {"layout", "meter", "pack", "findings", "split_document"} <= set(rows)
