@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
-from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
+from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from chunking.config import Config, load_config_text
@@ -170,8 +170,8 @@ class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
     """Prefect's process pool with workers forked from the preloaded forkserver (``flows.workers``).
 
     Only the process that created the runner does this: Prefect also enters a duplicate of the
-    flow's task runner inside each worker (to hydrate the flow context), and there it must stay the
-    inert spawn pool it would otherwise be, or each worker would start a forkserver of its own.
+    flow's task runner inside each worker (to hydrate the flow context) for every task, and there it
+    stays inert, or each worker would start a forkserver (and a queue, a thread, pools) of its own.
     """
 
     def __init__(self, max_workers: int | None = None, owner_pid: int | None = None):
@@ -182,9 +182,13 @@ class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
         return type(self)(max_workers=self._max_workers, owner_pid=self._owner_pid)
 
     def __enter__(self) -> ForkserverProcessPoolTaskRunner:
-        super().__enter__()
         if os.getpid() != self._owner_pid:
+            # Inside a worker: entered only to rebuild the flow's context for a task, which never
+            # submits through it, so none of the parent's queue, thread and pools (Prefect's own
+            # ``__enter__``) is made for every task.
+            TaskRunner.__enter__(self)
             return self
+        super().__enter__()
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
