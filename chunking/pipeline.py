@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from chunking.api import chunk_id, split_document
 from chunking.config import ALGORITHM_VERSION, Config
@@ -474,21 +476,38 @@ class RunStats:
         for doc_id, strategy in zip(documents.column("doc_id").to_pylist(),
                                     documents.column("strategy").to_pylist(), strict=True):
             self.doc_counts[self._key(doc_id, strategy)] += 1
+        if not chunks.num_rows:
+            return
+        # Chunks come in runs of one document: one key per run, and only the (few) chunks with
+        # findings are visited one by one. This runs in the flow process for every batch.
         strategies = chunks.column("strategy").to_pylist()
         sizes = chunks.column("size").to_pylist()
-        findings = chunks.column("findings").to_pylist()
         doc_ids = chunks.column("doc_id").to_pylist()
-        for row, (strategy, size, codes) in enumerate(zip(strategies, sizes, findings, strict=True)):
-            key = self._key(doc_ids[row], strategy)
-            self.sizes.setdefault(key, []).append(size)
-            self.chunk_counts[key] += 1
-            counter = self.findings.setdefault(key, Counter())
-            counter.update(set(codes))
-            if "over_budget" in codes:
-                doc_id = chunks.column("doc_id")[row].as_py()
-                index = chunks.column("chunk_index")[row].as_py()
+        row_keys: list[tuple[str, str]] = []
+        start = 0
+        for (doc_id, strategy), run in itertools.groupby(zip(doc_ids, strategies, strict=True)):
+            length = sum(1 for _ in run)
+            key = self._key(doc_id, strategy)
+            self.sizes.setdefault(key, []).extend(sizes[start : start + length])
+            self.chunk_counts[key] += length
+            self.findings.setdefault(key, Counter())
+            row_keys.extend([key] * length)
+            start += length
+        findings = chunks.column("findings").combine_chunks()
+        codes = pc.list_flatten(findings).to_pylist()
+        if not codes:
+            return
+        rows = pc.list_parent_indices(findings).to_pylist()
+        seen_in_row: set[tuple[int, str]] = set()
+        for row, code in zip(rows, codes, strict=True):
+            if (row, code) in seen_in_row:
+                continue  # a code counts once per chunk
+            seen_in_row.add((row, code))
+            self.findings[row_keys[row]][code] += 1
+            if code == "over_budget":
+                doc_id, index = doc_ids[row], chunks.column("chunk_index")[row].as_py()
                 self.over_budget.append({
-                    "doc_id": doc_id, "chunk_index": index, "size": size, "unit": chunks.column("unit")[row].as_py(),
+                    "doc_id": doc_id, "chunk_index": index, "size": sizes[row], "unit": chunks.column("unit")[row].as_py(),
                     "reason": (reasons or {}).get((doc_id, index),
                                                   "a unit that cannot be split is larger than the budget"),
                 })
