@@ -197,7 +197,7 @@ def document_from_bytes(raw: bytes, doc_id: str) -> Document | Skipped:
         text = decode_text(raw)
     except ValueError as exc:
         # Legacy HTML says its encoding in a <meta> (or XML) declaration: decode with that, strictly.
-        declared = declared_html_charset(raw) if fmt == "html" and str(exc).startswith("not valid UTF-8") else None
+        declared = declared_html_charset(raw) if fmt == "html" and isinstance(exc, NotUtf8) else None
         if declared is None:
             return Skipped(doc_id, str(exc) + (" and no charset is declared" if fmt == "html" else ""))
         try:
@@ -216,6 +216,10 @@ def document_from_bytes(raw: bytes, doc_id: str) -> Document | Skipped:
     if not document.text.strip():
         return Skipped(doc_id, "no text (empty or whitespace only after extraction)")
     return document
+
+
+class NotUtf8(ValueError):
+    """No BOM, no NUL byte, and not valid UTF-8 (an HTML page may declare what it is instead)."""
 
 
 def decode_text(raw: bytes) -> str:
@@ -237,7 +241,7 @@ def decode_text(raw: bytes) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"not valid UTF-8 at byte {exc.start}") from None
+        raise NotUtf8(f"not valid UTF-8 at byte {exc.start}") from None
     if "\x00" in text:
         raise ValueError("binary file (NUL bytes)")
     return text

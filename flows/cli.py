@@ -275,10 +275,6 @@ class _Server:
 _SERVER = _Server()
 
 
-def _ensure_server() -> None:
-    _SERVER.ensure()
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from flows.settings import configure_prefect
 
@@ -301,7 +297,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             start_forkserver()
         from flows import run as run_module
 
-        _ensure_server()
+        _SERVER.ensure()
 
         if not args.debug:
             _one_line_prefect_errors()
@@ -602,7 +598,7 @@ def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config
     """Run the chunking flow for one config (as ``chunkyard run`` does) and return its snapshot."""
     from chunking.errors import ChunkyardError
 
-    _ensure_server()
+    _SERVER.ensure()
     from flows import run as run_module
 
     with _Progress() as progress:
@@ -619,7 +615,7 @@ def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config
 def cmd_reprocess(args: argparse.Namespace) -> int:
     """Apply review decisions: flagged documents rechunked under their constraints, the rest carried over."""
     config = _load(args.config)
-    _ensure_server()
+    _SERVER.ensure()
     started = time.perf_counter()
     from flows.reprocess import reprocess
 
