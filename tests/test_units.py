@@ -137,6 +137,62 @@ def test_cl100k_loads_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert tokenizer.encoding.encode_ordinary("hello world") == cl100k_encoding().encode_ordinary("hello world")
 
 
+def test_cl100k_uses_the_fast_encoder() -> None:
+    """bpe-openai is a dependency: a broken install would silently halve token speed."""
+    assert get_tokenizer("cl100k_base").backend.startswith("bpe-openai ")
+
+
+pieces = st.lists(st.sampled_from(["'s", "'LL", "don't", " ", "  ", "   ", "\t", "\n", "\r\n", "\n\n  ", "\u00a0",
+                                   "\u3000", "123", "4567", "½", "٣", "x", "Word", "é", "e\u0301", "中文", "😀", "👍🏽",
+                                   "<|endoftext|>", ".", "!?", "==>", "_", "\u200b", "\ufeff", "ﬁ"]),
+                  max_size=60).map("".join)
+
+
+@FAST
+@given(st.one_of(texts, pieces))
+def test_fast_encoder_equals_tiktoken(text: str) -> None:
+    tokenizer = get_tokenizer("cl100k_base")
+    expected = cl100k_encoding().encode_ordinary(text)
+    assert tokenizer.count(text) == len(expected)
+    assert tokenizer._encode(text) == expected
+
+
+def test_fast_encoder_equals_tiktoken_on_the_corpora(corpora_dir: Path) -> None:
+    """Every fifth file of every corpus (Markdown, HTML, code, text; several languages)."""
+    tokenizer = get_tokenizer("cl100k_base")
+    files = sorted(p for p in corpora_dir.rglob("*") if p.is_file() and p.stat().st_size < 2_000_000)[::5]
+    assert len(files) > 200
+    for path in files:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        assert tokenizer._encode(text) == cl100k_encoding().encode_ordinary(text), path
+
+
+def test_lone_surrogates_count_as_tiktoken_does() -> None:
+    tokenizer = get_tokenizer("cl100k_base")
+    assert tokenizer.count("a\ud800b") == len(cl100k_encoding().encode_ordinary("a\ud800b")) == 3
+
+
+def test_a_fast_encoder_that_disagrees_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chunking import units
+
+    class Wrong:
+        def encode(self, text: str) -> list[int]:
+            return [0]
+
+        def count(self, text: str) -> int:
+            return 1
+
+    class Bindings:
+        @staticmethod
+        def tokenizer_for_encoding(name: str) -> Wrong:
+            return Wrong()
+
+    monkeypatch.setattr(units, "_bpe_openai_bindings", lambda: Bindings())
+    tokenizer = TiktokenTokenizer("cl100k_base")
+    assert tokenizer.backend.startswith("tiktoken ")
+    assert tokenizer.count("hello world") == 2
+
+
 @pytest.mark.parametrize("name", ["gpt2", "o200k_base", "bert-base-uncased", "cl100k"])
 def test_unknown_tokenizer_names(name: str) -> None:
     with pytest.raises(TokenizerError, match=f"unknown tokenizer '{name}'"):
