@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 from dataclasses import dataclass, field
 
-import regex
 import yaml
 
 from chunking.packer import Group
 
-_ATX = regex.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*\r?$")
-_SETEXT = regex.compile(r" {0,3}(=+|-+)[ \t]*\r?$")
-_FENCE = regex.compile(r"( {0,3})(`{3,}|~{3,})[ \t]*([^`\s]*)[^`]*?\r?$")
-_TABLE_DELIM = regex.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*\r?$")
-_LIST_ITEM = regex.compile(r"([ \t]*)(?:([-*+])|(\d{1,9})[.)]|(?i:step)[ \t]+(\d{1,9})[:.)])(?:[ \t]+|\r?$)")
-_HR = regex.compile(r" {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})\r?$")
-_BLANK = regex.compile(r"[ \t]*\r?$")
+# Line patterns in the standard ``re``: the same matches as ``regex`` here (no Unicode properties),
+# at half the cost per call, and a line scanner calls them once or twice per line.
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*\r?$")
+_SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*\r?$")
+_FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})[ \t]*([^`\s]*)[^`]*?\r?$")
+_TABLE_DELIM = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*\r?$")
+_LIST_ITEM = re.compile(r"([ \t]*)(?:([-*+])|(\d{1,9})[.)]|(?i:step)[ \t]+(\d{1,9})[:.)])(?:[ \t]+|\r?$)")
+_HR = re.compile(r" {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})\r?$")
+_BLANK = re.compile(r"[ \t]*\r?$")
 
 # Boundary scores (see chunking.packer for the scale).
 HEADING_BASE = 97  # h1 = 96 ... h6 = 91: all forced
