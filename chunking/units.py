@@ -355,16 +355,16 @@ class TokenMeter:
 
     def estimate(self, start: int, end: int) -> int:
         """Tokens of the whole-document encoding that start in the span: cheap, close to ``size``."""
-        return int(np.searchsorted(self.starts, end, side="left") - np.searchsorted(self.starts, start, side="left"))
+        return int(self.starts.searchsorted(end) - self.starts.searchsorted(start))
 
     def advance(self, start: int, budget: int) -> int:
-        first = int(np.searchsorted(self.starts, start, side="right")) - 1  # token holding start
+        first = int(self.starts.searchsorted(start, "right")) - 1  # token holding start
         first = max(first, 0)
         stop = first + budget
         return int(self.starts[stop]) if stop < len(self.starts) else self.n
 
     def back(self, end: int, budget: int) -> int:
-        last = int(np.searchsorted(self.starts, end, side="left"))  # tokens starting before end
+        last = int(self.starts.searchsorted(end))  # tokens starting before end
         first = last - budget
         if first <= 0:
             return 0
