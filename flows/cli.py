@@ -263,7 +263,7 @@ class _Server:
         configure_prefect(Path.cwd())
         if self._stack is None:
             stack = contextlib.ExitStack()
-            self._pending = stack.enter_context(pending_server())
+            self._pending = stack.enter_context(pending_server(batch=True))  # not for `schedule`
             self._stack = stack
 
     def ensure(self) -> None:

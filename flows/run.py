@@ -228,7 +228,7 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
     from flows.workers import cache_settings_serialization
 
     cache_settings_serialization()  # every submit to another process sends the settings
-    with prefect_server():
+    with prefect_server(batch=True):
         if name == "process":
             from flows.workers import forkserver_available, start_forkserver
 

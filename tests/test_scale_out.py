@@ -36,7 +36,7 @@ def server_env(tmp_path_factory):
     try:
         from flows.server import prefect_server
 
-        with prefect_server(home) as url:
+        with prefect_server(home, batch=True) as url:  # as `chunkyard run` starts its own
             yield {**env, "PREFECT_API_URL": url}
     finally:
         os.environ.clear()
@@ -89,6 +89,40 @@ def test_process_and_local_dask_match_the_thread_runner(server_env, corpus, tmp_
     assert chunk_ids(process) == reference
     dask = run(server_env, config_for(tmp_path / "d", corpus, "kb"), "--task-runner", "dask", "--workers", "2")
     assert chunk_ids(dask) == reference
+
+
+def api(env: dict[str, str], route: str, body: dict | None = None):
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(env["PREFECT_API_URL"] + route, method="GET" if body is None else "POST",
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+def test_a_batch_server_records_flow_and_task_runs_by_name(server_env, corpus, tmp_path):
+    """The server `chunkyard run` starts skips the scheduling services, and still records every run."""
+    services = api(server_env, "/admin/settings")["server"]["services"]
+    assert not services["scheduler"]["enabled"] and not services["late_runs"]["enabled"]
+    assert services["task_run_recorder"]["enabled"] and services["event_persister"]["enabled"]
+    run(server_env, config_for(tmp_path, corpus, "named-runs"), "--task-runner", "process", "--workers", "2")
+    flow_runs = api(server_env, "/flow_runs/filter", {"flow_runs": {"name": {"any_": ["chunk named-runs v1"]}}})
+    assert len(flow_runs) == 1 and flow_runs[0]["state_type"] == "COMPLETED"
+    names: list[str] = []
+    deadline = time.monotonic() + 30  # task runs are recorded from their events, a moment later
+    while time.monotonic() < deadline:
+        task_runs = api(server_env, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}})
+        names = sorted(t["name"] for t in task_runs if t["state_type"] == "COMPLETED")
+        if names and all(name.startswith("chunk batch ") for name in names):
+            total = names[0].rsplit("/", 1)[1]
+            if len(names) == int(total):
+                break
+        time.sleep(0.5)
+    assert names, "no completed task runs recorded"
+    total = int(names[0].rsplit("/", 1)[1])
+    assert names == sorted(f"chunk batch {i}/{total}" for i in range(1, total + 1))
 
 
 def test_dask_against_a_separately_started_cluster(server_env, corpus, tmp_path):
