@@ -94,6 +94,14 @@ _BATCH_SERVICES_OFF = {f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for na
     "CLEANUP_RECONCILER", "TRIGGERS")}
 
 
+def server_environment(home: Path, *, batch: bool = False) -> dict[str, str]:
+    """The environment of a server started here: this one's, with its own home, no telemetry, no UI."""
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "DO_NOT_TRACK": "1", "PREFECT_UI_ENABLED": "false", **(_BATCH_SERVICES_OFF if batch else {})}
+    env.pop("PREFECT_API_URL", None)
+    return env
+
+
 @contextlib.contextmanager
 def pending_server(home: Path | None = None, startup_timeout: float = 90.0, *,
                    batch: bool = False) -> Iterator[PendingServer]:
@@ -115,9 +123,7 @@ def pending_server(home: Path | None = None, startup_timeout: float = 90.0, *,
         log_path = home / "server.log"
         prefect_cli = Path(sys.executable).with_name("prefect")
         command = _dies_with_us([str(prefect_cli), "server", "start", "--host", "127.0.0.1", "--port", str(port)])
-        env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-               "DO_NOT_TRACK": "1", "PREFECT_UI_ENABLED": "false", **(_BATCH_SERVICES_OFF if batch else {})}
-        env.pop("PREFECT_API_URL", None)
+        env = server_environment(home, batch=batch)
         with open(log_path, "ab") as log:
             process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, start_new_session=True)

@@ -6,6 +6,7 @@ in subprocesses that inherit ``PREFECT_API_URL``. Only processes started here ar
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -92,7 +93,6 @@ def test_process_and_local_dask_match_the_thread_runner(server_env, corpus, tmp_
 
 
 def api(env: dict[str, str], route: str, body: dict | None = None):
-    import json
     import urllib.request
 
     request = urllib.request.Request(env["PREFECT_API_URL"] + route, method="GET" if body is None else "POST",
@@ -102,11 +102,36 @@ def api(env: dict[str, str], route: str, body: dict | None = None):
         return json.load(response)
 
 
-def test_a_batch_server_records_flow_and_task_runs_by_name(server_env, corpus, tmp_path):
-    """The server `chunkyard run` starts skips the scheduling services, and still records every run."""
-    services = api(server_env, "/admin/settings")["server"]["services"]
+def test_only_batch_servers_run_without_the_scheduling_services(tmp_path):
+    from flows.server import server_environment
+
+    batch, full = server_environment(tmp_path, batch=True), server_environment(tmp_path)
+    assert batch["PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED"] == "false"
+    assert "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED" not in batch  # task runs are recorded
+    assert not any(key.startswith("PREFECT_SERVER_SERVICES_") for key in full)  # `chunkyard schedule`'s
+
+
+def test_a_started_batch_server_has_its_services_off(tmp_path):
+    """A real server started the way `chunkyard run` starts one, asked for its settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"PREFECT_HOME": str(tmp_path)}
+    script = textwrap.dedent(f"""\
+        import json, urllib.request
+        from pathlib import Path
+        from flows.server import prefect_server
+        with prefect_server(Path({str(tmp_path)!r}), batch=True) as url:
+            with urllib.request.urlopen(url + "/admin/settings", timeout=30) as response:
+                print(json.dumps(json.load(response)["server"]["services"]))
+        """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    services = json.loads(result.stdout.strip().splitlines()[-1])
     assert not services["scheduler"]["enabled"] and not services["late_runs"]["enabled"]
     assert services["task_run_recorder"]["enabled"] and services["event_persister"]["enabled"]
+
+
+def test_flow_and_task_runs_are_recorded_by_name(server_env, corpus, tmp_path):
+    """What the Prefect UI lists for a process run: the flow run and every `chunk batch i/n`."""
     run(server_env, config_for(tmp_path, corpus, "named-runs"), "--task-runner", "process", "--workers", "2")
     flow_runs = api(server_env, "/flow_runs/filter", {"flow_runs": {"name": {"any_": ["chunk named-runs v1"]}}})
     assert len(flow_runs) == 1 and flow_runs[0]["state_type"] == "COMPLETED"
