@@ -283,3 +283,27 @@ def test_the_flow_serialises_prefects_settings_once_per_settings_object(monkeypa
         changed = serialize_context()["settings_context"]
         assert changed is not first and changed["settings"]["logging"]["level"] == "ERROR"
     assert serialize_context()["settings_context"] == plain
+
+
+@pytest.mark.parametrize("preset", [None, "3"])
+def test_workers_get_one_blas_thread_unless_the_user_chose(preset):
+    """Forked workers inherit OPENBLAS_NUM_THREADS=1 from the forkserver; the parent's environment is
+    left as it was, and a value the user set wins."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                                          "MKL_NUM_THREADS")}
+    if preset:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    script = textwrap.dedent("""\
+        import concurrent.futures, multiprocessing, os
+        from flows.workers import start_forkserver
+        assert start_forkserver()
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as pool:
+            worker = pool.submit(os.getenv, "OPENBLAS_NUM_THREADS").result()
+            omp = pool.submit(os.getenv, "OMP_NUM_THREADS").result()
+        print(worker, omp, os.environ.get("OPENBLAS_NUM_THREADS"))
+        """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    worker, omp, parent = result.stdout.split()
+    assert (worker, omp, parent) == ((preset, "1", preset) if preset else ("1", "1", "None"))
