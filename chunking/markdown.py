@@ -19,7 +19,11 @@ from chunking.packer import Group
 
 # Line patterns in the standard ``re``: the same matches as ``regex`` here (no Unicode properties),
 # at half the cost per call, and a line scanner calls them once or twice per line.
+# An ATX heading is ``_ATX`` below; any line its opening matches is one (the title part can always
+# match), and ``_atx_title`` finds the title the lazy group would, without the regex's backtracking
+# (checked against ``_ATX`` on millions of random lines; tests/test_markdown.py keeps a sample).
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*\r?$")
+_ATX_OPEN = re.compile(r" {0,3}(#{1,6})(?=[ \t]|\r?$)")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*\r?$")
 _FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})[ \t]*([^`\s]*)[^`]*?\r?$")
 _TABLE_DELIM = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*\r?$")
@@ -93,6 +97,18 @@ _ITEM_FIRST = frozenset("-*+sSſ")  # and digits: \d is Unicode, and str.isdigit
 def _may_be_rule(line: str, marker: str) -> bool:
     """Whether a list item line starting with ``marker`` is a thematic break ("- - -") instead."""
     return line.count(marker) >= 3 and _HR.match(line) is not None
+
+
+def _atx_title(line: str, opened: int) -> str:
+    """The title ``_ATX``'s lazy group captures: the rest of the line after the blanks that follow the
+    opening ``#``s, without a closing ``#`` run (after a blank), trailing blanks and a final CR."""
+    rest = line[opened:].lstrip(" \t")
+    body = rest[:-1] if rest.endswith("\r") else rest
+    body = body.rstrip(" \t")
+    unclosed = body.rstrip("#")
+    if unclosed != body and unclosed != unclosed.rstrip(" \t"):
+        return unclosed.rstrip(" \t")
+    return body
 
 
 def _is_blank(line: str) -> bool:
@@ -192,9 +208,9 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             continue
         first = firsts[i]
         fence = None if plain or first not in _FENCE_FIRST else _FENCE.match(line_text)
-        atx = None if plain or first not in _ATX_FIRST else _ATX.match(line_text)
+        atx = None if plain or first not in _ATX_FIRST else _ATX_OPEN.match(line_text)
         if atx and not fence:
-            add_heading(i, i, len(atx.group(1)), atx.group(2) or "")
+            add_heading(i, i, len(atx.group(1)), _atx_title(line_text, atx.end()))
             heading_lines.add(i)
             last_block_end_line, prev_para = i, None
             i += 1
@@ -258,7 +274,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
                         break
                     mark(starts[j], LIST_ITEM_TOP if sub_indent <= base_indent + 1 else LIST_ITEM_NESTED)
                 elif indent > base_indent or (j == last + 1 and (candidate_plain or (
-                        not (candidate_first in _ATX_FIRST and _ATX.match(candidate_text))
+                        not (candidate_first in _ATX_FIRST and _ATX_OPEN.match(candidate_text))
                         and not (candidate_first in _FENCE_FIRST and _FENCE.match(candidate_text))))):
                     # Continuation: indented, or a lazy line right after the item's text.
                     blank_before = _is_blank(texts[j - 1])
@@ -294,7 +310,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             if setext and j == i + 1 and not _LIST_ITEM.match(line_text):
                 setext_level = 1 if setext.group(1)[0] == "=" else 2
                 break
-            if ((lead in _ATX_FIRST and _ATX.match(following)) or (lead in _FENCE_FIRST and _FENCE.match(following))
+            if ((lead in _ATX_FIRST and _ATX_OPEN.match(following)) or (lead in _FENCE_FIRST and _FENCE.match(following))
                     or (lead in _HR_FIRST and _HR.match(following))):
                 break
             if lead in _ITEM_FIRST or lead.isdigit():

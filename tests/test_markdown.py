@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 import regex
 from conftest import run_and_check
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chunking.api import Chunk, split_document
-from chunking.markdown import front_matter_span, scan
+from chunking.markdown import _ATX, _ATX_OPEN, _atx_title, front_matter_span, scan
 
 KB = Path(__file__).resolve().parents[1] / "examples" / "kb"
 
@@ -424,3 +426,20 @@ def test_embed_text_context_switches() -> None:
 def test_title_equal_to_first_breadcrumb_is_not_repeated() -> None:
     chunk = md("# Returns\n\nBody text.\n")[0]
     assert chunk.embed_text == "Returns\n\n# Returns\n\nBody text."
+
+
+atx_lines = st.lists(st.sampled_from([" ", "  ", "   ", "    ", "\t", "#", "##", "######", "#######", "\r", "a", "b c",
+                                      "é", "\u00a0", "\x0b", "\u2028", "x#", "#x", " #", "# ", "\\#"]),
+                     max_size=10).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(atx_lines)
+def test_atx_headings_and_titles_are_what_the_full_pattern_says(line: str) -> None:
+    """The scanner matches only a heading's opening and slices its title; the full pattern is the reference."""
+    full = _ATX.match(line)
+    opened = _ATX_OPEN.match(line)
+    assert bool(full) == bool(opened)
+    if full:
+        assert len(opened.group(1)) == len(full.group(1))
+        assert _atx_title(line, opened.end()) == (full.group(2) or "")
