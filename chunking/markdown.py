@@ -226,8 +226,10 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
                 j += 1
             last = min(j, n - 1)
             for k in range(i + 2, last + (0 if j < n else 1)):
-                blank_before = _is_blank(texts[k - 1])
-                mark(starts[k], CODE_BLANK if blank_before else CODE_LINE)
+                # mark(), inlined (code blocks are long; 0 < k, so the position is inside the range)
+                score = CODE_BLANK if _is_blank(texts[k - 1]) else CODE_LINE
+                if boundaries.get(starts[k], 0) < score:
+                    boundaries[starts[k]] = score
             structure.groups.append(
                 Group("code", anchor, (starts[last] + len(texts[last])), line_start, context=_lead_text(text, anchor, line_start),
                       label=language)
@@ -241,7 +243,9 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             while j < n and not _is_blank(texts[j]) and "|" in texts[j]:
                 # Rows are boundaries; before the first row only as a last resort (header + row 1
                 # too big), still better than cutting inside the row.
-                mark(starts[j], TABLE_ROW if j > i + 2 else TABLE_FIRST_ROW)
+                score = TABLE_ROW if j > i + 2 else TABLE_FIRST_ROW  # mark(), inlined (0 < j)
+                if boundaries.get(starts[j], 0) < score:
+                    boundaries[starts[j]] = score
                 j += 1
             header = text[line_start : (starts[i + 1] + len(texts[i + 1]))]
             structure.groups.append(
@@ -272,13 +276,17 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
                     sub_indent = len(sub.group(1).expandtabs(4))
                     if sub_indent < base_indent:
                         break
-                    mark(starts[j], LIST_ITEM_TOP if sub_indent <= base_indent + 1 else LIST_ITEM_NESTED)
+                    score = LIST_ITEM_TOP if sub_indent <= base_indent + 1 else LIST_ITEM_NESTED
+                    if boundaries.get(starts[j], 0) < score:  # mark(), inlined (0 < j)
+                        boundaries[starts[j]] = score
                 elif indent > base_indent or (j == last + 1 and (candidate_plain or (
                         not (candidate_first in _ATX_FIRST and _ATX_OPEN.match(candidate_text))
                         and not (candidate_first in _FENCE_FIRST and _FENCE.match(candidate_text))))):
                     # Continuation: indented, or a lazy line right after the item's text.
                     blank_before = _is_blank(texts[j - 1])
-                    mark(starts[j], CODE_LINE if blank_before else LIST_CONTINUATION)
+                    score = CODE_LINE if blank_before else LIST_CONTINUATION
+                    if boundaries.get(starts[j], 0) < score:  # mark(), inlined (0 < j)
+                        boundaries[starts[j]] = score
                 else:
                     break
                 last = j
