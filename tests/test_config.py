@@ -421,6 +421,22 @@ def test_cli_validate_missing_file(tmp_path: Path) -> None:
     assert result.returncode == 2 and "no such config file" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_the_program_flushes_runs_atexit_handlers_and_keeps_the_exit_code(tmp_path: Path) -> None:
+    """``entry`` skips the interpreter's teardown: nothing printed or registered may be lost on the way."""
+    script = ("import atexit, sys\n"
+              "atexit.register(lambda: print('atexit ran'))\n"
+              "from flows.cli import entry\n"
+              "sys.argv = ['chunkyard', 'validate', sys.argv[1]]\n"
+              "entry()\n")
+    good = subprocess.run([sys.executable, "-c", script, str(ROOT / "config" / "default.yaml")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert good.returncode == 0, good.stderr
+    assert good.stdout.rstrip().endswith("atexit ran") and len(good.stdout.splitlines()) > 1
+    bad = subprocess.run([sys.executable, "-c", script, str(tmp_path / "missing.yaml")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode == 2 and "no such config file" in bad.stderr and "atexit ran" in bad.stdout
+
+
 def test_cli_validate_default_config_is_ok() -> None:
     result = validate(ROOT / "config" / "default.yaml")
     assert result.returncode == 0, result.stderr
