@@ -87,7 +87,7 @@ class PendingServer:
 
 
 # Server services a batch command (run, reprocess, eval) never uses: they schedule, supervise and
-# expire deployment runs, workers and automations. Without them a started server answers ≈0.9 s
+# expire deployment runs, workers and automations. Without them a started server answers 0.5–0.9 s
 # sooner. The task run recorder and the event persister stay: flow and task runs are recorded.
 _BATCH_SERVICES_OFF = {f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in (
     "SCHEDULER", "LATE_RUNS", "FOREMAN", "CANCELLATION_CLEANUP", "PAUSE_EXPIRATIONS", "REPOSSESSOR",
