@@ -31,6 +31,7 @@ A break inside a keep span wins over the keep (the reviewer's most specific wish
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
 
 import regex
@@ -78,6 +79,10 @@ WORD = _level("word", SCORE_WORD, r"\s+")
 GRAPHEME = _level("grapheme", SCORE_GRAPHEME, r"\X")
 
 RECURSIVE_LEVELS = (PARAGRAPH, LINE, SENTENCE, WORD, GRAPHEME)
+
+# A character ``str.strip()`` keeps: ``re``'s \s is exactly ``str.isspace``, and a search neither copies
+# nor scans past the first hit.
+_NON_SPACE = re.compile(r"\S")
 
 # Characters that can continue a grapheme cluster begun before them (or, for regional indicators
 # and \r, pair with a neighbour): a boundary next to one must be checked by segmenting.
@@ -139,9 +144,10 @@ class Packer:
         self._group_starts = [g.start for g in plan.groups]
         self._level_top = max((level.score for level in plan.levels), default=-1)
         self._group_fits: dict[int, bool] = {}
-        self._forced = {
-            pos for pos, score in zip(plan.positions, plan.scores, strict=True) if score >= SCORE_FORCED
-        }
+        # Forced boundaries, and those of them that start a heading, in order: the packer looks these
+        # up per chunk, and Markdown marks every line, so scanning ``plan.positions`` would be slow.
+        self._forced = [pos for pos, score in zip(plan.positions, plan.scores, strict=True) if score >= SCORE_FORCED]
+        self._headings = [pos for pos in self._forced if pos in plan.heading_ends]
         self._breaks = sorted(set(plan.breaks))
         self._keep = sorted(set(plan.keep))
         self._keep_fits: dict[tuple[int, int], bool] = {}
@@ -240,16 +246,12 @@ class Packer:
 
     def _trailing_heading(self, start: int, end: int) -> int | None:
         """Start of a heading that [start, end) ends with (nothing but space after it), if any."""
-        plan = self.plan
-        if not plan.heading_ends:
+        headings = self._headings
+        k = bisect.bisect_left(headings, end) - 1
+        if k < 0 or headings[k] <= start:
             return None
-        k = bisect.bisect_left(plan.positions, end) - 1
-        while k >= 0 and plan.positions[k] > start:
-            pos = plan.positions[k]
-            if plan.scores[k] >= SCORE_FORCED and pos in plan.heading_ends:
-                return pos if not self.text[plan.heading_ends[pos] : end].strip() else None
-            k -= 1
-        return None
+        pos = headings[k]
+        return None if _NON_SPACE.search(self.text, self.plan.heading_ends[pos], end) else pos
 
     def _ceiling(self, low: int, high: int) -> int:
         """The highest score any boundary in [low, high] can have (a bound for ``_best``)."""
@@ -366,14 +368,14 @@ class Packer:
         return max(end, start + 1)
 
     def _first_forced(self, start: int, prev_end: int, reach: int) -> int | None:
-        plan = self.plan
-        if not self._forced:
+        forced = self._forced
+        if not forced:
             return None
-        i = bisect.bisect_right(plan.positions, prev_end)
-        j = bisect.bisect_right(plan.positions, reach)
-        for k in range(i, j):
-            pos = plan.positions[k]
-            if (plan.scores[k] >= SCORE_FORCED and pos < plan.end and self._has_body(start, pos)
+        end = self.plan.end
+        i = bisect.bisect_right(forced, prev_end)
+        j = bisect.bisect_right(forced, reach)
+        for pos in forced[i:j]:
+            if (pos < end and self._has_body(start, pos)
                     and self._trailing_heading(start, pos) is None):
                 if self.min_size == 0 or self.meter.size(start, self._trim_end(start, pos)) >= self.min_size:
                     return pos
@@ -381,17 +383,16 @@ class Packer:
 
     def _has_body(self, start: int, end: int) -> bool:
         """Whether [start, end) holds more than headings: a heading alone must not be a chunk."""
-        plan, text = self.plan, self.text
-        cursor = plan.heading_ends.get(start, start)
-        i = bisect.bisect_right(plan.positions, start)
-        while i < len(plan.positions) and plan.positions[i] < end:
-            pos = plan.positions[i]
-            if plan.scores[i] >= SCORE_FORCED and pos in plan.heading_ends:
-                if text[cursor:pos].strip():
-                    return True
-                cursor = max(cursor, plan.heading_ends[pos])
+        heading_ends, text, headings = self.plan.heading_ends, self.text, self._headings
+        cursor = heading_ends.get(start, start)
+        i = bisect.bisect_right(headings, start)
+        while i < len(headings) and headings[i] < end:
+            pos = headings[i]
+            if _NON_SPACE.search(text, cursor, pos):
+                return True
+            cursor = max(cursor, heading_ends[pos])
             i += 1
-        return bool(text[cursor:end].strip())
+        return _NON_SPACE.search(text, cursor, end) is not None
 
     def _kept_group_start(self, start: int, prev_end: int, reach: int) -> int | None:
         """Start of the outermost group that begins in (prev_end, reach), runs past reach and fits."""
@@ -495,11 +496,9 @@ class Packer:
         else:
             return end
         # Never reach back across a forced boundary.
-        i = bisect.bisect_right(self.plan.positions, pos)
-        j = bisect.bisect_left(self.plan.positions, end)
-        for k in range(i, j):
-            if self.plan.scores[k] >= SCORE_FORCED:
-                return self.plan.positions[k]
+        k = bisect.bisect_right(self._forced, pos)
+        if k < len(self._forced) and self._forced[k] < end:
+            return self._forced[k]
         # Nor across a reviewer's break (the nearest one before the end).
         k = bisect.bisect_left(self._breaks, end) - 1
         if k >= 0 and self._breaks[k] > pos:
