@@ -302,8 +302,16 @@ class TokenMeter:
         # end: the packer measures many spans sharing a start or an end.
         self._heads: dict[int, tuple[int, int]] = {}
         self._tails: dict[int, tuple[int, int]] = {}
+        # Spans measured before: a Markdown section is measured as a group, then as the chunk it becomes.
+        self._sizes: dict[tuple[int, int], int] = {}
 
     def size(self, start: int, end: int) -> int:
+        known = self._sizes.get((start, end))
+        if known is None:
+            known = self._sizes[start, end] = self._size(start, end)
+        return known
+
+    def _size(self, start: int, end: int) -> int:
         if end <= start:
             return 0
         if not self._local or end - start <= _SHORT_SPAN:
