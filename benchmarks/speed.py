@@ -191,6 +191,10 @@ def group_entries(group: str) -> list[Entry]:
              lambda: chunkyard({"strategy": "recursive", "unit": "tokens", "max_size": 512, "overlap": 64}), ""),
             ("chunkyard markdown",
              lambda: chunkyard({"strategy": "markdown", "unit": "tokens", "max_size": 512, "overlap": 64}), ""),
+            # chonkie has no overlap: the like-for-like comparison for it.
+            ("chunkyard recursive, overlap 0",
+             lambda: chunkyard({"strategy": "recursive", "unit": "tokens", "max_size": 512, "overlap": 0}),
+             "no overlap"),
             ("tiktoken: encode all text once", lambda: lambda text: [(0, len(text), text)] if count(text) else [], "floor"),
             # chunkyard encodes cl100k with bpe-openai (same tokens): its own floor, for comparison.
             ("bpe-openai: encode all text once", lambda: fast_encode_all(), "floor, chunkyard's encoder"),
