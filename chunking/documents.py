@@ -123,7 +123,8 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
             try:
                 info = entry.stat(follow_symlinks=True)
             except OSError as exc:
-                yield Skipped(doc_id, _os_reason(exc))
+                broken = exc.errno == errno.ENOENT and entry.is_symlink()
+                yield Skipped(doc_id, "broken symbolic link (its target does not exist)" if broken else _os_reason(exc))
                 continue
             if stat.S_ISDIR(info.st_mode):
                 continue  # a symlink to a folder: not followed
@@ -136,8 +137,6 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
 
 
 def _os_reason(exc: OSError) -> str:
-    import errno
-
     if exc.errno == errno.ELOOP:
         return "symlink loop"
     if exc.errno in (errno.ENOENT,):

@@ -118,7 +118,7 @@ def build_hostile_corpus(root: Path, *, large_mb: float = 8, line_mb: float = 4,
     (root / "loop-b.md").symlink_to(root / "loop-a.md")
     corpus.bad["loop-a.md"] = corpus.bad["loop-b.md"] = "symlink loop"
     (root / "dangling.md").symlink_to(root / "no-such-target.md")
-    corpus.bad["dangling.md"] = "file vanished before it could be read"
+    corpus.bad["dangling.md"] = "broken symbolic link (its target does not exist)"
     (root / "folder-link").symlink_to(root, target_is_directory=True)  # a folder loop: not followed
     locked = root / "unreadable.md"
     locked.write_text("# Locked\n\nchmod 000\n", encoding="utf-8")

@@ -183,10 +183,10 @@ def test_file_symlink_loop_is_skipped_with_a_reason(tmp_path: Path) -> None:
     assert [i.doc_id for i in items if isinstance(i, SourceFile)] == ["ok.md"]
 
 
-def test_dangling_symlink_is_skipped_as_vanished(tmp_path: Path) -> None:
+def test_dangling_symlink_is_skipped_as_broken(tmp_path: Path) -> None:
     os.symlink(tmp_path / "gone.md", tmp_path / "link.md")
     items = list(discover(tmp_path, ["**/*"], []))
-    assert items == [Skipped("link.md", "file vanished before it could be read")]
+    assert items == [Skipped("link.md", "broken symbolic link (its target does not exist)")]
 
 
 def test_symlinked_file_is_read(tmp_path: Path) -> None:
