@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
                                       "output.path)")
     run.add_argument("--task-runner", choices=["thread", "process", "dask"], default="thread",
                      help="thread (default), process (every core of this machine) or dask")
-    run.add_argument("--workers", type=int, help="worker processes for process/dask (default: every core)")
+    run.add_argument("--workers", type=_positive_int, help="worker processes for process/dask (default: every core)")
     run.add_argument("--address", help="a Dask scheduler address (tcp://host:8786); default: a local cluster")
     run.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
     run.set_defaults(handler=cmd_run)
@@ -511,6 +511,16 @@ def cmd_ledger_import(args: argparse.Namespace) -> int:
     count = import_events(path, args.events)
     print(f"Imported {count} events from {args.events} into {path}")
     return EXIT_OK
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _k_values(text: str) -> tuple[int, ...]:

@@ -307,3 +307,14 @@ def test_workers_get_one_blas_thread_unless_the_user_chose(preset):
     assert result.returncode == 0, result.stderr[-3000:]
     worker, omp, parent = result.stdout.split()
     assert (worker, omp, parent) == ((preset, "1", preset) if preset else ("1", "1", "None"))
+
+
+@pytest.mark.parametrize("value, message", [("0", "at least 1, got 0"), ("-2", "at least 1, got -2"),
+                                            ("two", "expected a whole number")])
+def test_cli_rejects_an_impossible_number_of_workers(capsys, value, message):
+    from flows.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "x.yaml", "--task-runner", "process", "--workers", value])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
