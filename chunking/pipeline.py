@@ -77,6 +77,19 @@ def prepare_run(config: Config, source: Path | None = None, output: str | Locati
     ``output`` (default: the config's ``output.path``) is a local folder or a URI such as
     ``s3://bucket/prefix`` (``chunking.storage``).
     """
+    source_dir, output_dir = check_paths(config, source, output)
+    if isinstance(output_dir, StoragePath) and output_dir.is_file():
+        raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (prefix)")
+    return _context(config, source_dir, output_dir)
+
+
+def check_paths(config: Config, source: Path | None = None,
+                output: str | Location | None = None) -> tuple[Path, Location]:
+    """The source folder and the output location of a run, refused when they cannot work.
+
+    Only local checks (no object store is contacted), so the command line runs them before it
+    starts a flow and a wrong path is reported at once.
+    """
     source_dir = (source or config.source_dir).resolve()
     output_dir = location(output) if output is not None else config.output_location
     if source_dir.is_file():
@@ -84,9 +97,7 @@ def prepare_run(config: Config, source: Path | None = None, output: str | Locati
     if not source_dir.is_dir():
         raise RunRefused(f"source folder not found: {source_dir}")
     if isinstance(output_dir, StoragePath):
-        if output_dir.is_file():
-            raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (prefix)")
-        return _context(config, source_dir, output_dir)
+        return source_dir, output_dir
     output_dir = output_dir.resolve()
     if output_dir.exists() and not output_dir.is_dir():
         raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (it is created if missing)")
@@ -95,7 +106,7 @@ def prepare_run(config: Config, source: Path | None = None, output: str | Locati
             f"output folder {output_dir} is inside the source folder {source_dir}: "
             "the run would chunk its own output; choose an output folder outside the source"
         )
-    return _context(config, source_dir, output_dir)
+    return source_dir, output_dir
 
 
 def _context(config: Config, source_dir: Path, output_dir: Location) -> RunContext:

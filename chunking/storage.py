@@ -127,7 +127,7 @@ def location(value: str | Path | StoragePath) -> Location:
         return Path(value)
     scheme = value.split("://", 1)[0].lower()
     try:
-        filesystem, path = pafs.FileSystem.from_uri(value)
+        filesystem, path = pafs.FileSystem.from_uri(_bounded(value, scheme))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         if "Unrecognized filesystem type" not in str(exc) and "not supported" not in str(exc):
             raise DatasetError(f"{_shown(value)}: cannot open: {exc}") from None
@@ -137,6 +137,18 @@ def location(value: str | Path | StoragePath) -> Location:
     if isinstance(filesystem, pafs.LocalFileSystem):
         return Path(path)
     return StoragePath(filesystem, path, scheme)
+
+
+# How long the GCS client retries before an operation fails. Its own default is 15 minutes, so an
+# unreachable or unauthenticated bucket looked like a hung run; ``?retry_limit_seconds=N`` overrides it.
+GCS_RETRY_LIMIT_SECONDS = 60
+
+
+def _bounded(value: str, scheme: str) -> str:
+    """``value`` with a retry limit for GCS when the URI sets none (other schemes fail on their own)."""
+    if scheme not in ("gs", "gcs") or "retry_limit_seconds=" in urlsplit(value).query:
+        return value
+    return f"{value}{'&' if urlsplit(value).query else '?'}retry_limit_seconds={GCS_RETRY_LIMIT_SECONDS}"
 
 
 def _fsspec(value: str, scheme: str) -> tuple[pafs.FileSystem, str]:

@@ -289,6 +289,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         start_forkserver()
     _SERVER.start()  # it starts on the other core while this process loads the config and imports
     config = _load(args.config)
+    from chunking.pipeline import check_paths
+
+    check_paths(config, args.source, args.output)  # a wrong folder is reported now, not after the flow starts
     started = time.perf_counter()
     with _Progress() as progress:
         if args.task_runner == "dask" and not args.address:

@@ -125,6 +125,24 @@ def test_output_inside_source_is_refused(prefect_server, tmp_path, capsys):
     assert not (source / "datasets").exists()
 
 
+@pytest.mark.parametrize("case", ["missing source", "source is a file", "output inside source"])
+def test_wrong_folders_are_refused_before_any_flow_starts(tmp_path, capsys, monkeypatch, case):
+    from flows import run as run_module
+
+    monkeypatch.setattr(run_module, "run", lambda *a, **k: pytest.fail("the flow started"))
+    source = tmp_path / "src"
+    source.mkdir()
+    (tmp_path / "file.md").write_text("# A\n", encoding="utf-8")
+    where = {"missing source": (tmp_path / "nowhere", tmp_path / "out"),
+             "source is a file": (tmp_path / "file.md", tmp_path / "out"),
+             "output inside source": (source, source / "out")}[case]
+    assert run_cli("run", str(write_config(tmp_path, *where))) == 1
+    err = capsys.readouterr().err
+    expected = {"missing source": "source folder not found", "source is a file": "is a file",
+                "output inside source": "inside the source folder"}[case]
+    assert err.count("\n") == 1 and expected in err and "Traceback" not in err
+
+
 def test_bad_files_are_skipped_with_reasons(prefect_server, tmp_path):
     source = tmp_path / "src"
     source.mkdir()

@@ -209,3 +209,20 @@ def test_uris_in_config():
         load_config_text('name: kb\nversion: 1\nsource: {path: "s3://b/src"}\n')
     with pytest.raises(DatasetError, match="unknown filesystem 'nosuch'"):
         location("nosuch://x/y")
+
+
+def test_an_unreachable_gcs_bucket_fails_with_a_reason_instead_of_retrying_for_minutes(monkeypatch):
+    """GCS retries for 15 minutes by default; chunkyard bounds it, and a URI may set its own limit."""
+    from chunking import storage
+
+    limit = storage.GCS_RETRY_LIMIT_SECONDS
+    assert storage._bounded("gs://bucket/prefix", "gs") == f"gs://bucket/prefix?retry_limit_seconds={limit}"
+    assert storage._bounded("gs://b/p?scheme=http", "gs") == f"gs://b/p?scheme=http&retry_limit_seconds={limit}"
+    assert storage._bounded("gs://b/p?retry_limit_seconds=5", "gs") == "gs://b/p?retry_limit_seconds=5"
+    assert storage._bounded("s3://b/p?region=x", "s3") == "s3://b/p?region=x"
+    assert str(location("gs://bucket/prefix?retry_limit_seconds=5")) == "gs://bucket/prefix"  # pyarrow takes it
+    # This machine has no network and no Google credentials: the first request must fail, not hang.
+    monkeypatch.setattr(storage, "GCS_RETRY_LIMIT_SECONDS", 1)
+    with pytest.raises(DatasetError, match="gs://bucket/prefix: cannot reach"):
+        location("gs://bucket/prefix").exists()
+
