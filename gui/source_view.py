@@ -90,6 +90,13 @@ class SourceView(QPlainTextEdit):
         self._ends: list[int] = []
         self._boundaries: list[int] = []  # UTF-16 positions where a chunk starts or ends, sorted
         self._markers: list[_Marker] = []
+        # Every chunk's shading (UTF-16 start, end, colour), by start; only the part near the screen
+        # is given to Qt as extra selections (thousands of them made each paint take seconds).
+        self._shades: list[tuple[int, int, QColor]] = []
+        self._shade_starts: list[int] = []
+        self._longest_shade = 0
+        self._shaded: tuple[int, int] | None = None  # the UTF-16 window the extra selections cover
+        self.verticalScrollBar().valueChanged.connect(lambda _value: self._shade_visible())
 
     # -- content ---------------------------------------------------------------------------------
 
@@ -100,6 +107,7 @@ class SourceView(QPlainTextEdit):
             self.setPlainText("")
             self._rows, self._starts, self._ends, self._boundaries = range(0), [], [], []
             self._markers = []
+            self._shades, self._shade_starts, self._shaded = [], [], None
             self.setExtraSelections([])
             return
         text = index.document_text(doc)
@@ -149,18 +157,38 @@ class SourceView(QPlainTextEdit):
         self.viewport().update()
 
     def _shade(self) -> None:
-        selections: list[QTextEdit.ExtraSelection] = []
-        document = self.document()
+        shades: list[tuple[int, int, QColor]] = []
         previous_end = 0
         for position in range(len(self._starts)):
             start, end = self._starts[position], self._ends[position]
             overlap_end = min(previous_end, end) if position else start
             if overlap_end > start:
-                selections.append(_selection(document, start, overlap_end, OVERLAP))
+                shades.append((start, overlap_end, OVERLAP))
             if end > max(start, overlap_end):
-                selections.append(_selection(document, max(start, overlap_end), end, SHADES[position % 2]))
+                shades.append((max(start, overlap_end), end, SHADES[position % 2]))
             previous_end = max(previous_end, end)
-        self.setExtraSelections(selections)
+        shades.sort(key=lambda shade: shade[0])
+        self._shades = shades
+        self._shade_starts = [shade[0] for shade in shades]
+        self._longest_shade = max((end - start for start, end, _ in shades), default=0)
+        self._shaded = None
+        self._shade_visible()
+
+    def _shade_visible(self) -> None:
+        """Give Qt the shading of the screen and one screen either side, clipped to that window."""
+        if not self._shades:
+            return
+        first, last = self._visible_range()
+        if self._shaded is not None and self._shaded[0] <= first and last <= self._shaded[1]:
+            return
+        screen = max(last - first, 1)
+        low, high = max(0, first - screen), last + screen
+        lo = bisect.bisect_left(self._shade_starts, low - self._longest_shade)
+        hi = bisect.bisect_right(self._shade_starts, high)
+        document = self.document()
+        self.setExtraSelections([_selection(document, max(start, low), min(end, high), colour)
+                                 for start, end, colour in self._shades[lo:hi] if max(start, low) < min(end, high)])
+        self._shaded = (low, high)
 
     # -- selection -------------------------------------------------------------------------------
 
@@ -225,6 +253,11 @@ class SourceView(QPlainTextEdit):
         top = self.cursorForPosition(QPoint(0, 0)).position()
         bottom = self.cursorForPosition(QPoint(self.viewport().width(), self.viewport().height())).position()
         block = self.document().findBlock(bottom)
+        # The end of the last visible line, not of its paragraph: one paragraph may be a whole
+        # 10 MB document on one line, and everything up to this end is measured per paint.
+        line = block.layout().lineForTextPosition(bottom - block.position()) if block.layout() else None
+        if line is not None and line.isValid():
+            return top, block.position() + line.textStart() + line.textLength() + 1
         return top, block.position() + block.length()
 
     def _span_path(self, start: int, end: int) -> QPainterPath:
@@ -256,6 +289,8 @@ class SourceView(QPlainTextEdit):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
+        self._shaded = None  # lines rewrap: another stretch of text is on screen
+        self._shade_visible()
         rect = self.contentsRect()
         self.margin.setGeometry(QRect(rect.left(), rect.top(), MARGIN_WIDTH, rect.height()))
 

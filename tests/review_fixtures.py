@@ -43,8 +43,9 @@ chunker:
 """
 
 
-def build_dataset(root: Path) -> Path:
-    """Write one snapshot of a 4-document corpus under ``root``; returns ``root/out/fixture-kb``."""
+def build_dataset(root: Path, extra: dict[str, str] | None = None) -> Path:
+    """Write one snapshot of a 4-document corpus (plus ``extra`` documents, by relative path) under
+    ``root``; returns ``root/out/fixture-kb``."""
     source = root / "src"
     for relative in ("handbook/returns-and-refunds.md", "runbooks/database-failover.md", "policies/expenses.md"):
         target = source / relative
@@ -52,6 +53,9 @@ def build_dataset(root: Path) -> Path:
         shutil.copyfile(KB / relative, target)
     (source / "notes").mkdir(parents=True, exist_ok=True)
     (source / "notes" / "emoji.md").write_text(EMOJI_DOC, encoding="utf-8")
+    for relative, text in (extra or {}).items():
+        (source / relative).parent.mkdir(parents=True, exist_ok=True)
+        (source / relative).write_text(text, encoding="utf-8")
     text = CONFIG.replace("SOURCE", str(source)).replace("OUTPUT", str(root / "out"))
     config = load_config_text(text, root / "config.yaml")
     context = prepare_run(config)
