@@ -63,6 +63,7 @@ def generate(root: Path, n_chunks: int, n_docs: int, seed: int = 7) -> Path:
             doc_cols["exclusions"].append([])
             doc_cols["metadata_json"].append("{}")
             doc_cols["text"].append(text)
+            doc_cols["page_starts"].append([])
             start = 0
             for index, piece in enumerate(pieces):
                 end = start + len(piece)
@@ -84,6 +85,8 @@ def generate(root: Path, n_chunks: int, n_docs: int, seed: int = 7) -> Path:
                 chunk_cols["findings"].append(codes)
                 chunk_cols["text"].append(piece)
                 chunk_cols["embed_text"].append(f"Document {doc}\n\n{piece}")
+                chunk_cols["page_start"].append(None)
+                chunk_cols["page_end"].append(None)
                 start = end
         writer.write(pa.table(doc_cols, schema=DOCUMENTS_SCHEMA), pa.table(chunk_cols, schema=CHUNKS_SCHEMA))
     config_text = ("name: bench\nversion: 1\nsource: {path: .}\nchunker: {strategy: markdown, unit: tokens, "

@@ -43,3 +43,13 @@ def test_phases_add_up_to_split_document(tmp_path: Path, capsys: pytest.CaptureF
     table = capsys.readouterr().out
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
     assert {"layout", "meter", "pack", "findings", "split_document"} <= set(rows)
+
+
+def test_the_reviewer_benchmark_dataset_has_the_current_schema(tmp_path: Path) -> None:
+    """reviewer_open.py writes its rows by hand: a column added to the schema must be added there too."""
+    from chunking.dataset import Snapshot
+
+    reviewer_open = pytest.importorskip("reviewer_open")
+    dataset = reviewer_open.generate(tmp_path, n_chunks=600, n_docs=6)
+    snapshot = Snapshot.open(dataset)
+    assert snapshot.chunks().num_rows == 600 and snapshot.documents().num_rows == 6
