@@ -25,6 +25,8 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QSizePolicy,
     QSplitter,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTableView,
     QTabWidget,
     QVBoxLayout,
@@ -40,6 +42,14 @@ from gui.stats_view import StatisticsPanel
 
 RECENT_KEY = "recent_datasets"
 RECENT_MAX = 8
+
+
+class _ElideRight(QStyledItemDelegate):
+    """A column whose cells keep their beginning when cut ("mid_sentence_…", not "…id_sentence_end")."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideRight
 
 
 def _fixed_rows(table: QTableView) -> None:
@@ -121,6 +131,8 @@ class MainWindow(QMainWindow):
             chunk_header.resizeSection(column, width)
         chunk_header.setStretchLastSection(True)
         self.chunks_view.setTextElideMode(Qt.TextElideMode.ElideLeft)  # the deepest heading matters most
+        self._findings_delegate = _ElideRight(self.chunks_view)  # finding codes are read from the left
+        self.chunks_view.setItemDelegateForColumn(ChunksModel.HEADERS.index("Findings"), self._findings_delegate)
         self.detail = QPlainTextEdit()
         self.detail.setReadOnly(True)
         self.detail.setPlaceholderText("Select a chunk")

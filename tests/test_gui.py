@@ -343,3 +343,16 @@ def test_a_long_one_line_document_is_shaded_where_the_reader_looks(qtbot, tmp_pa
         shaded_where_visible()
     view.verticalScrollBar().setValue(0)  # scrolling by hand moves the shading too
     shaded_where_visible()
+
+
+def test_finding_codes_keep_their_beginning_when_cut(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    window = open_window(qtbot, dataset)
+    view, model = window.chunks_view, window.chunks_model
+    window.controller.select_document(0, None)
+    column = model.HEADERS.index("Findings")
+    option = QStyleOptionViewItem()
+    view.itemDelegateForColumn(column).initStyleOption(option, model.index(0, column))
+    assert option.textElideMode == Qt.TextElideMode.ElideRight
+    assert view.textElideMode() == Qt.TextElideMode.ElideLeft  # the section path keeps its deepest heading
