@@ -353,6 +353,9 @@ class MainWindow(QMainWindow):
         self.source_view.show_document(index, doc)
         title = index.titles[doc]
         n = len(index.doc_rows(doc))
+        # The "#" column fits the largest chunk number (it would show "…2" for chunk 8872).
+        digits = self.chunks_view.fontMetrics().horizontalAdvance("8" * len(str(max(n - 1, 0))))
+        self.chunks_view.horizontalHeader().resizeSection(0, max(34, digits + 14))
         self.doc_label.setText(f"{index.doc_ids[doc]}  ·  {title}  ·  {n} chunks" if title else
                                f"{index.doc_ids[doc]}  ·  {n} chunks")
         self._select_current_document()

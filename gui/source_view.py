@@ -12,10 +12,11 @@ only conversion — every position below passes through ``self.offsets``.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QEvent, QPoint, QRect, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QBrush,
     QColor,
@@ -28,11 +29,9 @@ from PySide6.QtGui import (
     QPalette,
     QPen,
     QResizeEvent,
-    QTextCharFormat,
     QTextCursor,
-    QTextFormat,
 )
-from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QToolTip, QWidget
+from PySide6.QtWidgets import QPlainTextEdit, QToolTip, QWidget
 
 from chunking.review import FLAGGED, OffsetMap, ReviewIndex, display_text
 
@@ -90,13 +89,13 @@ class SourceView(QPlainTextEdit):
         self._ends: list[int] = []
         self._boundaries: list[int] = []  # UTF-16 positions where a chunk starts or ends, sorted
         self._markers: list[_Marker] = []
-        # Every chunk's shading (UTF-16 start, end, colour), by start; only the part near the screen
-        # is given to Qt as extra selections (thousands of them made each paint take seconds).
+        # Every chunk's shading (UTF-16 start, end, colour), by start. It is painted under the text for
+        # the visible lines only: Qt's extra selections (one per chunk and overlap) made every paint
+        # of a long document slow, and changing them re-laid out a one-line document whole.
         self._shades: list[tuple[int, int, QColor]] = []
         self._shade_starts: list[int] = []
         self._longest_shade = 0
-        self._shaded: tuple[int, int] | None = None  # the UTF-16 window the extra selections cover
-        self.verticalScrollBar().valueChanged.connect(lambda _value: self._shade_visible())
+        self._visible: tuple[tuple[int, ...], tuple[int, int]] | None = None  # (view state, visible range)
 
     # -- content ---------------------------------------------------------------------------------
 
@@ -107,8 +106,7 @@ class SourceView(QPlainTextEdit):
             self.setPlainText("")
             self._rows, self._starts, self._ends, self._boundaries = range(0), [], [], []
             self._markers = []
-            self._shades, self._shade_starts, self._shaded = [], [], None
-            self.setExtraSelections([])
+            self._shades, self._shade_starts = [], []
             return
         text = index.document_text(doc)
         self.offsets = OffsetMap(text)
@@ -171,24 +169,17 @@ class SourceView(QPlainTextEdit):
         self._shades = shades
         self._shade_starts = [shade[0] for shade in shades]
         self._longest_shade = max((end - start for start, end, _ in shades), default=0)
-        self._shaded = None
-        self._shade_visible()
+        self.viewport().update()
 
-    def _shade_visible(self) -> None:
-        """Give Qt the shading of the screen and one screen either side, clipped to that window."""
+    def shades_on_screen(self) -> list[tuple[int, int, QColor]]:
+        """The chunk shading of the visible lines: (start, end, colour), UTF-16, clipped to them."""
         if not self._shades:
-            return
+            return []
         first, last = self._visible_range()
-        if self._shaded is not None and self._shaded[0] <= first and last <= self._shaded[1]:
-            return
-        screen = max(last - first, 1)
-        low, high = max(0, first - screen), last + screen
-        lo = bisect.bisect_left(self._shade_starts, low - self._longest_shade)
-        hi = bisect.bisect_right(self._shade_starts, high)
-        document = self.document()
-        self.setExtraSelections([_selection(document, max(start, low), min(end, high), colour)
-                                 for start, end, colour in self._shades[lo:hi] if max(start, low) < min(end, high)])
-        self._shaded = (low, high)
+        lo = bisect.bisect_left(self._shade_starts, first - self._longest_shade)
+        hi = bisect.bisect_right(self._shade_starts, last)
+        return [(max(start, first), min(end, last), colour) for start, end, colour in self._shades[lo:hi]
+                if max(start, first) < min(end, last)]
 
     # -- selection -------------------------------------------------------------------------------
 
@@ -225,6 +216,13 @@ class SourceView(QPlainTextEdit):
     # -- painting --------------------------------------------------------------------------------
 
     def paintEvent(self, event: QPaintEvent) -> None:
+        shades = self.shades_on_screen()
+        if shades:  # under the text, which QPlainTextEdit draws next (it does not fill its background)
+            painter = QPainter(self.viewport())
+            for start, end, colour in shades:
+                for rect in self._span_rects(start, end, to_edge=False):
+                    painter.fillRect(rect, colour)
+            painter.end()
         super().paintEvent(event)
         if not self._starts:
             return
@@ -232,12 +230,10 @@ class SourceView(QPlainTextEdit):
         painter = QPainter(self.viewport())
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
         painter.setPen(QPen(BOUNDARY, 2))
-        cursor = QTextCursor(self.document())
         lo = bisect.bisect_left(self._boundaries, first)
         hi = bisect.bisect_right(self._boundaries, last)
         for position in self._boundaries[lo:hi]:
-            cursor.setPosition(position)
-            rect = self.cursorRect(cursor)
+            rect = self._position_rect(position)
             painter.drawLine(rect.left(), rect.top() + 1, rect.left(), rect.bottom())
             painter.drawLine(rect.left() - 3, rect.top() + 1, rect.left() + 3, rect.top() + 1)
         if self.selected_row is not None:
@@ -250,47 +246,113 @@ class SourceView(QPlainTextEdit):
         painter.end()
 
     def _visible_range(self) -> tuple[int, int]:
-        top = self.cursorForPosition(QPoint(0, 0)).position()
-        bottom = self.cursorForPosition(QPoint(self.viewport().width(), self.viewport().height())).position()
-        block = self.document().findBlock(bottom)
-        # The end of the last visible line, not of its paragraph: one paragraph may be a whole
-        # 10 MB document on one line, and everything up to this end is measured per paint.
-        line = block.layout().lineForTextPosition(bottom - block.position()) if block.layout() else None
-        if line is not None and line.isValid():
-            return top, block.position() + line.textStart() + line.textLength() + 1
-        return top, block.position() + block.length()
+        """UTF-16 positions of the first visible line's start and the last visible line's end.
+
+        Found from the block layouts by bisecting line tops: ``cursorForPosition`` walks every line
+        of a paragraph, 84 ms on a 10 MB one-line document, and this runs several times per paint.
+        """
+        key = (self.verticalScrollBar().value(), self.viewport().width(), self.viewport().height(),
+               self.document().revision(), self.document().blockCount())
+        if self._visible is not None and self._visible[0] == key:
+            return self._visible[1]
+        height = self.viewport().height()
+        offset = self.contentOffset()
+        block = self.firstVisibleBlock()
+        if not block.isValid():
+            return 0, 0
+        first = self._line_at(block, offset, 0.0)[0]
+        while True:  # the last block that begins on screen (a screen holds a few dozen)
+            following = block.next()
+            if not following.isValid() or self.blockBoundingGeometry(following).translated(offset).top() >= height:
+                break
+            block = following
+        last = self._line_at(block, offset, float(height))[1]
+        self._visible = (key, (first, last))
+        return first, last
+
+    def _line_at(self, block: Any, offset: QPointF, y: float) -> tuple[int, int]:
+        """Start and end (UTF-16, end + 1) of the line of ``block`` at viewport height ``y``, or the
+        nearest one inside the block."""
+        layout = block.layout()
+        count = layout.lineCount() if layout is not None else 0
+        if count == 0:
+            return block.position(), block.position() + block.length()
+        top = self.blockBoundingGeometry(block).translated(offset).top()
+        lo, hi = 0, count - 1
+        while lo < hi:  # the first line whose bottom is below y
+            mid = (lo + hi) // 2
+            line = layout.lineAt(mid)
+            if top + line.y() + line.height() <= y:
+                lo = mid + 1
+            else:
+                hi = mid
+        line = layout.lineAt(lo)
+        start = block.position() + line.textStart()
+        return start, start + line.textLength() + 1
+
+    def _position_rect(self, position: int) -> QRect:
+        """``cursorRect`` of a cursor at ``position`` (UTF-16), found by bisecting the lines of its
+        block: Qt places a cursor by scanning every line before it, 48 ms deep into a 10 MB line."""
+        block = self.document().findBlock(position)
+        layout = block.layout() if block.isValid() else None
+        if layout is None or layout.lineCount() == 0:
+            cursor = QTextCursor(self.document())
+            cursor.setPosition(position)
+            return self.cursorRect(cursor)
+        relative = position - block.position()
+        line = layout.lineAt(_line_index(layout, relative))
+        geometry = self.blockBoundingGeometry(block).translated(self.contentOffset())
+        return QRect(math.floor(geometry.left() + line.cursorToX(relative)[0] + 0.5),  # qRound, as Qt does
+                     math.floor(geometry.top() + line.y() + 0.5), self.cursorWidth(), math.floor(line.height() + 0.5))
 
     def _span_path(self, start: int, end: int) -> QPainterPath:
         """Outline of the text from ``start`` to ``end`` (UTF-16) the way a text selection is shaped:
         from the start to the right edge, whole lines between, the left edge to the end."""
         path = QPainterPath()
         path.setFillRule(Qt.FillRule.WindingFill)
+        for rect in self._span_rects(start, end, to_edge=True):
+            path.addRect(rect)
+        return path.simplified()
+
+    def _span_rects(self, start: int, end: int, *, to_edge: bool) -> list[QRectF]:
+        """A rectangle per visible line of the text from ``start`` to ``end`` (UTF-16). A line the span
+        runs past ends at the viewport's right edge (``to_edge``) or at the line's text."""
+        rects: list[QRectF] = []
         block = self.document().findBlock(start)
         offset = self.contentOffset()
         right_edge = self.viewport().width() - 3.0
+        height = self.viewport().height()
         while block.isValid() and block.position() <= end:
             geometry = self.blockBoundingGeometry(block).translated(offset)
-            layout = block.layout()
-            for number in range(layout.lineCount()):
+            if geometry.top() > height:
+                break
+            layout, base = block.layout(), block.position()
+            number = _line_index(layout, max(start, base) - base)
+            while number < layout.lineCount():
                 line = layout.lineAt(number)
-                line_start = block.position() + line.textStart()
+                number += 1
+                line_start = base + line.textStart()
                 line_end = line_start + line.textLength()
+                if line_start > end or geometry.top() + line.y() > height:
+                    break
                 a, b = max(start, line_start), min(end, line_end)
                 if a > b or (a == b and a == end and a != start):
                     continue
-                left = geometry.left() + (line.cursorToX(a - block.position())[0] if a > line_start else 0.0) + 1
-                right = right_edge if end > line_end else geometry.left() + line.cursorToX(b - block.position())[0] + 1
-                right = max(right, left + 4)
-                path.addRect(QRectF(left, geometry.top() + line.y(), right - left, line.height() + 0.5))
+                left = geometry.left() + (line.cursorToX(a - base)[0] if a > line_start else 0.0) + 1
+                if end > line_end:
+                    right = right_edge if to_edge else geometry.left() + line.naturalTextWidth() + 1
+                else:
+                    right = geometry.left() + line.cursorToX(b - base)[0] + 1
+                right = max(right, left + 4) if to_edge else right
+                if right > left:
+                    rects.append(QRectF(left, geometry.top() + line.y(), right - left, line.height() + 0.5))
             block = block.next()
-        return path.simplified()
+        return rects
 
     # -- margin ----------------------------------------------------------------------------------
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
-        self._shaded = None  # lines rewrap: another stretch of text is on screen
-        self._shade_visible()
         rect = self.contentsRect()
         self.margin.setGeometry(QRect(rect.left(), rect.top(), MARGIN_WIDTH, rect.height()))
 
@@ -306,13 +368,11 @@ class SourceView(QPlainTextEdit):
         if not self._markers:
             return placed
         first, last = self._visible_range()
-        cursor = QTextCursor(self.document())
         per_line: dict[int, int] = {}
         for marker in self._markers:
             if not first <= marker.position <= last:
                 continue
-            cursor.setPosition(marker.position)
-            rect = self.cursorRect(cursor)
+            rect = self._position_rect(marker.position)
             slot = per_line.get(rect.top(), 0)
             per_line[rect.top()] = slot + 1
             size = min(11, max(8, rect.height() - 4))
@@ -325,11 +385,8 @@ class SourceView(QPlainTextEdit):
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
         if self.selected_row is not None:
             start, end = self.span_utf16(self.selected_row)
-            cursor = QTextCursor(self.document())
-            cursor.setPosition(start)
-            top = self.cursorRect(cursor).top()
-            cursor.setPosition(max(start, end - 1))
-            bottom = self.cursorRect(cursor).bottom()
+            top = self._position_rect(start).top()
+            bottom = self._position_rect(max(start, end - 1)).bottom()
             painter.fillRect(QRect(MARGIN_WIDTH - 4, top, 3, max(4, bottom - top)), OUTLINE)
         font = QFont(self.font())
         font.setBold(True)
@@ -393,17 +450,17 @@ class _Margin(QWidget):
             self.view.chunk_clicked.emit(row)
 
 
-def _selection(document: Any, start: int, end: int, colour: QColor) -> QTextEdit.ExtraSelection:
-    selection = QTextEdit.ExtraSelection()
-    cursor = QTextCursor(document)
-    cursor.setPosition(start)
-    cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
-    selection.cursor = cursor
-    fmt = QTextCharFormat()
-    fmt.setBackground(colour)
-    fmt.setProperty(QTextFormat.Property.FullWidthSelection, False)
-    selection.format = fmt
-    return selection
+def _line_index(layout: Any, position: int) -> int:
+    """The line of ``layout`` that holds ``position`` (relative to its block): the last one starting
+    at or before it. ``QTextLayout.lineForTextPosition`` scans the lines one by one."""
+    lo, hi = 0, layout.lineCount() - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if layout.lineAt(mid).textStart() <= position:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _describe(index: ReviewIndex, row: int, codes: list[str], explained: dict[str, str]) -> str:
