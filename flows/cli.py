@@ -1,7 +1,7 @@
 """The ``chunkyard`` command line: one entry point, one clear line on failure.
 
 Exit codes: 0 success; 1 failure; 2 bad usage or invalid config (nothing was done);
-3 the run completed but skipped some files (listed in the manifest).
+3 the run completed but skipped some files (listed in the manifest); 130 interrupted (Ctrl+C).
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,13 +25,24 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
+    interrupted, restore = _note_interrupts()
+    try:
+        return _main(args, interrupted)
+    finally:
+        restore()
+
+
+def _main(args: argparse.Namespace, interrupted: Callable[[], bool]) -> int:
     try:
         with _SERVER:
             return args.handler(args)
     except KeyboardInterrupt:
         print("chunkyard: interrupted; no snapshot was published", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # every failure is one clear line unless --debug
+        if interrupted():  # Ctrl+C inside a library that wrapped it (pydantic: PydanticSerializationError)
+            print("chunkyard: interrupted; no snapshot was published", file=sys.stderr)
+            return EXIT_INTERRUPTED
         from chunking.errors import ChunkyardError, ConfigError
 
         if getattr(args, "debug", False):
@@ -50,6 +62,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chunkyard: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
               file=sys.stderr)
         return EXIT_FAILED
+
+
+def _note_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
+    """Remember a Ctrl+C (SIGINT) even when a library turns the KeyboardInterrupt into another error.
+    Returns (was there one, put the previous handler back)."""
+    import signal
+    import threading
+
+    seen: list[bool] = []
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return (lambda: False), (lambda: None)  # not ours to change (SIGINT ignored, another handler)
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        seen.append(True)
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, on_interrupt)
+    return (lambda: bool(seen)), (lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -690,9 +721,13 @@ def entry() -> None:
     Exceptions (argparse's usage exit, ``--debug`` tracebacks) take the ordinary way out.
     """
     code = main()
-    import atexit
+    if code != EXIT_INTERRUPTED:
+        import atexit
 
-    atexit._run_exitfuncs()
+        atexit._run_exitfuncs()
+    # After Ctrl+C the atexit handlers are skipped: multiprocessing's would join pool workers that are
+    # stuck sending a result nobody reads (the program hung); they end with this process (their
+    # parent-death signal), and nothing was published.
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -48,7 +48,8 @@ def start_forkserver() -> bool:
         return False
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
-    with _environment_defaults(WORKER_THREAD_LIMITS):  # the forkserver, and so every worker, inherits them
+    # The forkserver, and so every worker, inherits them; so does multiprocessing's resource tracker.
+    with _environment_defaults({**WORKER_THREAD_LIMITS, **QUIET_RESOURCE_TRACKER}):
         multiprocessing.forkserver.ensure_running()
     return True
 
@@ -57,6 +58,11 @@ def start_forkserver() -> bool:
 # cores, each with a BLAS pool as wide as the machine, oversubscribe it. Semantic chunking's embeddings
 # ran ≈13% slower that way, with one worker as with two (k8s, OpenBLAS). A value the user set is kept.
 WORKER_THREAD_LIMITS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+# After Ctrl+C the program exits without multiprocessing's cleanup (``flows.cli.entry``), and the
+# resource tracker, which then removes the pool's semaphores itself, would warn about them.
+QUIET_RESOURCE_TRACKER = {"PYTHONWARNINGS": "ignore:resource_tracker:UserWarning"}
 
 
 @contextlib.contextmanager
@@ -100,6 +106,10 @@ def init_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ..
     die_with_parent()
     if orphaned():
         os._exit(1)
+    # Ctrl+C reaches every process of the terminal's group. The flow process reports it and exits; a
+    # worker just ends, without the KeyboardInterrupt traceback each would print (nothing it holds is
+    # kept: the flow writes the snapshot, and publishes nothing after an interrupt).
+    signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(130))
     share_prefect_ssl_contexts()
     reuse_prefect_settings()
     if initializer is not None:

@@ -276,6 +276,54 @@ def test_a_killed_process_run_leaves_no_process_behind(tmp_path):
             os.killpg(process.pid, signal.SIGKILL)
 
 
+def test_ctrl_c_stops_a_process_run_at_once_and_publishes_nothing(tmp_path):
+    """Ctrl+C (SIGINT to the terminal's process group) during a process-runner run: one line, exit 130,
+    no snapshot or staging folder, no process left. It used to hang: multiprocessing's exit handler
+    joined workers stuck sending results, and each worker printed a KeyboardInterrupt traceback."""
+    source = tmp_path / "src"
+    paragraph = "The refund policy covers every order shipped within thirty days of purchase. " * 12
+    for number in range(24):
+        folder = source / f"part{number:02d}"
+        folder.mkdir(parents=True)
+        (folder / "guide.md").write_text("".join(f"## Section {k}\n\n{paragraph}\n\n" for k in range(700)),
+                                         encoding="utf-8")
+    output = tmp_path / "out"
+    config = write_config(tmp_path, source, output)
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-own")}
+    env.pop("PREFECT_API_URL", None)
+    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "run", str(config), "--task-runner", "process",
+                                "--workers", "2"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    started: set[int] = set()
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and process.poll() is None:  # workers up and a snapshot being written
+            started = _descendants(process.pid)
+            workers = [p for p in started if "forkserver" in _cmdline(p)]
+            if len(workers) >= 3 and any(output.glob("kb/v1/.staging-*")):
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)  # into the batches
+        assert process.poll() is None, "the run ended before it could be interrupted; use a larger corpus"
+        started |= _descendants(process.pid)
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 130
+        assert "chunkyard: interrupted; no snapshot was published" in err
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err and "resource_tracker" not in err, err
+        assert list((output / "kb" / "v1").iterdir()) == []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(p) for p in started):
+            time.sleep(0.1)
+        assert not {p: _cmdline(p)[:120] for p in started if _alive(p)}
+    finally:
+        for pid in started | _descendants(process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
