@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 
 import prefect.context  # noqa: F401
 import prefect.task_engine  # noqa: F401
@@ -16,7 +17,7 @@ from prefect.plugins import load_prefect_collections
 
 import flows.run  # noqa: F401  (the task's module; unpickling a task imports it)
 from chunking.units import get_tokenizer
-from flows.workers import die_with_parent, orphaned
+from flows.workers import die_with_parent, end_quietly_on_interrupt, orphaned
 
 # The forkserver ends with the flow's process, and each worker with the forkserver (init_worker).
 die_with_parent()
@@ -26,3 +27,7 @@ if orphaned():
 load_prefect_collections()
 with contextlib.suppress(Exception):  # a missing tokenizer is reported by the task itself
     get_tokenizer("cl100k_base")
+
+# Every process forked from here (process-pool workers, a local Dask cluster's workers) starts with
+# the SIGINT handler in force now (the forkserver ignores SIGINT itself, then restores this one).
+signal.signal(signal.SIGINT, end_quietly_on_interrupt)

@@ -243,10 +243,16 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
             if address:
                 yield DaskTaskRunner(address=address)
                 return
+            import logging
+
             import dask
 
             from flows.workers import forkserver_available, start_forkserver
 
+            # A local cluster is this run's business: its scheduler, nannies and workers report their
+            # start and stop at INFO (≈60 lines per run, more after Ctrl+C); only warnings are shown.
+            # The workers read the level from the environment the forkserver passes on.
+            logging.getLogger("distributed").setLevel(logging.WARNING)
             # The local cluster's worker processes come from the same preloaded forkserver.
             settings = {}
             if forkserver_available() and start_forkserver():

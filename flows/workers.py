@@ -62,7 +62,9 @@ WORKER_THREAD_LIMITS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MK
 
 # After Ctrl+C the program exits without multiprocessing's cleanup (``flows.cli.entry``), and the
 # resource tracker, which then removes the pool's semaphores itself, would warn about them.
-QUIET_RESOURCE_TRACKER = {"PYTHONWARNINGS": "ignore:resource_tracker:UserWarning"}
+QUIET_RESOURCE_TRACKER = {"PYTHONWARNINGS": "ignore:resource_tracker:UserWarning",
+                          # and a local Dask cluster's workers (forked from it) log warnings only
+                          "DASK_LOGGING__DISTRIBUTED": "warning"}
 
 
 @contextlib.contextmanager
@@ -106,14 +108,18 @@ def init_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ..
     die_with_parent()
     if orphaned():
         os._exit(1)
-    # Ctrl+C reaches every process of the terminal's group. The flow process reports it and exits; a
-    # worker just ends, without the KeyboardInterrupt traceback each would print (nothing it holds is
-    # kept: the flow writes the snapshot, and publishes nothing after an interrupt).
-    signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(130))
+    signal.signal(signal.SIGINT, end_quietly_on_interrupt)  # also set by the preload, for any forkserver child
     share_prefect_ssl_contexts()
     reuse_prefect_settings()
     if initializer is not None:
         initializer(*initargs)
+
+
+def end_quietly_on_interrupt(_signum: int, _frame: Any) -> None:
+    """A worker's SIGINT handler. Ctrl+C reaches every process of the terminal's group: the flow
+    process reports it and exits (publishing nothing), and a worker just ends, without the
+    KeyboardInterrupt traceback each would print. Nothing a worker holds is kept: the flow writes."""
+    os._exit(130)
 
 
 def share_prefect_ssl_contexts() -> None:

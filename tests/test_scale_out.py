@@ -56,6 +56,8 @@ def run(env: dict[str, str], config: Path, *extra: str) -> Path:
     result = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(config), *extra], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    # A local Dask cluster logged ≈60 INFO lines of its start and stop; warnings only now.
+    assert "| INFO    | distributed." not in result.stderr + result.stdout
     return Path(result.stdout.split()[1])  # "Wrote PATH (...)"
 
 
