@@ -263,17 +263,10 @@ def test_a_killed_process_run_leaves_no_process_behind(tmp_path):
         assert process.poll() is None, "the run ended before its workers started; use a larger corpus"
         process.send_signal(signal.SIGKILL)
         process.wait()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(_alive(p) for p in started):
-            time.sleep(0.1)
-        survivors = {p: _cmdline(p)[:120] for p in started if _alive(p)}
+        survivors = _survivors(started)
         assert not survivors, f"still running after the run was killed: {survivors}"
     finally:
-        for pid in started | _descendants(process.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        _kill_everything(process, started)
 
 
 def test_ctrl_c_stops_a_process_run_at_once_and_publishes_nothing(tmp_path):
@@ -312,16 +305,26 @@ def test_ctrl_c_stops_a_process_run_at_once_and_publishes_nothing(tmp_path):
         assert "chunkyard: interrupted; no snapshot was published" in err
         assert "Traceback" not in err and "KeyboardInterrupt" not in err and "resource_tracker" not in err, err
         assert list((output / "kb" / "v1").iterdir()) == []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(_alive(p) for p in started):
-            time.sleep(0.1)
-        assert not {p: _cmdline(p)[:120] for p in started if _alive(p)}
+        assert not _survivors(started)
     finally:
-        for pid in started | _descendants(process.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _kill_everything(process, started)
+
+
+def _survivors(pids: set[int], wait: float = 30) -> dict[int, str]:
+    """The processes of ``pids`` still running after up to ``wait`` seconds, with their command lines."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    return {p: _cmdline(p)[:120] for p in pids if _alive(p)}
+
+
+def _kill_everything(process: subprocess.Popen, started: set[int]) -> None:
+    """Clean-up of a test's run: SIGKILL to every process it started and to its process group."""
+    for pid in started | _descendants(process.pid):
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def _cmdline(pid: int) -> str:
