@@ -681,12 +681,22 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
         print(f"Wrote {result.snapshot} (reprocess snapshot {manifest['snapshot']} of {manifest['name']} "
               f"v{manifest['version']}, parent {manifest['parent_snapshot']}) in {time.perf_counter() - started:.1f} s")
         print(f"  documents: {counts['changed']} rechunked, {counts['reused']} carried over")
+        constraints = {item["id"]: item for item in manifest.get("constraints", [])}
         for flag in flags:
             print(f"  flag {flag['event']} ({flag['reason']}) on {flag['doc_id']} chunk {flag['chunk_index']}: "
-                  f"{flag['status']}")
+                  f"{flag['status']}{_unmet_hint(constraints.get(flag.get('constraint')), flag['status'])}")
         for item in stale:
             print(f"  stale constraint {item['id']} ({item['kind']}) on {item['doc_id']}: its text is gone")
     return EXIT_OK
+
+
+def _unmet_hint(constraint: dict[str, Any] | None, status: str) -> str:
+    """Why a flag's constraint was not met, and what to do: the span it keeps is over the budget."""
+    if status != "unmet" or constraint is None:
+        return ""
+    start, end = constraint.get("placed") or (constraint["start"], constraint["end"])
+    return (f" (the {end - start:,} characters it keeps together, [{start}:{end}), do not fit max_size: raise "
+            "max_size for this file, e.g. with a rule, or unflag it in the reviewer)")
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

@@ -147,3 +147,26 @@ def test_flag_reprocess_and_later_runs(prefect_server, tmp_path: Path, capsys: p
     [entry] = fifth.manifest["constraints"]
     assert entry["status"] == "stale" and entry["doc_id"] == DOC and entry["placed"] is None
     assert not any("constraint_unmet" in row["findings"] for row in doc_rows(fifth, DOC)[1])
+
+
+def test_a_flag_that_cannot_be_met_says_why_and_what_to_do(prefect_server, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    """A procedure larger than max_size cannot be kept in one chunk: reprocess says so and how to fix it."""
+    source = tmp_path / "src"
+    shutil.copytree(SAMPLE, source)
+    output = tmp_path / "out"
+    config = write_config(tmp_path, source, output)
+    config.write_text(config.read_text(encoding="utf-8").replace("max_size: 384", "max_size: 48"), encoding="utf-8")
+    dataset = output / "kb"
+    assert run_cli("run", str(config)) == 0
+    first = Snapshot.open(dataset)
+    proc = procedure(first.document_text(DOC))
+    chunk_spans = spans(first, DOC)
+    cut = next(i for i, (_, end) in enumerate(chunk_spans[:-1]) if proc[0] < end < proc[1])
+    assert run_cli("flag", str(dataset), "--doc", DOC, "--chunk", str(cut), "--reason", "split_procedure",
+                   "--boundary") == 0
+    capsys.readouterr()
+    assert run_cli("reprocess", str(config)) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.strip().startswith("flag "))
+    assert ": unmet (the " in line and "characters it keeps together" in line and "raise max_size" in line, out
