@@ -28,12 +28,26 @@ def application(argv: list[str] | None = None) -> QApplication:
     return app  # type: ignore[return-value]
 
 
+def _quiet_offscreen_platform() -> None:
+    """Drop the offscreen platform's "does not support propagateSizeHints()" notice (printed twice on
+    every screenshot; nothing is wrong), and pass every other Qt message on to standard error."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(_mode: object, _context: object, message: str) -> None:
+        if "does not support propagateSizeHints" not in message:
+            sys.stderr.write(message + "\n")
+
+    qInstallMessageHandler(handler)
+
+
 def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: str | None = None,
                started: float | None = None) -> int:
     """Show the reviewer (or render one screenshot) and return the process exit code."""
     started = time.perf_counter() if started is None else started
     if screenshot is not None and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
+        _quiet_offscreen_platform()
     app = application()
     controller = ReviewController()
     window = MainWindow(controller)

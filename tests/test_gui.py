@@ -256,6 +256,7 @@ def test_cli_flag_and_screenshot(dataset: Path, tmp_path: Path) -> None:
     png = tmp_path / "shot.png"
     shot = _cli("review", str(dataset), "--doc", "notes/emoji.md", "--screenshot", str(png))
     assert shot.returncode == 0, shot.stderr
+    assert "propagateSizeHints" not in shot.stderr  # the offscreen platform's notice, dropped
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     missing = _cli("review", str(tmp_path / "nowhere"), "--screenshot", str(png))
     assert missing.returncode == 1 and "no such dataset folder" in missing.stderr
