@@ -49,7 +49,7 @@ def start_forkserver() -> bool:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
     # The forkserver, and so every worker, inherits them; so does multiprocessing's resource tracker.
-    with _environment_defaults({**WORKER_THREAD_LIMITS, **QUIET_RESOURCE_TRACKER}):
+    with _environment_defaults({**WORKER_THREAD_LIMITS, **QUIET_CHILDREN}):
         multiprocessing.forkserver.ensure_running()
     return True
 
@@ -60,11 +60,11 @@ def start_forkserver() -> bool:
 WORKER_THREAD_LIMITS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-# After Ctrl+C the program exits without multiprocessing's cleanup (``flows.cli.entry``), and the
-# resource tracker, which then removes the pool's semaphores itself, would warn about them.
-QUIET_RESOURCE_TRACKER = {"PYTHONWARNINGS": "ignore:resource_tracker:UserWarning",
-                          # and a local Dask cluster's workers (forked from it) log warnings only
-                          "DASK_LOGGING__DISTRIBUTED": "warning"}
+# Quiet children. After Ctrl+C the program exits without multiprocessing's cleanup
+# (``flows.cli.entry``), and the resource tracker, which then removes the pool's semaphores itself,
+# would warn about them; a local Dask cluster's workers (forked from the forkserver) would log their
+# start and stop at INFO.
+QUIET_CHILDREN = {"PYTHONWARNINGS": "ignore:resource_tracker:UserWarning", "DASK_LOGGING__DISTRIBUTED": "warning"}
 
 
 @contextlib.contextmanager
