@@ -37,12 +37,10 @@ def _main(args: argparse.Namespace, interrupted: Callable[[], bool]) -> int:
         with _SERVER:
             return args.handler(args)
     except KeyboardInterrupt:
-        print("chunkyard: interrupted; no snapshot was published", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted()
     except Exception as exc:  # every failure is one clear line unless --debug
         if interrupted():  # Ctrl+C inside a library that wrapped it (pydantic: PydanticSerializationError)
-            print("chunkyard: interrupted; no snapshot was published", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return _interrupted()
         from chunking.errors import ChunkyardError, ConfigError
 
         if getattr(args, "debug", False):
@@ -62,6 +60,11 @@ def _main(args: argparse.Namespace, interrupted: Callable[[], bool]) -> int:
         print(f"chunkyard: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
               file=sys.stderr)
         return EXIT_FAILED
+
+
+def _interrupted() -> int:
+    print("chunkyard: interrupted; no snapshot was published", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def _note_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
