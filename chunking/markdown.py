@@ -12,6 +12,7 @@ import bisect
 import itertools
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import yaml
 
@@ -45,8 +46,7 @@ TABLE_FIRST_ROW = 12
 LIST_CONTINUATION = 12
 
 
-@dataclass(frozen=True, slots=True)
-class Heading:
+class Heading(NamedTuple):
     start: int
     end: int  # end of the heading line(s)
     level: int

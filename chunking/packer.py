@@ -33,6 +33,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import regex
 
@@ -91,8 +92,7 @@ _CONTINUES = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_
                            r"\p{Grapheme_Cluster_Break=Prepend}\r\U0001F3FB-\U0001F3FF]")
 
 
-@dataclass(frozen=True, slots=True)
-class Group:
+class Group(NamedTuple):
     """A span that should stay in one chunk when it fits (procedure, list, table, code, section).
 
     ``start`` includes the lead-in; ``body_start`` is where the items/rows/lines begin. ``context``
@@ -125,8 +125,9 @@ class Plan:
     breaks: list[int] = field(default_factory=list)  # reviewer: a chunk boundary here
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
+    """A chunk's span as the packer chose it (immutable; built once per chunk, hence a named tuple)."""
+
     start: int
     end: int
     size: int  # in the meter's unit

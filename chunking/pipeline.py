@@ -321,7 +321,7 @@ def _chunk_document(config: Config, document: Document, constraints: list[Constr
         result.skipped.append(Skipped(document.doc_id, f"chunking failed: {type(exc).__name__}: {exc}"))
         return
     result.chunked.append(document.doc_id)
-    spans = [Span(c.start, c.end, c.size) for c in chunked.chunks]
+    spans = [Span(c.start, c.end, c.size) for c in chunked.chunks] if placed else []
     for constraint, placement in placed:
         result.constraints.append(_constraint_outcome(document, constraint, placement, spans))
     metadata = {**document.metadata, **_jsonable(chunked.metadata)}
@@ -342,31 +342,38 @@ def _chunk_document(config: Config, document: Document, constraints: list[Constr
     doc_columns["metadata_json"].append(json.dumps(metadata, ensure_ascii=False, sort_keys=True, default=str))
     doc_columns["text"].append(document.text)
     doc_columns["page_starts"].append(list(document.page_starts))
-    for chunk in chunked.chunks:
+    chunks = chunked.chunks
+    for chunk in chunks:
         if chunk.over_budget_reason:
             result.over_budget[(document.doc_id, chunk.index)] = chunk.over_budget_reason
-        chunk_columns["chunk_id"].append(chunk_id(document.doc_id, chunk.start, chunk.end, config.hash))
-        chunk_columns["doc_id"].append(document.doc_id)
-        chunk_columns["chunk_index"].append(chunk.index)
-        chunk_columns["start"].append(chunk.start)
-        chunk_columns["end"].append(chunk.end)
-        chunk_columns["section_path"].append(list(chunk.section_path))
-        chunk_columns["size"].append(chunk.size)
-        chunk_columns["unit"].append(settings.unit)
-        chunk_columns["n_chars"].append(chunk.n_chars)
-        chunk_columns["n_tokens"].append(chunk.n_tokens)
-        chunk_columns["strategy"].append(chunk.strategy)
-        chunk_columns["label"].append(chunk.label)
-        chunk_columns["config_version"].append(config.version)
-        chunk_columns["config_hash"].append(config.hash)
-        chunk_columns["findings"].append(list(chunk.findings))
-        chunk_columns["text"].append(chunk.text)
-        chunk_columns["embed_text"].append(chunk.embed_text)
-        # Pages of the chunk's first and last character (PDF); null for documents without pages.
-        paged = bool(document.page_starts)
-        chunk_columns["page_start"].append(page_of(document.page_starts, chunk.start) if paged else None)
-        chunk_columns["page_end"].append(page_of(document.page_starts, max(chunk.start, chunk.end - 1))
-                                         if paged else None)
+    # Column by column: one comprehension per column costs a third of an append per chunk and column.
+    count = len(chunks)
+    doc_id, config_hash = document.doc_id, config.hash
+    chunk_columns["chunk_id"].extend([chunk_id(doc_id, c.start, c.end, config_hash) for c in chunks])
+    chunk_columns["doc_id"].extend([doc_id] * count)
+    chunk_columns["chunk_index"].extend([c.index for c in chunks])
+    chunk_columns["start"].extend([c.start for c in chunks])
+    chunk_columns["end"].extend([c.end for c in chunks])
+    chunk_columns["section_path"].extend([list(c.section_path) for c in chunks])
+    chunk_columns["size"].extend([c.size for c in chunks])
+    chunk_columns["unit"].extend([settings.unit] * count)
+    chunk_columns["n_chars"].extend([c.n_chars for c in chunks])
+    chunk_columns["n_tokens"].extend([c.n_tokens for c in chunks])
+    chunk_columns["strategy"].extend([c.strategy for c in chunks])
+    chunk_columns["label"].extend([c.label for c in chunks])
+    chunk_columns["config_version"].extend([config.version] * count)
+    chunk_columns["config_hash"].extend([config_hash] * count)
+    chunk_columns["findings"].extend([list(c.findings) for c in chunks])
+    chunk_columns["text"].extend([c.text for c in chunks])
+    chunk_columns["embed_text"].extend([c.embed_text for c in chunks])
+    # Pages of the chunk's first and last character (PDF); null for documents without pages.
+    pages = document.page_starts
+    if pages:
+        chunk_columns["page_start"].extend([page_of(pages, c.start) for c in chunks])
+        chunk_columns["page_end"].extend([page_of(pages, max(c.start, c.end - 1)) for c in chunks])
+    else:
+        chunk_columns["page_start"].extend([None] * count)
+        chunk_columns["page_end"].extend([None] * count)
 
 
 def _constraint_outcome(document: Document, constraint: Constraint, placement: Any,
