@@ -170,6 +170,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             boundaries[pos] = max(boundaries.get(pos, 0), score)
 
     stack: list[Heading] = []
+    titles: list[str] = []  # the titles of ``stack``: the breadcrumb
     # Open blocks, tracked to build groups when they close.
     i = 0
     n = len(texts)
@@ -187,9 +188,11 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         heading = Heading(starts[first], starts[last] + len(texts[last]), level, title.strip())
         while stack and stack[-1].level >= level:
             stack.pop()
+            titles.pop()
         stack.append(heading)
+        titles.append(heading.title)
         structure.headings.append(heading)
-        structure.paths.append(tuple(h.title for h in stack))
+        structure.paths.append(tuple(titles))
         mark(starts[first], HEADING_BASE - level)
 
     def lead_in_start(block_start: int) -> int:
