@@ -53,3 +53,28 @@ def test_the_reviewer_benchmark_dataset_has_the_current_schema(tmp_path: Path) -
     dataset = reviewer_open.generate(tmp_path, n_chunks=600, n_docs=6)
     snapshot = Snapshot.open(dataset)
     assert snapshot.chunks().num_rows == 600 and snapshot.documents().num_rows == 6
+
+
+def test_retrieval_comparison_scores_every_splitter_against_the_same_questions(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On the bundled sample and its questions: chunkyard's rows (and any installed peer's) are scored, and
+    chunkyard markdown is the reference the others are compared with."""
+    compare = pytest.importorskip("retrieval_compare")
+    repo = Path(__file__).resolve().parents[1]
+    assert compare.main(["--corpus", str(repo / "examples" / "kb"), "--include", "**/*.md", "--include", "**/*.html", "--include", "**/*.txt",
+                         "--questions", str(repo / "eval" / "kb-questions.jsonl"), "--max-size", "600",
+                         "--k", "1,3", "--retriever", "bm25"]) == 0
+    out = capsys.readouterr().out
+    assert "#### bm25, top 1" in out and "#### bm25, top 3" in out
+    rows = {line.split("|")[1].strip(): line.split("|") for line in out.splitlines() if line.startswith("| chunkyard")}
+    assert set(rows) >= {"chunkyard markdown", "chunkyard markdown, text only", "chunkyard recursive"}
+    recall_at_3 = float(rows["chunkyard markdown"][5])
+    assert 0.0 < recall_at_3 <= 1.0  # the questions are answerable from the sample's chunks
+    assert rows["chunkyard markdown"][10].strip() == "—"  # the reference row has no difference to itself
+
+
+def test_a_paired_interval_brackets_a_known_difference() -> None:
+    compare = pytest.importorskip("retrieval_compare")
+    mean, low, high = compare.paired_interval([0.0] * 40, [0.5] * 20 + [0.0] * 20)
+    assert mean == pytest.approx(0.25) and low < 0.25 < high and low > 0.05
+    assert compare.paired_interval([0.3] * 10, [0.3] * 10) == (0.0, 0.0, 0.0)

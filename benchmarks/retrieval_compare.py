@@ -1,0 +1,228 @@
+"""Retrieval quality side by side: chunkyard and the peers chunk the same documents at the same budget,
+the same retrievers search each splitter's chunks for the same questions, and the same
+character-level metrics score what they return.
+
+    .venv/bin/pip install -e '.[bench]'
+    .venv/bin/python benchmarks/retrieval_compare.py [--corpus DIR] [--include 'src/*.md']
+        [--questions eval/rust-book-questions.jsonl] [--max-size 1000] [--k 1,5,10]
+        [--retriever bm25|dense|both] [--write-readme]
+
+Method. Every splitter gets each document's text as ``chunkyard run`` extracts it
+(``chunking.documents.read_document``), with ``max_size`` characters and no overlap. The questions'
+reference passages are located in those texts (``chunking.evaluation.locate_questions``). Each
+splitter's chunks are indexed by BM25 (bm25s) and by dense retrieval (WordLlama embeddings that ship
+in the package, cosine), exactly as ``chunkyard eval`` indexes a snapshot; the top k chunks of each
+question are scored by ``chunking.evaluation.metrics.score_retrieval`` (recall, precision, IoU over
+characters; hit rate; MRR). chunkyard is indexed twice: by ``embed_text`` (title, heading path and a
+split group's lead-in ahead of the text: what a run sends to the embedder) and by the chunk text alone,
+so the effect of its boundaries and of its context can be told apart. Peers index their chunk text.
+
+The question sets are small (57 questions for the Rust book), so each row also gives the paired
+difference to chunkyard markdown (embed_text) with a 95% bootstrap interval over questions: an
+interval that contains 0 is no evidence either way. Peers are optional (the ``bench`` extra); a
+missing one is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from chunking.api import split_document
+from chunking.config import parse_settings
+from chunking.documents import Skipped, discover, read_document
+from chunking.errors import ChunkyardError
+from chunking.evaluation.metrics import QuestionScore, score_retrieval, summarize
+from chunking.evaluation.questions import LocatedQuestion, Span, load_questions, locate_questions
+from chunking.evaluation.retrievers import BM25Retriever, DenseRetriever, embed
+from chunking.evaluation.runner import parse_ks
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from speed import chonkie_splitter, langchain, semchunk_splitter, text_splitter, versions  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "benchmarks" / "README.md"
+BEGIN, END = "<!-- retrieval:begin -->", "<!-- retrieval:end -->"
+DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "rust-book"
+DEFAULT_QUESTIONS = ROOT / "eval" / "rust-book-questions.jsonl"
+REFERENCE = "chunkyard markdown"
+BOOTSTRAP = 5000
+
+
+@dataclass
+class Indexed:
+    """One splitter's chunks over the corpus: spans for scoring, texts for the retrievers."""
+
+    name: str
+    spans: list[Span]
+    texts: list[str]
+    note: str = ""
+    scores: dict[tuple[str, int], list[QuestionScore]] = field(default_factory=dict)
+
+
+# A splitter takes (doc_id, text, title) and returns (start, end, text to index) per chunk.
+Splitter = Callable[[str, str, str], list[tuple[int, int, str]]]
+
+
+def chunkyard_splitter(strategy: str, max_size: int, *, embed_text: bool) -> Splitter:
+    settings = parse_settings({"strategy": strategy, "unit": "chars", "max_size": max_size, "overlap": 0,
+                               "context": {"title": True, "headings": True}})
+
+    def split(doc_id: str, text: str, title: str) -> list[tuple[int, int, str]]:
+        chunks = split_document(text, settings, doc_id, title=title or None).chunks
+        return [(c.start, c.end, c.embed_text if embed_text else c.text) for c in chunks]
+
+    return split
+
+
+def peer(make: Callable[[], Callable[[str], list[tuple[int, int, str]]] | None]) -> Splitter | None:
+    """A speed.py peer (text in, (start, end, text) out) as a Splitter; None when not installed."""
+    split = make()
+    if split is None:
+        return None
+    return lambda doc_id, text, title: split(text)
+
+
+def splitters(max_size: int) -> list[tuple[str, Splitter | None, str]]:
+    return [
+        (REFERENCE, chunkyard_splitter("markdown", max_size, embed_text=True), "embed_text"),
+        ("chunkyard markdown, text only", chunkyard_splitter("markdown", max_size, embed_text=False), "chunk text"),
+        ("chunkyard recursive", chunkyard_splitter("recursive", max_size, embed_text=True), "embed_text"),
+        ("chunkyard recursive, text only", chunkyard_splitter("recursive", max_size, embed_text=False),
+         "chunk text"),
+        ("semantic-text-splitter MarkdownSplitter", peer(lambda: text_splitter("markdown", max_size, 0)), ""),
+        ("semantic-text-splitter TextSplitter", peer(lambda: text_splitter("text", max_size, 0)), ""),
+        ("LangChain MarkdownTextSplitter", peer(lambda: langchain("markdown", max_size, 0)), ""),
+        ("LangChain RecursiveCharacterTextSplitter", peer(lambda: langchain("text", max_size, 0)), ""),
+        ("semchunk", peer(lambda: semchunk_splitter(max_size, 0, len)), ""),
+        ("chonkie RecursiveChunker", peer(lambda: chonkie_splitter(max_size, "character")), ""),
+    ]
+
+
+def read_corpus(corpus: Path, include: list[str]) -> dict[str, tuple[str, str]]:
+    """doc_id -> (text, title), as a run reads and extracts the files."""
+    documents = {}
+    for item in discover(corpus, include, []):
+        if isinstance(item, Skipped):
+            continue
+        document = read_document(item.path, item.doc_id)
+        if not isinstance(document, Skipped):
+            documents[document.doc_id] = (document.text, document.title)
+    return documents
+
+
+def index(name: str, split: Splitter, documents: dict[str, tuple[str, str]], note: str) -> Indexed:
+    spans, texts = [], []
+    for doc_id, (text, title) in documents.items():
+        for start, end, indexed in split(doc_id, text, title):
+            if start < 0 or not text[start:end].strip():
+                continue  # not located (cannot be scored), or white space only
+            spans.append(Span(doc_id, start, end))
+            texts.append(indexed)
+    return Indexed(name, spans, texts, note)
+
+
+def evaluate(entry: Indexed, questions: list[LocatedQuestion], retrievers: list[str], ks: tuple[int, ...]) -> None:
+    queries = [q.question for q in questions]
+    for name in retrievers:
+        retriever = BM25Retriever(entry.texts) if name == "bm25" else DenseRetriever(embed(entry.texts))
+        rankings = retriever.search(queries, ks[-1])
+        for k in ks:
+            entry.scores[name, k] = [score_retrieval(q.spans, [entry.spans[i] for i in ranking[:k]])
+                                     for q, ranking in zip(questions, rankings, strict=True)]
+
+
+def paired_interval(ours: list[float], theirs: list[float], seed: int = 0) -> tuple[float, float, float]:
+    """Mean of theirs − ours over questions, with a 95% bootstrap interval."""
+    diff = np.asarray(theirs, dtype=np.float64) - np.asarray(ours, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, diff.size, size=(BOOTSTRAP, diff.size))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(diff.mean()), float(low), float(high)
+
+
+def table(entries: list[Indexed], retriever: str, k: int) -> list[str]:
+    reference = next(e for e in entries if e.name == REFERENCE)
+    lines = [f"#### {retriever}, top {k}", "",
+             "| splitter | indexed | chunks | mean chars | recall | precision | IoU | hit rate | MRR "
+             "| Δ recall vs chunkyard markdown (95% CI) | Δ IoU (95% CI) | Δ MRR (95% CI) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    for entry in entries:
+        scores = entry.scores[retriever, k]
+        summary = summarize(scores)
+        mean_chars = np.mean([s.end - s.start for s in entry.spans]) if entry.spans else 0.0
+        cells = []
+        for metric in ("recall", "iou", "reciprocal_rank"):
+            if entry is reference:
+                cells.append("—")
+                continue
+            mean, low, high = paired_interval([getattr(s, metric) for s in reference.scores[retriever, k]],
+                                              [getattr(s, metric) for s in scores])
+            cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
+        lines.append(f"| {entry.name} | {entry.note or 'chunk text'} | {len(entry.spans):,} | {mean_chars:.0f} "
+                     f"| {summary['recall_mean']:.3f} | {summary['precision_mean']:.3f} | {summary['iou_mean']:.3f} "
+                     f"| {summary['hit_rate']:.3f} | {summary['mrr']:.3f} | {' | '.join(cells)} |")
+    return [*lines, ""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--include", action="append", help="glob over doc ids (default: src/*.md)")
+    parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
+    parser.add_argument("--max-size", type=int, default=1000)
+    parser.add_argument("--k", default="1,5,10")
+    parser.add_argument("--retriever", choices=("bm25", "dense", "both"), default="both")
+    parser.add_argument("--write-readme", action="store_true", help=f"rewrite the section of {README}")
+    args = parser.parse_args(argv)
+    if not args.corpus.is_dir():
+        print(f"corpus folder not found: {args.corpus}", file=sys.stderr)
+        return 2
+    ks = parse_ks(args.k)
+    retrievers = ["bm25", "dense"] if args.retriever == "both" else [args.retriever]
+    include = args.include or ["src/*.md"]
+    documents = read_corpus(args.corpus, include)
+    try:
+        question_set = load_questions(args.questions)
+        questions = locate_questions(question_set, lambda doc_id: documents.get(doc_id, (None,))[0],
+                                     f"{args.corpus} ({', '.join(include)})")
+    except ChunkyardError as exc:
+        print(f"retrieval_compare: {exc}", file=sys.stderr)
+        return 2
+
+    entries = []
+    for name, split, note in splitters(args.max_size):
+        if split is None:
+            print(f"  ({name}: not installed, skipped)", file=sys.stderr)
+            continue
+        entry = index(name, split, documents, note)
+        evaluate(entry, questions, retrievers, ks)
+        entries.append(entry)
+        print(f"  {name}: {len(entry.spans):,} chunks", file=sys.stderr)
+
+    size = sum(len(text) for text, _ in documents.values())
+    out = [f"Corpus: {args.corpus} ({', '.join(include)}: {len(documents)} documents, {size / 1e6:.1f} M characters); "
+           f"questions: {args.questions.name} ({len(questions)}); {args.max_size} characters, no overlap. "
+           f"Versions: {versions()}.", ""]
+    for retriever in retrievers:
+        for k in ks:
+            out += table(entries, retriever, k)
+    text = "\n".join(out).rstrip() + "\n"
+    print(text)
+    if args.write_readme:
+        current = README.read_text(encoding="utf-8")
+        head, found, rest = current.partition(BEGIN)
+        if not found:
+            raise SystemExit(f"{README} has no {BEGIN} marker")
+        _, _, tail = rest.partition(END)
+        README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
