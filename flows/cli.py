@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     interrupted, restore = _note_interrupts()
+    _SERVER.interrupted = interrupted
     try:
         return _main(args, interrupted)
     finally:
@@ -280,14 +281,19 @@ class _Server:
     def __init__(self) -> None:
         self._stack: contextlib.ExitStack | None = None
         self._pending: Any = None  # a flows.server.PendingServer
+        self.interrupted: Callable[[], bool] = lambda: False  # set by main(): was there a Ctrl+C
 
     def __enter__(self) -> _Server:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        stack, self._stack, self._pending = self._stack, None, None
-        if stack is not None:
-            stack.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        stack, pending, self._stack, self._pending = self._stack, self._pending, None, None
+        if stack is None:
+            return
+        if pending is not None and ((exc_type is not None and issubclass(exc_type, KeyboardInterrupt))
+                                    or self.interrupted()):
+            pending.abandon()  # Ctrl+C: the prompt comes back at once, not after the server's shutdown
+        stack.close()
 
     def start(self) -> None:
         """Start it (once) without waiting; call before Prefect is imported, for worker processes."""

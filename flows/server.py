@@ -65,6 +65,13 @@ class PendingServer:
         self._log_path = log_path
         self._timeout = timeout
         self._ready = False
+        self.abandoned = False
+
+    def abandon(self) -> None:
+        """The command was interrupted (Ctrl+C): on exit, do not send queued logs and events, and stop
+        a server started here at once rather than after its graceful shutdown (up to 15 s while it is
+        still answering the interrupted run's requests)."""
+        self.abandoned = True
 
     def ready(self) -> str:
         if self._ready:
@@ -129,23 +136,25 @@ def pending_server(home: Path | None = None, startup_timeout: float = 90.0, *,
                                        stdin=subprocess.DEVNULL, start_new_session=True)
     previous = os.environ.get("PREFECT_API_URL")
     os.environ["PREFECT_API_URL"] = url
+    pending = PendingServer(url, process, log_path, startup_timeout)
     try:
         if process is not None and "prefect" in sys.modules:
             # Prefect read its settings at import; tell the running process as well.
             from prefect.settings import PREFECT_API_URL, temporary_settings
 
             with temporary_settings({PREFECT_API_URL: url}):
-                yield PendingServer(url, process, log_path, startup_timeout)
+                yield pending
         else:
-            yield PendingServer(url, process, log_path, startup_timeout)
+            yield pending
     finally:
         if previous is None:
             os.environ.pop("PREFECT_API_URL", None)
         else:
             os.environ["PREFECT_API_URL"] = previous
         if process is not None:
-            _drain_prefect_services()
-            _stop(process)
+            if not pending.abandoned:
+                _drain_prefect_services()
+            _stop(process, grace=ABANDON_GRACE if pending.abandoned else STOP_GRACE)
 
 
 # Run a command so that it gets SIGTERM when this process dies, even by SIGKILL, when no
@@ -199,13 +208,19 @@ def _drain_prefect_services() -> None:
         QueueService.drain_all(timeout=5)
 
 
-def _stop(process: subprocess.Popen) -> None:
+# Seconds a started server has to shut down after SIGTERM before it gets SIGKILL: after a run, and
+# after an interrupted one (its SQLite database survives a kill; the user is waiting for the prompt).
+STOP_GRACE = 15.0
+ABANDON_GRACE = 1.0
+
+
+def _stop(process: subprocess.Popen, grace: float = STOP_GRACE) -> None:
     if process.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
     try:
-        process.wait(timeout=15)
+        process.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)

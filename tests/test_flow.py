@@ -310,6 +310,49 @@ def test_ctrl_c_stops_a_process_run_at_once_and_publishes_nothing(tmp_path):
         _kill_everything(process, started)
 
 
+_DEAF_SERVER = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+
+
+def test_an_interrupted_command_stops_its_server_at_once(tmp_path, monkeypatch):
+    """After Ctrl+C the server a command started gets one second, not the fifteen of a graceful
+    shutdown: a server still answering the interrupted run's requests took 4–6 s to stop (and the
+    prompt with it). Here the server is a process that ignores SIGTERM."""
+    from flows import server
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(server, "_configured_api_url", lambda: "")
+    monkeypatch.setattr(server, "_dies_with_us", lambda command: [sys.executable, "-c", _DEAF_SERVER])
+    with server.pending_server(tmp_path / "home") as pending:
+        process = pending._process
+        time.sleep(0.3)  # let it install its SIGTERM handler
+        pending.abandon()
+        started = time.monotonic()
+    assert time.monotonic() - started < server.ABANDON_GRACE + 3
+    assert process.poll() is not None  # killed, not left behind
+
+
+@pytest.mark.parametrize(("error", "noted", "abandoned"), [
+    (KeyboardInterrupt, False, True),
+    (ValueError, True, True),  # Ctrl+C that a library turned into another error
+    (ValueError, False, False),
+    (None, False, False),
+])
+def test_the_command_line_abandons_its_server_only_after_ctrl_c(error, noted, abandoned):
+    from flows import cli
+
+    class Pending:
+        abandoned = False
+
+        def abandon(self):
+            self.abandoned = True
+
+    entry = cli._Server()
+    pending = Pending()
+    entry._stack, entry._pending, entry.interrupted = contextlib.ExitStack(), pending, lambda: noted
+    entry.__exit__(error, error() if error else None, None)
+    assert pending.abandoned is abandoned and entry._stack is None
+
+
 def _survivors(pids: set[int], wait: float = 30) -> dict[int, str]:
     """The processes of ``pids`` still running after up to ``wait`` seconds, with their command lines."""
     deadline = time.monotonic() + wait
