@@ -399,22 +399,19 @@ class Packer:
         """Start of the outermost group that begins in (prev_end, reach), runs past reach and fits."""
         groups = self.plan.groups
         i = bisect.bisect_right(self._group_starts, max(start, prev_end))
-        best = None
         for k in range(i, len(groups)):
             group = groups[k]
             if group.start >= reach:
                 break
             if group.end <= reach or group.start <= start:
                 continue
-            if best is not None and group.start >= best:
-                continue
             if not self._group_fits_alone(k):
                 continue
             if self.min_size and self.meter.size(start, self._trim_end(start, group.start)) < self.min_size:
                 continue
-            if self.text[start : group.start].strip():
-                best = group.start
-        return best
+            if _NON_SPACE.search(self.text, start, group.start):
+                return group.start  # groups are sorted by start: the first that qualifies is outermost
+        return None
 
     def _group_fits_alone(self, k: int) -> bool:
         fits = self._group_fits.get(k)
