@@ -225,6 +225,10 @@ def cmd_preview(args: argparse.Namespace) -> int:
     from chunking.findings import FINDINGS
 
     config = _load(args.config)
+    problem = _not_a_file(args.file)
+    if problem:
+        print(f"chunkyard: error: {args.file}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     path = args.file.resolve()
     try:
         doc_id = path.relative_to(config.source_dir).as_posix()
@@ -265,6 +269,26 @@ def cmd_preview(args: argparse.Namespace) -> int:
             if len(lines) > 1:
                 print(f"   | {_clip(lines[-1])}")
     return EXIT_OK
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be previewed as one file (missing, a folder, a FIFO, ...), or None.
+
+    Checked before reading: opening a FIFO would wait for a writer forever (``run`` never opens one).
+    """
+    import stat
+
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return "broken symbolic link (its target does not exist)" if path.is_symlink() else "no such file"
+    except OSError:
+        return None  # read_document gives the reason (permission denied, symlink loop, ...)
+    if stat.S_ISDIR(info.st_mode):
+        return "is a folder; preview takes one file"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    return None
 
 
 class _Server:
