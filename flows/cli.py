@@ -41,6 +41,11 @@ def _main(args: argparse.Namespace, interrupted: Callable[[], bool]) -> int:
     except Exception as exc:  # every failure is one clear line unless --debug
         if interrupted():  # Ctrl+C inside a library that wrapped it (pydantic: PydanticSerializationError)
             return _interrupted()
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():
+            # The reader of our output stopped early (``chunkyard preview ... | head``): nothing to say.
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_FAILED
         from chunking.errors import ChunkyardError, ConfigError
 
         if getattr(args, "debug", False):
@@ -60,6 +65,18 @@ def _main(args: argparse.Namespace, interrupted: Callable[[], bool]) -> int:
         print(f"chunkyard: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
               file=sys.stderr)
         return EXIT_FAILED
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has gone (POLLERR), not some other broken pipe."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def _interrupted() -> int:

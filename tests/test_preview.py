@@ -48,6 +48,24 @@ def test_preview_of_a_fifo_does_not_block(tmp_path: Path) -> None:
     assert result.stderr.strip() == f"chunkyard: error: {fifo}: not a regular file"
 
 
+def test_preview_into_a_reader_that_stops_early_is_quiet(tmp_path: Path) -> None:
+    """``chunkyard preview ... | head -1``: no 'broken pipe (nothing was published ...)' error."""
+    (tmp_path / "docs").mkdir()
+    doc = tmp_path / "docs" / "long.md"
+    doc.write_text("".join(f"# Part {i}\n\n" + "Some words in a sentence. " * 20 + "\n\n" for i in range(400)),
+                   encoding="utf-8")
+    preview(tmp_path, "--help")  # writes the config
+    command = [sys.executable, "-m", "flows.cli", "preview", str(tmp_path / "config.yaml"), str(doc), "--text"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.readline()
+        process.stdout.close()
+        stderr = process.stderr.read().decode()
+        process.wait(timeout=60)
+    assert stderr == ""
+    assert process.returncode != 0
+
+
 def test_preview_of_a_good_file_still_works(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     doc = tmp_path / "docs" / "a.md"
