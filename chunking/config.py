@@ -182,6 +182,10 @@ def normalize_pattern(pattern: str) -> str:
         raise ValueError(f"{pattern!r} is absolute; patterns match paths relative to the source folder")
     if ".." in normalized.split("/"):
         raise ValueError(f"{pattern!r} has a '..' segment; document paths never leave the source folder")
+    try:
+        re.compile(_glob_to_regex(normalized))
+    except re.error as exc:  # a reversed range such as [z-a]
+        raise ValueError(f"{pattern!r} is not a valid glob: {exc.msg}") from None
     return normalized
 
 

@@ -63,6 +63,21 @@ def test_patterns_that_can_never_match_are_refused(tmp_path: Path, pattern: str)
     assert ("'..' segment" in message) or ("absolute" in message)
 
 
+@pytest.mark.parametrize("pattern", ["[z-a]*.md", "docs/[b-a]/**"])
+def test_a_pattern_that_is_not_a_valid_glob_is_refused_with_its_line(tmp_path: Path, pattern: str) -> None:
+    """A reversed range used to pass validation and end ``run``/``preview`` with an unexpected
+    ``re.error`` ("bad character range") when the first document was matched."""
+    path = write(tmp_path, "docs", extra=f"rules:\n  - match: '{pattern}'\n    chunker: {{max_size: 100}}\n")
+    [message] = messages(path)
+    assert message.startswith(f"{path}:6: rules[0].match: ")
+    assert "not a valid glob" in message and "bad character range" in message
+    include = tmp_path / "include.yaml"
+    include.write_text(f"name: paths\nversion: 1\nsource: {{path: docs, include: ['{pattern}']}}\n",
+                       encoding="utf-8")
+    [message] = messages(include)
+    assert message.startswith(f"{include}:3: source.include: ") and "not a valid glob" in message
+
+
 def test_source_that_is_a_file_and_output_that_is_a_file(tmp_path: Path) -> None:
     (tmp_path / "docs.md").write_text("# not a folder\n", encoding="utf-8")
     with pytest.raises(RunRefused, match="is a file; source.path must name a folder"):
