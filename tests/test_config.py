@@ -171,6 +171,18 @@ def test_tokenizer_is_only_checked_when_the_unit_is_tokens(tmp_path: Path) -> No
     load_config(write(tmp_path, BASE + "  tokenizer: bert-base-uncased\n"))
 
 
+def test_a_config_that_loads_with_an_unchecked_tokenizer_also_chunks(tmp_path: Path, no_network: None) -> None:
+    """With unit chars the tokenizer is not checked at load, so chunking must not need it either:
+    ``n_tokens`` (count_tokens) is the cl100k count, as it already was for a tokenizer.json. It used to
+    pass ``chunkyard validate`` and then fail every document of ``run`` with 'unknown tokenizer'."""
+    from chunking import chunk_document
+    from chunking.units import get_tokenizer
+
+    config = load_config(write(tmp_path, BASE + "  tokenizer: bert-base-uncased\n"))
+    [chunk] = chunk_document("Some text. More text here.", config.chunker)
+    assert chunk.n_tokens == get_tokenizer("cl100k_base").count(chunk.text)
+
+
 def test_missing_tokenizer_json(tmp_path: Path) -> None:
     path = write(tmp_path, BASE.replace("unit: chars", "unit: tokens\n  tokenizer: models/tokenizer.json"))
     [issue] = issues_of(path)
