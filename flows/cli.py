@@ -613,8 +613,8 @@ def _k_values(text: str) -> tuple[int, ...]:
 def _eval_labels(paths: list[Path]) -> list[str]:
     """Short, distinct names for the configs: file stems, with the folder when stems repeat."""
     stems = [path.stem for path in paths]
-    labels = [stem if stems.count(stem) == 1 else f"{path.parent.name}/{stem}" for stem, path in zip(stems, paths,
-                                                                                                     strict=True)]
+    labels = [stem if stems.count(stem) == 1 else f"{path.resolve().parent.name}/{stem}"
+              for stem, path in zip(stems, paths, strict=True)]
     return [label if labels.count(label) == 1 else str(path) for label, path in zip(labels, paths, strict=True)]
 
 

@@ -213,6 +213,18 @@ def test_cli_rejects_bad_k(capsys):
     assert "at least 1" in capsys.readouterr().err
 
 
+def test_eval_labels_of_configs_with_the_same_name_name_their_folders(tmp_path, monkeypatch):
+    """``chunkyard eval cfg.yaml alt/cfg.yaml`` used to label the first config ``/cfg`` (the parent
+    of a bare file name is ``.``, whose name is empty), which reads as an absolute path."""
+    from flows.cli import _eval_labels
+
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert _eval_labels([Path("cfg.yaml"), Path("alt/cfg.yaml")]) == ["here/cfg", "alt/cfg"]
+    assert _eval_labels([Path("cfg.yaml"), Path("../cfg.yaml")]) == ["here/cfg", f"{tmp_path.name}/cfg"]
+    assert _eval_labels([Path("a.yaml"), Path("b.yaml")]) == ["a", "b"]
+
+
 def test_evaluation_package_imports_no_heavy_or_forbidden_modules():
     script = ("import sys, chunking.evaluation, chunking.evaluation.report; "
               "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
