@@ -198,7 +198,7 @@ def document_from_bytes(raw: bytes, doc_id: str) -> Document | Skipped:
         # Legacy HTML says its encoding in a <meta> (or XML) declaration: decode with that, strictly.
         declared = declared_html_charset(raw) if fmt == "html" and isinstance(exc, NotUtf8) else None
         if declared is None:
-            return Skipped(doc_id, str(exc) + (" and no charset is declared" if fmt == "html" else ""))
+            return Skipped(doc_id, str(exc) + (_undeclared_reason(raw) if fmt == "html" else ""))
         try:
             text = raw.decode(declared)
         except UnicodeDecodeError as decode_error:
@@ -256,13 +256,32 @@ _SUPERSET = {"iso8859_1": "cp1252", "ascii": "cp1252", "gb2312": "gbk"}
 _IGNORED_IN_META = {"utf_16", "utf_16_le", "utf_16_be", "utf_8"}
 
 
-def declared_html_charset(raw: bytes) -> str | None:
-    """The Python codec of the charset an HTML file declares, or None (none, unknown, or UTF-8)."""
+def _declared_label(raw: bytes) -> str | None:
+    """The charset label an HTML file declares (lower case, as written), or None."""
     head = raw[:1024]
     match = _XML_ENCODING.match(head) or _META_CHARSET.search(head)
-    if match is None:
+    return None if match is None else match.group(1).decode("ascii", "replace").strip().lower()
+
+
+def _undeclared_reason(raw: bytes) -> str:
+    """Why an HTML page that is not UTF-8 has no charset to decode it with (follows "not valid UTF-8 ...")."""
+    label = _declared_label(raw)
+    if label is None:
+        return " and no charset is declared"
+    try:
+        name = codecs.lookup(label).name.replace("-", "_")
+    except LookupError:
+        return f", and its declared charset {label!r} is unknown"
+    if name == "utf_8":
+        return " (its declared charset)"
+    return f", and its declared charset {label!r} is read as UTF-8 (UTF-16 needs a byte-order mark)"
+
+
+def declared_html_charset(raw: bytes) -> str | None:
+    """The Python codec of the charset an HTML file declares, or None (none, unknown, or UTF-8)."""
+    label = _declared_label(raw)
+    if label is None:
         return None
-    label = match.group(1).decode("ascii", "replace").strip().lower()
     try:
         name = codecs.lookup(label).name.replace("-", "_")
     except LookupError:

@@ -468,7 +468,12 @@ def test_an_xml_declaration_names_the_charset_of_xhtml() -> None:
 
 @pytest.mark.parametrize(("raw", "reason"), [
     ("<p>café</p>".encode("cp1252"), "not valid UTF-8 at byte 6 and no charset is declared"),
-    ('<meta charset="bogus-8"><p>café</p>'.encode("cp1252"), "not valid UTF-8 at byte 30 and no charset is declared"),
+    ('<meta charset="bogus-8"><p>café</p>'.encode("cp1252"),
+     "not valid UTF-8 at byte 30, and its declared charset 'bogus-8' is unknown"),
+    ('<meta charset="utf-16"><p>café</p>'.encode("cp1252"),
+     "not valid UTF-8 at byte 29, and its declared charset 'utf-16' is read as UTF-8 (UTF-16 needs a "
+     "byte-order mark)"),
+    ('<meta charset="utf-8"><p>café</p>'.encode("cp1252"), "not valid UTF-8 at byte 28 (its declared charset)"),
     ('<meta charset="windows-1252"><p>x\x81</p>'.encode("latin-1"),
      "not valid UTF-8 at byte 33, and not valid cp1252 (its declared charset) at byte 33"),
 ])
