@@ -12,7 +12,8 @@ order (``iter_inner_content``) and written as Markdown, so the Markdown scanner
   ordered or bulleted, the level (``ilvl``, else the style's trailing digit) indents it by 3 spaces
   per level; ordered items are counted per list and level, as Word numbers them; consecutive items
   are written on consecutive lines (a tight list);
-* a table becomes a pipe table with its first row as the header (cell text on one line, ``|``
+* a table becomes a pipe table with its first row as the header (cell text, with the text of tables
+  nested in the cell, on one line, ``|``
   escaped); an empty table is dropped;
 * paragraphs in code-like styles (a style name holding ``Code``, ``Source`` or ``Preformatted``)
   are gathered into one fenced code block;
@@ -129,10 +130,23 @@ def _escape(line: str) -> str:
 def _table_rows(table: Any) -> list[list[str]]:
     rows: list[list[str]] = []
     for row in table.rows:
-        cells = [" ".join(cell.text.split()).replace("|", "\\|") for cell in row.cells]
+        cells = [" ".join(_cell_text(cell).split()).replace("|", "\\|") for cell in row.cells]
         if any(cells):
             rows.append(cells)
     return rows
+
+
+def _cell_text(cell: Any) -> str:
+    """A cell's text with the text of tables nested in it (``cell.text`` has only its own paragraphs)."""
+    from docx.table import Table
+
+    parts = []
+    for item in cell.iter_inner_content():
+        if isinstance(item, Table):
+            parts.extend(_cell_text(inner) for row in item.rows for inner in row.cells)
+        else:
+            parts.append(item.text)
+    return "\n".join(parts)
 
 
 def _pipe_table(rows: list[list[str]]) -> list[str]:

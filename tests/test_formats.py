@@ -341,6 +341,24 @@ def test_docx_section_paths_procedure_and_table_header(tmp_path: Path, check_chu
         check_chunks(row["text"], settings, "handbook.docx")
 
 
+def test_docx_nested_table_text_is_kept_in_its_cell() -> None:
+    """A table in a table cell: python-docx's ``cell.text`` holds only the cell's own paragraphs, so
+    the nested table's text was lost (no chunk, no exclusion)."""
+    word = docx.Document()
+    table = word.add_table(rows=2, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "Item", "Details"
+    table.cell(1, 0).text = "Tent"
+    table.cell(1, 1).text = "See sizes:"
+    inner = table.cell(1, 1).add_table(rows=1, cols=2)
+    inner.cell(0, 0).text, inner.cell(0, 1).text = "Two person", "Four person"
+    buffer = io.BytesIO()
+    word.save(buffer)
+    document = document_from_bytes(buffer.getvalue(), "nested.docx")
+    assert isinstance(document, Document)
+    assert document.text == ("| Item | Details |\n| --- | --- |\n"
+                             "| Tent | See sizes: Two person Four person |\n")
+
+
 def test_broken_docx_is_skipped() -> None:
     assert document_from_bytes(b"PK\x03\x04 not really a zip", "a.docx") == Skipped(
         "a.docx", "broken DOCX: BadZipFile: File is not a zip file")
