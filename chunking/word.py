@@ -79,7 +79,7 @@ def extract_docx(raw: bytes) -> DocxExtraction:
                 counts["tables"] += 1
             continue
         style = _style_name(item)
-        text = item.text.replace("\r", "")
+        text = _paragraph_text(item).replace("\r", "")
         heading = _HEADING_STYLE.match(style)
         if style.lower() == "title" or heading:
             line = " ".join(text.split())
@@ -136,6 +136,18 @@ def _table_rows(table: Any) -> list[list[str]]:
     return rows
 
 
+# Every run of a paragraph as Word shows it: also those in tracked insertions, smart tags, simple fields
+# and inline content controls (python-docx's ``Paragraph.text`` reads only ``w:r`` and ``w:hyperlink``
+# children); not deleted or moved-away text, text boxes (a paragraph of their own), the fallback copy
+# of alternate content, or ruby annotations.
+_VISIBLE_RUNS = (".//w:r[not(ancestor::w:del) and not(ancestor::w:moveFrom) and not(ancestor::w:txbxContent)"
+                 " and not(ancestor::*[local-name()='Fallback']) and not(ancestor::w:rt)]")
+
+
+def _paragraph_text(paragraph: Any) -> str:
+    return "".join(run.text for run in paragraph._p.xpath(_VISIBLE_RUNS))
+
+
 def _cell_text(cell: Any) -> str:
     """A cell's text with the text of tables nested in it (``cell.text`` has only its own paragraphs)."""
     from docx.table import Table
@@ -145,7 +157,7 @@ def _cell_text(cell: Any) -> str:
         if isinstance(item, Table):
             parts.extend(_cell_text(inner) for row in item.rows for inner in row.cells)
         else:
-            parts.append(item.text)
+            parts.append(_paragraph_text(item))
     return "\n".join(parts)
 
 

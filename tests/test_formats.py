@@ -359,6 +359,44 @@ def test_docx_nested_table_text_is_kept_in_its_cell() -> None:
                              "| Tent | See sizes: Two person Four person |\n")
 
 
+_W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+
+def docx_with_body_xml(*fragments: str) -> bytes:
+    """A DOCX whose body holds ``fragments`` (WordprocessingML, ``w:`` declared on each) in order."""
+    from docx.oxml.parser import parse_xml
+
+    document = docx.Document()
+    body = document.element.body
+    for fragment in fragments:
+        tag, rest = fragment[1:].split(">", 1) if fragment.startswith("<w:") else ("", fragment)
+        name, _, attributes = tag.partition(" ")
+        body.insert(len(body) - 1, parse_xml(f"<{name} {_W_NS} {attributes}>{rest}"))
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+def test_docx_runs_in_tracked_insertions_fields_and_inline_controls_are_kept() -> None:
+    """python-docx's ``Paragraph.text`` reads only ``w:r`` and ``w:hyperlink`` children, so text in a
+    tracked insertion (shown by Word), a smart tag, a simple field or an inline content control was
+    lost; deleted text (``w:del``) stays out."""
+    date = 'w:author="a" w:date="2024-01-01T00:00:00Z"'
+    raw = docx_with_body_xml(
+        f'<w:p><w:r><w:t xml:space="preserve">Ship within </w:t></w:r>'
+        f'<w:ins w:id="1" {date}><w:r><w:t>two</w:t></w:r></w:ins>'
+        f'<w:del w:id="2" {date}><w:r><w:delText>five</w:delText></w:r></w:del>'
+        '<w:r><w:t xml:space="preserve"> days to </w:t></w:r>'
+        '<w:smartTag w:uri="u" w:element="place"><w:r><w:t>Oslo</w:t></w:r></w:smartTag>'
+        '<w:r><w:t xml:space="preserve"> by </w:t></w:r>'
+        '<w:sdt><w:sdtContent><w:r><w:t>courier</w:t></w:r></w:sdtContent></w:sdt>'
+        '<w:r><w:t xml:space="preserve">, page </w:t></w:r>'
+        '<w:fldSimple w:instr="PAGE"><w:r><w:t>3</w:t></w:r></w:fldSimple><w:r><w:t>.</w:t></w:r></w:p>')
+    document = document_from_bytes(raw, "tracked.docx")
+    assert isinstance(document, Document)
+    assert document.text == "Ship within two days to Oslo by courier, page 3.\n"
+
+
 def test_broken_docx_is_skipped() -> None:
     assert document_from_bytes(b"PK\x03\x04 not really a zip", "a.docx") == Skipped(
         "a.docx", "broken DOCX: BadZipFile: File is not a zip file")
