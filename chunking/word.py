@@ -60,7 +60,7 @@ def extract_docx(raw: bytes) -> DocxExtraction:
         raise DocxUnusable(f"DOCX support is not installed: {exc}") from None
     try:
         document = docx.Document(io.BytesIO(raw))
-        items = list(document.iter_inner_content())
+        items = list(_block_items(document.element.body, document))
     except Exception as exc:
         message = " ".join(str(exc).split())
         raise DocxUnusable(f"broken DOCX: {type(exc).__name__}: {message}" if message
@@ -136,6 +136,27 @@ def _table_rows(table: Any) -> list[list[str]]:
     return rows
 
 
+def _block_items(element: Any, parent: Any) -> Any:
+    """The paragraphs and tables of a body or cell in document order, also those inside block-level
+    content controls (``w:sdt``) and custom XML, which python-docx's ``iter_inner_content`` skips."""
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    for child in element.iterchildren():
+        if not isinstance(child.tag, str):
+            continue  # an XML comment or processing instruction
+        tag = child.tag.rsplit("}", 1)[-1]
+        if tag == "p":
+            yield Paragraph(child, parent)
+        elif tag == "tbl":
+            yield Table(child, parent)
+        elif tag == "sdt":
+            for content in child.iterchildren(f"{_W}sdtContent"):
+                yield from _block_items(content, parent)
+        elif tag == "customXml":
+            yield from _block_items(child, parent)
+
+
 # Every run of a paragraph as Word shows it: also those in tracked insertions, smart tags, simple fields
 # and inline content controls (python-docx's ``Paragraph.text`` reads only ``w:r`` and ``w:hyperlink``
 # children); not deleted or moved-away text, text boxes (a paragraph of their own), the fallback copy
@@ -153,7 +174,7 @@ def _cell_text(cell: Any) -> str:
     from docx.table import Table
 
     parts = []
-    for item in cell.iter_inner_content():
+    for item in _block_items(cell._tc, cell):
         if isinstance(item, Table):
             parts.extend(_cell_text(inner) for row in item.rows for inner in row.cells)
         else:

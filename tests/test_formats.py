@@ -397,6 +397,24 @@ def test_docx_runs_in_tracked_insertions_fields_and_inline_controls_are_kept() -
     assert document.text == "Ship within two days to Oslo by courier, page 3.\n"
 
 
+def test_docx_paragraphs_and_tables_in_content_controls_are_kept() -> None:
+    """Block-level content controls (``w:sdt``: cover pages, form fields, templates) hold paragraphs
+    and tables that python-docx's ``iter_inner_content`` does not yield: their text was lost."""
+    raw = docx_with_body_xml(
+        '<w:p><w:r><w:t>Intro.</w:t></w:r></w:p>',
+        '<w:sdt><w:sdtContent>'
+        '<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Warranty</w:t></w:r></w:p>'
+        '<w:p><w:r><w:t>Two years on every tent.</w:t></w:r></w:p>'
+        '<w:tbl><w:tr><w:tc><w:p><w:r><w:t>Part</w:t></w:r></w:p></w:tc></w:tr>'
+        '<w:tr><w:tc><w:sdt><w:sdtContent><w:p><w:r><w:t>Poles</w:t></w:r></w:p></w:sdtContent></w:sdt></w:tc></w:tr>'
+        '</w:tbl></w:sdtContent></w:sdt>',
+        '<w:p><w:r><w:t>Outro.</w:t></w:r></w:p>')
+    document = document_from_bytes(raw, "form.docx")
+    assert isinstance(document, Document)
+    assert document.text == ("Intro.\n\n# Warranty\n\nTwo years on every tent.\n\n"
+                             "| Part |\n| --- |\n| Poles |\n\nOutro.\n")
+
+
 def test_broken_docx_is_skipped() -> None:
     assert document_from_bytes(b"PK\x03\x04 not really a zip", "a.docx") == Skipped(
         "a.docx", "broken DOCX: BadZipFile: File is not a zip file")
