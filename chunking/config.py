@@ -215,7 +215,7 @@ class SourceConfig(_Strict):
     @field_validator("include", "exclude")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
-        return [normalize_pattern(p) for p in value]
+        return [_safe_pattern(p) for p in value]  # load_config refuses bad ones, each at its line
 
 
 class OutputConfig(_Strict):
@@ -235,7 +235,8 @@ class RuleConfig(_Strict):
     @field_validator("match")
     @classmethod
     def _patterns(cls, value: str | list[str]) -> str | list[str]:
-        return normalize_pattern(value) if isinstance(value, str) else [normalize_pattern(p) for p in value]
+        # load_config refuses bad patterns, each at its own line and field.
+        return _safe_pattern(value) if isinstance(value, str) else [_safe_pattern(p) for p in value]
 
     @property
     def patterns(self) -> list[str]:
@@ -462,6 +463,7 @@ def load_config_text(text: str, path: Path | None = None) -> Config:
     except ValidationError as exc:
         issues.extend(_issues_from_validation(exc, (), lines, label))
         model = None
+    issues.extend(_pattern_issues(data, lines, label))
 
     raw_chunker = data.get("chunker") if isinstance(data.get("chunker"), dict) else {}
     chunker = _validate_settings(raw_chunker, ("chunker",), lines, label, issues)
@@ -502,6 +504,32 @@ def load_config_text(text: str, path: Path | None = None) -> Config:
     assert model is not None and chunker is not None
     return Config(model=model, path=path.resolve() if path else None, text=text, chunker=chunker,
                   rule_settings=rule_settings)
+
+
+def _pattern_issues(data: dict[str, Any], lines: dict[tuple[Any, ...], int], label: str) -> list[ConfigIssue]:
+    """Every include, exclude and rules.match pattern that can never match, each at its own line
+    (a field validator would stop at the first bad item of a list and point at the list)."""
+    found: list[tuple[tuple[Any, ...], Any]] = []
+    source = data.get("source")
+    if isinstance(source, dict):
+        for key in ("include", "exclude"):
+            if isinstance(source.get(key), list):
+                found += [(("source", key, i), p) for i, p in enumerate(source[key])]
+    for i, rule in enumerate(data.get("rules") if isinstance(data.get("rules"), list) else []):
+        match = rule.get("match") if isinstance(rule, dict) else None
+        if isinstance(match, str):
+            found.append((("rules", i, "match"), match))
+        elif isinstance(match, list):
+            found += [(("rules", i, "match", j), p) for j, p in enumerate(match)]
+    issues = []
+    for loc, pattern in found:
+        if not isinstance(pattern, str):
+            continue  # reported by the model validation
+        try:
+            normalize_pattern(pattern)
+        except ValueError as exc:
+            issues.append(ConfigIssue(label, _line_for(loc, lines), _dotted(loc), str(exc)))
+    return issues
 
 
 def _safe_pattern(pattern: str) -> str:
