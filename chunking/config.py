@@ -532,6 +532,19 @@ def _pattern_issues(data: dict[str, Any], lines: dict[tuple[Any, ...], int], lab
     return issues
 
 
+def field_line(text: str, field: str) -> int | None:
+    """The line of a dotted top-level field (``source.path``) in config text, or None."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, RecursionError):
+        return None
+    if node is None:
+        return None
+    lines: dict[tuple[Any, ...], int] = {}
+    _index_lines(node, (), lines, [], "", set())
+    return _line_for(tuple(field.split(".")), lines)
+
+
 def _safe_pattern(pattern: str) -> str:
     try:
         return normalize_pattern(pattern)

@@ -225,9 +225,16 @@ def _local(command: str):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from chunking.config import load_config
+    from chunking.config import field_line, load_config
+    from chunking.errors import ConfigError, ConfigIssue
+    from chunking.pipeline import RunRefused, check_paths
 
     config = load_config(args.config)
+    try:  # the folders `run` would refuse before any work: missing, a file, output inside source
+        check_paths(config)
+    except RunRefused as exc:
+        line = field_line(config.text, exc.field) if exc.field else None
+        raise ConfigError([ConfigIssue(str(args.config), line, exc.field, str(exc))]) from None
     rules = len(config.rule_settings)
     print(f"{args.config}: ok — dataset {config.name} v{config.version}, strategy {config.chunker.strategy}, "
           f"{config.chunker.max_size} {config.chunker.unit} (overlap {config.chunker.overlap}), "

@@ -421,6 +421,24 @@ def test_cli_validate_reports_every_issue_on_its_own_line(tmp_path: Path) -> Non
     ])
 
 
+@pytest.mark.parametrize(("source", "output", "line", "field", "problem"), [
+    ("docs", "docs/datasets", 4, "output.path", "is inside the source folder"),
+    ("missing", "out", 3, "source.path", "source folder not found"),
+    ("notes.md", "out", 3, "source.path", "is a file; source.path must name a folder"),
+])
+def test_cli_validate_reports_folders_run_would_refuse(tmp_path: Path, source: str, output: str, line: int,
+                                                       field: str, problem: str) -> None:
+    """README: an output folder inside the source folder is refused like a bad pattern; validate used
+    to say 'ok' and only `run` refused it (without a line)."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "notes.md").write_text("# a file\n", encoding="utf-8")
+    path = write(tmp_path, f"name: kb\nversion: 1\nsource: {{path: {source}}}\noutput: {{path: {output}}}\n")
+    result = validate(path)
+    assert result.returncode == 2, result.stdout
+    [message] = result.stderr.strip().splitlines()
+    assert message.startswith(f"chunkyard: {path}:{line}: {field}: ") and problem in message
+
+
 def test_cli_validate_malformed_yaml(tmp_path: Path) -> None:
     result = validate(write(tmp_path, "name: [kb\nversion: 1\n"))
     assert result.returncode == 2
