@@ -646,6 +646,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     def note(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
+    _check_eval_configs(list(args.configs), configs, refresh=args.refresh)
     try:
         questions = load_questions(args.questions)
         snapshots = []
@@ -687,6 +688,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
           "precision = share of retrieved characters that are reference; IoU = overlap ÷ union; "
           "hit rate = share of questions with a reference in the top k; MRR = mean 1/rank of the first hit.")
     return EXIT_OK
+
+
+def _check_eval_configs(paths: list[Path], configs: list[Any], *, refresh: bool) -> None:
+    """Refuse, before anything is evaluated or chunked, configs whose chunking would be refused: two
+    that write one dataset version with different settings, or one changed under an existing version."""
+    from chunking.errors import ChunkyardError
+    from chunking.evaluation import reusable_snapshot
+    from chunking.pipeline import prepare_run
+
+    class Conflict(ChunkyardError):
+        usage = True  # exit 2: nothing was done
+
+    writers: dict[tuple[str, str, int], tuple[Path, str]] = {}
+    for path, config in zip(paths, configs, strict=True):
+        key = (str(config.output_location), config.name, config.version)
+        other = writers.setdefault(key, (path, config.hash))
+        if other[1] != config.hash:
+            raise Conflict(f"{other[0]} and {path} both write {config.name} v{config.version} in "
+                           f"{config.output_location} with different chunking settings: give one another name "
+                           "or version")
+    for config in configs:
+        if refresh or reusable_snapshot(config) is None:
+            prepare_run(config)  # raises RunRefused: a missing folder, a changed config under its version, ...
 
 
 def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config

@@ -267,3 +267,49 @@ def test_cli_eval_checks_references_in_the_source_before_chunking(tmp_path, monk
         {"doc_id": "support/missing.md", "text": "anything"}]}) + "\n", encoding="utf-8")
     assert cli.main(["eval", str(config), "--questions", str(questions)]) == 2
     assert f"{questions}:1: reference 1: no document 'support/missing.md' in the source of" in capsys.readouterr().err
+
+
+def test_cli_eval_refuses_a_config_whose_chunking_would_be_refused_before_evaluating_any(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """A changed config under an existing version: eval used to evaluate the other configs first, then
+    start the flow, print Prefect's traceback of RunRefused, and only then the one-line error."""
+    import flows.cli as cli
+
+    def no_flow(config):
+        raise AssertionError("a refused config must stop eval before any chunking")
+
+    monkeypatch.setattr(cli, "_eval_chunk", no_flow)
+    first = write_config(tmp_path, "same", 600)
+    build_snapshot(load_config(first))
+    (tmp_path / "changed").mkdir()
+    changed = write_config(tmp_path / "changed", "same", 300)
+    changed.write_text(changed.read_text().replace(str(tmp_path / "changed" / "datasets"), str(tmp_path / "datasets")),
+                       encoding="utf-8")
+    other = write_config(tmp_path, "other", 600)  # reusable: it would have been evaluated first
+    build_snapshot(load_config(other))
+    code = cli.main(["eval", str(other), str(changed), "--questions", str(QUESTIONS), "--retriever", "bm25",
+                     "--out", str(tmp_path / "results")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip().splitlines() == [
+        f"chunkyard: error: config changed since {tmp_path / 'datasets' / 'same' / 'v1' / '0001'} "
+        f"(config hash {load_config(first).hash} → {load_config(changed).hash}) but version is still 1: bump "
+        f"`version` in {changed} so the new chunks go to a new dataset version"]
+    assert not (tmp_path / "results").exists()
+
+
+def test_cli_eval_refuses_two_configs_that_would_write_one_dataset_version(tmp_path, capsys, monkeypatch):
+    """Neither has a snapshot yet: the first would be chunked and evaluated, the second then refused."""
+    import flows.cli as cli
+
+    monkeypatch.setattr(cli, "_eval_chunk", lambda config: pytest.fail("nothing may be chunked"))
+    (tmp_path / "b").mkdir()
+    first = write_config(tmp_path, "twin", 600)
+    second = write_config(tmp_path / "b", "twin", 300)
+    second.write_text(second.read_text().replace(str(tmp_path / "b" / "datasets"), str(tmp_path / "datasets")),
+                      encoding="utf-8")
+    code = cli.main(["eval", str(first), str(second), "--questions", str(QUESTIONS)])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert line == (f"chunkyard: error: {first} and {second} both write twin v1 in {tmp_path / 'datasets'} with "
+                    "different chunking settings: give one another name or version")
