@@ -313,3 +313,17 @@ def test_cli_eval_refuses_two_configs_that_would_write_one_dataset_version(tmp_p
     assert code == 2
     assert line == (f"chunkyard: error: {first} and {second} both write twin v1 in {tmp_path / 'datasets'} with "
                     "different chunking settings: give one another name or version")
+
+
+def test_cost_table_says_tokens_were_not_counted_rather_than_zero(tmp_path):
+    """With ``count_tokens: false`` n_tokens is null: the cost table printed 'mean tokens 0'."""
+    from chunking.evaluation.report import format_table
+
+    path = write_config(tmp_path, "uncounted", 600)
+    path.write_text(path.read_text().replace("overlap: 0}", "overlap: 0, count_tokens: false}"), encoding="utf-8")
+    snapshot = build_snapshot(load_config(path))
+    evaluation = evaluate_snapshot(snapshot, load_questions(QUESTIONS), retrievers=("bm25",), label="uncounted")
+    header, rule, row = format_table([evaluation]).splitlines()[-3:]
+    column = header.index("mean tokens")
+    assert row[column: column + len("mean tokens")].strip() == "—", (header, row)
+    assert evaluation.cost["embedded_tokens"] > 0  # what is sent to the embedder is still counted
