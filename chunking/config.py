@@ -604,6 +604,11 @@ def _yaml_issue(exc: yaml.YAMLError, label: str, text: str) -> ConfigIssue:
         context = getattr(exc, "context", None)
         if context and isinstance(exc, yaml.constructor.ConstructorError):
             problem = f"{context}: {problem}"
+        elif context and mark is not None:
+            # Where the unclosed bracket or block began: the problem is often found lines later.
+            opened = getattr(exc, "context_mark", None)
+            if opened is not None and opened.line != mark.line:
+                problem = f"{problem} ({context} that starts on line {opened.line + 1})"
     return ConfigIssue(label, line, "", "invalid YAML: " + " ".join(str(problem).split()))
 
 

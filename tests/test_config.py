@@ -67,6 +67,21 @@ def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
     assert str(issue).startswith(f"{path}:{issue.line}: invalid YAML")
 
 
+def test_an_unclosed_bracket_names_the_line_where_it_was_opened(tmp_path: Path) -> None:
+    """The parser notices the missing '}' on a later line; the message named only that line
+    ('4: invalid YAML: expected ',' or '}', but got ':''), not line 3 where the mapping is open."""
+    path = write(tmp_path, """\
+        name: kb
+        version: 1
+        source: {path: docs
+        chunker:
+          max_size: 100
+        """)
+    [issue] = issues_of(path)
+    assert str(issue) == (f"{path}:4: invalid YAML: expected ',' or '}}', but got ':' (while parsing a flow "
+                          "mapping that starts on line 3)")
+
+
 def test_tab_indentation_is_invalid_yaml_with_its_line(tmp_path: Path) -> None:
     path = write(tmp_path, "name: kb\nversion: 1\nsource:\n\tpath: docs\n")
     [issue] = issues_of(path)
