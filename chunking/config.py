@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     TypeAdapter,
@@ -36,6 +37,17 @@ from chunking.storage import Location, is_uri, location, require_local
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
 ALGORITHM_VERSION = "3"  # 3: PDF, DOCX and reStructuredText extraction and strategies
+
+
+def _not_a_boolean(value: Any) -> Any:
+    # YAML reads on/off/yes/no/true/false as booleans, and pydantic would take them for 1 and 0.
+    if isinstance(value, bool):
+        raise ValueError(f"expected a whole number, got {str(value).lower()} (YAML reads yes/no/on/off as "
+                         "true/false)")
+    return value
+
+
+WholeNumber = Annotated[int, BeforeValidator(_not_a_boolean)]
 
 
 class _Strict(BaseModel):
@@ -55,9 +67,9 @@ class ChunkerBase(_Strict):
     # Count every chunk's tokens (``n_tokens``) even when the unit is chars or words. Exact counting
     # costs a tokenizer pass over the text; false leaves n_tokens empty (null) for those units.
     count_tokens: bool = True
-    max_size: int = Field(512, gt=0)
-    overlap: int = Field(0, ge=0)
-    min_size: int = Field(0, ge=0)
+    max_size: WholeNumber = Field(512, gt=0)
+    overlap: WholeNumber = Field(0, ge=0)
+    min_size: WholeNumber = Field(0, ge=0)
     context: ContextSettings = ContextSettings()
     front_matter: Literal["exclude", "keep"] = "exclude"
 
@@ -137,7 +149,7 @@ class SemanticSettings(ChunkerBase):
 
     strategy: Literal["semantic"] = "semantic"
     threshold: float = Field(0.2, gt=0, lt=1)
-    window: int = Field(3, ge=1, le=10)
+    window: WholeNumber = Field(3, ge=1, le=10)
 
 
 class AutoSettings(ChunkerBase):
@@ -269,7 +281,7 @@ class ScheduleConfig(_Strict):
 
 class ConfigModel(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    version: int = Field(gt=0)
+    version: WholeNumber = Field(gt=0)
     source: SourceConfig
     output: OutputConfig = OutputConfig()
     chunker: dict[str, Any] = {}

@@ -125,6 +125,23 @@ def test_min_size_not_smaller_than_max_size(tmp_path: Path) -> None:
     assert messages(path) == [f"{path}:9: chunker.min_size: must be smaller than max_size (got 800 ≥ 800)"]
 
 
+@pytest.mark.parametrize(("old", "new", "line", "field"), [
+    ("max_size: 800", "max_size: on", 7, "chunker.max_size"),
+    ("overlap: 100", "overlap: no", 8, "chunker.overlap"),
+    ("version: 1", "version: yes", 2, "version"),
+    ("overlap: 100", "overlap: 100\n  min_size: true", 9, "chunker.min_size"),
+    ("strategy: recursive", "strategy: semantic\n  window: true", 6, "chunker.window"),
+])
+def test_true_or_false_is_not_taken_for_a_number(tmp_path: Path, old: str, new: str, line: int, field: str) -> None:
+    """YAML reads on/off/yes/no/true/false as booleans, and pydantic's lax mode took them for 1 and 0:
+    'max_size: on' was a valid config of 1-character chunks."""
+    path = write(tmp_path, BASE.replace(old, new))
+    [issue] = issues_of(path)
+    assert (issue.line, issue.field) == (line, field)
+    assert issue.message in ("expected a whole number, got true (YAML reads yes/no/on/off as true/false)",
+                             "expected a whole number, got false (YAML reads yes/no/on/off as true/false)")
+
+
 @pytest.mark.parametrize("value", ["0", "-5"])
 def test_max_size_must_be_positive(tmp_path: Path, value: str) -> None:
     path = write(tmp_path, BASE.replace("max_size: 800", f"max_size: {value}").replace("  overlap: 100\n", ""))
