@@ -247,8 +247,10 @@ def decode_text(raw: bytes) -> str:
 
 
 # The HTML standard's prescan, simplified: a <meta charset> or <meta http-equiv="Content-Type"
-# content="...; charset=..."> in the first 1024 bytes, or an XML declaration's encoding (XHTML).
+# content="...; charset=..."> in the first 1024 bytes, or an XML declaration's encoding (XHTML);
+# then, as the parser would find it, a <meta> anywhere before <body>.
 _META_CHARSET = re.compile(rb"""<meta\b[^>]*?\bcharset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_BODY = re.compile(rb"<body\b", re.IGNORECASE)
 _XML_ENCODING = re.compile(rb"""^\s*<\?xml\b[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 # Codecs the standard replaces by a superset (Latin-1 and ASCII by windows-1252, GB2312 by GBK), and
 # ones it ignores in a <meta>.
@@ -260,6 +262,11 @@ def _declared_label(raw: bytes) -> str | None:
     """The charset label an HTML file declares (lower case, as written), or None."""
     head = raw[:1024]
     match = _XML_ENCODING.match(head) or _META_CHARSET.search(head)
+    if match is None:
+        # Past the prescan, a <meta> in the head still counts: browsers re-decode the page when the
+        # parser reaches it. Not one in the body.
+        body = _BODY.search(raw)
+        match = _META_CHARSET.search(raw, 0, body.start() if body else len(raw))
     return None if match is None else match.group(1).decode("ascii", "replace").strip().lower()
 
 
