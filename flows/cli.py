@@ -647,6 +647,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(message, file=sys.stderr, flush=True)
 
     _check_eval_configs(list(args.configs), configs, refresh=args.refresh)
+    _check_out_folder(out_dir)
     try:
         questions = load_questions(args.questions)
         snapshots = []
@@ -711,6 +712,22 @@ def _check_eval_configs(paths: list[Path], configs: list[Any], *, refresh: bool)
     for config in configs:
         if refresh or reusable_snapshot(config) is None:
             prepare_run(config)  # raises RunRefused: a missing folder, a changed config under its version, ...
+
+
+def _check_out_folder(out_dir: Path) -> None:
+    """Refuse an --out that cannot become a results folder before anything is evaluated."""
+    from chunking.errors import ChunkyardError
+
+    class Unusable(ChunkyardError):
+        usage = True  # exit 2: nothing was done
+
+    folder = out_dir
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent  # the nearest existing folder: where the results folder would be made
+    if folder.exists() and not folder.is_dir():
+        raise Unusable(f"--out {out_dir}: {folder} is a file; --out must name a folder (created if missing)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise Unusable(f"--out {out_dir}: {folder} is not writable")
 
 
 def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config

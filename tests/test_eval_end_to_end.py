@@ -327,3 +327,21 @@ def test_cost_table_says_tokens_were_not_counted_rather_than_zero(tmp_path):
     column = header.index("mean tokens")
     assert row[column: column + len("mean tokens")].strip() == "—", (header, row)
     assert evaluation.cost["embedded_tokens"] > 0  # what is sent to the embedder is still counted
+
+
+@pytest.mark.parametrize("case", ["a file", "under a file"])
+def test_cli_eval_refuses_an_unusable_out_folder_before_evaluating(datasets, tmp_path, capsys, case):
+    """--out naming a file: eval evaluated every config, printed the tables, and only then failed with
+    'file exists: ... (nothing was published; ...)'."""
+    from flows.cli import main
+
+    (tmp_path / "taken").write_text("not a folder", encoding="utf-8")
+    out = tmp_path / "taken" if case == "a file" else tmp_path / "taken" / "results"
+    code = main(["eval", str(datasets["small"]), "--questions", str(QUESTIONS), "--retriever", "bm25",
+                 "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [
+        f"chunkyard: error: --out {out}: {tmp_path / 'taken'} is a file; --out must name a folder (created if "
+        "missing)"]
