@@ -124,6 +124,7 @@ _NESTING_SCAN_FROM = 4096
 _MAX_PREFIX_DEPTH = 8  # deeper nesting is not indented further (keeps hostile input linear)
 _MAX_LAYOUT_TABLES = 16  # layout-table detection queries the subtree; bound it under nesting
 _MAX_COLSPAN = 50
+_MAX_ROWSPAN = 1000
 _BR_MARK = "\x00"  # marks <br> in the inline buffer; the parser drops NUL from text in <body>
 
 
@@ -241,7 +242,7 @@ def _escape(line: str) -> str:
 
 
 class _Table:
-    __slots__ = ("layout", "rows", "row", "head_index", "in_head", "caption")
+    __slots__ = ("layout", "rows", "row", "head_index", "in_head", "caption", "spanned")
 
     def __init__(self, layout: bool) -> None:
         self.layout = layout
@@ -250,6 +251,20 @@ class _Table:
         self.head_index = -1  # index of the first row that came from <thead>
         self.in_head = False
         self.caption = ""
+        self.spanned: dict[int, int] = {}  # column -> rows below still covered by a rowspan above
+
+    def skip_spanned(self, to_column: int = -1) -> None:
+        """Empty cells in the current row for the columns a rowspan above covers, from the row's end
+        (up to ``to_column`` too, at the end of the row), so the cells after them keep their columns."""
+        row = self.row
+        assert row is not None
+        while len(row) in self.spanned or len(row) <= to_column:
+            column = len(row)
+            row.append("")
+            if column in self.spanned:
+                self.spanned[column] -= 1
+                if not self.spanned[column]:
+                    del self.spanned[column]
 
     def lines(self) -> list[str]:
         rows = [row for row in self.rows if any(row)]
@@ -277,7 +292,7 @@ class _Writer:
     """
 
     __slots__ = ("out", "pending", "inline", "prefixes", "prefix", "marker", "marker_at", "flat",
-                 "raw", "language", "heading", "lists", "tables", "colspan", "first_h1")
+                 "raw", "language", "heading", "lists", "tables", "colspan", "rowspan", "first_h1")
 
     def __init__(self, flat: bool = False) -> None:
         self.out: list[str] = []
@@ -294,6 +309,7 @@ class _Writer:
         self.lists: list[list[int]] = []  # [ordered, next number, len(out) when the list began]
         self.tables: list[_Table] = []
         self.colspan = 1
+        self.rowspan = 1
         self.first_h1 = ""
 
     def need(self, breaks: int) -> None:
@@ -536,6 +552,7 @@ class _Walker:
             cell = _Writer(flat=True)
             if kind == _CELL:
                 cell.colspan = _int_attribute(node, "colspan", 1, 1, _MAX_COLSPAN)
+                cell.rowspan = _int_attribute(node, "rowspan", 1, 1, _MAX_ROWSPAN)
             writers.append(cell)
             return _X_CELL if kind == _CELL else _X_CAPTION
         if kind == _THEAD:
@@ -608,6 +625,8 @@ class _Walker:
             w.need(2)
         elif action == _X_ROW:
             table = w.tables[-1]
+            if table.row and table.spanned:
+                table.skip_spanned(max(table.spanned))
             row, table.row = table.row, None
             if row:
                 if table.in_head and table.head_index < 0:
@@ -621,8 +640,13 @@ class _Walker:
             if action == _X_CAPTION:
                 table.caption = text
             elif table.row is not None:
+                table.skip_spanned()
+                column = len(table.row)
                 table.row.append(text.replace("|", "\\|"))
                 table.row.extend([""] * (cell.colspan - 1))
+                if cell.rowspan > 1:
+                    for covered in range(column, column + cell.colspan):
+                        table.spanned[covered] = cell.rowspan - 1
         elif action == _X_THEAD:
             w.tables[-1].in_head = False
         elif action == _X_DT:

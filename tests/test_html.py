@@ -199,6 +199,20 @@ def test_table_without_thead_uses_first_row_and_colspan() -> None:
     assert extract_html(html).text == "| a | b |\n| --- | --- |\n| wide | |\n| c |\n"
 
 
+def test_rowspan_keeps_the_cells_below_it_in_their_columns() -> None:
+    """A cell spanning rows occupies its column in the rows below; without that, 'Stove' and '40' were
+    written under 'Region' and 'Product'. The covered cells are empty, as for colspan."""
+    html = ("<table><tr><th>Region</th><th>Product</th><th>Price</th></tr>"
+            "<tr><td rowspan=2>North</td><td>Tent</td><td>90</td></tr><tr><td>Stove</td><td>40</td></tr>"
+            "<tr><td>South</td><td rowspan=3>Boots</td><td>70</td></tr><tr><td>East</td><td>75</td></tr>"
+            "<tr><td>West</td><td>80</td><td rowspan=2>note</td></tr><tr><td>Far</td><td>Kayak</td><td>300</td></tr>"
+            "</table>")
+    assert extract_html(html).text == (
+        "| Region | Product | Price | |\n| --- | --- | --- | --- |\n"
+        "| North | Tent | 90 |\n| | Stove | 40 |\n"
+        "| South | Boots | 70 |\n| East | | 75 |\n| West | | 80 | note |\n| Far | Kayak | 300 | |\n")
+
+
 # ---------------------------------------------------------------------------------------------
 # The html strategy on extracted text
 
