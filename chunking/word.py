@@ -129,11 +129,24 @@ def _escape(line: str) -> str:
 
 def _table_rows(table: Any) -> list[list[str]]:
     rows: list[list[str]] = []
+    seen: set[Any] = set()
     for row in table.rows:
-        cells = [" ".join(_cell_text(cell).split()).replace("|", "\\|") for cell in row.cells]
+        cells = [" ".join(_cell_text(cell).split()).replace("|", "\\|") if cell is not None else ""
+                 for cell in _once(row.cells, seen)]
         if any(cells):
             rows.append(cells)
     return rows
+
+
+def _once(cells: list[Any], seen: set[Any]) -> list[Any]:
+    """The row's cells with None for a grid position a merged cell already covers (python-docx gives
+    a merged cell once per column and row it spans): its text is written once, as HTML's spans are.
+    ``seen`` holds the ``w:tc`` elements themselves (identity; kept alive so lxml keeps their proxies)."""
+    out = []
+    for cell in cells:
+        out.append(None if cell._tc in seen else cell)
+        seen.add(cell._tc)
+    return out
 
 
 def _block_items(element: Any, parent: Any) -> Any:
@@ -176,7 +189,9 @@ def _cell_text(cell: Any) -> str:
     parts = []
     for item in _block_items(cell._tc, cell):
         if isinstance(item, Table):
-            parts.extend(_cell_text(inner) for row in item.rows for inner in row.cells)
+            seen: set[Any] = set()
+            parts.extend(_cell_text(inner) for row in item.rows for inner in _once(row.cells, seen)
+                         if inner is not None)
         else:
             parts.append(_paragraph_text(item))
     return "\n".join(parts)

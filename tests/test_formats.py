@@ -377,6 +377,24 @@ def docx_with_body_xml(*fragments: str) -> bytes:
     return buffer.getvalue()
 
 
+def test_docx_merged_cells_are_written_once_like_html_colspan_and_rowspan() -> None:
+    """python-docx gives a merged cell once per grid column and row it covers, so its text was
+    repeated in every one ('| Merged header | Merged header |'); HTML leaves covered cells empty."""
+    word = docx.Document()
+    table = word.add_table(rows=3, cols=3)
+    for r in range(3):
+        for c in range(3):
+            table.cell(r, c).text = f"r{r}c{c}"
+    table.cell(0, 0).merge(table.cell(0, 1))
+    table.cell(1, 2).merge(table.cell(2, 2))
+    buffer = io.BytesIO()
+    word.save(buffer)
+    document = document_from_bytes(buffer.getvalue(), "merged.docx")
+    assert isinstance(document, Document)
+    assert document.text == ("| r0c0 r0c1 |  | r0c2 |\n| --- | --- | --- |\n"
+                             "| r1c0 | r1c1 | r1c2 r2c2 |\n| r2c0 | r2c1 |  |\n")
+
+
 def test_docx_runs_in_tracked_insertions_fields_and_inline_controls_are_kept() -> None:
     """python-docx's ``Paragraph.text`` reads only ``w:r`` and ``w:hyperlink`` children, so text in a
     tracked insertion (shown by Word), a smart tag, a simple field or an inline content control was
