@@ -546,15 +546,7 @@ def _pattern_issues(data: dict[str, Any], lines: dict[tuple[Any, ...], int], lab
 
 def field_line(text: str, field: str) -> int | None:
     """The line of a dotted top-level field (``source.path``) in config text, or None."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except (yaml.YAMLError, RecursionError):
-        return None
-    if node is None:
-        return None
-    lines: dict[tuple[Any, ...], int] = {}
-    _index_lines(node, (), lines, [], "", set())
-    return _line_for(tuple(field.split(".")), lines)
+    return _line_for(tuple(field.split(".")), _lines_of(text))
 
 
 def _safe_pattern(pattern: str) -> str:
@@ -577,6 +569,47 @@ def tokenizer_problem(name: str, base_dir: Path) -> str | None:
         known = ", ".join(sorted(KNOWN_ENCODINGS))
         return f"unknown tokenizer {name!r} (use one of: {known}, or a path to a tokenizer.json)"
     return None
+
+
+def tokenizer_load_issues(config: Config) -> list[ConfigIssue]:
+    """Every tokenizer.json of a loaded config (unit tokens) that exists but cannot be loaded, at the
+    line that names it. ``load_config`` only checks that the file exists; commands that chunk call this
+    so a broken file stops them at once instead of failing every document."""
+    from chunking.errors import TokenizerError
+    from chunking.units import get_tokenizer
+
+    places: list[tuple[tuple[Any, ...], ChunkerBase]] = [(("chunker",), config.chunker)]
+    for index, (rule, (_, settings)) in enumerate(zip(config.model.rules, config.rule_settings, strict=False)):
+        if "tokenizer" in rule.chunker or "unit" in rule.chunker:  # else it is the defaults' tokenizer
+            places.append((("rules", index, "chunker"), settings))
+    label = str(config.path) if config.path else "<config>"
+    lines = _lines_of(config.text)
+    issues: list[ConfigIssue] = []
+    seen: set[str] = set()
+    for where, settings in places:
+        if settings.unit != "tokens" or not settings.tokenizer.endswith(".json"):
+            continue
+        path = str(resolve_tokenizer_path(settings.tokenizer, config.base_dir))
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            get_tokenizer(path)
+        except TokenizerError as exc:
+            loc = where + ("tokenizer",)
+            issues.append(ConfigIssue(label, _line_for(loc, lines), _dotted(loc), str(exc)))
+    return issues
+
+
+def _lines_of(text: str) -> dict[tuple[Any, ...], int]:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, RecursionError):
+        return {}
+    lines: dict[tuple[Any, ...], int] = {}
+    if node is not None:
+        _index_lines(node, (), lines, [], "", set())
+    return lines
 
 
 def _validate_settings(

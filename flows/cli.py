@@ -225,11 +225,11 @@ def _local(command: str):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from chunking.config import field_line, load_config
+    from chunking.config import field_line
     from chunking.errors import ConfigError, ConfigIssue
     from chunking.pipeline import RunRefused, check_paths
 
-    config = load_config(args.config)
+    config = _load(args.config)
     try:  # the folders `run` would refuse before any work: missing, a file, output inside source
         check_paths(config)
     except RunRefused as exc:
@@ -447,9 +447,17 @@ def _one_line_prefect_errors() -> None:
 
 
 def _load(path: Path):
-    from chunking.config import load_config
+    """A config for a command that chunks: validated, and its tokenizer files loadable."""
+    import dataclasses
 
-    return load_config(path)
+    from chunking.config import load_config, tokenizer_load_issues
+    from chunking.errors import ConfigError
+
+    config = load_config(path)
+    issues = tokenizer_load_issues(config)
+    if issues:  # named as the user wrote the config's path, like load_config's issues
+        raise ConfigError([dataclasses.replace(issue, file=str(path)) for issue in issues])
+    return config
 
 
 def _print_summary(snapshot: Path | None, manifest: dict[str, Any], elapsed: float) -> None:

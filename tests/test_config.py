@@ -222,6 +222,25 @@ def test_missing_tokenizer_json(tmp_path: Path) -> None:
     assert issue.message == f"tokenizer file not found: {(tmp_path / 'models' / 'tokenizer.json').resolve()}"
 
 
+def test_a_tokenizer_json_that_cannot_be_loaded_is_reported_by_the_cli(tmp_path: Path) -> None:
+    """Only the file's existence was checked: validate said ok, and run then skipped every document
+    with 'chunking failed: TokenizerError: cannot load tokenizer file ...' (exit 3). load_config
+    itself still only checks that the file exists (test_hash_covers_tokenizer_file_content)."""
+    from chunking.config import tokenizer_load_issues
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tokenizer.json").write_text('{"not": "a tokenizer"}', encoding="utf-8")
+    path = write(tmp_path, BASE.replace("unit: chars", "unit: tokens\n  tokenizer: models/tokenizer.json")
+                 + "rules:\n  - match: 'a/**'\n    chunker: {max_size: 300}\n")
+    tokenizer = (tmp_path / "models" / "tokenizer.json").resolve()
+    [first] = tokenizer_load_issues(load_config(path))  # the rule inherits it: reported once
+    assert (first.line, first.field) == (7, "chunker.tokenizer")
+    assert first.message.startswith(f"cannot load tokenizer file {tokenizer}")
+    result = validate(path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[0].startswith(f"chunkyard: {path}:7: chunker.tokenizer: cannot load tokenizer file")
+
+
 def test_missing_tokenizer_json_in_a_rule(tmp_path: Path) -> None:
     path = write(tmp_path, BASE + "rules:\n  - match: 'a/**'\n    chunker: {unit: tokens, tokenizer: x/tok.json}\n")
     [issue] = issues_of(path)
