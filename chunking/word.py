@@ -164,10 +164,17 @@ def _block_items(element: Any, parent: Any) -> Any:
         elif tag == "tbl":
             yield Table(child, parent)
         elif tag == "sdt":
+            if _is_table_of_contents(child):
+                continue  # generated from the headings (with page numbers), like HTML's <nav>
             for content in child.iterchildren(f"{_W}sdtContent"):
                 yield from _block_items(content, parent)
         elif tag == "customXml":
             yield from _block_items(child, parent)
+
+
+def _is_table_of_contents(sdt: Any) -> bool:
+    gallery = sdt.find(f"{_W}sdtPr/{_W}docPartObj/{_W}docPartGallery")
+    return gallery is not None and gallery.get(f"{_W}val", "").lower() == "table of contents"
 
 
 # Every run of a paragraph as Word shows it: also those in tracked insertions, smart tags, simple fields

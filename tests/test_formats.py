@@ -377,6 +377,22 @@ def docx_with_body_xml(*fragments: str) -> bytes:
     return buffer.getvalue()
 
 
+def test_docx_table_of_contents_control_is_left_out_like_html_nav() -> None:
+    """Word puts its generated table of contents in a content control (docPartGallery 'Table of
+    Contents'): it repeats the headings with page numbers, so it is left out as HTML's <nav> is,
+    while other content controls are kept (test_docx_paragraphs_and_tables_in_content_controls_are_kept)."""
+    raw = docx_with_body_xml(
+        '<w:sdt><w:sdtPr><w:docPartObj><w:docPartGallery w:val="Table of Contents"/><w:docPartUnique/>'
+        '</w:docPartObj></w:sdtPr><w:sdtContent>'
+        '<w:p><w:r><w:t>Contents</w:t></w:r></w:p><w:p><w:r><w:t>Warranty\t3</w:t></w:r></w:p>'
+        '</w:sdtContent></w:sdt>',
+        '<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Warranty</w:t></w:r></w:p>',
+        '<w:p><w:r><w:t>Two years.</w:t></w:r></w:p>')
+    document = document_from_bytes(raw, "toc.docx")
+    assert isinstance(document, Document)
+    assert document.text == "# Warranty\n\nTwo years.\n"
+
+
 def test_docx_merged_cells_are_written_once_like_html_colspan_and_rowspan() -> None:
     """python-docx gives a merged cell once per grid column and row it covers, so its text was
     repeated in every one ('| Merged header | Merged header |'); HTML leaves covered cells empty."""
