@@ -1,8 +1,11 @@
 """DOCX → Markdown-like text: the text that Word documents are chunked and stored as.
 
 Method. ``python-docx`` opens the package; the body's paragraphs and tables are walked in document
-order (``iter_inner_content``) and written as Markdown, so the Markdown scanner
-(``chunking.markdown.scan``) finds sections, procedures, lists, tables and code in the result:
+order, also inside content controls (``w:sdt``; not Word's generated table of contents), and written
+as Markdown, so the Markdown scanner (``chunking.markdown.scan``) finds sections, procedures, lists,
+tables and code in the result. A paragraph's text is every run Word shows (tracked insertions, smart
+tags, fields and inline content controls included; deleted text, text boxes and ruby annotations
+not):
 
 * a paragraph styled ``Title`` or ``Heading 1``..``Heading 9`` becomes an ATX heading: ``Heading n``
   is level n, or n + 1 when the document has a ``Title`` paragraph, which is then level 1 (capped
@@ -13,8 +16,8 @@ order (``iter_inner_content``) and written as Markdown, so the Markdown scanner
   per level; ordered items are counted per list and level, as Word numbers them; consecutive items
   are written on consecutive lines (a tight list);
 * a table becomes a pipe table with its first row as the header (cell text, with the text of tables
-  nested in the cell, on one line, ``|``
-  escaped); an empty table is dropped;
+  nested in the cell, on one line, ``|`` escaped; a merged cell written once, the positions it
+  covers empty); an empty table is dropped;
 * paragraphs in code-like styles (a style name holding ``Code``, ``Source`` or ``Preformatted``)
   are gathered into one fenced code block;
 * other paragraphs are written as they are, blocks separated by a blank line; a line the Markdown
