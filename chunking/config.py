@@ -8,6 +8,7 @@ every rule, the content of a tokenizer file, and the chunking algorithm version.
 
 from __future__ import annotations
 
+import codecs
 import copy
 import hashlib
 import json
@@ -436,12 +437,25 @@ def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config file; raise ConfigError naming file, line and field."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError([ConfigIssue(str(path), None, "", "no such config file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ConfigError([ConfigIssue(str(path), None, "", f"cannot read config: {exc}")]) from None
-    return load_config_text(text, path)
+    # UTF-8 (BOM optional), or UTF-16/32 with a BOM as YAML allows (Windows PowerShell 5 writes UTF-16).
+    encoding = next((name for bom, name in _BOMS if raw.startswith(bom)), "utf-8-sig")
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        what = "UTF-8" if encoding == "utf-8-sig" else encoding.upper()
+        line = raw.count(b"\n", 0, exc.start) + 1 if encoding == "utf-8-sig" else None
+        raise ConfigError([ConfigIssue(str(path), line, "", f"cannot read config: not valid {what} at byte "
+                                                           f"{exc.start} (save it as UTF-8)")]) from None
+    return load_config_text(text.removeprefix("\ufeff"), path)
+
+
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+         (codecs.BOM_UTF16_BE, "utf-16"))
 
 
 def load_config_text(text: str, path: Path | None = None) -> Config:

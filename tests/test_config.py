@@ -304,6 +304,26 @@ def test_missing_config_file(tmp_path: Path) -> None:
     assert issue.message == "no such config file"
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_a_config_saved_as_utf16_with_a_bom_loads(tmp_path: Path, encoding: str) -> None:
+    """Windows PowerShell 5 writes UTF-16 with a BOM by default (``... > config.yaml``), and YAML
+    allows it; such a config failed with "cannot read config: 'utf-8' codec can't decode byte 0xff"."""
+    import codecs
+
+    path = tmp_path / "config.yaml"
+    bom = {"utf-16-be": codecs.BOM_UTF16_BE}.get(encoding, b"")
+    path.write_bytes(bom + BASE.encode(encoding))
+    assert load_config(path).chunker.max_size == 800
+    path.write_bytes(bom + BASE.replace("max_size: 800", "max_size: 0").encode(encoding))
+    assert messages(path) == [f"{path}:7: chunker.max_size: Input should be greater than 0"]
+
+
+def test_a_config_in_another_encoding_says_which_byte(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(BASE.replace("version: 1", "version: 1 # caf\xe9").encode("latin-1"))
+    assert messages(path) == [f"{path}:2: cannot read config: not valid UTF-8 at byte 25 (save it as UTF-8)"]
+
+
 def test_rule_override_keeps_the_other_defaults(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, BASE + """\
           min_size: 20
