@@ -189,7 +189,16 @@ _VISIBLE_RUNS = (".//w:r[not(ancestor::w:del) and not(ancestor::w:moveFrom) and 
 
 
 def _paragraph_text(paragraph: Any) -> str:
-    return "".join(run.text for run in paragraph._p.xpath(_VISIBLE_RUNS))
+    return "".join(_run_text(run) for run in paragraph._p.xpath(_VISIBLE_RUNS))
+
+
+def _run_text(run: Any) -> str:
+    """python-docx's run text, with a page or column break as a line break (python-docx gives '',
+    which glued the words on both sides of it together)."""
+    if run.find(f"{_W}br") is None:
+        return run.text
+    return "".join("\n" if child.tag == f"{_W}br" else str(child)
+                   for child in run.xpath("w:br | w:cr | w:noBreakHyphen | w:ptab | w:t | w:tab"))
 
 
 def _cell_text(cell: Any) -> str:

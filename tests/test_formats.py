@@ -377,6 +377,17 @@ def docx_with_body_xml(*fragments: str) -> bytes:
     return buffer.getvalue()
 
 
+def test_docx_page_and_column_breaks_inside_a_paragraph_separate_its_words() -> None:
+    """python-docx reads a page or column break as '', so 'end of page<br type=page/>Next page' became
+    'end of pageNext page', one glued word for the tokenizer and the retrievers."""
+    raw = docx_with_body_xml(
+        '<w:p><w:r><w:t>End of page</w:t><w:br w:type="page"/><w:t>Next page</w:t></w:r>'
+        '<w:r><w:br w:type="column"/><w:t>next column</w:t><w:br/><w:t>new line</w:t></w:r></w:p>')
+    document = document_from_bytes(raw, "breaks.docx")
+    assert isinstance(document, Document)
+    assert document.text == "End of page\nNext page\nnext column\nnew line\n"
+
+
 def test_docx_table_of_contents_control_is_left_out_like_html_nav() -> None:
     """Word puts its generated table of contents in a content control (docPartGallery 'Table of
     Contents'): it repeats the headings with page numbers, so it is left out as HTML's <nav> is,
