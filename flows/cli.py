@@ -646,6 +646,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from chunking.evaluation.questions import locate_questions, source_text_reader
     from chunking.evaluation.report import format_table
 
+    unique: dict[Path, Path] = {}
+    for path in args.configs:  # a config listed twice (cfg.yaml ./cfg.yaml, a glob and a name) counts once
+        if path.resolve() in unique:
+            print(f"{path}: listed twice; evaluated once", file=sys.stderr)
+        unique.setdefault(path.resolve(), path)
+    args.configs = list(unique.values())
     configs = [_load(path) for path in args.configs]
     labels = _eval_labels(list(args.configs))
     retrievers = ("bm25", "dense") if args.retriever == "both" else (args.retriever,)

@@ -345,3 +345,19 @@ def test_cli_eval_refuses_an_unusable_out_folder_before_evaluating(datasets, tmp
     assert captured.err.strip().splitlines() == [
         f"chunkyard: error: --out {out}: {tmp_path / 'taken'} is a file; --out must name a folder (created if "
         "missing)"]
+
+
+def test_cli_eval_evaluates_a_config_listed_twice_once(datasets, tmp_path, capsys, monkeypatch):
+    """``eval cfg.yaml ./cfg.yaml`` evaluated it twice under one label: the table, summary.parquet and
+    questions.parquet held every row twice, with nothing to tell them apart."""
+    from flows.cli import main
+
+    monkeypatch.chdir(datasets["small"].parent)
+    out = tmp_path / "results"
+    code = main(["eval", datasets["small"].name, f"./{datasets['small'].name}", "--questions", str(QUESTIONS),
+                 "--retriever", "bm25", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert f"{datasets['small'].name}: listed twice; evaluated once" in captured.err
+    summary = pq.read_table(out / "summary.parquet").to_pylist()
+    assert [(row["config"], row["retriever"], row["k"]) for row in summary] == [("small", "bm25", 5)]
