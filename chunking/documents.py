@@ -254,7 +254,11 @@ _BODY = re.compile(rb"<body\b", re.IGNORECASE)
 _XML_ENCODING = re.compile(rb"""^\s*<\?xml\b[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 # Codecs the standard replaces by a superset (Latin-1 and ASCII by windows-1252, GB2312 by GBK), and
 # ones it ignores in a <meta>.
-_SUPERSET = {"iso8859_1": "cp1252", "ascii": "cp1252", "gb2312": "gbk"}
+_SUPERSET = {"iso8859_1": "cp1252", "ascii": "cp1252", "gb2312": "gbk", "euc_kr": "cp949", "iso8859_9": "cp1254",
+             "tis_620": "cp874", "iso8859_11": "cp874"}
+# Labels of the Encoding Standard that Python's codec registry does not know.
+_WHATWG_LABELS = {"windows-874": "cp874", "iso-8859-8-i": "iso8859_8", "x-mac-cyrillic": "mac_cyrillic",
+                  "x-sjis": "shift_jis", "x-gbk": "gbk", "x-euc-jp": "euc_jp"}
 _IGNORED_IN_META = {"utf_16", "utf_16_le", "utf_16_be", "utf_8"}
 
 
@@ -276,12 +280,17 @@ def _undeclared_reason(raw: bytes) -> str:
     if label is None:
         return " and no charset is declared"
     try:
-        name = codecs.lookup(label).name.replace("-", "_")
+        name = _codec_name(label)
     except LookupError:
         return f", and its declared charset {label!r} is unknown"
     if name == "utf_8":
         return " (its declared charset)"
     return f", and its declared charset {label!r} is read as UTF-8 (UTF-16 needs a byte-order mark)"
+
+
+def _codec_name(label: str) -> str:
+    """Python's codec name for a charset label (``LookupError`` when unknown)."""
+    return codecs.lookup(_WHATWG_LABELS.get(label, label)).name.replace("-", "_")
 
 
 def declared_html_charset(raw: bytes) -> str | None:
@@ -290,7 +299,7 @@ def declared_html_charset(raw: bytes) -> str | None:
     if label is None:
         return None
     try:
-        name = codecs.lookup(label).name.replace("-", "_")
+        name = _codec_name(label)
     except LookupError:
         return None
     if name in _IGNORED_IN_META:

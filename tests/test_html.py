@@ -472,6 +472,23 @@ def test_html_in_its_declared_charset_is_decoded(meta: str, title: str, body: st
     assert chunks and all(document.text[c.start : c.end] == c.text for c in chunks)
 
 
+@pytest.mark.parametrize(("meta", "title", "body", "encoding", "codec"), [
+    # EUC-KR is decoded as windows-949 (UHC), as browsers do: '똠' is outside EUC-KR proper.
+    ('<meta charset="euc-kr">', "메뉴", "똠양꿍 수프.", "cp949", "cp949"),
+    ('<meta charset="ks_c_5601-1987">', "메뉴", "똠양꿍 수프.", "cp949", "cp949"),
+    # ISO-8859-9 as windows-1254 (0x80 is the euro sign); TIS-620 and windows-874 (a standard label
+    # Python does not know) as cp874.
+    ('<meta charset="iso-8859-9">', "Menü", "Şiş kebap, 5 €.", "cp1254", "cp1254"),
+    ('<meta charset="windows-874">', "เมนู", "ต้มยำกุ้ง 5 €.", "cp874", "cp874"),
+    ('<meta charset="tis-620">', "เมนู", "ต้มยำกุ้ง 5 €.", "cp874", "cp874"),
+])
+def test_legacy_charsets_are_decoded_with_the_superset_browsers_use(meta: str, title: str, body: str,
+                                                                    encoding: str, codec: str) -> None:
+    """Pages declaring these were skipped ('not valid euc_kr at byte N', or 'windows-874 is unknown')
+    although every browser reads them."""
+    test_html_in_its_declared_charset_is_decoded(meta, title, body, encoding, codec)
+
+
 def test_a_charset_declared_after_the_first_1024_bytes_of_the_head_is_used() -> None:
     """Browsers honour a <meta charset> the 1024-byte prescan missed (they re-decode the page once the
     parser reaches it); such a page was skipped with 'no charset is declared'."""
