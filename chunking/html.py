@@ -66,6 +66,8 @@ _HIDDEN_SELECTOR = (
 # Node kinds.
 _INLINE, _BLOCK, _HEADING, _LIST, _ITEM, _QUOTE, _PRE, _TABLE, _ROW, _CELL, _CAPTION = range(11)
 _THEAD, _DT, _DD, _HR, _BR, _DROP, _COMMENT, _TEXT = range(11, 19)
+# Blocks that end a heading's line when they come after its text (see _Walker.enter).
+_ENDS_HEADING = frozenset({_BLOCK, _HEADING, _LIST, _ITEM, _QUOTE, _PRE, _TABLE, _DT, _DD, _HR})
 
 _KINDS: dict[str, int] = {tag: _DROP for tag in _DROP_TAGS}
 _KINDS.update({"-text": _TEXT, "-comment": _COMMENT})
@@ -292,7 +294,7 @@ class _Writer:
     """
 
     __slots__ = ("out", "pending", "inline", "prefixes", "prefix", "marker", "marker_at", "flat",
-                 "raw", "language", "heading", "lists", "tables", "colspan", "rowspan", "first_h1")
+                 "raw", "language", "heading", "lists", "tables", "colspan", "rowspan", "first_h1", "open_headings")
 
     def __init__(self, flat: bool = False) -> None:
         self.out: list[str] = []
@@ -311,6 +313,9 @@ class _Writer:
         self.colspan = 1
         self.rowspan = 1
         self.first_h1 = ""
+        # One entry per heading element being walked: True while its text is still being collected,
+        # False once a block inside it ended the heading line (an unclosed <h1> swallowing the page).
+        self.open_headings: list[bool] = []
 
     def need(self, breaks: int) -> None:
         # An item whose marker is not written yet decided its own separation.
@@ -488,11 +493,17 @@ class _Walker:
             if kind == _BR:
                 w.raw.append("\n")
             return _X_NONE
-        if w.flat:
+        if w.flat and not (kind in _ENDS_HEADING and w.open_headings and w.open_headings[-1] and w.flat == 1
+                           and "".join(w.inline).strip()):
             if kind == _THEAD:
                 return _X_NONE
             w.inline.append(" ")
             return _X_NONE if kind == _BR or kind == _HR else _X_SPACE
+        if w.flat:
+            # A block after the heading's text: the heading was never closed (``<h1>Title<p>...``,
+            # which the parser nests in the h1). Its line ends here; the rest is written as body.
+            self.end_heading(w)
+            w.open_headings[-1] = False
         if kind == _BLOCK:
             w.flush()
             w.need(2)
@@ -505,6 +516,7 @@ class _Walker:
             w.need(2)
             w.flat += 1
             w.heading = _HEADING_LEVELS[tag_id]
+            w.open_headings.append(True)
             return _X_HEADING
         if kind == _LIST:
             w.flush()
@@ -574,6 +586,18 @@ class _Walker:
             w.need(2)
         return _X_NONE
 
+    @staticmethod
+    def end_heading(w: _Writer) -> None:
+        """Write the open heading's line from the text collected so far."""
+        w.flat -= 1
+        text = _collapse("".join(w.inline)).rstrip(_PERMALINK)
+        w.inline.clear()
+        if text and not text.isspace():
+            w.emit(["#" * w.heading + " " + text])
+            if w.heading == 1 and not w.first_h1:
+                w.first_h1 = text
+        w.need(2)
+
     def leave(self, action: int, w: _Writer, writers: list[_Writer]) -> _Writer:
         if action == _X_SPACE:
             w.inline.append(" ")
@@ -585,14 +609,11 @@ class _Walker:
             w.tables.pop()
             w.need(2)
         elif action == _X_HEADING:
-            w.flat -= 1
-            text = _collapse("".join(w.inline)).rstrip(_PERMALINK)
-            w.inline.clear()
-            if text and not text.isspace():
-                w.emit(["#" * w.heading + " " + text])
-                if w.heading == 1 and not w.first_h1:
-                    w.first_h1 = text
-            w.need(2)
+            if w.open_headings.pop():
+                self.end_heading(w)
+            else:  # ended early by a block inside it: what follows that block is body text
+                w.flush()
+                w.need(2)
         elif action == _X_LIST:
             w.flush()
             if w.lists:

@@ -199,6 +199,20 @@ def test_table_without_thead_uses_first_row_and_colspan() -> None:
     assert extract_html(html).text == "| a | b |\n| --- | --- |\n| wide | |\n| c |\n"
 
 
+def test_an_unclosed_heading_ends_at_the_first_block_after_its_text() -> None:
+    """'<h1>Install guide<p>...' (a missing </h1>) nests the whole page in the h1, as browsers parse
+    it; the heading line, and so every chunk's section_path and embed_text, held the entire page
+    (9 KB of breadcrumb on every 100-token chunk)."""
+    body = " ".join(f"Sentence {i} of the body text." for i in range(300))
+    text = extract_html(f"<html><body><h1>Install guide<p>{body}<ul><li>step</li></ul><h2>Next</h2><p>more</p>").text
+    assert text == f"# Install guide\n\n{body}\n\n- step\n\n## Next\n\nmore\n"
+    chunks = chunk_document(text, {"strategy": "html", "unit": "tokens", "max_size": 100})
+    assert {c.section_path for c in chunks} == {("Install guide",), ("Install guide", "Next")}
+    # A block that wraps the heading's own text still makes a heading, as before.
+    assert extract_html("<h1><div>Title</div></h1><p>x</p>").text == "# Title\n\nx\n"
+    assert extract_html("<h2><span>A</span> <div>B</div></h2>").text == "## A\n\nB\n"
+
+
 def test_rowspan_keeps_the_cells_below_it_in_their_columns() -> None:
     """A cell spanning rows occupies its column in the rows below; without that, 'Stove' and '40' were
     written under 'Region' and 'Product'. The covered cells are empty, as for colspan."""
