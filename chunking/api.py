@@ -16,7 +16,7 @@ from chunking.constraints import Placement, apply_placements
 from chunking.findings import check_spans
 from chunking.packer import Packer
 from chunking.strategies import Layout, get_strategy
-from chunking.units import get_tokenizer, make_meter
+from chunking.units import KNOWN_ENCODINGS, get_tokenizer, make_meter
 
 
 class Chunk(NamedTuple):
@@ -85,8 +85,10 @@ def split_document(
     spans = Packer(text, layout.plan, meter, settings.max_size, settings.overlap, settings.min_size).spans()
     findings = check_spans(text, spans, layout, settings.min_size)
     token_counter = meter if settings.unit == "tokens" else None
+    # With chars or words the tokenizer is not checked at load (only the unit tokens needs it), so
+    # n_tokens counts with it only when it is a known encoding, else with cl100k (as for a tokenizer.json).
     tokenizer = None if token_counter or not settings.count_tokens else get_tokenizer(
-        settings.tokenizer if settings.tokenizer and not settings.tokenizer.endswith(".json") else "cl100k_base"
+        settings.tokenizer if settings.tokenizer in KNOWN_ENCODINGS else "cl100k_base"
     )
     doc_title = title if title is not None else layout.title
     chunks = []

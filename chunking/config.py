@@ -8,6 +8,7 @@ every rule, the content of a tokenizer file, and the chunking algorithm version.
 
 from __future__ import annotations
 
+import codecs
 import copy
 import hashlib
 import json
@@ -22,6 +23,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     TypeAdapter,
@@ -36,6 +38,17 @@ from chunking.storage import Location, is_uri, location, require_local
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
 ALGORITHM_VERSION = "3"  # 3: PDF, DOCX and reStructuredText extraction and strategies
+
+
+def _not_a_boolean(value: Any) -> Any:
+    # YAML reads on/off/yes/no/true/false as booleans, and pydantic would take them for 1 and 0.
+    if isinstance(value, bool):
+        raise ValueError(f"expected a whole number, got {str(value).lower()} (YAML reads yes/no/on/off as "
+                         "true/false)")
+    return value
+
+
+WholeNumber = Annotated[int, BeforeValidator(_not_a_boolean)]
 
 
 class _Strict(BaseModel):
@@ -55,9 +68,9 @@ class ChunkerBase(_Strict):
     # Count every chunk's tokens (``n_tokens``) even when the unit is chars or words. Exact counting
     # costs a tokenizer pass over the text; false leaves n_tokens empty (null) for those units.
     count_tokens: bool = True
-    max_size: int = Field(512, gt=0)
-    overlap: int = Field(0, ge=0)
-    min_size: int = Field(0, ge=0)
+    max_size: WholeNumber = Field(512, gt=0)
+    overlap: WholeNumber = Field(0, ge=0)
+    min_size: WholeNumber = Field(0, ge=0)
     context: ContextSettings = ContextSettings()
     front_matter: Literal["exclude", "keep"] = "exclude"
 
@@ -137,7 +150,7 @@ class SemanticSettings(ChunkerBase):
 
     strategy: Literal["semantic"] = "semantic"
     threshold: float = Field(0.2, gt=0, lt=1)
-    window: int = Field(3, ge=1, le=10)
+    window: WholeNumber = Field(3, ge=1, le=10)
 
 
 class AutoSettings(ChunkerBase):
@@ -182,6 +195,10 @@ def normalize_pattern(pattern: str) -> str:
         raise ValueError(f"{pattern!r} is absolute; patterns match paths relative to the source folder")
     if ".." in normalized.split("/"):
         raise ValueError(f"{pattern!r} has a '..' segment; document paths never leave the source folder")
+    try:
+        re.compile(_glob_to_regex(normalized))
+    except re.error as exc:  # a reversed range such as [z-a]
+        raise ValueError(f"{pattern!r} is not a valid glob: {exc.msg}") from None
     return normalized
 
 
@@ -211,7 +228,7 @@ class SourceConfig(_Strict):
     @field_validator("include", "exclude")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
-        return [normalize_pattern(p) for p in value]
+        return [_safe_pattern(p) for p in value]  # load_config refuses bad ones, each at its line
 
 
 class OutputConfig(_Strict):
@@ -231,7 +248,8 @@ class RuleConfig(_Strict):
     @field_validator("match")
     @classmethod
     def _patterns(cls, value: str | list[str]) -> str | list[str]:
-        return normalize_pattern(value) if isinstance(value, str) else [normalize_pattern(p) for p in value]
+        # load_config refuses bad patterns, each at its own line and field.
+        return _safe_pattern(value) if isinstance(value, str) else [_safe_pattern(p) for p in value]
 
     @property
     def patterns(self) -> list[str]:
@@ -264,7 +282,7 @@ class ScheduleConfig(_Strict):
 
 class ConfigModel(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    version: int = Field(gt=0)
+    version: WholeNumber = Field(gt=0)
     source: SourceConfig
     output: OutputConfig = OutputConfig()
     chunker: dict[str, Any] = {}
@@ -419,12 +437,25 @@ def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config file; raise ConfigError naming file, line and field."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError([ConfigIssue(str(path), None, "", "no such config file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ConfigError([ConfigIssue(str(path), None, "", f"cannot read config: {exc}")]) from None
-    return load_config_text(text, path)
+    # UTF-8 (BOM optional), or UTF-16/32 with a BOM as YAML allows (Windows PowerShell 5 writes UTF-16).
+    encoding = next((name for bom, name in _BOMS if raw.startswith(bom)), "utf-8-sig")
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        what = "UTF-8" if encoding == "utf-8-sig" else encoding.upper()
+        line = raw.count(b"\n", 0, exc.start) + 1 if encoding == "utf-8-sig" else None
+        raise ConfigError([ConfigIssue(str(path), line, "", f"cannot read config: not valid {what} at byte "
+                                                           f"{exc.start} (save it as UTF-8)")]) from None
+    return load_config_text(text.removeprefix("\ufeff"), path)
+
+
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+         (codecs.BOM_UTF16_BE, "utf-16"))
 
 
 def load_config_text(text: str, path: Path | None = None) -> Config:
@@ -458,6 +489,7 @@ def load_config_text(text: str, path: Path | None = None) -> Config:
     except ValidationError as exc:
         issues.extend(_issues_from_validation(exc, (), lines, label))
         model = None
+    issues.extend(_pattern_issues(data, lines, label))
 
     raw_chunker = data.get("chunker") if isinstance(data.get("chunker"), dict) else {}
     chunker = _validate_settings(raw_chunker, ("chunker",), lines, label, issues)
@@ -500,6 +532,37 @@ def load_config_text(text: str, path: Path | None = None) -> Config:
                   rule_settings=rule_settings)
 
 
+def _pattern_issues(data: dict[str, Any], lines: dict[tuple[Any, ...], int], label: str) -> list[ConfigIssue]:
+    """Every include, exclude and rules.match pattern that can never match, each at its own line
+    (a field validator would stop at the first bad item of a list and point at the list)."""
+    found: list[tuple[tuple[Any, ...], Any]] = []
+    source = data.get("source")
+    if isinstance(source, dict):
+        for key in ("include", "exclude"):
+            if isinstance(source.get(key), list):
+                found += [(("source", key, i), p) for i, p in enumerate(source[key])]
+    for i, rule in enumerate(data.get("rules") if isinstance(data.get("rules"), list) else []):
+        match = rule.get("match") if isinstance(rule, dict) else None
+        if isinstance(match, str):
+            found.append((("rules", i, "match"), match))
+        elif isinstance(match, list):
+            found += [(("rules", i, "match", j), p) for j, p in enumerate(match)]
+    issues = []
+    for loc, pattern in found:
+        if not isinstance(pattern, str):
+            continue  # reported by the model validation
+        try:
+            normalize_pattern(pattern)
+        except ValueError as exc:
+            issues.append(ConfigIssue(label, _line_for(loc, lines), _dotted(loc), str(exc)))
+    return issues
+
+
+def field_line(text: str, field: str) -> int | None:
+    """The line of a dotted top-level field (``source.path``) in config text, or None."""
+    return _line_for(tuple(field.split(".")), _lines_of(text))
+
+
 def _safe_pattern(pattern: str) -> str:
     try:
         return normalize_pattern(pattern)
@@ -520,6 +583,47 @@ def tokenizer_problem(name: str, base_dir: Path) -> str | None:
         known = ", ".join(sorted(KNOWN_ENCODINGS))
         return f"unknown tokenizer {name!r} (use one of: {known}, or a path to a tokenizer.json)"
     return None
+
+
+def tokenizer_load_issues(config: Config) -> list[ConfigIssue]:
+    """Every tokenizer.json of a loaded config (unit tokens) that exists but cannot be loaded, at the
+    line that names it. ``load_config`` only checks that the file exists; commands that chunk call this
+    so a broken file stops them at once instead of failing every document."""
+    from chunking.errors import TokenizerError
+    from chunking.units import get_tokenizer
+
+    places: list[tuple[tuple[Any, ...], ChunkerBase]] = [(("chunker",), config.chunker)]
+    for index, (rule, (_, settings)) in enumerate(zip(config.model.rules, config.rule_settings, strict=False)):
+        if "tokenizer" in rule.chunker or "unit" in rule.chunker:  # else it is the defaults' tokenizer
+            places.append((("rules", index, "chunker"), settings))
+    label = str(config.path) if config.path else "<config>"
+    lines = _lines_of(config.text)
+    issues: list[ConfigIssue] = []
+    seen: set[str] = set()
+    for where, settings in places:
+        if settings.unit != "tokens" or not settings.tokenizer.endswith(".json"):
+            continue
+        path = str(resolve_tokenizer_path(settings.tokenizer, config.base_dir))
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            get_tokenizer(path)
+        except TokenizerError as exc:
+            loc = where + ("tokenizer",)
+            issues.append(ConfigIssue(label, _line_for(loc, lines), _dotted(loc), str(exc)))
+    return issues
+
+
+def _lines_of(text: str) -> dict[tuple[Any, ...], int]:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, RecursionError):
+        return {}
+    lines: dict[tuple[Any, ...], int] = {}
+    if node is not None:
+        _index_lines(node, (), lines, [], "", set())
+    return lines
 
 
 def _validate_settings(
@@ -559,6 +663,11 @@ def _yaml_issue(exc: yaml.YAMLError, label: str, text: str) -> ConfigIssue:
         context = getattr(exc, "context", None)
         if context and isinstance(exc, yaml.constructor.ConstructorError):
             problem = f"{context}: {problem}"
+        elif context and mark is not None:
+            # Where the unclosed bracket or block began: the problem is often found lines later.
+            opened = getattr(exc, "context_mark", None)
+            if opened is not None and opened.line != mark.line:
+                problem = f"{problem} ({context} that starts on line {opened.line + 1})"
     return ConfigIssue(label, line, "", "invalid YAML: " + " ".join(str(problem).split()))
 
 

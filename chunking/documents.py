@@ -198,7 +198,7 @@ def document_from_bytes(raw: bytes, doc_id: str) -> Document | Skipped:
         # Legacy HTML says its encoding in a <meta> (or XML) declaration: decode with that, strictly.
         declared = declared_html_charset(raw) if fmt == "html" and isinstance(exc, NotUtf8) else None
         if declared is None:
-            return Skipped(doc_id, str(exc) + (" and no charset is declared" if fmt == "html" else ""))
+            return Skipped(doc_id, str(exc) + (_undeclared_reason(raw) if fmt == "html" else ""))
         try:
             text = raw.decode(declared)
         except UnicodeDecodeError as decode_error:
@@ -247,24 +247,59 @@ def decode_text(raw: bytes) -> str:
 
 
 # The HTML standard's prescan, simplified: a <meta charset> or <meta http-equiv="Content-Type"
-# content="...; charset=..."> in the first 1024 bytes, or an XML declaration's encoding (XHTML).
+# content="...; charset=..."> in the first 1024 bytes, or an XML declaration's encoding (XHTML);
+# then, as the parser would find it, a <meta> anywhere before <body>.
 _META_CHARSET = re.compile(rb"""<meta\b[^>]*?\bcharset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_BODY = re.compile(rb"<body\b", re.IGNORECASE)
 _XML_ENCODING = re.compile(rb"""^\s*<\?xml\b[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 # Codecs the standard replaces by a superset (Latin-1 and ASCII by windows-1252, GB2312 by GBK), and
 # ones it ignores in a <meta>.
-_SUPERSET = {"iso8859_1": "cp1252", "ascii": "cp1252", "gb2312": "gbk"}
+_SUPERSET = {"iso8859_1": "cp1252", "ascii": "cp1252", "gb2312": "gbk", "euc_kr": "cp949", "iso8859_9": "cp1254",
+             "tis_620": "cp874", "iso8859_11": "cp874"}
+# Labels of the Encoding Standard that Python's codec registry does not know.
+_WHATWG_LABELS = {"windows-874": "cp874", "iso-8859-8-i": "iso8859_8", "x-mac-cyrillic": "mac_cyrillic",
+                  "x-sjis": "shift_jis", "x-gbk": "gbk", "x-euc-jp": "euc_jp"}
 _IGNORED_IN_META = {"utf_16", "utf_16_le", "utf_16_be", "utf_8"}
+
+
+def _declared_label(raw: bytes) -> str | None:
+    """The charset label an HTML file declares (lower case, as written), or None."""
+    head = raw[:1024]
+    match = _XML_ENCODING.match(head) or _META_CHARSET.search(head)
+    if match is None:
+        # Past the prescan, a <meta> in the head still counts: browsers re-decode the page when the
+        # parser reaches it. Not one in the body.
+        body = _BODY.search(raw)
+        match = _META_CHARSET.search(raw, 0, body.start() if body else len(raw))
+    return None if match is None else match.group(1).decode("ascii", "replace").strip().lower()
+
+
+def _undeclared_reason(raw: bytes) -> str:
+    """Why an HTML page that is not UTF-8 has no charset to decode it with (follows "not valid UTF-8 ...")."""
+    label = _declared_label(raw)
+    if label is None:
+        return " and no charset is declared"
+    try:
+        name = _codec_name(label)
+    except LookupError:
+        return f", and its declared charset {label!r} is unknown"
+    if name == "utf_8":
+        return " (its declared charset)"
+    return f", and its declared charset {label!r} is read as UTF-8 (UTF-16 needs a byte-order mark)"
+
+
+def _codec_name(label: str) -> str:
+    """Python's codec name for a charset label (``LookupError`` when unknown)."""
+    return codecs.lookup(_WHATWG_LABELS.get(label, label)).name.replace("-", "_")
 
 
 def declared_html_charset(raw: bytes) -> str | None:
     """The Python codec of the charset an HTML file declares, or None (none, unknown, or UTF-8)."""
-    head = raw[:1024]
-    match = _XML_ENCODING.match(head) or _META_CHARSET.search(head)
-    if match is None:
+    label = _declared_label(raw)
+    if label is None:
         return None
-    label = match.group(1).decode("ascii", "replace").strip().lower()
     try:
-        name = codecs.lookup(label).name.replace("-", "_")
+        name = _codec_name(label)
     except LookupError:
         return None
     if name in _IGNORED_IN_META:

@@ -66,6 +66,8 @@ _HIDDEN_SELECTOR = (
 # Node kinds.
 _INLINE, _BLOCK, _HEADING, _LIST, _ITEM, _QUOTE, _PRE, _TABLE, _ROW, _CELL, _CAPTION = range(11)
 _THEAD, _DT, _DD, _HR, _BR, _DROP, _COMMENT, _TEXT = range(11, 19)
+# Blocks that end a heading's line when they come after its text (see _Walker.enter).
+_ENDS_HEADING = frozenset({_BLOCK, _HEADING, _LIST, _ITEM, _QUOTE, _PRE, _TABLE, _DT, _DD, _HR})
 
 _KINDS: dict[str, int] = {tag: _DROP for tag in _DROP_TAGS}
 _KINDS.update({"-text": _TEXT, "-comment": _COMMENT})
@@ -124,6 +126,7 @@ _NESTING_SCAN_FROM = 4096
 _MAX_PREFIX_DEPTH = 8  # deeper nesting is not indented further (keeps hostile input linear)
 _MAX_LAYOUT_TABLES = 16  # layout-table detection queries the subtree; bound it under nesting
 _MAX_COLSPAN = 50
+_MAX_ROWSPAN = 1000
 _BR_MARK = "\x00"  # marks <br> in the inline buffer; the parser drops NUL from text in <body>
 
 
@@ -241,7 +244,7 @@ def _escape(line: str) -> str:
 
 
 class _Table:
-    __slots__ = ("layout", "rows", "row", "head_index", "in_head", "caption")
+    __slots__ = ("layout", "rows", "row", "head_index", "in_head", "caption", "spanned")
 
     def __init__(self, layout: bool) -> None:
         self.layout = layout
@@ -250,6 +253,20 @@ class _Table:
         self.head_index = -1  # index of the first row that came from <thead>
         self.in_head = False
         self.caption = ""
+        self.spanned: dict[int, int] = {}  # column -> rows below still covered by a rowspan above
+
+    def skip_spanned(self, to_column: int = -1) -> None:
+        """Empty cells in the current row for the columns a rowspan above covers, from the row's end
+        (up to ``to_column`` too, at the end of the row), so the cells after them keep their columns."""
+        row = self.row
+        assert row is not None
+        while len(row) in self.spanned or len(row) <= to_column:
+            column = len(row)
+            row.append("")
+            if column in self.spanned:
+                self.spanned[column] -= 1
+                if not self.spanned[column]:
+                    del self.spanned[column]
 
     def lines(self) -> list[str]:
         rows = [row for row in self.rows if any(row)]
@@ -277,7 +294,7 @@ class _Writer:
     """
 
     __slots__ = ("out", "pending", "inline", "prefixes", "prefix", "marker", "marker_at", "flat",
-                 "raw", "language", "heading", "lists", "tables", "colspan", "first_h1")
+                 "raw", "language", "heading", "lists", "tables", "colspan", "rowspan", "first_h1", "open_headings")
 
     def __init__(self, flat: bool = False) -> None:
         self.out: list[str] = []
@@ -294,7 +311,11 @@ class _Writer:
         self.lists: list[list[int]] = []  # [ordered, next number, len(out) when the list began]
         self.tables: list[_Table] = []
         self.colspan = 1
+        self.rowspan = 1
         self.first_h1 = ""
+        # One entry per heading element being walked: True while its text is still being collected,
+        # False once a block inside it ended the heading line (an unclosed <h1> swallowing the page).
+        self.open_headings: list[bool] = []
 
     def need(self, breaks: int) -> None:
         # An item whose marker is not written yet decided its own separation.
@@ -472,11 +493,17 @@ class _Walker:
             if kind == _BR:
                 w.raw.append("\n")
             return _X_NONE
-        if w.flat:
+        if w.flat and not (kind in _ENDS_HEADING and w.open_headings and w.open_headings[-1] and w.flat == 1
+                           and "".join(w.inline).strip()):
             if kind == _THEAD:
                 return _X_NONE
             w.inline.append(" ")
             return _X_NONE if kind == _BR or kind == _HR else _X_SPACE
+        if w.flat:
+            # A block after the heading's text: the heading was never closed (``<h1>Title<p>...``,
+            # which the parser nests in the h1). Its line ends here; the rest is written as body.
+            self.end_heading(w)
+            w.open_headings[-1] = False
         if kind == _BLOCK:
             w.flush()
             w.need(2)
@@ -489,6 +516,7 @@ class _Walker:
             w.need(2)
             w.flat += 1
             w.heading = _HEADING_LEVELS[tag_id]
+            w.open_headings.append(True)
             return _X_HEADING
         if kind == _LIST:
             w.flush()
@@ -536,6 +564,7 @@ class _Walker:
             cell = _Writer(flat=True)
             if kind == _CELL:
                 cell.colspan = _int_attribute(node, "colspan", 1, 1, _MAX_COLSPAN)
+                cell.rowspan = _int_attribute(node, "rowspan", 1, 1, _MAX_ROWSPAN)
             writers.append(cell)
             return _X_CELL if kind == _CELL else _X_CAPTION
         if kind == _THEAD:
@@ -557,6 +586,18 @@ class _Walker:
             w.need(2)
         return _X_NONE
 
+    @staticmethod
+    def end_heading(w: _Writer) -> None:
+        """Write the open heading's line from the text collected so far."""
+        w.flat -= 1
+        text = _collapse("".join(w.inline)).rstrip(_PERMALINK)
+        w.inline.clear()
+        if text and not text.isspace():
+            w.emit(["#" * w.heading + " " + text])
+            if w.heading == 1 and not w.first_h1:
+                w.first_h1 = text
+        w.need(2)
+
     def leave(self, action: int, w: _Writer, writers: list[_Writer]) -> _Writer:
         if action == _X_SPACE:
             w.inline.append(" ")
@@ -568,14 +609,11 @@ class _Walker:
             w.tables.pop()
             w.need(2)
         elif action == _X_HEADING:
-            w.flat -= 1
-            text = _collapse("".join(w.inline)).rstrip(_PERMALINK)
-            w.inline.clear()
-            if text and not text.isspace():
-                w.emit(["#" * w.heading + " " + text])
-                if w.heading == 1 and not w.first_h1:
-                    w.first_h1 = text
-            w.need(2)
+            if w.open_headings.pop():
+                self.end_heading(w)
+            else:  # ended early by a block inside it: what follows that block is body text
+                w.flush()
+                w.need(2)
         elif action == _X_LIST:
             w.flush()
             if w.lists:
@@ -608,6 +646,8 @@ class _Walker:
             w.need(2)
         elif action == _X_ROW:
             table = w.tables[-1]
+            if table.row and table.spanned:
+                table.skip_spanned(max(table.spanned))
             row, table.row = table.row, None
             if row:
                 if table.in_head and table.head_index < 0:
@@ -621,8 +661,13 @@ class _Walker:
             if action == _X_CAPTION:
                 table.caption = text
             elif table.row is not None:
+                table.skip_spanned()
+                column = len(table.row)
                 table.row.append(text.replace("|", "\\|"))
                 table.row.extend([""] * (cell.colspan - 1))
+                if cell.rowspan > 1:
+                    for covered in range(column, column + cell.colspan):
+                        table.spanned[covered] = cell.rowspan - 1
         elif action == _X_THEAD:
             w.tables[-1].in_head = False
         elif action == _X_DT:

@@ -54,7 +54,14 @@ MAX_GUIDED_BATCH_BYTES = 8_000_000
 
 
 class RunRefused(ChunkyardError):
-    """A run that must not start (changed config under an existing version, output in source)."""
+    """A run that must not start (changed config under an existing version, output in source).
+
+    ``field`` names the config key at fault when there is one (``source.path``, ``output.path``).
+    """
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass
@@ -93,18 +100,20 @@ def check_paths(config: Config, source: Path | None = None,
     source_dir = (source or config.source_dir).resolve()
     output_dir = location(output) if output is not None else config.output_location
     if source_dir.is_file():
-        raise RunRefused(f"source {source_dir} is a file; source.path must name a folder of documents")
+        raise RunRefused(f"source {source_dir} is a file; source.path must name a folder of documents",
+                         "source.path")
     if not source_dir.is_dir():
-        raise RunRefused(f"source folder not found: {source_dir}")
+        raise RunRefused(f"source folder not found: {source_dir}", "source.path")
     if isinstance(output_dir, StoragePath):
         return source_dir, output_dir
     output_dir = output_dir.resolve()
     if output_dir.exists() and not output_dir.is_dir():
-        raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (it is created if missing)")
+        raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (it is created if missing)",
+                         "output.path")
     if output_dir == source_dir or output_dir.is_relative_to(source_dir):
         raise RunRefused(
             f"output folder {output_dir} is inside the source folder {source_dir}: "
-            "the run would chunk its own output; choose an output folder outside the source"
+            "the run would chunk its own output; choose an output folder outside the source", "output.path"
         )
     return source_dir, output_dir
 

@@ -1,8 +1,11 @@
 """DOCX → Markdown-like text: the text that Word documents are chunked and stored as.
 
 Method. ``python-docx`` opens the package; the body's paragraphs and tables are walked in document
-order (``iter_inner_content``) and written as Markdown, so the Markdown scanner
-(``chunking.markdown.scan``) finds sections, procedures, lists, tables and code in the result:
+order, also inside content controls (``w:sdt``; not Word's generated table of contents), and written
+as Markdown, so the Markdown scanner (``chunking.markdown.scan``) finds sections, procedures, lists,
+tables and code in the result. A paragraph's text is every run Word shows (tracked insertions, smart
+tags, fields and inline content controls included; deleted text, text boxes and ruby annotations
+not):
 
 * a paragraph styled ``Title`` or ``Heading 1``..``Heading 9`` becomes an ATX heading: ``Heading n``
   is level n, or n + 1 when the document has a ``Title`` paragraph, which is then level 1 (capped
@@ -12,8 +15,9 @@ order (``iter_inner_content``) and written as Markdown, so the Markdown scanner
   ordered or bulleted, the level (``ilvl``, else the style's trailing digit) indents it by 3 spaces
   per level; ordered items are counted per list and level, as Word numbers them; consecutive items
   are written on consecutive lines (a tight list);
-* a table becomes a pipe table with its first row as the header (cell text on one line, ``|``
-  escaped); an empty table is dropped;
+* a table becomes a pipe table with its first row as the header (cell text, with the text of tables
+  nested in the cell, on one line, ``|`` escaped; a merged cell written once, the positions it
+  covers empty); an empty table is dropped;
 * paragraphs in code-like styles (a style name holding ``Code``, ``Source`` or ``Preformatted``)
   are gathered into one fenced code block;
 * other paragraphs are written as they are, blocks separated by a blank line; a line the Markdown
@@ -59,7 +63,7 @@ def extract_docx(raw: bytes) -> DocxExtraction:
         raise DocxUnusable(f"DOCX support is not installed: {exc}") from None
     try:
         document = docx.Document(io.BytesIO(raw))
-        items = list(document.iter_inner_content())
+        items = list(_block_items(document.element.body, document))
     except Exception as exc:
         message = " ".join(str(exc).split())
         raise DocxUnusable(f"broken DOCX: {type(exc).__name__}: {message}" if message
@@ -78,7 +82,7 @@ def extract_docx(raw: bytes) -> DocxExtraction:
                 counts["tables"] += 1
             continue
         style = _style_name(item)
-        text = item.text.replace("\r", "")
+        text = _paragraph_text(item).replace("\r", "")
         heading = _HEADING_STYLE.match(style)
         if style.lower() == "title" or heading:
             line = " ".join(text.split())
@@ -128,11 +132,88 @@ def _escape(line: str) -> str:
 
 def _table_rows(table: Any) -> list[list[str]]:
     rows: list[list[str]] = []
+    seen: set[Any] = set()
     for row in table.rows:
-        cells = [" ".join(cell.text.split()).replace("|", "\\|") for cell in row.cells]
+        cells = [" ".join(_cell_text(cell).split()).replace("|", "\\|") if cell is not None else ""
+                 for cell in _once(row.cells, seen)]
         if any(cells):
             rows.append(cells)
     return rows
+
+
+def _once(cells: list[Any], seen: set[Any]) -> list[Any]:
+    """The row's cells with None for a grid position a merged cell already covers (python-docx gives
+    a merged cell once per column and row it spans): its text is written once, as HTML's spans are.
+    ``seen`` holds the ``w:tc`` elements themselves (identity; kept alive so lxml keeps their proxies)."""
+    out = []
+    for cell in cells:
+        out.append(None if cell._tc in seen else cell)
+        seen.add(cell._tc)
+    return out
+
+
+def _block_items(element: Any, parent: Any) -> Any:
+    """The paragraphs and tables of a body or cell in document order, also those inside block-level
+    content controls (``w:sdt``) and custom XML, which python-docx's ``iter_inner_content`` skips."""
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    for child in element.iterchildren():
+        if not isinstance(child.tag, str):
+            continue  # an XML comment or processing instruction
+        tag = child.tag.rsplit("}", 1)[-1]
+        if tag == "p":
+            yield Paragraph(child, parent)
+        elif tag == "tbl":
+            yield Table(child, parent)
+        elif tag == "sdt":
+            if _is_table_of_contents(child):
+                continue  # generated from the headings (with page numbers), like HTML's <nav>
+            for content in child.iterchildren(f"{_W}sdtContent"):
+                yield from _block_items(content, parent)
+        elif tag == "customXml":
+            yield from _block_items(child, parent)
+
+
+def _is_table_of_contents(sdt: Any) -> bool:
+    gallery = sdt.find(f"{_W}sdtPr/{_W}docPartObj/{_W}docPartGallery")
+    return gallery is not None and gallery.get(f"{_W}val", "").lower() == "table of contents"
+
+
+# Every run of a paragraph as Word shows it: also those in tracked insertions, smart tags, simple fields
+# and inline content controls (python-docx's ``Paragraph.text`` reads only ``w:r`` and ``w:hyperlink``
+# children); not deleted or moved-away text, text boxes (a paragraph of their own), the fallback copy
+# of alternate content, or ruby annotations.
+_VISIBLE_RUNS = (".//w:r[not(ancestor::w:del) and not(ancestor::w:moveFrom) and not(ancestor::w:txbxContent)"
+                 " and not(ancestor::*[local-name()='Fallback']) and not(ancestor::w:rt)]")
+
+
+def _paragraph_text(paragraph: Any) -> str:
+    return "".join(_run_text(run) for run in paragraph._p.xpath(_VISIBLE_RUNS))
+
+
+def _run_text(run: Any) -> str:
+    """python-docx's run text, with a page or column break as a line break (python-docx gives '',
+    which glued the words on both sides of it together)."""
+    if run.find(f"{_W}br") is None:
+        return run.text
+    return "".join("\n" if child.tag == f"{_W}br" else str(child)
+                   for child in run.xpath("w:br | w:cr | w:noBreakHyphen | w:ptab | w:t | w:tab"))
+
+
+def _cell_text(cell: Any) -> str:
+    """A cell's text with the text of tables nested in it (``cell.text`` has only its own paragraphs)."""
+    from docx.table import Table
+
+    parts = []
+    for item in _block_items(cell._tc, cell):
+        if isinstance(item, Table):
+            seen: set[Any] = set()
+            parts.extend(_cell_text(inner) for row in item.rows for inner in _once(row.cells, seen)
+                         if inner is not None)
+        else:
+            parts.append(_paragraph_text(item))
+    return "\n".join(parts)
 
 
 def _pipe_table(rows: list[list[str]]) -> list[str]:

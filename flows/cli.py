@@ -42,6 +42,11 @@ def _main(args: argparse.Namespace, interrupted: Callable[[], bool]) -> int:
     except Exception as exc:  # every failure is one clear line unless --debug
         if interrupted():  # Ctrl+C inside a library that wrapped it (pydantic: PydanticSerializationError)
             return _interrupted()
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():
+            # The reader of our output stopped early (``chunkyard preview ... | head``): nothing to say.
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_FAILED
         from chunking.errors import ChunkyardError, ConfigError
 
         if getattr(args, "debug", False):
@@ -61,6 +66,18 @@ def _main(args: argparse.Namespace, interrupted: Callable[[], bool]) -> int:
         print(f"chunkyard: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
               file=sys.stderr)
         return EXIT_FAILED
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has gone (POLLERR), not some other broken pipe."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def _interrupted() -> int:
@@ -209,9 +226,16 @@ def _local(command: str):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from chunking.config import load_config
+    from chunking.config import field_line
+    from chunking.errors import ConfigError, ConfigIssue
+    from chunking.pipeline import RunRefused, check_paths
 
-    config = load_config(args.config)
+    config = _load(args.config)
+    try:  # the folders `run` would refuse before any work: missing, a file, output inside source
+        check_paths(config)
+    except RunRefused as exc:
+        line = field_line(config.text, exc.field) if exc.field else None
+        raise ConfigError([ConfigIssue(str(args.config), line, exc.field, str(exc))]) from None
     rules = len(config.rule_settings)
     print(f"{args.config}: ok — dataset {config.name} v{config.version}, strategy {config.chunker.strategy}, "
           f"{config.chunker.max_size} {config.chunker.unit} (overlap {config.chunker.overlap}), "
@@ -226,6 +250,10 @@ def cmd_preview(args: argparse.Namespace) -> int:
     from chunking.findings import FINDINGS
 
     config = _load(args.config)
+    problem = _not_a_file(args.file)
+    if problem:
+        print(f"chunkyard: error: {args.file}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     path = args.file.resolve()
     try:
         doc_id = path.relative_to(config.source_dir).as_posix()
@@ -266,6 +294,26 @@ def cmd_preview(args: argparse.Namespace) -> int:
             if len(lines) > 1:
                 print(f"   | {_clip(lines[-1])}")
     return EXIT_OK
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be previewed as one file (missing, a folder, a FIFO, ...), or None.
+
+    Checked before reading: opening a FIFO would wait for a writer forever (``run`` never opens one).
+    """
+    import stat
+
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return "broken symbolic link (its target does not exist)" if path.is_symlink() else "no such file"
+    except OSError:
+        return None  # read_document gives the reason (permission denied, symlink loop, ...)
+    if stat.S_ISDIR(info.st_mode):
+        return "is a folder; preview takes one file"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    return None
 
 
 class _Server:
@@ -405,9 +453,17 @@ def _one_line_prefect_errors() -> None:
 
 
 def _load(path: Path):
-    from chunking.config import load_config
+    """A config for a command that chunks: validated, and its tokenizer files loadable."""
+    import dataclasses
 
-    return load_config(path)
+    from chunking.config import load_config, tokenizer_load_issues
+    from chunking.errors import ConfigError
+
+    config = load_config(path)
+    issues = tokenizer_load_issues(config)
+    if issues:  # named as the user wrote the config's path, like load_config's issues
+        raise ConfigError([dataclasses.replace(issue, file=str(path)) for issue in issues])
+    return config
 
 
 def _print_summary(snapshot: Path | None, manifest: dict[str, Any], elapsed: float) -> None:
@@ -578,8 +634,8 @@ def _k_values(text: str) -> tuple[int, ...]:
 def _eval_labels(paths: list[Path]) -> list[str]:
     """Short, distinct names for the configs: file stems, with the folder when stems repeat."""
     stems = [path.stem for path in paths]
-    labels = [stem if stems.count(stem) == 1 else f"{path.parent.name}/{stem}" for stem, path in zip(stems, paths,
-                                                                                                     strict=True)]
+    labels = [stem if stems.count(stem) == 1 else f"{path.resolve().parent.name}/{stem}"
+              for stem, path in zip(stems, paths, strict=True)]
     return [label if labels.count(label) == 1 else str(path) for label, path in zip(labels, paths, strict=True)]
 
 
@@ -596,6 +652,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from chunking.evaluation.questions import locate_questions, source_text_reader
     from chunking.evaluation.report import format_table
 
+    unique: dict[Path, Path] = {}
+    for path in args.configs:  # a config listed twice (cfg.yaml ./cfg.yaml, a glob and a name) counts once
+        if path.resolve() in unique:
+            print(f"{path}: listed twice; evaluated once", file=sys.stderr)
+        unique.setdefault(path.resolve(), path)
+    args.configs = list(unique.values())
     configs = [_load(path) for path in args.configs]
     labels = _eval_labels(list(args.configs))
     retrievers = ("bm25", "dense") if args.retriever == "both" else (args.retriever,)
@@ -604,6 +666,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     def note(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
+    _check_eval_configs(list(args.configs), configs, refresh=args.refresh)
+    _check_out_folder(out_dir)
     try:
         questions = load_questions(args.questions)
         snapshots = []
@@ -645,6 +709,45 @@ def cmd_eval(args: argparse.Namespace) -> int:
           "precision = share of retrieved characters that are reference; IoU = overlap ÷ union; "
           "hit rate = share of questions with a reference in the top k; MRR = mean 1/rank of the first hit.")
     return EXIT_OK
+
+
+def _check_eval_configs(paths: list[Path], configs: list[Any], *, refresh: bool) -> None:
+    """Refuse, before anything is evaluated or chunked, configs whose chunking would be refused: two
+    that write one dataset version with different settings, or one changed under an existing version."""
+    from chunking.errors import ChunkyardError
+    from chunking.evaluation import reusable_snapshot
+    from chunking.pipeline import prepare_run
+
+    class Conflict(ChunkyardError):
+        usage = True  # exit 2: nothing was done
+
+    writers: dict[tuple[str, str, int], tuple[Path, str]] = {}
+    for path, config in zip(paths, configs, strict=True):
+        key = (str(config.output_location), config.name, config.version)
+        other = writers.setdefault(key, (path, config.hash))
+        if other[1] != config.hash:
+            raise Conflict(f"{other[0]} and {path} both write {config.name} v{config.version} in "
+                           f"{config.output_location} with different chunking settings: give one another name "
+                           "or version")
+    for config in configs:
+        if refresh or reusable_snapshot(config) is None:
+            prepare_run(config)  # raises RunRefused: a missing folder, a changed config under its version, ...
+
+
+def _check_out_folder(out_dir: Path) -> None:
+    """Refuse an --out that cannot become a results folder before anything is evaluated."""
+    from chunking.errors import ChunkyardError
+
+    class Unusable(ChunkyardError):
+        usage = True  # exit 2: nothing was done
+
+    folder = out_dir
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent  # the nearest existing folder: where the results folder would be made
+    if folder.exists() and not folder.is_dir():
+        raise Unusable(f"--out {out_dir}: {folder} is a file; --out must name a folder (created if missing)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise Unusable(f"--out {out_dir}: {folder} is not writable")
 
 
 def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config

@@ -67,6 +67,21 @@ def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
     assert str(issue).startswith(f"{path}:{issue.line}: invalid YAML")
 
 
+def test_an_unclosed_bracket_names_the_line_where_it_was_opened(tmp_path: Path) -> None:
+    """The parser notices the missing '}' on a later line; the message named only that line
+    ('4: invalid YAML: expected ',' or '}', but got ':''), not line 3 where the mapping is open."""
+    path = write(tmp_path, """\
+        name: kb
+        version: 1
+        source: {path: docs
+        chunker:
+          max_size: 100
+        """)
+    [issue] = issues_of(path)
+    assert str(issue) == (f"{path}:4: invalid YAML: expected ',' or '}}', but got ':' (while parsing a flow "
+                          "mapping that starts on line 3)")
+
+
 def test_tab_indentation_is_invalid_yaml_with_its_line(tmp_path: Path) -> None:
     path = write(tmp_path, "name: kb\nversion: 1\nsource:\n\tpath: docs\n")
     [issue] = issues_of(path)
@@ -108,6 +123,23 @@ def test_overlap_not_smaller_than_max_size(tmp_path: Path) -> None:
 def test_min_size_not_smaller_than_max_size(tmp_path: Path) -> None:
     path = write(tmp_path, BASE + "  min_size: 800\n")
     assert messages(path) == [f"{path}:9: chunker.min_size: must be smaller than max_size (got 800 ≥ 800)"]
+
+
+@pytest.mark.parametrize(("old", "new", "line", "field"), [
+    ("max_size: 800", "max_size: on", 7, "chunker.max_size"),
+    ("overlap: 100", "overlap: no", 8, "chunker.overlap"),
+    ("version: 1", "version: yes", 2, "version"),
+    ("overlap: 100", "overlap: 100\n  min_size: true", 9, "chunker.min_size"),
+    ("strategy: recursive", "strategy: semantic\n  window: true", 6, "chunker.window"),
+])
+def test_true_or_false_is_not_taken_for_a_number(tmp_path: Path, old: str, new: str, line: int, field: str) -> None:
+    """YAML reads on/off/yes/no/true/false as booleans, and pydantic's lax mode took them for 1 and 0:
+    'max_size: on' was a valid config of 1-character chunks."""
+    path = write(tmp_path, BASE.replace(old, new))
+    [issue] = issues_of(path)
+    assert (issue.line, issue.field) == (line, field)
+    assert issue.message in ("expected a whole number, got true (YAML reads yes/no/on/off as true/false)",
+                             "expected a whole number, got false (YAML reads yes/no/on/off as true/false)")
 
 
 @pytest.mark.parametrize("value", ["0", "-5"])
@@ -171,11 +203,42 @@ def test_tokenizer_is_only_checked_when_the_unit_is_tokens(tmp_path: Path) -> No
     load_config(write(tmp_path, BASE + "  tokenizer: bert-base-uncased\n"))
 
 
+def test_a_config_that_loads_with_an_unchecked_tokenizer_also_chunks(tmp_path: Path, no_network: None) -> None:
+    """With unit chars the tokenizer is not checked at load, so chunking must not need it either:
+    ``n_tokens`` (count_tokens) is the cl100k count, as it already was for a tokenizer.json. It used to
+    pass ``chunkyard validate`` and then fail every document of ``run`` with 'unknown tokenizer'."""
+    from chunking import chunk_document
+    from chunking.units import get_tokenizer
+
+    config = load_config(write(tmp_path, BASE + "  tokenizer: bert-base-uncased\n"))
+    [chunk] = chunk_document("Some text. More text here.", config.chunker)
+    assert chunk.n_tokens == get_tokenizer("cl100k_base").count(chunk.text)
+
+
 def test_missing_tokenizer_json(tmp_path: Path) -> None:
     path = write(tmp_path, BASE.replace("unit: chars", "unit: tokens\n  tokenizer: models/tokenizer.json"))
     [issue] = issues_of(path)
     assert (issue.line, issue.field) == (7, "chunker.tokenizer")
     assert issue.message == f"tokenizer file not found: {(tmp_path / 'models' / 'tokenizer.json').resolve()}"
+
+
+def test_a_tokenizer_json_that_cannot_be_loaded_is_reported_by_the_cli(tmp_path: Path) -> None:
+    """Only the file's existence was checked: validate said ok, and run then skipped every document
+    with 'chunking failed: TokenizerError: cannot load tokenizer file ...' (exit 3). load_config
+    itself still only checks that the file exists (test_hash_covers_tokenizer_file_content)."""
+    from chunking.config import tokenizer_load_issues
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tokenizer.json").write_text('{"not": "a tokenizer"}', encoding="utf-8")
+    path = write(tmp_path, BASE.replace("unit: chars", "unit: tokens\n  tokenizer: models/tokenizer.json")
+                 + "rules:\n  - match: 'a/**'\n    chunker: {max_size: 300}\n")
+    tokenizer = (tmp_path / "models" / "tokenizer.json").resolve()
+    [first] = tokenizer_load_issues(load_config(path))  # the rule inherits it: reported once
+    assert (first.line, first.field) == (7, "chunker.tokenizer")
+    assert first.message.startswith(f"cannot load tokenizer file {tokenizer}")
+    result = validate(path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[0].startswith(f"chunkyard: {path}:7: chunker.tokenizer: cannot load tokenizer file")
 
 
 def test_missing_tokenizer_json_in_a_rule(tmp_path: Path) -> None:
@@ -239,6 +302,26 @@ def test_empty_and_non_mapping_configs(tmp_path: Path) -> None:
 def test_missing_config_file(tmp_path: Path) -> None:
     [issue] = issues_of(tmp_path / "nope.yaml")
     assert issue.message == "no such config file"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_a_config_saved_as_utf16_with_a_bom_loads(tmp_path: Path, encoding: str) -> None:
+    """Windows PowerShell 5 writes UTF-16 with a BOM by default (``... > config.yaml``), and YAML
+    allows it; such a config failed with "cannot read config: 'utf-8' codec can't decode byte 0xff"."""
+    import codecs
+
+    path = tmp_path / "config.yaml"
+    bom = {"utf-16-be": codecs.BOM_UTF16_BE}.get(encoding, b"")
+    path.write_bytes(bom + BASE.encode(encoding))
+    assert load_config(path).chunker.max_size == 800
+    path.write_bytes(bom + BASE.replace("max_size: 800", "max_size: 0").encode(encoding))
+    assert messages(path) == [f"{path}:7: chunker.max_size: Input should be greater than 0"]
+
+
+def test_a_config_in_another_encoding_says_which_byte(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(BASE.replace("version: 1", "version: 1 # caf\xe9").encode("latin-1"))
+    assert messages(path) == [f"{path}:2: cannot read config: not valid UTF-8 at byte 25 (save it as UTF-8)"]
 
 
 def test_rule_override_keeps_the_other_defaults(tmp_path: Path) -> None:
@@ -407,6 +490,24 @@ def test_cli_validate_reports_every_issue_on_its_own_line(tmp_path: Path) -> Non
         f"chunkyard: {path}:4: colour: unknown key",
         f"chunkyard: {path}:8: chunker.overlap: must be smaller than max_size (got 900 ≥ 800)",
     ])
+
+
+@pytest.mark.parametrize(("source", "output", "line", "field", "problem"), [
+    ("docs", "docs/datasets", 4, "output.path", "is inside the source folder"),
+    ("missing", "out", 3, "source.path", "source folder not found"),
+    ("notes.md", "out", 3, "source.path", "is a file; source.path must name a folder"),
+])
+def test_cli_validate_reports_folders_run_would_refuse(tmp_path: Path, source: str, output: str, line: int,
+                                                       field: str, problem: str) -> None:
+    """README: an output folder inside the source folder is refused like a bad pattern; validate used
+    to say 'ok' and only `run` refused it (without a line)."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "notes.md").write_text("# a file\n", encoding="utf-8")
+    path = write(tmp_path, f"name: kb\nversion: 1\nsource: {{path: {source}}}\noutput: {{path: {output}}}\n")
+    result = validate(path)
+    assert result.returncode == 2, result.stdout
+    [message] = result.stderr.strip().splitlines()
+    assert message.startswith(f"chunkyard: {path}:{line}: {field}: ") and problem in message
 
 
 def test_cli_validate_malformed_yaml(tmp_path: Path) -> None:

@@ -213,6 +213,18 @@ def test_cli_rejects_bad_k(capsys):
     assert "at least 1" in capsys.readouterr().err
 
 
+def test_eval_labels_of_configs_with_the_same_name_name_their_folders(tmp_path, monkeypatch):
+    """``chunkyard eval cfg.yaml alt/cfg.yaml`` used to label the first config ``/cfg`` (the parent
+    of a bare file name is ``.``, whose name is empty), which reads as an absolute path."""
+    from flows.cli import _eval_labels
+
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert _eval_labels([Path("cfg.yaml"), Path("alt/cfg.yaml")]) == ["here/cfg", "alt/cfg"]
+    assert _eval_labels([Path("cfg.yaml"), Path("../cfg.yaml")]) == ["here/cfg", f"{tmp_path.name}/cfg"]
+    assert _eval_labels([Path("a.yaml"), Path("b.yaml")]) == ["a", "b"]
+
+
 def test_evaluation_package_imports_no_heavy_or_forbidden_modules():
     script = ("import sys, chunking.evaluation, chunking.evaluation.report; "
               "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
@@ -255,3 +267,97 @@ def test_cli_eval_checks_references_in_the_source_before_chunking(tmp_path, monk
         {"doc_id": "support/missing.md", "text": "anything"}]}) + "\n", encoding="utf-8")
     assert cli.main(["eval", str(config), "--questions", str(questions)]) == 2
     assert f"{questions}:1: reference 1: no document 'support/missing.md' in the source of" in capsys.readouterr().err
+
+
+def test_cli_eval_refuses_a_config_whose_chunking_would_be_refused_before_evaluating_any(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """A changed config under an existing version: eval used to evaluate the other configs first, then
+    start the flow, print Prefect's traceback of RunRefused, and only then the one-line error."""
+    import flows.cli as cli
+
+    def no_flow(config):
+        raise AssertionError("a refused config must stop eval before any chunking")
+
+    monkeypatch.setattr(cli, "_eval_chunk", no_flow)
+    first = write_config(tmp_path, "same", 600)
+    build_snapshot(load_config(first))
+    (tmp_path / "changed").mkdir()
+    changed = write_config(tmp_path / "changed", "same", 300)
+    changed.write_text(changed.read_text().replace(str(tmp_path / "changed" / "datasets"), str(tmp_path / "datasets")),
+                       encoding="utf-8")
+    other = write_config(tmp_path, "other", 600)  # reusable: it would have been evaluated first
+    build_snapshot(load_config(other))
+    code = cli.main(["eval", str(other), str(changed), "--questions", str(QUESTIONS), "--retriever", "bm25",
+                     "--out", str(tmp_path / "results")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip().splitlines() == [
+        f"chunkyard: error: config changed since {tmp_path / 'datasets' / 'same' / 'v1' / '0001'} "
+        f"(config hash {load_config(first).hash} → {load_config(changed).hash}) but version is still 1: bump "
+        f"`version` in {changed} so the new chunks go to a new dataset version"]
+    assert not (tmp_path / "results").exists()
+
+
+def test_cli_eval_refuses_two_configs_that_would_write_one_dataset_version(tmp_path, capsys, monkeypatch):
+    """Neither has a snapshot yet: the first would be chunked and evaluated, the second then refused."""
+    import flows.cli as cli
+
+    monkeypatch.setattr(cli, "_eval_chunk", lambda config: pytest.fail("nothing may be chunked"))
+    (tmp_path / "b").mkdir()
+    first = write_config(tmp_path, "twin", 600)
+    second = write_config(tmp_path / "b", "twin", 300)
+    second.write_text(second.read_text().replace(str(tmp_path / "b" / "datasets"), str(tmp_path / "datasets")),
+                      encoding="utf-8")
+    code = cli.main(["eval", str(first), str(second), "--questions", str(QUESTIONS)])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert line == (f"chunkyard: error: {first} and {second} both write twin v1 in {tmp_path / 'datasets'} with "
+                    "different chunking settings: give one another name or version")
+
+
+def test_cost_table_says_tokens_were_not_counted_rather_than_zero(tmp_path):
+    """With ``count_tokens: false`` n_tokens is null: the cost table printed 'mean tokens 0'."""
+    from chunking.evaluation.report import format_table
+
+    path = write_config(tmp_path, "uncounted", 600)
+    path.write_text(path.read_text().replace("overlap: 0}", "overlap: 0, count_tokens: false}"), encoding="utf-8")
+    snapshot = build_snapshot(load_config(path))
+    evaluation = evaluate_snapshot(snapshot, load_questions(QUESTIONS), retrievers=("bm25",), label="uncounted")
+    header, rule, row = format_table([evaluation]).splitlines()[-3:]
+    column = header.index("mean tokens")
+    assert row[column: column + len("mean tokens")].strip() == "—", (header, row)
+    assert evaluation.cost["embedded_tokens"] > 0  # what is sent to the embedder is still counted
+
+
+@pytest.mark.parametrize("case", ["a file", "under a file"])
+def test_cli_eval_refuses_an_unusable_out_folder_before_evaluating(datasets, tmp_path, capsys, case):
+    """--out naming a file: eval evaluated every config, printed the tables, and only then failed with
+    'file exists: ... (nothing was published; ...)'."""
+    from flows.cli import main
+
+    (tmp_path / "taken").write_text("not a folder", encoding="utf-8")
+    out = tmp_path / "taken" if case == "a file" else tmp_path / "taken" / "results"
+    code = main(["eval", str(datasets["small"]), "--questions", str(QUESTIONS), "--retriever", "bm25",
+                 "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [
+        f"chunkyard: error: --out {out}: {tmp_path / 'taken'} is a file; --out must name a folder (created if "
+        "missing)"]
+
+
+def test_cli_eval_evaluates_a_config_listed_twice_once(datasets, tmp_path, capsys, monkeypatch):
+    """``eval cfg.yaml ./cfg.yaml`` evaluated it twice under one label: the table, summary.parquet and
+    questions.parquet held every row twice, with nothing to tell them apart."""
+    from flows.cli import main
+
+    monkeypatch.chdir(datasets["small"].parent)
+    out = tmp_path / "results"
+    code = main(["eval", datasets["small"].name, f"./{datasets['small'].name}", "--questions", str(QUESTIONS),
+                 "--retriever", "bm25", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert f"{datasets['small'].name}: listed twice; evaluated once" in captured.err
+    summary = pq.read_table(out / "summary.parquet").to_pylist()
+    assert [(row["config"], row["retriever"], row["k"]) for row in summary] == [("small", "bm25", 5)]

@@ -341,6 +341,125 @@ def test_docx_section_paths_procedure_and_table_header(tmp_path: Path, check_chu
         check_chunks(row["text"], settings, "handbook.docx")
 
 
+def test_docx_nested_table_text_is_kept_in_its_cell() -> None:
+    """A table in a table cell: python-docx's ``cell.text`` holds only the cell's own paragraphs, so
+    the nested table's text was lost (no chunk, no exclusion)."""
+    word = docx.Document()
+    table = word.add_table(rows=2, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "Item", "Details"
+    table.cell(1, 0).text = "Tent"
+    table.cell(1, 1).text = "See sizes:"
+    inner = table.cell(1, 1).add_table(rows=1, cols=2)
+    inner.cell(0, 0).text, inner.cell(0, 1).text = "Two person", "Four person"
+    buffer = io.BytesIO()
+    word.save(buffer)
+    document = document_from_bytes(buffer.getvalue(), "nested.docx")
+    assert isinstance(document, Document)
+    assert document.text == ("| Item | Details |\n| --- | --- |\n"
+                             "| Tent | See sizes: Two person Four person |\n")
+
+
+_W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+
+def docx_with_body_xml(*fragments: str) -> bytes:
+    """A DOCX whose body holds ``fragments`` (WordprocessingML, ``w:`` declared on each) in order."""
+    from docx.oxml.parser import parse_xml
+
+    document = docx.Document()
+    body = document.element.body
+    for fragment in fragments:
+        tag, rest = fragment[1:].split(">", 1) if fragment.startswith("<w:") else ("", fragment)
+        name, _, attributes = tag.partition(" ")
+        body.insert(len(body) - 1, parse_xml(f"<{name} {_W_NS} {attributes}>{rest}"))
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+def test_docx_page_and_column_breaks_inside_a_paragraph_separate_its_words() -> None:
+    """python-docx reads a page or column break as '', so 'end of page<br type=page/>Next page' became
+    'end of pageNext page', one glued word for the tokenizer and the retrievers."""
+    raw = docx_with_body_xml(
+        '<w:p><w:r><w:t>End of page</w:t><w:br w:type="page"/><w:t>Next page</w:t></w:r>'
+        '<w:r><w:br w:type="column"/><w:t>next column</w:t><w:br/><w:t>new line</w:t></w:r></w:p>')
+    document = document_from_bytes(raw, "breaks.docx")
+    assert isinstance(document, Document)
+    assert document.text == "End of page\nNext page\nnext column\nnew line\n"
+
+
+def test_docx_table_of_contents_control_is_left_out_like_html_nav() -> None:
+    """Word puts its generated table of contents in a content control (docPartGallery 'Table of
+    Contents'): it repeats the headings with page numbers, so it is left out as HTML's <nav> is,
+    while other content controls are kept (test_docx_paragraphs_and_tables_in_content_controls_are_kept)."""
+    raw = docx_with_body_xml(
+        '<w:sdt><w:sdtPr><w:docPartObj><w:docPartGallery w:val="Table of Contents"/><w:docPartUnique/>'
+        '</w:docPartObj></w:sdtPr><w:sdtContent>'
+        '<w:p><w:r><w:t>Contents</w:t></w:r></w:p><w:p><w:r><w:t>Warranty\t3</w:t></w:r></w:p>'
+        '</w:sdtContent></w:sdt>',
+        '<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Warranty</w:t></w:r></w:p>',
+        '<w:p><w:r><w:t>Two years.</w:t></w:r></w:p>')
+    document = document_from_bytes(raw, "toc.docx")
+    assert isinstance(document, Document)
+    assert document.text == "# Warranty\n\nTwo years.\n"
+
+
+def test_docx_merged_cells_are_written_once_like_html_colspan_and_rowspan() -> None:
+    """python-docx gives a merged cell once per grid column and row it covers, so its text was
+    repeated in every one ('| Merged header | Merged header |'); HTML leaves covered cells empty."""
+    word = docx.Document()
+    table = word.add_table(rows=3, cols=3)
+    for r in range(3):
+        for c in range(3):
+            table.cell(r, c).text = f"r{r}c{c}"
+    table.cell(0, 0).merge(table.cell(0, 1))
+    table.cell(1, 2).merge(table.cell(2, 2))
+    buffer = io.BytesIO()
+    word.save(buffer)
+    document = document_from_bytes(buffer.getvalue(), "merged.docx")
+    assert isinstance(document, Document)
+    assert document.text == ("| r0c0 r0c1 |  | r0c2 |\n| --- | --- | --- |\n"
+                             "| r1c0 | r1c1 | r1c2 r2c2 |\n| r2c0 | r2c1 |  |\n")
+
+
+def test_docx_runs_in_tracked_insertions_fields_and_inline_controls_are_kept() -> None:
+    """python-docx's ``Paragraph.text`` reads only ``w:r`` and ``w:hyperlink`` children, so text in a
+    tracked insertion (shown by Word), a smart tag, a simple field or an inline content control was
+    lost; deleted text (``w:del``) stays out."""
+    date = 'w:author="a" w:date="2024-01-01T00:00:00Z"'
+    raw = docx_with_body_xml(
+        f'<w:p><w:r><w:t xml:space="preserve">Ship within </w:t></w:r>'
+        f'<w:ins w:id="1" {date}><w:r><w:t>two</w:t></w:r></w:ins>'
+        f'<w:del w:id="2" {date}><w:r><w:delText>five</w:delText></w:r></w:del>'
+        '<w:r><w:t xml:space="preserve"> days to </w:t></w:r>'
+        '<w:smartTag w:uri="u" w:element="place"><w:r><w:t>Oslo</w:t></w:r></w:smartTag>'
+        '<w:r><w:t xml:space="preserve"> by </w:t></w:r>'
+        '<w:sdt><w:sdtContent><w:r><w:t>courier</w:t></w:r></w:sdtContent></w:sdt>'
+        '<w:r><w:t xml:space="preserve">, page </w:t></w:r>'
+        '<w:fldSimple w:instr="PAGE"><w:r><w:t>3</w:t></w:r></w:fldSimple><w:r><w:t>.</w:t></w:r></w:p>')
+    document = document_from_bytes(raw, "tracked.docx")
+    assert isinstance(document, Document)
+    assert document.text == "Ship within two days to Oslo by courier, page 3.\n"
+
+
+def test_docx_paragraphs_and_tables_in_content_controls_are_kept() -> None:
+    """Block-level content controls (``w:sdt``: cover pages, form fields, templates) hold paragraphs
+    and tables that python-docx's ``iter_inner_content`` does not yield: their text was lost."""
+    raw = docx_with_body_xml(
+        '<w:p><w:r><w:t>Intro.</w:t></w:r></w:p>',
+        '<w:sdt><w:sdtContent>'
+        '<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Warranty</w:t></w:r></w:p>'
+        '<w:p><w:r><w:t>Two years on every tent.</w:t></w:r></w:p>'
+        '<w:tbl><w:tr><w:tc><w:p><w:r><w:t>Part</w:t></w:r></w:p></w:tc></w:tr>'
+        '<w:tr><w:tc><w:sdt><w:sdtContent><w:p><w:r><w:t>Poles</w:t></w:r></w:p></w:sdtContent></w:sdt></w:tc></w:tr>'
+        '</w:tbl></w:sdtContent></w:sdt>',
+        '<w:p><w:r><w:t>Outro.</w:t></w:r></w:p>')
+    document = document_from_bytes(raw, "form.docx")
+    assert isinstance(document, Document)
+    assert document.text == ("Intro.\n\n# Warranty\n\nTwo years on every tent.\n\n"
+                             "| Part |\n| --- |\n| Poles |\n\nOutro.\n")
+
+
 def test_broken_docx_is_skipped() -> None:
     assert document_from_bytes(b"PK\x03\x04 not really a zip", "a.docx") == Skipped(
         "a.docx", "broken DOCX: BadZipFile: File is not a zip file")

@@ -63,6 +63,48 @@ def test_patterns_that_can_never_match_are_refused(tmp_path: Path, pattern: str)
     assert ("'..' segment" in message) or ("absolute" in message)
 
 
+@pytest.mark.parametrize("pattern", ["[z-a]*.md", "docs/[b-a]/**"])
+def test_a_pattern_that_is_not_a_valid_glob_is_refused_with_its_line(tmp_path: Path, pattern: str) -> None:
+    """A reversed range used to pass validation and end ``run``/``preview`` with an unexpected
+    ``re.error`` ("bad character range") when the first document was matched."""
+    path = write(tmp_path, "docs", extra=f"rules:\n  - match: '{pattern}'\n    chunker: {{max_size: 100}}\n")
+    [message] = messages(path)
+    assert message.startswith(f"{path}:6: rules[0].match: ")
+    assert "not a valid glob" in message and "bad character range" in message
+    include = tmp_path / "include.yaml"
+    include.write_text(f"name: paths\nversion: 1\nsource: {{path: docs, include: ['{pattern}']}}\n",
+                       encoding="utf-8")
+    [message] = messages(include)
+    assert message.startswith(f"{include}:3: source.include[0]: ") and "not a valid glob" in message
+
+
+def test_every_bad_pattern_of_a_list_is_reported_at_its_own_line(tmp_path: Path) -> None:
+    """``chunkyard validate`` prints every problem: a list with two bad patterns used to report only
+    the first, at the line of the key rather than of the pattern."""
+    path = tmp_path / "config.yaml"
+    path.write_text(textwrap.dedent("""\
+        name: paths
+        version: 1
+        source:
+          path: docs
+          include:
+            - "/abs/**"
+            - "docs/*.md"
+            - "../x/*.md"
+          exclude: ["ok/**", "[z-a]"]
+        rules:
+          - match:
+              - "a/**"
+              - "/b/**"
+            chunker: {max_size: 100}
+        """), encoding="utf-8")
+    found = messages(path)
+    assert [message.split(": ", 2)[:2] for message in found] == [
+        [f"{path}:6", "source.include[0]"], [f"{path}:8", "source.include[2]"], [f"{path}:9", "source.exclude[1]"],
+        [f"{path}:13", "rules[0].match[1]"]]
+    assert "absolute" in found[0] and "'..' segment" in found[1] and "not a valid glob" in found[2]
+
+
 def test_source_that_is_a_file_and_output_that_is_a_file(tmp_path: Path) -> None:
     (tmp_path / "docs.md").write_text("# not a folder\n", encoding="utf-8")
     with pytest.raises(RunRefused, match="is a file; source.path must name a folder"):

@@ -45,7 +45,9 @@ def format_table(evaluations: Sequence[ConfigEvaluation]) -> str:
         cost_rows.append([
             evaluation.label, f"{evaluation.dataset} v{evaluation.version}/{evaluation.snapshot:04d}",
             evaluation.strategy, f"{int(cost['chunks']):,}", f"{cost['mean_chunk_chars']:.0f}",
-            f"{cost['mean_chunk_tokens']:.0f}", f"{int(cost['embedded_chars']):,}",
+            # 0 for chunks that have text: n_tokens was not counted (count_tokens: false), not zero tokens.
+            f"{cost['mean_chunk_tokens']:.0f}" if cost["mean_chunk_tokens"] or not cost["chunks"] else "—",
+            f"{int(cost['embedded_chars']):,}",
             f"{int(cost['embedded_tokens']):,}", f"{cost['overlap_factor']:.2f}×",
         ])
     lines += [""] + _table(cost_headers, cost_rows, right={3, 4, 5, 6, 7, 8})
