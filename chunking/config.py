@@ -37,7 +37,10 @@ from chunking.storage import Location, is_uri, location, require_local
 
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
-ALGORITHM_VERSION = "3"  # 3: PDF, DOCX and reStructuredText extraction and strategies
+ALGORITHM_VERSION = "4"
+# 4: table rows and code lines kept whole, also where an overlapping chunk starts; HTML and DOCX text no
+#    longer lost (rowspan, late or legacy charsets, content controls, nested tables, tracked insertions)
+# 3: PDF, DOCX and reStructuredText extraction and strategies
 
 
 def _not_a_boolean(value: Any) -> Any:

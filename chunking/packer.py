@@ -31,6 +31,7 @@ A break inside a keep span wins over the keep (the reviewer's most specific wish
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -47,6 +48,9 @@ SCORE_LINE = 30
 SCORE_SENTENCE = 20
 SCORE_WORD = 10
 SCORE_GRAPHEME = 1
+
+# Groups whose lines are the units (table rows, code lines): an overlapping chunk starts at a line.
+LINE_GROUPS = frozenset({"table", "code"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +156,11 @@ class Packer:
         self._breaks = sorted(set(plan.breaks))
         self._keep = sorted(set(plan.keep))
         self._keep_fits: dict[tuple[int, int], bool] = {}
+        # Bodies of tables and code blocks, by start, with the furthest end so far: an overlapping
+        # chunk starts at one of their line starts, never mid-row or mid-line.
+        line_groups = sorted((g.body_start, g.end) for g in plan.groups if g.kind in LINE_GROUPS)
+        self._line_group_starts = [body for body, _ in line_groups]
+        self._line_group_reach = list(itertools.accumulate((end for _, end in line_groups), max))
 
     # -- public -------------------------------------------------------------------------------
 
@@ -239,6 +248,7 @@ class Packer:
                 if early is not None and early_score >= score + 10:
                     best, score = early, early_score
             if best is not None:
+                best = self._whole_line_end(start, prev_end, best)
                 heading = self._trailing_heading(start, best)
                 if heading is not None and heading > prev_end and self._has_body(start, heading):
                     return self._honour_keep(start, prev_end, reach, heading, True)  # not on a heading
@@ -493,6 +503,11 @@ class Packer:
             pos = self._best_boundary(pos + 1, end - 1, last=False, floor=self.plan.overlap_floor)
         else:
             return end
+        if self._mid_line_of_group(pos):  # a table row or code line: start at the next line instead
+            newline = self.text.find("\n", pos, end)
+            if newline == -1 or newline + 1 >= end:
+                return end
+            pos = newline + 1
         # Never reach back across a forced boundary.
         k = bisect.bisect_right(self._forced, pos)
         if k < len(self._forced) and self._forced[k] < end:
@@ -502,6 +517,21 @@ class Packer:
         if k >= 0 and self._breaks[k] > pos:
             return self._breaks[k]
         return pos
+
+    def _whole_line_end(self, start: int, prev_end: int, end: int) -> int:
+        """An end inside a table row or code line moves back to that line's start, when the chunk still
+        holds text before it: a row or a line is cut only when it cannot fit in a chunk of its own."""
+        if not self._mid_line_of_group(end):
+            return end
+        newline = self.text.rfind("\n", max(start, prev_end), end)
+        if newline == -1 or not _NON_SPACE.search(self.text, start, newline + 1):
+            return end
+        return newline + 1
+
+    def _mid_line_of_group(self, pos: int) -> bool:
+        """Whether ``pos`` is inside a line of a table's or code block's body (not at its start)."""
+        k = bisect.bisect_left(self._line_group_starts, pos) - 1  # groups whose body starts before pos
+        return k >= 0 and pos < self._line_group_reach[k] and self.text[pos - 1] != "\n"
 
     # -- whitespace -------------------------------------------------------------------------------
 

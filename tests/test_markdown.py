@@ -443,3 +443,28 @@ def test_atx_headings_and_titles_are_what_the_full_pattern_says(line: str) -> No
     if full:
         assert len(opened.group(1)) == len(full.group(1))
         assert _atx_title(line, opened.end()) == (full.group(2) or "")
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.integers(3, 30), width=st.integers(1, 6), max_size=st.integers(120, 500),
+       overlap=st.integers(5, 100), unit=st.sampled_from(["chars", "tokens"]))
+def test_an_overlapping_chunk_never_starts_mid_row_or_mid_code_line(rows: int, width: int, max_size: int,
+                                                                     overlap: int, unit: str) -> None:
+    """Overlap reaches back to a table row or code line start, or not at all (it used to start a chunk
+    at "some text | 5 |", in the middle of a row)."""
+    cells = " | ".join(f"cell {c} text" for c in range(width))
+    table = "| " + " | ".join(f"h{c}" for c in range(width)) + " |\n|" + "---|" * width + "\n" + "".join(
+        f"| row {r} {cells} |\n" for r in range(rows))
+    code = "```python\n" + "".join(f"value_{r} = compute(alpha, beta, gamma, {r})\n" for r in range(rows)) + "```\n"
+    text = f"# Data\n\nThe table lists the values:\n\n{table}\nAnd the code that makes them:\n\n{code}"
+    overlap = min(overlap, max_size // 2) if unit == "chars" else min(overlap // 4, max_size // 8)
+    config = {"strategy": "markdown", "unit": unit, "max_size": max_size if unit == "chars" else max_size // 4,
+              "overlap": overlap, "min_size": 0}
+    chunks = md(text, **config)
+    bodies = [(g.body_start, g.end) for g in scan(text).groups if g.kind in ("table", "code")]
+    longest_line = max(len(line) for line in text.splitlines())
+    if longest_line >= config["max_size"]:
+        return  # a line that cannot fit is cut wherever it must be
+    for chunk in chunks[1:]:
+        inside = any(body < chunk.start < end for body, end in bodies)
+        assert not inside or text[chunk.start - 1] == "\n", (chunk.start, text[chunk.start - 20:chunk.start + 20])
