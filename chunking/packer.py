@@ -85,9 +85,19 @@ GRAPHEME = _level("grapheme", SCORE_GRAPHEME, r"\X")
 
 RECURSIVE_LEVELS = (PARAGRAPH, LINE, SENTENCE, WORD, GRAPHEME)
 
+# The same levels for a text whose lines end with a lone CR (classic Mac OS), used instead when the
+# text has one; on any other text they find exactly what the originals find.
+_BREAK, _BLANKS = r"(?:\n|\r(?!\n))", r"[^\S\r\n]*(?:\r?\n|\r)"
+_LONE_CR_LEVELS = {
+    PARAGRAPH: _level("paragraph", SCORE_PARAGRAPH, _BREAK + _BLANKS),
+    LINE: _level("line", SCORE_LINE, _BREAK),
+    SENTENCE_OR_PARAGRAPH: _level("sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + "|" + _BREAK + _BLANKS),
+}
+
 # A character ``str.strip()`` keeps: ``re``'s \s is exactly ``str.isspace``, and a search neither copies
 # nor scans past the first hit.
 _NON_SPACE = re.compile(r"\S")
+_LONE_CR = re.compile(r"\r(?!\n)")
 
 # Characters that can continue a grapheme cluster begun before them (or, for regional indicators
 # and \r, pair with a neighbour): a boundary next to one must be checked by segmenting.
@@ -147,12 +157,16 @@ class Packer:
         self.overlap = overlap
         self.min_size = min_size
         self._group_starts = [g.start for g in plan.groups]
-        self._level_top = max((level.score for level in plan.levels), default=-1)
+        self._levels = plan.levels
+        if "\r" in text and _LONE_CR.search(text, plan.start, plan.end):
+            self._levels = tuple(_LONE_CR_LEVELS.get(level, level) for level in plan.levels)
+        self._level_top = max((level.score for level in self._levels), default=-1)
         self._group_fits: dict[int, bool] = {}
         # Forced boundaries, and those of them that start a heading, in order: the packer looks these
         # up per chunk, and Markdown marks every line, so scanning ``plan.positions`` would be slow.
         self._forced = [pos for pos, score in zip(plan.positions, plan.scores, strict=True) if score >= SCORE_FORCED]
         self._headings = [pos for pos in self._forced if pos in plan.heading_ends]
+        self._heading_starts = sorted(plan.heading_ends)  # every heading, the one a chunk starts on too
         self._breaks = sorted(set(plan.breaks))
         self._keep = sorted(set(plan.keep))
         self._keep_fits: dict[tuple[int, int], bool] = {}
@@ -172,8 +186,9 @@ class Packer:
         last_end = start  # raw end of the previous chunk
         while start < plan.end:
             end, clean, size = self._choose_verified_end(start, prev_end)
-            if size > self.max_size and start < last_end and out:
-                # An oversized unit follows: do not weigh it down with overlap as well.
+            if start < last_end and out and (size > self.max_size or self._mid_line_of_group(end)):
+                # An oversized unit follows, or a table row or code line that does not fit beside the
+                # overlap: do not weigh it down with overlap as well.
                 start = max(start, self._next_text(last_end))
                 end, clean, size = self._choose_verified_end(start, max(prev_end, start))
             trimmed_end = self._trim_end(start, end)
@@ -285,7 +300,7 @@ class Packer:
             score = plan.scores[k]
             if score > best_score or (score == best_score and last):
                 best_score, best_pos = score, plan.positions[k]
-        for level in plan.levels:
+        for level in self._levels:
             if level.score <= best_score or level.score < floor:
                 continue
             pos = self._find_level(level, low, high, last=last)
@@ -508,6 +523,11 @@ class Packer:
             if newline == -1 or newline + 1 >= end:
                 return end
             pos = newline + 1
+        k = bisect.bisect_left(self._heading_starts, pos) - 1
+        if k >= 0 and pos < self.plan.heading_ends[self._heading_starts[k]]:  # inside a heading's line(s)
+            pos = self.plan.heading_ends[self._heading_starts[k]]
+            if self._skip_space(pos, end) >= end:
+                return end
         # Never reach back across a forced boundary.
         k = bisect.bisect_right(self._forced, pos)
         if k < len(self._forced) and self._forced[k] < end:

@@ -37,9 +37,11 @@ from chunking.markdown import (
     CODE_LINE,
     HEADING_BASE,
     LEAD_IN,
+    LINE_BREAK,
     LIST_CONTINUATION,
     LIST_ITEM_NESTED,
     LIST_ITEM_TOP,
+    LONE_CR,
     PARAGRAPH_LINE,
     TABLE_ROW,
     Heading,
@@ -75,8 +77,13 @@ def _lines(text: str) -> list[_Line]:
     out = []
     pos = 0
     end = len(text)
+    lone_cr = "\r" in text and LONE_CR.search(text) is not None  # classic Mac OS line ends: see markdown
     while pos < end:
-        newline = text.find("\n", pos)
+        if lone_cr:
+            found = LINE_BREAK.search(text, pos)
+            newline = -1 if found is None else found.start()
+        else:
+            newline = text.find("\n", pos)
         stop = end if newline == -1 else newline
         nxt = end if newline == -1 else newline + 1
         out.append(_Line(pos, stop, nxt, text[pos:stop]))

@@ -445,7 +445,7 @@ def test_atx_headings_and_titles_are_what_the_full_pattern_says(line: str) -> No
         assert _atx_title(line, opened.end()) == (full.group(2) or "")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(rows=st.integers(3, 30), width=st.integers(1, 6), max_size=st.integers(120, 500),
        overlap=st.integers(5, 100), unit=st.sampled_from(["chars", "tokens"]))
 def test_an_overlapping_chunk_never_starts_mid_row_or_mid_code_line(rows: int, width: int, max_size: int,
@@ -468,3 +468,40 @@ def test_an_overlapping_chunk_never_starts_mid_row_or_mid_code_line(rows: int, w
     for chunk in chunks[1:]:
         inside = any(body < chunk.start < end for body, end in bodies)
         assert not inside or text[chunk.start - 1] == "\n", (chunk.start, text[chunk.start - 20:chunk.start + 20])
+
+
+@pytest.mark.parametrize("strategy", ["markdown", "rst", "recursive"])
+def test_classic_mac_line_ends_are_line_ends(strategy: str) -> None:
+    """A file whose lines end with a lone CR (classic Mac OS) has headings, lines and paragraphs like
+    any other: it used to be one line, so the first heading's title was the whole document, repeated
+    in every chunk's section_path and embed_text."""
+    if strategy == "rst":
+        text = "Title\r=====\r\rFirst paragraph of the text. It has sentences.\r\rTwo\r---\r\rSecond section text.\r"
+    else:
+        text = ("# Title\r\rFirst paragraph of the text. It has sentences.\r\r## Two\r\rSecond section text.\r"
+                "- item one\r- item two\r")
+    chunks = split_document(text, {"strategy": strategy, "unit": "chars", "max_size": 60, "overlap": 0}).chunks
+    for chunk in chunks:
+        assert chunk.text == text[chunk.start:chunk.end]
+        assert len(chunk.embed_text) < len(chunk.text) + 20, chunk.embed_text  # no document-long breadcrumb
+    if strategy == "recursive":  # paragraph breaks are where the chunks end
+        assert [c.text.split("\r")[0] for c in chunks] == ["# Title", "## Two"]
+    else:
+        assert [c.section_path for c in chunks][:2] == [("Title",), ("Title", "Two")]
+        assert chunks[1].text.startswith("## Two" if strategy == "markdown" else "Two\r---")
+
+
+@settings(max_examples=300, deadline=None)
+@given(sections=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 8), st.integers(0, 40)), min_size=1, max_size=8),
+       max_size=st.integers(40, 300), overlap=st.integers(1, 150))
+def test_an_overlapping_chunk_never_starts_inside_a_heading(sections: list[tuple[int, int, int]], max_size: int,
+                                                            overlap: int) -> None:
+    """Overlap never reaches back into a heading line: a chunk began at "Data" of "# Data" (the heading
+    the previous chunk started on), repeating it and its first paragraph."""
+    text = "".join(f"{'#' * level} Heading number {words} of the text\n\n" + "Some words here. " * words
+                   + "\n\n" + "A lead-in sentence:\n\n1. first step\n2. second step\n\n" * (extra % 2)
+                   for level, words, extra in sections)
+    chunks = md(text, unit="chars", max_size=max_size, overlap=min(overlap, max_size // 2), min_size=0)
+    for heading in scan(text).headings:
+        for chunk in chunks:
+            assert not heading.start < chunk.start < heading.end, (heading, chunk.start, chunk.text[:40])
