@@ -236,10 +236,10 @@ def test_bad_ledger_opens_read_only_with_a_clear_message(qtbot, dataset: Path) -
     assert not window.controller.flag("other")  # refused with a message, nothing crashes
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
     return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          env=env, timeout=120)
+                          env=env, timeout=timeout)
 
 
 def test_cli_flag_and_screenshot(dataset: Path, tmp_path: Path) -> None:
@@ -260,6 +260,19 @@ def test_cli_flag_and_screenshot(dataset: Path, tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     missing = _cli("review", str(tmp_path / "nowhere"), "--screenshot", str(png))
     assert missing.returncode == 1 and "no such dataset folder" in missing.stderr
+
+
+def test_screenshot_of_an_unknown_document_fails_at_once(dataset: Path, tmp_path: Path) -> None:
+    """`--doc` naming no document: one line and exit 1 (it used to wait forever with the window open)."""
+    png = tmp_path / "shot.png"
+    try:
+        shot = _cli("review", str(dataset), "--doc", "nope.md", "--screenshot", str(png), timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("chunkyard review --doc nope.md --screenshot hung instead of failing")
+    assert shot.returncode == 1
+    assert shot.stderr.strip().splitlines() == [
+        f"chunkyard: error: {dataset / 'v1' / '0001'}: no document 'nope.md' in this snapshot"], shot.stderr
+    assert not png.exists()
 
 
 def test_keys_work_from_the_source_view_and_not_while_typing_a_filter(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
