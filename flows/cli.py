@@ -662,9 +662,15 @@ def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config
 def cmd_reprocess(args: argparse.Namespace) -> int:
     """Apply review decisions: flagged documents rechunked under their constraints, the rest carried over."""
     config = _load(args.config)
+    from chunking.reprocess import prepare_reprocess
+
+    prepare_reprocess(config, args.output)  # a refusal is one line now, not a failed flow run's traceback
     _SERVER.ensure()
     started = time.perf_counter()
     from flows.reprocess import reprocess
+
+    if not args.debug:
+        _one_line_prefect_errors()
 
     result = reprocess(config, args.output)
     manifest = result.manifest

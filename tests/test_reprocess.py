@@ -170,3 +170,29 @@ def test_a_flag_that_cannot_be_met_says_why_and_what_to_do(prefect_server, tmp_p
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.strip().startswith("flag "))
     assert ": unmet (the " in line and "characters it keeps together" in line and "raise max_size" in line, out
+
+
+@pytest.mark.parametrize("case", ["no snapshot yet", "config changed"])
+def test_a_refused_reprocess_is_one_line_before_any_flow_starts(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                 monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """It printed Prefect's traceback of the flow run (the refusal is raised inside the flow) before the line."""
+    from review_fixtures import CONFIG, build_dataset
+
+    from flows import cli
+    from flows import reprocess as reprocess_module
+
+    monkeypatch.setattr(reprocess_module, "reprocess", lambda *a, **k: pytest.fail("the flow started"))
+    monkeypatch.setattr(cli._SERVER, "ensure", lambda: pytest.fail("a Prefect server was started"))
+    root = tmp_path / "data"
+    if case == "config changed":
+        build_dataset(root)
+    text = CONFIG.replace("SOURCE", str(root / "src")).replace("OUTPUT", str(root / "out"))
+    if case == "config changed":
+        text = text.replace("max_size: 420", "max_size: 300")
+    config = tmp_path / "config.yaml"
+    config.write_text(text, encoding="utf-8")
+    capsys.readouterr()
+    assert run_cli("reprocess", str(config)) == 1
+    err = capsys.readouterr().err
+    expected = {"no snapshot yet": "no snapshot to reprocess yet", "config changed": "bump `version`"}[case]
+    assert err.count("\n") == 1 and expected in err and "Traceback" not in err, err
