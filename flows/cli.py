@@ -681,15 +681,14 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
         print(json.dumps({k: manifest[k] for k in keys if k in manifest}
                          | {"path": str(result.snapshot) if result.snapshot else None}, ensure_ascii=False))
     elif result.snapshot is None:
-        print(f"Nothing to reprocess in {config.name} v{config.version}: no open flags, no changed constraints "
+        print(f"Nothing to reprocess in {config.name} v{config.version}: no new or changed constraints "
               f"(snapshot {manifest.get('parent_snapshot')} stays the newest)")
-        for flag in flags:
-            print(f"  flag {flag['event']} on {flag['doc_id']} chunk {flag['chunk_index']}: {flag['status']}")
     else:
         counts = manifest["counts"]
         print(f"Wrote {result.snapshot} (reprocess snapshot {manifest['snapshot']} of {manifest['name']} "
               f"v{manifest['version']}, parent {manifest['parent_snapshot']}) in {time.perf_counter() - started:.1f} s")
         print(f"  documents: {counts['changed']} rechunked, {counts['reused']} carried over")
+    if not args.json:
         constraints = {item["id"]: item for item in manifest.get("constraints", [])}
         for flag in flags:
             print(f"  flag {flag['event']} ({flag['reason']}) on {flag['doc_id']} chunk {flag['chunk_index']}: "

@@ -196,3 +196,48 @@ def test_a_refused_reprocess_is_one_line_before_any_flow_starts(tmp_path: Path, 
     err = capsys.readouterr().err
     expected = {"no snapshot yet": "no snapshot to reprocess yet", "config changed": "bump `version`"}[case]
     assert err.count("\n") == 1 and expected in err and "Traceback" not in err, err
+
+
+def test_reprocess_again_writes_no_identical_snapshot_for_flags_that_stay_open(tmp_path: Path) -> None:
+    """A flag the newest snapshot already answered (unmet, or met but reopened) is reported, not rechunked again.
+
+    Every reprocess used to rechunk such a document and publish a snapshot identical to its parent.
+    """
+    from review_fixtures import CONFIG, build_dataset
+
+    from chunking.config import load_config_text
+    from chunking.dataset import list_snapshots
+    from chunking.reprocess import reprocess_snapshot
+    from chunking.review import ReviewIndex
+
+    dataset = build_dataset(tmp_path)
+    config = load_config_text(CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
+                              tmp_path / "config.yaml")
+    doc = "handbook/returns-and-refunds.md"
+    index = ReviewIndex.load(dataset)
+    number = index.doc_number(doc)
+    assert number is not None
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        # chunk 0 with its smaller neighbour is over max_size (unmet); chunk 5 gets a break (met)
+        too_small = ledger.flag(index.target(index.row_of(number, 0)), "too_small", reviewer="tester")
+        too_large = ledger.flag(index.target(index.row_of(number, 5)), "too_large", reviewer="tester")
+
+    first = reprocess_snapshot(config)
+    assert first.snapshot is not None and first.manifest["snapshot"] == 2
+    statuses = {flag["event"]: flag["status"] for flag in first.manifest["applied_flags"]}
+    assert statuses == {too_small: "unmet", too_large: "resolved"}
+
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:  # the reviewer reopens the met flag (undo)
+        [resolution] = resolutions(ledger.events())
+        ledger.retract(resolution.event, reviewer="tester")
+
+    again = reprocess_snapshot(config)
+    assert again.snapshot is None
+    assert list_snapshots(dataset / "v1") == [1, 2]
+    assert again.manifest["parent_snapshot"] == 2
+    statuses = {flag["event"]: flag["status"] for flag in again.manifest["applied_flags"]}
+    assert statuses == {too_small: "unmet", too_large: "resolved"}
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        events = ledger.events()
+    assert [flag.id for flag in open_flags(events)] == [too_small]
+    assert [(r.flag.id, r.snapshot) for r in resolutions(events)] == [(too_large, 2)]
