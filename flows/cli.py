@@ -692,17 +692,27 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
         constraints = {item["id"]: item for item in manifest.get("constraints", [])}
         for flag in flags:
             print(f"  flag {flag['event']} ({flag['reason']}) on {flag['doc_id']} chunk {flag['chunk_index']}: "
-                  f"{flag['status']}{_unmet_hint(constraints.get(flag.get('constraint')), flag['status'])}")
+                  f"{flag['status']}{_unmet_hint(constraints.get(flag.get('constraint')), flag['status'], constraints)}")
         for item in stale:
             print(f"  stale constraint {item['id']} ({item['kind']}) on {item['doc_id']}: its text is gone")
     return EXIT_OK
 
 
-def _unmet_hint(constraint: dict[str, Any] | None, status: str) -> str:
-    """Why a flag's constraint was not met, and what to do: the span it keeps is over the budget."""
+def _unmet_hint(constraint: dict[str, Any] | None, status: str,
+                constraints: dict[int, dict[str, Any]] | None = None) -> str:
+    """Why a flag's constraint was not met, and what to do: a break constraint inside the span it keeps
+    (the packer lets the break win), else the span is over the budget."""
     if status != "unmet" or constraint is None:
         return ""
     start, end = constraint.get("placed") or (constraint["start"], constraint["end"])
+    if constraint.get("kind") == "keep_together":
+        for other in (constraints or {}).values():
+            at = (other.get("placed") or [None])[0]
+            if (other.get("kind") == "break_here" and other.get("doc_id") == constraint.get("doc_id")
+                    and at is not None and start < at < end):
+                source = f"from flag {other['flag_event']}" if other.get("flag_event") else "set in the reviewer"
+                return (f" (break_here constraint {other['id']} {source}, at {at}, lies inside the span it keeps "
+                        f"together, [{start}:{end}), and a break wins over a keep; max_size is not the cause)")
     return (f" (the {end - start:,} characters it keeps together, [{start}:{end}), do not fit max_size: raise "
             "max_size for this file, e.g. with a rule, or unflag it in the reviewer)")
 

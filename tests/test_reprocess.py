@@ -241,3 +241,52 @@ def test_reprocess_again_writes_no_identical_snapshot_for_flags_that_stay_open(t
         events = ledger.events()
     assert [flag.id for flag in open_flags(events)] == [too_small]
     assert [(r.flag.id, r.snapshot) for r in resolutions(events)] == [(too_large, 2)]
+
+
+def test_a_flag_unmet_because_of_a_break_inside_it_names_the_break(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A keep span that fits max_size but holds a break constraint is unmet because the break wins.
+
+    The hint used to say the span does not fit max_size and to raise it, which cannot help.
+    """
+    from review_fixtures import CONFIG, build_dataset
+
+    from chunking.config import load_config_text
+    from chunking.constraints import BREAK, anchor, unit_around
+    from chunking.decisions import record_constraint
+    from chunking.reprocess import reprocess_snapshot
+    from chunking.review import ReviewIndex
+    from chunking.strategies import get_strategy
+    from flows import cli
+    from flows import reprocess as reprocess_module
+    from flows.run import RunResult
+
+    dataset = build_dataset(tmp_path)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
+                           encoding="utf-8")
+    config = load_config_text(config_file.read_text(encoding="utf-8"), config_file)
+    doc = "handbook/returns-and-refunds.md"
+    index = ReviewIndex.load(dataset)
+    number = index.doc_number(doc)
+    assert number is not None
+    text, row = index.document_text(number), index.row_of(number, 2)
+    settings = config.settings_for(doc)
+    # The keep a mid_sentence flag on chunk 2 becomes: the sentences around its end, well within max_size.
+    keep = unit_around(text, get_strategy(settings.strategy)(text, settings, doc), int(index.end[row]), "mid_sentence")
+    assert keep is not None and keep[1] - keep[0] < settings.max_size / 2
+    inside = text.index(" ", (keep[0] + keep[1]) // 2) + 1
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        ledger.flag(index.target(row), "mid_sentence", reviewer="tester")
+        brk = record_constraint(ledger, config.name, config.version, index.snapshot_number,
+                                anchor(text, doc, index.doc_sha256[number], BREAK, inside), reviewer="tester")
+
+    monkeypatch.setattr(cli._SERVER, "ensure", lambda: None)
+    monkeypatch.setattr(reprocess_module, "reprocess",
+                        lambda config, output=None: RunResult(*vars(reprocess_snapshot(config, output)).values()))
+    capsys.readouterr()
+    assert run_cli("reprocess", str(config_file)) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.strip().startswith("flag "))
+    assert ": unmet (" in line and "raise max_size" not in line, out
+    assert f"break_here constraint {brk.id} set in the reviewer, at {inside}, lies inside" in line, out
