@@ -45,6 +45,10 @@ def _main(args: argparse.Namespace, interrupted: Callable[[], bool]) -> int:
 
         if getattr(args, "debug", False):
             raise
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():  # the reader left (`| head`): not news
+            with contextlib.suppress(OSError):  # and nothing more to flush into the closed pipe at exit
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_FAILED
         if isinstance(exc, ConfigError):
             for issue in exc.issues:
                 print(f"chunkyard: {issue}", file=sys.stderr)
@@ -60,6 +64,18 @@ def _main(args: argparse.Namespace, interrupted: Callable[[], bool]) -> int:
         print(f"chunkyard: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
               file=sys.stderr)
         return EXIT_FAILED
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(mask & select.POLLERR for _, mask in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _interrupted() -> int:

@@ -160,3 +160,24 @@ def test_export_rows_of_the_fixture_dataset(tmp_path: Path) -> None:
 
 def test_moved_boundaries() -> None:
     assert moved_boundaries([(0, 10), (10, 20), (20, 30)], [(0, 10), (10, 25), (25, 30)]) == ([20], [25])
+
+
+def test_diff_into_a_pipe_closed_early_claims_nothing(tmp_path: Path) -> None:
+    """`chunkyard diff A B --json | head -c 100`: the reader leaving is not an error to report.
+
+    It printed "chunkyard: error: broken pipe (nothing was published; ...)"; after `chunkyard run ... |
+    head` that was false, the snapshot had been published.
+    """
+    import subprocess
+    import sys
+
+    from review_fixtures import REPO, build_dataset
+
+    dataset = build_dataset(tmp_path)
+    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "diff", str(dataset), str(dataset), "--json"],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone before anything is written
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 1
+    assert err == "", err
