@@ -261,6 +261,7 @@ class MainWindow(QMainWindow):
         controller.current_changed.connect(self._on_current)
         controller.states_changed.connect(self._on_states)
         controller.boundary_mode_changed.connect(self._on_boundary_mode)
+        controller.notice.connect(lambda message: self.statusBar().showMessage(message, 5000))
         self.source_view.chunk_clicked.connect(controller.select_row)
         self.documents_view.selectionModel().currentRowChanged.connect(self._on_document_clicked)
         self.chunks_view.selectionModel().currentRowChanged.connect(self._on_chunk_clicked)

@@ -144,6 +144,27 @@ def test_flag_undo_redo_note_and_reopen(qtbot, dataset: Path, monkeypatch) -> No
     assert "⚑" in again.chunks_model.index(3, 4).data()
 
 
+def test_b_then_a_number_on_the_last_chunk_of_a_document_flags_nothing(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """There is no boundary after a document's last chunk: say so (as `chunkyard flag --boundary` does).
+
+    The flag used to land silently on the chunk itself, a target the reviewer did not choose.
+    """
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    assert index is not None
+    last = index.doc_rows(0).stop - 1
+    controller.select_row(last)
+    press(qtbot, window, Qt.Key.Key_B)
+    press(qtbot, window, Qt.Key.Key_1)
+    assert index.state(last).verdict is None and controller.row == last
+    assert Ledger(ledger_path(index.snapshot.path)).events() == []
+    assert "no boundary after it" in window.statusBar().currentMessage()
+    assert not controller.boundary_mode
+    press(qtbot, window, Qt.Key.Key_1)  # without B: the chunk itself, as asked
+    assert index.state(last).reasons == ["split_procedure"]
+
+
 def test_click_in_the_text_selects_the_chunk_under_it_with_emoji(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
     window = open_window(qtbot, dataset)
     controller, view = window.controller, window.source_view
