@@ -181,3 +181,17 @@ def test_diff_into_a_pipe_closed_early_claims_nothing(tmp_path: Path) -> None:
     err = process.stderr.read().decode()
     assert process.wait(timeout=120) == 1
     assert err == "", err
+
+
+def test_export_never_writes_into_a_published_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--out` inside a snapshot folder replaced its (read-only) chunks.parquet with the export: the
+    immutable snapshot no longer opened. It is refused, and nothing in the snapshot changes."""
+    from review_fixtures import build_dataset
+
+    snapshot = Snapshot.open(build_dataset(tmp_path)).path
+    before = {path.name: path.read_bytes() for path in snapshot.iterdir()}
+    for name in ("chunks.parquet", "manifest.json", "export.jsonl"):
+        assert run_cli("export", str(snapshot), "--format", "jsonl", "--out", str(snapshot / name)) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "published snapshot" in err, err
+    assert {path.name: path.read_bytes() for path in snapshot.iterdir()} == before
