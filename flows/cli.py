@@ -529,6 +529,8 @@ def cmd_flag(args: argparse.Namespace) -> int:
                              f"(it has chunks 0–{max(chunks.num_rows - 1, 0)})")
     if args.boundary and args.chunk >= chunks.num_rows - 1:
         raise ChunkyardError(f"chunk {args.chunk} is the last of {args.doc!r}: there is no boundary after it")
+    if args.reviewer is not None and not args.reviewer.strip():
+        raise ChunkyardError("a reviewer name is required to record a decision: --reviewer is empty")
     reviewer = args.reviewer or config_facts(snapshot.manifest)[0] or default_reviewer()
     target = Target(snapshot.name, snapshot.version, snapshot.number, args.doc, documents.column("sha256")[0].as_py(),
                     match.column("chunk_id")[0].as_py(), args.chunk,

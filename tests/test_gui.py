@@ -283,6 +283,16 @@ def test_cli_flag_and_screenshot(dataset: Path, tmp_path: Path) -> None:
     assert missing.returncode == 1 and "no such dataset folder" in missing.stderr
 
 
+def test_cli_flag_with_an_empty_reviewer_is_refused(dataset: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`--reviewer "$UNSET"` recorded the flag under the config's reviewer (or the OS user) without a word."""
+    from flows.cli import main
+
+    code = main(["flag", str(dataset), "--doc", "notes/emoji.md", "--chunk", "1", "--reason", "other",
+                 "--reviewer", ""])
+    assert code == 1 and "a reviewer name is required" in capsys.readouterr().err
+    assert not ledger_path(ReviewIndex.load(dataset).snapshot.path).exists()
+
+
 def test_screenshot_of_an_unknown_document_fails_at_once(dataset: Path, tmp_path: Path) -> None:
     """`--doc` naming no document: one line and exit 1 (it used to wait forever with the window open)."""
     png = tmp_path / "shot.png"
