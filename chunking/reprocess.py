@@ -193,7 +193,8 @@ def reprocess_snapshot(config: Config, output: Path | None = None, rechunk: Rech
             # Every open flag's constraint is the parent's: report what became of it there, and
             # resolve the ones the parent met (a resolution that was undone, or never recorded).
             outcomes = list(parent.manifest.get("constraints") or [])
-            manifest = {"kind": "reprocess", "parent_snapshot": parent.number, "snapshot": None,
+            manifest = {"name": config.name, "version": config.version, "kind": "reprocess",
+                        "parent_snapshot": parent.number, "snapshot": None,
                         "applied_flags": plan.applied_flags(outcomes), "constraints": outcomes}
             resolve_flags(ledger, plan, parent.number)
             return ReprocessResult(None, manifest)

@@ -290,3 +290,29 @@ def test_a_flag_unmet_because_of_a_break_inside_it_names_the_break(tmp_path: Pat
     line = next(line for line in out.splitlines() if line.strip().startswith("flag "))
     assert ": unmet (" in line and "raise max_size" not in line, out
     assert f"break_here constraint {brk.id} set in the reviewer, at {inside}, lies inside" in line, out
+
+
+def test_reprocess_json_with_nothing_to_do_names_the_dataset_and_version(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--json` gave {"snapshot": null, "parent_snapshot": 1, ...} without name and version when nothing changed."""
+    import json
+
+    from review_fixtures import CONFIG, build_dataset
+
+    from chunking.reprocess import reprocess_snapshot
+    from flows import cli
+    from flows import reprocess as reprocess_module
+    from flows.run import RunResult
+
+    build_dataset(tmp_path)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
+                           encoding="utf-8")
+    monkeypatch.setattr(cli._SERVER, "ensure", lambda: None)
+    monkeypatch.setattr(reprocess_module, "reprocess",
+                        lambda config, output=None: RunResult(*vars(reprocess_snapshot(config, output)).values()))
+    capsys.readouterr()
+    assert run_cli("reprocess", str(config_file), "--json") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["name"], summary["version"], summary["snapshot"], summary["parent_snapshot"], summary["path"]) \
+        == ("fixture-kb", 1, None, 1, None)
