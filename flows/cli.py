@@ -162,7 +162,8 @@ def _parser() -> argparse.ArgumentParser:
     ledger_export.add_argument("--out", required=True, type=Path, help="the JSONL file to write")
     ledger_export.set_defaults(handler=cmd_ledger_export)
     ledger_import = ledger_sub.add_parser("import", help="load exported events into a new (empty) ledger")
-    ledger_import.add_argument("path", type=Path, help="review.sqlite, or OUTPUT/NAME")
+    ledger_import.add_argument("path", type=Path, help="review.sqlite (or another *.sqlite file), or OUTPUT/NAME "
+                                                       "(created if need be)")
     ledger_import.add_argument("events", type=Path, help="a JSONL file written by `chunkyard ledger export`")
     ledger_import.set_defaults(handler=cmd_ledger_import)
 
@@ -544,10 +545,12 @@ def cmd_flag(args: argparse.Namespace) -> int:
 
 
 def _ledger_file(path: Path) -> Path:
-    """``review.sqlite`` itself, or the ledger of the dataset folder ``OUTPUT/NAME``."""
+    """``review.sqlite`` itself, or the ledger of the dataset folder ``OUTPUT/NAME`` (which may not exist
+    yet: a path that does not exist and is not named like a database file is a dataset folder)."""
     from chunking.ledger import LEDGER_FILE
 
-    return path / LEDGER_FILE if path.is_dir() else path
+    folder = path.is_dir() or (not path.exists() and path.suffix.lower() not in (".sqlite", ".sqlite3", ".db"))
+    return path / LEDGER_FILE if folder else path
 
 
 def cmd_ledger_export(args: argparse.Namespace) -> int:

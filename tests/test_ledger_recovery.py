@@ -118,3 +118,20 @@ def test_export_never_writes_over_the_ledger_and_names_the_file_it_cannot_write(
     err = capsys.readouterr().err
     assert err.startswith(f"chunkyard: error: {tmp_path}: cannot write the events") and ".tmp" not in err, err
     assert "published" not in err
+
+
+def test_import_into_a_dataset_folder_not_yet_there_creates_the_folder(tmp_path: Path, capsys) -> None:
+    """Restoring the ledger before the first run: `ledger import OUTPUT/NAME` made a *file* OUTPUT/NAME,
+    and the next `chunkyard run` failed with "not a directory" where the dataset folder belongs."""
+    source, events = tmp_path / "old" / "review.sqlite", tmp_path / "events.jsonl"
+    _fill(source, 2)
+    assert export_events(source, events) == (5, 0)
+    dataset = tmp_path / "out" / "kb"
+    assert main(["ledger", "import", str(dataset), str(events)]) == 0
+    assert dataset.is_dir() and (dataset / "review.sqlite").is_file()
+    assert f"into {dataset / 'review.sqlite'}" in capsys.readouterr().out
+    with Ledger(dataset / "review.sqlite") as ledger:
+        assert len(ledger.events()) == 5
+    named = tmp_path / "restored.sqlite"  # a file name still names the file
+    assert main(["ledger", "import", str(named), str(events)]) == 0
+    assert named.is_file()
