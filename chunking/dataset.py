@@ -126,6 +126,9 @@ def resolve_snapshot(path: str | Location) -> Location:
     if (path / MANIFEST).is_file():
         return path
     if not path.is_dir():
+        if path.is_file():
+            raise DatasetError(f"{path}: a file, not a dataset folder (give OUTPUT/NAME, a version folder vX "
+                               "or a snapshot folder NNNN)")
         raise DatasetError(f"{path}: no such dataset folder")
     if _VERSION.match(path.name):
         found = latest_snapshot(path)

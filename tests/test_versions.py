@@ -195,3 +195,18 @@ def test_export_never_writes_into_a_published_snapshot(tmp_path: Path, capsys: p
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "published snapshot" in err, err
     assert {path.name: path.read_bytes() for path in snapshot.iterdir()} == before
+
+
+def test_a_file_given_for_a_snapshot_is_called_a_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--since old-export.jsonl` (OLD is a snapshot, not an export) said "no such dataset folder" for a file
+    that is right there."""
+    from review_fixtures import build_dataset
+
+    dataset = build_dataset(tmp_path)
+    old = tmp_path / "old.jsonl"
+    assert run_cli("export", str(dataset), "--format", "jsonl", "--out", str(old)) == 0
+    capsys.readouterr()
+    assert run_cli("export", str(dataset), "--format", "jsonl", "--out", str(tmp_path / "new.jsonl"),
+                   "--since", str(old)) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{old}: a file, not a dataset folder" in err and "no such" not in err, err
