@@ -268,7 +268,12 @@ class MainWindow(QMainWindow):
         self.filter_box.textChanged.connect(self._filter_documents)
         self.order_box.currentIndexChanged.connect(self._on_order)
         self.queue_box.currentTextChanged.connect(controller.set_queue)
-        self.reviewer_box.editingFinished.connect(lambda: controller.set_reviewer(self.reviewer_box.text()))
+        self.reviewer_box.editingFinished.connect(self._on_reviewer_edited)
+
+    def _on_reviewer_edited(self) -> None:
+        self.controller.set_reviewer(self.reviewer_box.text())
+        if self.reviewer_box.text() != self.controller.reviewer:  # an empty name is not taken: show the one used
+            self.reviewer_box.setText(self.controller.reviewer)
 
     # -- opening ---------------------------------------------------------------------------------
 

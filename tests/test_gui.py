@@ -165,6 +165,18 @@ def test_b_then_a_number_on_the_last_chunk_of_a_document_flags_nothing(qtbot, da
     assert index.state(last).reasons == ["split_procedure"]
 
 
+def test_a_cleared_reviewer_box_shows_the_name_decisions_are_recorded_under(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """An empty name is not taken (the ledger needs one); the box stayed empty while flags went on under
+    the previous name."""
+    window = open_window(qtbot, dataset)
+    window.reviewer_box.setFocus()
+    window.reviewer_box.selectAll()
+    qtbot.keyClick(window.reviewer_box, Qt.Key.Key_Backspace)
+    qtbot.keyClick(window.reviewer_box, Qt.Key.Key_Return)
+    assert window.controller.reviewer == "test-reviewer"
+    assert window.reviewer_box.text() == "test-reviewer"
+
+
 def test_click_in_the_text_selects_the_chunk_under_it_with_emoji(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
     window = open_window(qtbot, dataset)
     controller, view = window.controller, window.source_view
