@@ -126,6 +126,9 @@ def resolve_snapshot(path: str | Location) -> Location:
     if (path / MANIFEST).is_file():
         return path
     if not path.is_dir():
+        if path.is_file():
+            raise DatasetError(f"{path}: a file, not a dataset folder (give OUTPUT/NAME, a version folder vX "
+                               "or a snapshot folder NNNN)")
         raise DatasetError(f"{path}: no such dataset folder")
     if _VERSION.match(path.name):
         found = latest_snapshot(path)
@@ -217,7 +220,9 @@ class Snapshot:
                     return table.select(columns) if columns else table
             return read_parquet(path, columns=columns, filters=filters)
         except (OSError, pa.ArrowException) as exc:
-            raise DatasetError(f"{path}: cannot read: {exc}") from None
+            # Arrow may go on with the whole schema, a field per line: its first line says what is wrong.
+            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise DatasetError(f"{path}: cannot read: {detail}") from None
 
     def document_text(self, doc_id: str) -> str:
         table = self.documents(["doc_id", "text"], [doc_id])

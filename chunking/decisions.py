@@ -2,7 +2,8 @@
 
 The ledger (``chunking.ledger``) holds events; this module folds them into what reprocessing and
 runs need: the *open flags* (flagged and not since unflagged, marked OK or resolved), the *active
-constraints* (constraint events not retracted, decoded by ``chunking.constraints``), and the
+constraints* (constraint events not retracted, decoded by ``chunking.constraints``, without those
+derived from a flag the reviewers took back before it was resolved), and the
 *resolutions* (which snapshot resolved which flag, for the reviewer's before/after).
 
 A resolution is an ``unflag`` event that ``chunkyard reprocess`` appends for a flag it fixed: it
@@ -59,11 +60,14 @@ def decode_constraint(event: Event) -> Constraint | None:
 
 
 def active_constraints(events: Iterable[Event]) -> dict[str, list[Constraint]]:
-    """Constraints not retracted, per doc_id, in ledger order."""
+    """Constraints not retracted, per doc_id, in ledger order; one derived from a flag the reviewers
+    took back (``withdrawn_flags``) goes with its flag."""
+    events = list(events)
+    withdrawn = withdrawn_flags(events)
     out: dict[str, list[Constraint]] = {}
     for event in active_events(events):
         constraint = decode_constraint(event)
-        if constraint is not None:
+        if constraint is not None and constraint.flag_event not in withdrawn:
             out.setdefault(constraint.doc_id, []).append(constraint)
     return out
 
@@ -80,8 +84,25 @@ def open_flags(events: Iterable[Event]) -> list[Event]:
 
     The same fold as ``chunking.ledger.derive_state``, kept per flag event rather than per chunk.
     """
+    return sorted(_fold_flags(events)[0].values(), key=lambda e: e.id)
+
+
+def withdrawn_flags(events: Iterable[Event]) -> set[int]:
+    """Ids of the flags the reviewers took back: retracted (undo), unflagged or marked OK while open.
+
+    A flag resolved by reprocess is not withdrawn by what follows (a reviewer marking the fixed chunk OK).
+    """
+    return _fold_flags(events)[1]
+
+
+def _fold_flags(events: Iterable[Event]) -> tuple[dict[int, Event], set[int]]:
+    """(open flags by id, withdrawn flag ids)."""
+    events = list(events)
+    active = active_events(events)
+    active_ids = {event.id for event in active}
+    withdrawn = {event.id for event in events if event.kind == "flag" and event.id not in active_ids}
     open_: dict[int, Event] = {}
-    for event in active_events(events):
+    for event in active:
         if event.chunk_id is None:
             continue
         if event.kind == "flag":
@@ -98,7 +119,8 @@ def open_flags(events: Iterable[Event]) -> list[Event]:
                         (flag.boundary is None) == (event.boundary is None)
                         and event.reason in (None, flag.reason)):
                     del open_[flag_id]
-    return sorted(open_.values(), key=lambda e: e.id)
+                    withdrawn.add(flag_id)
+    return open_, withdrawn
 
 
 def resolutions(events: Iterable[Event]) -> list[Resolution]:
@@ -151,5 +173,5 @@ def stale_constraints(manifest: dict) -> list[dict]:
 
 __all__ = [
     "REPROCESS_REVIEWER", "stale_constraints", "Resolution", "active_constraints", "decode_constraint", "open_flags",
-    "read_constraints", "record_constraint", "resolution_of", "resolutions", "resolve_flag",
+    "read_constraints", "record_constraint", "resolution_of", "resolutions", "resolve_flag", "withdrawn_flags",
 ]

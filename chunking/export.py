@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from chunking.dataset import Snapshot
+from chunking.dataset import MANIFEST, Snapshot
 from chunking.errors import ChunkyardError
 
 EXPORT_SCHEMA_VERSION = 1
@@ -118,6 +118,10 @@ def export(path: str | Path, out: str | Path, fmt: str, since: str | Path | None
     """Write the export (or the change-set since ``since``) of the snapshot at ``path``; returns counts."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r} (use one of: {', '.join(FORMATS)})")
+    folder = Path(out).parent
+    if (folder / MANIFEST).is_file():
+        raise ExportError(f"{out}: inside the published snapshot {folder}, which is never modified; "
+                          "write the export elsewhere")
     snapshot = Snapshot.open(path)
     table = export_rows(snapshot)
     base = None

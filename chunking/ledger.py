@@ -469,6 +469,10 @@ def export_events(path: str | Path, out: str | Path) -> tuple[int, int]:
     path, out = Path(path), Path(out)
     if not path.is_file():
         raise LedgerError(f"{path}: no review ledger here")
+    ledger_files = {Path(os.path.realpath(f"{path}{suffix}")) for suffix in ("", "-wal", "-shm", "-journal")}
+    if Path(os.path.realpath(out)) in ledger_files:
+        raise LedgerError(f"{out}: that is the review ledger itself (or its journal); write the events to "
+                          "another file, e.g. --out events.jsonl")
     _check_header(path)
     columns = ", ".join(Event.__slots__)
     try:
@@ -496,15 +500,18 @@ def export_events(path: str | Path, out: str | Path) -> tuple[int, int]:
                     rows.append(row)
     finally:
         connection.close()
-    out.parent.mkdir(parents=True, exist_ok=True)
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         with open(temporary, "w", encoding="utf-8") as handle:
             for row in rows:
                 handle.write(json.dumps(dict(zip(Event.__slots__, row, strict=True)), ensure_ascii=False) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, out)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise LedgerError(f"{out}: cannot write the events: {exc.strerror or exc}") from None
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

@@ -7,8 +7,11 @@ folder is not read). Method:
 1. every open flag of the version (``chunking.decisions.open_flags``) becomes a constraint
    (``chunking.constraints.constraint_for_flag``), derived on the text and chunks of the snapshot the
    flag was made in and recorded in the ledger — once: a flag that already has one reuses it;
-2. the documents rechunked are those with such a flag, plus those whose active constraints differ
-   from the ones the parent honoured; every other document's rows are copied from the parent;
+2. the documents rechunked are those whose active constraints differ from the ones the parent
+   honoured (a flag's new constraint is such a difference); every other document's rows are copied
+   from the parent. A flag whose constraint the parent already honoured is not rechunked again (it
+   would give the parent's chunks): when nothing else changed no snapshot is written, the flag's
+   outcome is the parent's, and a flag the parent met is resolved by the parent;
 3. the manifest records ``kind: reprocess``, the parent, every flag considered with what became of
    it (``applied_flags``) and every constraint's outcome; after publishing, each flag whose
    constraint is met is *resolved* (``chunking.decisions.resolve_flag``) by the new snapshot. A flag
@@ -128,9 +131,10 @@ def plan_reprocess(context: RunContext, ledger: Ledger) -> ReprocessPlan:
                                                    chunk_index=flag.chunk_index)
             constraints.setdefault(flag.doc_id, []).append(outcome.constraint)
     plan.constraints = constraints
-    flagged = {o.flag.doc_id for o in plan.flags if o.constraint is not None}
+    # A flag's new constraint changes its document's constraints; one the parent already honoured
+    # (met, or unmet: it cannot fit) would only give the parent's chunks again, so it is not rechunked.
     changed = constraints_changed(parent, constraints)
-    plan.doc_ids = sorted((flagged | changed) & set(context.previous_sha))
+    plan.doc_ids = sorted(changed & set(context.previous_sha))
     return plan
 
 
@@ -186,8 +190,13 @@ def reprocess_snapshot(config: Config, output: Path | None = None, rechunk: Rech
     with Ledger(ledger_file(context)) as ledger:
         plan = plan_reprocess(context, ledger)
         if not plan.doc_ids:
-            manifest = {"kind": "reprocess", "parent_snapshot": parent.number, "snapshot": None,
-                        "applied_flags": plan.applied_flags([])}
+            # Every open flag's constraint is the parent's: report what became of it there, and
+            # resolve the ones the parent met (a resolution that was undone, or never recorded).
+            outcomes = list(parent.manifest.get("constraints") or [])
+            manifest = {"name": config.name, "version": config.version, "kind": "reprocess",
+                        "parent_snapshot": parent.number, "snapshot": None,
+                        "applied_flags": plan.applied_flags(outcomes), "constraints": outcomes}
+            resolve_flags(ledger, plan, parent.number)
             return ReprocessResult(None, manifest)
         result = rechunk(parent, plan.doc_ids, {doc_id: plan.constraints.get(doc_id, []) for doc_id in plan.doc_ids})
         # A document whose rechunking failed keeps its parent rows rather than vanish.

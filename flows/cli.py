@@ -164,7 +164,8 @@ def _parser() -> argparse.ArgumentParser:
     ledger_export.add_argument("--out", required=True, type=Path, help="the JSONL file to write")
     ledger_export.set_defaults(handler=cmd_ledger_export)
     ledger_import = ledger_sub.add_parser("import", help="load exported events into a new (empty) ledger")
-    ledger_import.add_argument("path", type=Path, help="review.sqlite, or OUTPUT/NAME")
+    ledger_import.add_argument("path", type=Path, help="review.sqlite (or another *.sqlite file), or OUTPUT/NAME "
+                                                       "(created if need be)")
     ledger_import.add_argument("events", type=Path, help="a JSONL file written by `chunkyard ledger export`")
     ledger_import.set_defaults(handler=cmd_ledger_import)
 
@@ -575,6 +576,8 @@ def cmd_flag(args: argparse.Namespace) -> int:
                              f"(it has chunks 0–{max(chunks.num_rows - 1, 0)})")
     if args.boundary and args.chunk >= chunks.num_rows - 1:
         raise ChunkyardError(f"chunk {args.chunk} is the last of {args.doc!r}: there is no boundary after it")
+    if args.reviewer is not None and not args.reviewer.strip():
+        raise ChunkyardError("a reviewer name is required to record a decision: --reviewer is empty")
     reviewer = args.reviewer or config_facts(snapshot.manifest)[0] or default_reviewer()
     target = Target(snapshot.name, snapshot.version, snapshot.number, args.doc, documents.column("sha256")[0].as_py(),
                     match.column("chunk_id")[0].as_py(), args.chunk,
@@ -588,10 +591,12 @@ def cmd_flag(args: argparse.Namespace) -> int:
 
 
 def _ledger_file(path: Path) -> Path:
-    """``review.sqlite`` itself, or the ledger of the dataset folder ``OUTPUT/NAME``."""
+    """``review.sqlite`` itself, or the ledger of the dataset folder ``OUTPUT/NAME`` (which may not exist
+    yet: a path that does not exist and is not named like a database file is a dataset folder)."""
     from chunking.ledger import LEDGER_FILE
 
-    return path / LEDGER_FILE if path.is_dir() else path
+    folder = path.is_dir() or (not path.exists() and path.suffix.lower() not in (".sqlite", ".sqlite3", ".db"))
+    return path / LEDGER_FILE if folder else path
 
 
 def cmd_ledger_export(args: argparse.Namespace) -> int:
@@ -771,9 +776,15 @@ def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config
 def cmd_reprocess(args: argparse.Namespace) -> int:
     """Apply review decisions: flagged documents rechunked under their constraints, the rest carried over."""
     config = _load(args.config)
+    from chunking.reprocess import prepare_reprocess
+
+    prepare_reprocess(config, args.output)  # a refusal is one line now, not a failed flow run's traceback
     _SERVER.ensure()
     started = time.perf_counter()
     from flows.reprocess import reprocess
+
+    if not args.debug:
+        _one_line_prefect_errors()
 
     result = reprocess(config, args.output)
     manifest = result.manifest
@@ -784,29 +795,38 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
         print(json.dumps({k: manifest[k] for k in keys if k in manifest}
                          | {"path": str(result.snapshot) if result.snapshot else None}, ensure_ascii=False))
     elif result.snapshot is None:
-        print(f"Nothing to reprocess in {config.name} v{config.version}: no open flags, no changed constraints "
+        print(f"Nothing to reprocess in {config.name} v{config.version}: no new or changed constraints "
               f"(snapshot {manifest.get('parent_snapshot')} stays the newest)")
-        for flag in flags:
-            print(f"  flag {flag['event']} on {flag['doc_id']} chunk {flag['chunk_index']}: {flag['status']}")
     else:
         counts = manifest["counts"]
         print(f"Wrote {result.snapshot} (reprocess snapshot {manifest['snapshot']} of {manifest['name']} "
               f"v{manifest['version']}, parent {manifest['parent_snapshot']}) in {time.perf_counter() - started:.1f} s")
         print(f"  documents: {counts['changed']} rechunked, {counts['reused']} carried over")
+    if not args.json:
         constraints = {item["id"]: item for item in manifest.get("constraints", [])}
         for flag in flags:
             print(f"  flag {flag['event']} ({flag['reason']}) on {flag['doc_id']} chunk {flag['chunk_index']}: "
-                  f"{flag['status']}{_unmet_hint(constraints.get(flag.get('constraint')), flag['status'])}")
+                  f"{flag['status']}{_unmet_hint(constraints.get(flag.get('constraint')), flag['status'], constraints)}")
         for item in stale:
             print(f"  stale constraint {item['id']} ({item['kind']}) on {item['doc_id']}: its text is gone")
     return EXIT_OK
 
 
-def _unmet_hint(constraint: dict[str, Any] | None, status: str) -> str:
-    """Why a flag's constraint was not met, and what to do: the span it keeps is over the budget."""
+def _unmet_hint(constraint: dict[str, Any] | None, status: str,
+                constraints: dict[int, dict[str, Any]] | None = None) -> str:
+    """Why a flag's constraint was not met, and what to do: a break constraint inside the span it keeps
+    (the packer lets the break win), else the span is over the budget."""
     if status != "unmet" or constraint is None:
         return ""
     start, end = constraint.get("placed") or (constraint["start"], constraint["end"])
+    if constraint.get("kind") == "keep_together":
+        for other in (constraints or {}).values():
+            at = (other.get("placed") or [None])[0]
+            if (other.get("kind") == "break_here" and other.get("doc_id") == constraint.get("doc_id")
+                    and at is not None and start < at < end):
+                source = f"from flag {other['flag_event']}" if other.get("flag_event") else "set in the reviewer"
+                return (f" (break_here constraint {other['id']} {source}, at {at}, lies inside the span it keeps "
+                        f"together, [{start}:{end}), and a break wins over a keep; max_size is not the cause)")
     return (f" (the {end - start:,} characters it keeps together, [{start}:{end}), do not fit max_size: raise "
             "max_size for this file, e.g. with a rule, or unflag it in the reviewer)")
 

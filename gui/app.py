@@ -79,9 +79,9 @@ def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: 
         return app.exec()
 
     def fail(message: str) -> None:
-        if controller.index is None or not outcome["message"]:
-            outcome["code"], outcome["message"] = 1, outcome["message"] or message
-            app.exit(1)
+        # The first message wins (a --doc that names no document sets it before calling here).
+        outcome["code"], outcome["message"] = 1, outcome["message"] or message
+        app.exit(1)
 
     def capture() -> None:
         app.processEvents()

@@ -84,6 +84,7 @@ class ReviewController(QObject):
     current_changed = Signal(int)  # dataset row, -1 for none
     states_changed = Signal()
     boundary_mode_changed = Signal(bool)
+    notice = Signal(str)  # a short message for the status bar (nothing went wrong, nothing was done)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -225,7 +226,13 @@ class ReviewController(QObject):
     def flag(self, reason: str) -> bool:
         if reason not in REASONS:
             raise ValueError(f"unknown reason {reason!r}")
-        on_boundary = self.boundary_mode and self.row is not None and self._has_next_in_doc(self.row)
+        if self.boundary_mode and self.row is not None and self.index is not None \
+                and not self._has_next_in_doc(self.row):
+            self.set_boundary_mode(False)
+            self.notice.emit(f"Chunk {self._chunk_label()} is the last: there is no boundary after it; "
+                             "nothing was flagged")
+            return False
+        on_boundary = self.boundary_mode and self.row is not None
         where = "boundary after chunk" if on_boundary else "chunk"
         done = self._record("flag", reason=reason, boundary=on_boundary,
                             text=f"flag {where} {self._chunk_label()} as {reason}")

@@ -261,13 +261,19 @@ class MainWindow(QMainWindow):
         controller.current_changed.connect(self._on_current)
         controller.states_changed.connect(self._on_states)
         controller.boundary_mode_changed.connect(self._on_boundary_mode)
+        controller.notice.connect(lambda message: self.statusBar().showMessage(message, 5000))
         self.source_view.chunk_clicked.connect(controller.select_row)
         self.documents_view.selectionModel().currentRowChanged.connect(self._on_document_clicked)
         self.chunks_view.selectionModel().currentRowChanged.connect(self._on_chunk_clicked)
         self.filter_box.textChanged.connect(self._filter_documents)
         self.order_box.currentIndexChanged.connect(self._on_order)
         self.queue_box.currentTextChanged.connect(controller.set_queue)
-        self.reviewer_box.editingFinished.connect(lambda: controller.set_reviewer(self.reviewer_box.text()))
+        self.reviewer_box.editingFinished.connect(self._on_reviewer_edited)
+
+    def _on_reviewer_edited(self) -> None:
+        self.controller.set_reviewer(self.reviewer_box.text())
+        if self.reviewer_box.text() != self.controller.reviewer:  # an empty name is not taken: show the one used
+            self.reviewer_box.setText(self.controller.reviewer)
 
     # -- opening ---------------------------------------------------------------------------------
 

@@ -162,3 +162,36 @@ def test_ledger_decisions(tmp_path: Path) -> None:
         assert active_constraints(ledger.events("kb", 1)) == {}
         ledger.unflag(target.at_boundary(None), reviewer="ann", reason="too_large")  # type: ignore[arg-type]
         assert [f.id for f in open_flags(ledger.events("kb", 1))] == [first]
+
+
+def test_a_flag_the_reviewer_takes_back_takes_its_constraint_with_it(tmp_path: Path) -> None:
+    """Unflagged, marked OK or undone: the constraint reprocess derived from the flag is no longer applied.
+
+    It stayed active for good (every run kept the chunk's ``constraint_unmet``, and the hint's "unflag
+    it in the reviewer" did nothing). A flag resolved by reprocess keeps its constraint, whatever follows.
+    """
+    text = "x" * 200
+
+    def flag_with_constraint(ledger: Ledger, target: Target, reason: str) -> tuple[int, int]:
+        flag = ledger.flag(target, reason, reviewer="ann")
+        constraint = record_constraint(ledger, "kb", 1, 1, anchor(text, "d.md", "sha", KEEP, 10 + flag, 150,
+                                                                  origin="flag", flag_event=flag),
+                                       reviewer="reprocess", chunk_id=target.chunk_id, chunk_index=0)
+        return flag, constraint.id
+
+    def active(ledger: Ledger) -> list[int]:
+        return [c.id for c in active_constraints(ledger.events("kb", 1)).get("d.md", [])]
+
+    with Ledger(tmp_path / "review.sqlite") as ledger:
+        chunk = [Target("kb", 1, 1, "d.md", "sha", f"chunk-{i}", i) for i in range(4)]
+        _, marked_ok = flag_with_constraint(ledger, chunk[0], "too_small")
+        _, unflagged = flag_with_constraint(ledger, chunk[1], "too_small")
+        undone_flag, undone = flag_with_constraint(ledger, chunk[2], "too_large")
+        resolved_flag, resolved = flag_with_constraint(ledger, chunk[3], "too_small")
+        assert active(ledger) == [marked_ok, unflagged, undone, resolved]
+        resolve_flag(ledger, ledger.event(resolved_flag), 2, resolved)  # type: ignore[arg-type]
+        ledger.mark_ok(chunk[0], reviewer="ann")
+        ledger.unflag(chunk[1], reviewer="ann", reason="too_small")
+        ledger.retract(undone_flag, reviewer="ann")
+        ledger.mark_ok(chunk[3], reviewer="ann")  # after its resolution: the reviewer agrees with the fix
+        assert active(ledger) == [resolved]

@@ -144,6 +144,39 @@ def test_flag_undo_redo_note_and_reopen(qtbot, dataset: Path, monkeypatch) -> No
     assert "⚑" in again.chunks_model.index(3, 4).data()
 
 
+def test_b_then_a_number_on_the_last_chunk_of_a_document_flags_nothing(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """There is no boundary after a document's last chunk: say so (as `chunkyard flag --boundary` does).
+
+    The flag used to land silently on the chunk itself, a target the reviewer did not choose.
+    """
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    assert index is not None
+    last = index.doc_rows(0).stop - 1
+    controller.select_row(last)
+    press(qtbot, window, Qt.Key.Key_B)
+    press(qtbot, window, Qt.Key.Key_1)
+    assert index.state(last).verdict is None and controller.row == last
+    assert Ledger(ledger_path(index.snapshot.path)).events() == []
+    assert "no boundary after it" in window.statusBar().currentMessage()
+    assert not controller.boundary_mode
+    press(qtbot, window, Qt.Key.Key_1)  # without B: the chunk itself, as asked
+    assert index.state(last).reasons == ["split_procedure"]
+
+
+def test_a_cleared_reviewer_box_shows_the_name_decisions_are_recorded_under(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """An empty name is not taken (the ledger needs one); the box stayed empty while flags went on under
+    the previous name."""
+    window = open_window(qtbot, dataset)
+    window.reviewer_box.setFocus()
+    window.reviewer_box.selectAll()
+    qtbot.keyClick(window.reviewer_box, Qt.Key.Key_Backspace)
+    qtbot.keyClick(window.reviewer_box, Qt.Key.Key_Return)
+    assert window.controller.reviewer == "test-reviewer"
+    assert window.reviewer_box.text() == "test-reviewer"
+
+
 def test_click_in_the_text_selects_the_chunk_under_it_with_emoji(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
     window = open_window(qtbot, dataset)
     controller, view = window.controller, window.source_view
@@ -236,10 +269,10 @@ def test_bad_ledger_opens_read_only_with_a_clear_message(qtbot, dataset: Path) -
     assert not window.controller.flag("other")  # refused with a message, nothing crashes
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
     return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          env=env, timeout=120)
+                          env=env, timeout=timeout)
 
 
 def test_cli_flag_and_screenshot(dataset: Path, tmp_path: Path) -> None:
@@ -260,6 +293,29 @@ def test_cli_flag_and_screenshot(dataset: Path, tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     missing = _cli("review", str(tmp_path / "nowhere"), "--screenshot", str(png))
     assert missing.returncode == 1 and "no such dataset folder" in missing.stderr
+
+
+def test_cli_flag_with_an_empty_reviewer_is_refused(dataset: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`--reviewer "$UNSET"` recorded the flag under the config's reviewer (or the OS user) without a word."""
+    from flows.cli import main
+
+    code = main(["flag", str(dataset), "--doc", "notes/emoji.md", "--chunk", "1", "--reason", "other",
+                 "--reviewer", ""])
+    assert code == 1 and "a reviewer name is required" in capsys.readouterr().err
+    assert not ledger_path(ReviewIndex.load(dataset).snapshot.path).exists()
+
+
+def test_screenshot_of_an_unknown_document_fails_at_once(dataset: Path, tmp_path: Path) -> None:
+    """`--doc` naming no document: one line and exit 1 (it used to wait forever with the window open)."""
+    png = tmp_path / "shot.png"
+    try:
+        shot = _cli("review", str(dataset), "--doc", "nope.md", "--screenshot", str(png), timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("chunkyard review --doc nope.md --screenshot hung instead of failing")
+    assert shot.returncode == 1
+    assert shot.stderr.strip().splitlines() == [
+        f"chunkyard: error: {dataset / 'v1' / '0001'}: no document 'nope.md' in this snapshot"], shot.stderr
+    assert not png.exists()
 
 
 def test_keys_work_from_the_source_view_and_not_while_typing_a_filter(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]

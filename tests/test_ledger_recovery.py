@@ -97,3 +97,41 @@ def test_import_refuses_a_retract_of_a_missing_event(tmp_path: Path) -> None:
     events.write_text("\n".join(lines[1:]) + "\n", encoding="utf-8")  # drop event 1; event 2 retracts it
     with pytest.raises(LedgerError, match=r"e\.jsonl:1: .*retracts event 1"):
         import_events(tmp_path / "new.sqlite", events)
+
+
+def test_export_never_writes_over_the_ledger_and_names_the_file_it_cannot_write(tmp_path: Path, capsys) -> None:
+    """`--out` naming the ledger itself replaced it with its JSON Lines (a broken ledger); a folder was
+    reported as the hidden temporary file beside it, with "nothing was published"."""
+    dataset = tmp_path / "kb"
+    dataset.mkdir()
+    path = dataset / "review.sqlite"
+    _fill(path, 3)
+    before = path.read_bytes()
+    for out in (path, dataset / "." / "review.sqlite", Path(f"{path}-wal")):
+        assert main(["ledger", "export", str(dataset), "--out", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "the review ledger itself" in err, err
+    assert path.read_bytes() == before
+    with Ledger(path) as ledger:
+        assert len(ledger.events()) == 6
+    assert main(["ledger", "export", str(dataset), "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"chunkyard: error: {tmp_path}: cannot write the events") and ".tmp" not in err, err
+    assert "published" not in err
+
+
+def test_import_into_a_dataset_folder_not_yet_there_creates_the_folder(tmp_path: Path, capsys) -> None:
+    """Restoring the ledger before the first run: `ledger import OUTPUT/NAME` made a *file* OUTPUT/NAME,
+    and the next `chunkyard run` failed with "not a directory" where the dataset folder belongs."""
+    source, events = tmp_path / "old" / "review.sqlite", tmp_path / "events.jsonl"
+    _fill(source, 2)
+    assert export_events(source, events) == (5, 0)
+    dataset = tmp_path / "out" / "kb"
+    assert main(["ledger", "import", str(dataset), str(events)]) == 0
+    assert dataset.is_dir() and (dataset / "review.sqlite").is_file()
+    assert f"into {dataset / 'review.sqlite'}" in capsys.readouterr().out
+    with Ledger(dataset / "review.sqlite") as ledger:
+        assert len(ledger.events()) == 5
+    named = tmp_path / "restored.sqlite"  # a file name still names the file
+    assert main(["ledger", "import", str(named), str(events)]) == 0
+    assert named.is_file()

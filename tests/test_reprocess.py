@@ -170,3 +170,149 @@ def test_a_flag_that_cannot_be_met_says_why_and_what_to_do(prefect_server, tmp_p
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.strip().startswith("flag "))
     assert ": unmet (the " in line and "characters it keeps together" in line and "raise max_size" in line, out
+
+
+@pytest.mark.parametrize("case", ["no snapshot yet", "config changed"])
+def test_a_refused_reprocess_is_one_line_before_any_flow_starts(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                 monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """It printed Prefect's traceback of the flow run (the refusal is raised inside the flow) before the line."""
+    from review_fixtures import CONFIG, build_dataset
+
+    from flows import cli
+    from flows import reprocess as reprocess_module
+
+    monkeypatch.setattr(reprocess_module, "reprocess", lambda *a, **k: pytest.fail("the flow started"))
+    monkeypatch.setattr(cli._SERVER, "ensure", lambda: pytest.fail("a Prefect server was started"))
+    root = tmp_path / "data"
+    if case == "config changed":
+        build_dataset(root)
+    text = CONFIG.replace("SOURCE", str(root / "src")).replace("OUTPUT", str(root / "out"))
+    if case == "config changed":
+        text = text.replace("max_size: 420", "max_size: 300")
+    config = tmp_path / "config.yaml"
+    config.write_text(text, encoding="utf-8")
+    capsys.readouterr()
+    assert run_cli("reprocess", str(config)) == 1
+    err = capsys.readouterr().err
+    expected = {"no snapshot yet": "no snapshot to reprocess yet", "config changed": "bump `version`"}[case]
+    assert err.count("\n") == 1 and expected in err and "Traceback" not in err, err
+
+
+def test_reprocess_again_writes_no_identical_snapshot_for_flags_that_stay_open(tmp_path: Path) -> None:
+    """A flag the newest snapshot already answered (unmet, or met but reopened) is reported, not rechunked again.
+
+    Every reprocess used to rechunk such a document and publish a snapshot identical to its parent.
+    """
+    from review_fixtures import CONFIG, build_dataset
+
+    from chunking.config import load_config_text
+    from chunking.dataset import list_snapshots
+    from chunking.reprocess import reprocess_snapshot
+    from chunking.review import ReviewIndex
+
+    dataset = build_dataset(tmp_path)
+    config = load_config_text(CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
+                              tmp_path / "config.yaml")
+    doc = "handbook/returns-and-refunds.md"
+    index = ReviewIndex.load(dataset)
+    number = index.doc_number(doc)
+    assert number is not None
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        # chunk 0 with its smaller neighbour is over max_size (unmet); chunk 5 gets a break (met)
+        too_small = ledger.flag(index.target(index.row_of(number, 0)), "too_small", reviewer="tester")
+        too_large = ledger.flag(index.target(index.row_of(number, 5)), "too_large", reviewer="tester")
+
+    first = reprocess_snapshot(config)
+    assert first.snapshot is not None and first.manifest["snapshot"] == 2
+    statuses = {flag["event"]: flag["status"] for flag in first.manifest["applied_flags"]}
+    assert statuses == {too_small: "unmet", too_large: "resolved"}
+
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:  # the reviewer reopens the met flag (undo)
+        [resolution] = resolutions(ledger.events())
+        ledger.retract(resolution.event, reviewer="tester")
+
+    again = reprocess_snapshot(config)
+    assert again.snapshot is None
+    assert list_snapshots(dataset / "v1") == [1, 2]
+    assert again.manifest["parent_snapshot"] == 2
+    statuses = {flag["event"]: flag["status"] for flag in again.manifest["applied_flags"]}
+    assert statuses == {too_small: "unmet", too_large: "resolved"}
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        events = ledger.events()
+    assert [flag.id for flag in open_flags(events)] == [too_small]
+    assert [(r.flag.id, r.snapshot) for r in resolutions(events)] == [(too_large, 2)]
+
+
+def test_a_flag_unmet_because_of_a_break_inside_it_names_the_break(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A keep span that fits max_size but holds a break constraint is unmet because the break wins.
+
+    The hint used to say the span does not fit max_size and to raise it, which cannot help.
+    """
+    from review_fixtures import CONFIG, build_dataset
+
+    from chunking.config import load_config_text
+    from chunking.constraints import BREAK, anchor, unit_around
+    from chunking.decisions import record_constraint
+    from chunking.reprocess import reprocess_snapshot
+    from chunking.review import ReviewIndex
+    from chunking.strategies import get_strategy
+    from flows import cli
+    from flows import reprocess as reprocess_module
+    from flows.run import RunResult
+
+    dataset = build_dataset(tmp_path)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
+                           encoding="utf-8")
+    config = load_config_text(config_file.read_text(encoding="utf-8"), config_file)
+    doc = "handbook/returns-and-refunds.md"
+    index = ReviewIndex.load(dataset)
+    number = index.doc_number(doc)
+    assert number is not None
+    text, row = index.document_text(number), index.row_of(number, 2)
+    settings = config.settings_for(doc)
+    # The keep a mid_sentence flag on chunk 2 becomes: the sentences around its end, well within max_size.
+    keep = unit_around(text, get_strategy(settings.strategy)(text, settings, doc), int(index.end[row]), "mid_sentence")
+    assert keep is not None and keep[1] - keep[0] < settings.max_size / 2
+    inside = text.index(" ", (keep[0] + keep[1]) // 2) + 1
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        ledger.flag(index.target(row), "mid_sentence", reviewer="tester")
+        brk = record_constraint(ledger, config.name, config.version, index.snapshot_number,
+                                anchor(text, doc, index.doc_sha256[number], BREAK, inside), reviewer="tester")
+
+    monkeypatch.setattr(cli._SERVER, "ensure", lambda: None)
+    monkeypatch.setattr(reprocess_module, "reprocess",
+                        lambda config, output=None: RunResult(*vars(reprocess_snapshot(config, output)).values()))
+    capsys.readouterr()
+    assert run_cli("reprocess", str(config_file)) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.strip().startswith("flag "))
+    assert ": unmet (" in line and "raise max_size" not in line, out
+    assert f"break_here constraint {brk.id} set in the reviewer, at {inside}, lies inside" in line, out
+
+
+def test_reprocess_json_with_nothing_to_do_names_the_dataset_and_version(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--json` gave {"snapshot": null, "parent_snapshot": 1, ...} without name and version when nothing changed."""
+    import json
+
+    from review_fixtures import CONFIG, build_dataset
+
+    from chunking.reprocess import reprocess_snapshot
+    from flows import cli
+    from flows import reprocess as reprocess_module
+    from flows.run import RunResult
+
+    build_dataset(tmp_path)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
+                           encoding="utf-8")
+    monkeypatch.setattr(cli._SERVER, "ensure", lambda: None)
+    monkeypatch.setattr(reprocess_module, "reprocess",
+                        lambda config, output=None: RunResult(*vars(reprocess_snapshot(config, output)).values()))
+    capsys.readouterr()
+    assert run_cli("reprocess", str(config_file), "--json") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["name"], summary["version"], summary["snapshot"], summary["parent_snapshot"], summary["path"]) \
+        == ("fixture-kb", 1, None, 1, None)

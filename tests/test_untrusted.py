@@ -111,3 +111,13 @@ def test_manifest_is_json_not_code(snapshot: Path) -> None:
     (snapshot / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
     index = ReviewIndex.load(snapshot)
     assert index.dataset.startswith("!!python") and not Path("pwned").exists()
+
+
+def test_a_missing_column_is_one_line_naming_the_file(snapshot: Path) -> None:
+    """Arrow's message for a missing column goes on with the whole schema, one field per line: the CLI's
+    "one clear line" became twenty. The error keeps Arrow's first line only."""
+    _rewrite(snapshot / CHUNKS, lambda table: table.drop_columns(["size"]))
+    with pytest.raises(ChunkyardError) as caught:
+        ReviewIndex.load(snapshot)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{snapshot / CHUNKS}: cannot read"), message

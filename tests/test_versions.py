@@ -160,3 +160,53 @@ def test_export_rows_of_the_fixture_dataset(tmp_path: Path) -> None:
 
 def test_moved_boundaries() -> None:
     assert moved_boundaries([(0, 10), (10, 20), (20, 30)], [(0, 10), (10, 25), (25, 30)]) == ([20], [25])
+
+
+def test_diff_into_a_pipe_closed_early_claims_nothing(tmp_path: Path) -> None:
+    """`chunkyard diff A B --json | head -c 100`: the reader leaving is not an error to report.
+
+    It printed "chunkyard: error: broken pipe (nothing was published; ...)"; after `chunkyard run ... |
+    head` that was false, the snapshot had been published.
+    """
+    import subprocess
+    import sys
+
+    from review_fixtures import REPO, build_dataset
+
+    dataset = build_dataset(tmp_path)
+    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "diff", str(dataset), str(dataset), "--json"],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone before anything is written
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 1
+    assert err == "", err
+
+
+def test_export_never_writes_into_a_published_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--out` inside a snapshot folder replaced its (read-only) chunks.parquet with the export: the
+    immutable snapshot no longer opened. It is refused, and nothing in the snapshot changes."""
+    from review_fixtures import build_dataset
+
+    snapshot = Snapshot.open(build_dataset(tmp_path)).path
+    before = {path.name: path.read_bytes() for path in snapshot.iterdir()}
+    for name in ("chunks.parquet", "manifest.json", "export.jsonl"):
+        assert run_cli("export", str(snapshot), "--format", "jsonl", "--out", str(snapshot / name)) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "published snapshot" in err, err
+    assert {path.name: path.read_bytes() for path in snapshot.iterdir()} == before
+
+
+def test_a_file_given_for_a_snapshot_is_called_a_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--since old-export.jsonl` (OLD is a snapshot, not an export) said "no such dataset folder" for a file
+    that is right there."""
+    from review_fixtures import build_dataset
+
+    dataset = build_dataset(tmp_path)
+    old = tmp_path / "old.jsonl"
+    assert run_cli("export", str(dataset), "--format", "jsonl", "--out", str(old)) == 0
+    capsys.readouterr()
+    assert run_cli("export", str(dataset), "--format", "jsonl", "--out", str(tmp_path / "new.jsonl"),
+                   "--since", str(old)) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{old}: a file, not a dataset folder" in err and "no such" not in err, err
