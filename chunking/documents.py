@@ -59,8 +59,18 @@ class Document:
 
 @dataclass(frozen=True)
 class Skipped:
+    """A file (or folder) a run could not use, and why.
+
+    ``keep_previous``: the run learnt nothing about the file's content (it could not be read, or
+    chunking it failed), so a document the previous snapshot holds keeps its chunks rather than
+    vanishing from the vector store until the next run. Files that were read and found unusable
+    (binary, undecodable, empty) or are gone (vanished, a dangling link) do not.
+    """
+
     doc_id: str
     reason: str
+    keep_previous: bool = False
+    folder: bool = False  # a folder that could not be listed: ``doc_id`` is the folder's path
 
 
 def discover(source_dir: Path, include: list[str], exclude: list[str],
@@ -85,7 +95,7 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
             with os.scandir(folder) as it:
                 return iter(sorted(it, key=lambda e: e.name))
         except OSError as exc:
-            return Skipped(rel or ".", f"unreadable folder: {exc.strerror or exc}")
+            return Skipped(rel or ".", f"unreadable folder: {exc.strerror or exc}", keep_previous=True, folder=True)
 
     # An explicit stack, not recursion: a folder tree thousands of levels deep must not raise
     # RecursionError. Same order as a recursive walk (depth first, names sorted).
@@ -124,7 +134,8 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
                 info = entry.stat(follow_symlinks=True)
             except OSError as exc:
                 broken = exc.errno == errno.ENOENT and entry.is_symlink()
-                yield Skipped(doc_id, "broken symbolic link (its target does not exist)" if broken else _os_reason(exc))
+                yield Skipped(doc_id, "broken symbolic link (its target does not exist)") if broken else _os_skip(
+                    doc_id, exc)
                 continue
             if stat.S_ISDIR(info.st_mode):
                 continue  # a symlink to a folder: not followed
@@ -133,7 +144,14 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
                 continue
             yield SourceFile(doc_id, Path(entry.path), info.st_size)
         except OSError as exc:
-            yield Skipped(doc_id, _os_reason(exc))
+            yield _os_skip(doc_id, exc)
+
+
+def _os_skip(doc_id: str, exc: OSError, note: str = "") -> Skipped:
+    """A file the system would not let us read: its previous chunks are kept unless it is gone
+    (vanished) or a symlink loop (the link itself changed)."""
+    gone = exc.errno in (errno.ENOENT, errno.ELOOP)
+    return Skipped(doc_id, _os_reason(exc) + note, keep_previous=not gone)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -178,9 +196,9 @@ def read_document(path: Path, doc_id: str) -> Document | Skipped:
             break
         except OSError as exc:
             if exc.errno not in _TRANSIENT:
-                return Skipped(doc_id, _os_reason(exc))
+                return _os_skip(doc_id, exc)
             if attempt == READ_ATTEMPTS:
-                return Skipped(doc_id, f"{_os_reason(exc)} (after {READ_ATTEMPTS} attempts)")
+                return _os_skip(doc_id, exc, f" (after {READ_ATTEMPTS} attempts)")
             time.sleep(0.05 * 4 ** (attempt - 1))
     return document_from_bytes(raw, doc_id)
 

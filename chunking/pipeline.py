@@ -156,6 +156,22 @@ def constraints_changed(previous: Snapshot, constraints: dict[str, list[Constrai
     return {doc_id for doc_id in set(before) | set(now) if before.get(doc_id, set()) != now.get(doc_id, set())}
 
 
+def kept_documents(skipped: Iterable[Skipped], previous_ids: Iterable[str]) -> list[str]:
+    """The previous snapshot's documents a run keeps although it skipped them: those it could not
+    read or chunk (``Skipped.keep_previous``), and every document under a folder it could not list."""
+    previous = set(previous_ids)
+    kept: set[str] = set()
+    for item in skipped:
+        if not item.keep_previous:
+            continue
+        if item.doc_id in previous:
+            kept.add(item.doc_id)
+        elif item.folder:
+            prefix = "" if item.doc_id == "." else item.doc_id + "/"
+            kept.update(doc_id for doc_id in previous if doc_id.startswith(prefix))
+    return sorted(kept)
+
+
 def carried_constraints(previous: Snapshot, doc_ids: Iterable[str]) -> list[dict[str, Any]]:
     """The previous snapshot's constraint entries for documents carried over unchanged."""
     wanted = set(doc_ids)
@@ -327,7 +343,8 @@ def _chunk_document(config: Config, document: Document, constraints: list[Constr
                                  title=document.title or None,
                                  constraints=[placement for _, placement in placed if placement is not None])
     except Exception as exc:  # a bug or a pathological file must not sink the whole run
-        result.skipped.append(Skipped(document.doc_id, f"chunking failed: {type(exc).__name__}: {exc}"))
+        result.skipped.append(Skipped(document.doc_id, f"chunking failed: {type(exc).__name__}: {exc}",
+                                      keep_previous=True))
         return
     result.chunked.append(document.doc_id)
     spans = [Span(c.start, c.end, c.size) for c in chunked.chunks] if placed else []
@@ -484,6 +501,7 @@ class RunStats:
     chunk_counts: Counter = field(default_factory=Counter)  # per strategy
     doc_counts: Counter = field(default_factory=Counter)
     seen: set[str] = field(default_factory=set)
+    kept: list[str] = field(default_factory=list)  # skipped, but the previous snapshot's chunks kept
     over_budget: list[dict[str, Any]] = field(default_factory=list)
     rule_of: Callable[[str], str] | None = None  # doc_id -> rule label, for the summary per rule
     _rule_cache: dict[str, str] = field(default_factory=dict, repr=False)
@@ -598,9 +616,13 @@ def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: lis
             "changed": len(stats.changed),
             "removed": len(removed),
             "skipped": len(stats.skipped),
+            "kept": len(stats.kept),
         },
         "removed": removed,
         "skipped": [{"doc_id": s.doc_id, "reason": s.reason} for s in sorted(stats.skipped, key=lambda s: s.doc_id)],
+        # Previous documents this run could not read or chunk (see ``skipped``), carried over unchanged
+        # so that they do not vanish from the dataset (and a vector store) until the next run.
+        "kept": sorted(stats.kept),
         "findings": dict(sorted(finding_totals.items())),
         # Every chunk over its size limit, and why (DESIGN invariant 3).
         "over_budget": sorted(stats.over_budget, key=lambda item: (item["doc_id"], item["chunk_index"])),

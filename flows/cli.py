@@ -481,6 +481,9 @@ def _print_summary(snapshot: Path | None, manifest: dict[str, Any], elapsed: flo
             print(f"    {item['doc_id']}: {item['reason']}")
         if counts["skipped"] > 10:
             print(f"    … {counts['skipped'] - 10} more")
+    if counts.get("kept"):
+        print(f"  kept:      {counts['kept']} that could not be read or chunked this time keep their previous "
+              "chunks (manifest.json: kept)")
     rows = manifest["size_statistics"]
     if rows:
         codes = sorted({code for row in rows for code in row["findings"]})

@@ -33,6 +33,7 @@ from chunking.pipeline import (
     carried_constraints,
     chunk_files,
     discover_files,
+    kept_documents,
     make_batches,
     prepare_run,
     previous_over_budget,
@@ -134,7 +135,7 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
             pending.append((future, skipped))
             drain(2 * workers)  # enough queued that no worker waits while the oldest batch finishes
         drain(0)
-        removed = sorted(set(context.previous_sha) - stats.seen - {s.doc_id for s in stats.skipped})
+        removed = sorted(set(context.previous_sha) - stats.seen)  # kept documents are seen
         manifest = build_manifest(context, stats, kind, removed)
         snapshot = writer.publish(manifest)
     except BaseException:
@@ -159,6 +160,13 @@ def _record(result: BatchResult, skipped: list[Skipped], context, writer: Snapsh
         stats.add(documents, chunks, previous_reasons)
         stats.constraints.extend(carried_constraints(context.previous, result.reused))
     stats.reused.extend(result.reused)
+    kept = kept_documents([*skipped, *result.skipped], context.previous_sha) if carry is not None else []
+    if kept:  # could not be read or chunked this time: the previous snapshot's chunks stay
+        documents, chunks = carry.rows(kept)
+        writer.write(documents, chunks)
+        stats.add(documents, chunks, previous_reasons)
+        stats.constraints.extend(carried_constraints(context.previous, kept))
+        stats.kept.extend(kept)
     for doc_id in result.chunked:
         (stats.changed if doc_id in context.previous_sha else stats.new).append(doc_id)
     stats.skipped.extend(skipped)

@@ -206,7 +206,7 @@ def test_unreadable_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     if os.geteuid() != 0:
         path.chmod(0)
         try:
-            assert read_document(path, "secret.md") == Skipped("secret.md", "permission denied")
+            assert read_document(path, "secret.md") == Skipped("secret.md", "permission denied", keep_previous=True)
         finally:
             path.chmod(0o644)
     # As root chmod 000 does not stop reading, so make the read itself fail the way it would.
@@ -214,7 +214,7 @@ def test_unreadable_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         raise PermissionError(13, "Permission denied", str(self))
 
     monkeypatch.setattr(Path, "read_bytes", denied)
-    assert read_document(path, "secret.md") == Skipped("secret.md", "permission denied")
+    assert read_document(path, "secret.md") == Skipped("secret.md", "permission denied", keep_previous=True)
 
 
 def test_unreadable_folder_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -229,7 +229,7 @@ def test_unreadable_folder_is_reported(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(os, "scandir", scandir)
     items = list(discover(tmp_path, ["**/*"], []))
     assert SourceFile("open/a.md", tmp_path / "open" / "a.md", 1) in items
-    assert Skipped("locked", "unreadable folder: Permission denied") in items
+    assert Skipped("locked", "unreadable folder: Permission denied", keep_previous=True, folder=True) in items
 
 
 def test_file_deleted_between_discovery_and_reading(tmp_path: Path) -> None:
@@ -300,3 +300,27 @@ def test_a_persistent_read_error_is_skipped_with_the_attempts(tmp_path, monkeypa
     skipped = documents.read_document(path, "broken.md")
     assert isinstance(skipped, documents.Skipped)
     assert skipped.reason == "unreadable: Input/output error (after 3 attempts)"
+
+
+@pytest.mark.parametrize(("code", "keep"), [("EIO", True), ("EACCES", True), ("EISDIR", True), ("ENOENT", False),
+                                            ("ELOOP", False)])
+def test_a_file_that_could_not_be_read_keeps_its_previous_chunks_unless_it_is_gone(tmp_path, monkeypatch, code, keep):
+    """Read errors leave the file's content unknown: its previous chunks are kept (``keep_previous``).
+    A vanished file or a symlink loop is gone as a document; content verdicts (empty, binary) too."""
+    import errno as _errno
+
+    from chunking import documents
+
+    path = tmp_path / "doc.md"
+    path.write_text("x", encoding="utf-8")
+
+    def failing(self):
+        raise OSError(getattr(_errno, code), "failed", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", failing)
+    monkeypatch.setattr(documents.time, "sleep", lambda seconds: None)
+    skipped = documents.read_document(path, "doc.md")
+    assert isinstance(skipped, documents.Skipped) and skipped.keep_previous is keep
+    monkeypatch.undo()
+    path.write_bytes(b"")
+    assert documents.read_document(path, "doc.md").keep_previous is False

@@ -101,6 +101,55 @@ def test_runs_are_incremental(prefect_server, tmp_path):
     assert chunks and all(texts[c["doc_id"]][c["start"] : c["end"]] == c["text"] for c in chunks)
 
 
+def test_a_file_that_cannot_be_read_keeps_its_previous_chunks(prefect_server, tmp_path, monkeypatch):
+    """A document the previous snapshot holds, unreadable this time (EIO after retries, permission
+    denied) or whose chunking failed, keeps its chunks: it used to vanish from the snapshot without
+    being counted as removed, so `export --since` deleted its vectors until the next run. A file read and
+    found unusable (here: emptied) is removed, and counted."""
+    import chunking.pipeline as pipeline
+    from chunking.documents import Skipped, read_document
+
+    source = tmp_path / "src"
+    shutil.copytree(SAMPLE, source)
+    output = tmp_path / "out"
+    config = write_config(tmp_path, source, output)
+    assert run_cli("run", str(config)) == 0
+    first = Snapshot.open(output / "kb")
+
+    unreadable = "handbook/onboarding.md"
+    (source / unreadable).write_text("changed, but unreadable this time\n", encoding="utf-8")
+    (source / "support" / "faq.md").write_text("", encoding="utf-8")  # read, and empty: removed
+
+    def flaky(path, doc_id):
+        if doc_id == unreadable:
+            return Skipped(doc_id, "unreadable: Input/output error (after 3 attempts)", keep_previous=True)
+        return read_document(path, doc_id)
+
+    monkeypatch.setattr(pipeline, "read_document", flaky)
+    assert run_cli("run", str(config)) == 3  # completed with skips
+    second = Snapshot.open(output / "kb")
+    manifest = second.manifest
+    assert manifest["kept"] == [unreadable] and manifest["counts"]["kept"] == 1
+    assert manifest["removed"] == ["support/faq.md"] and manifest["counts"]["removed"] == 1
+    assert {s["doc_id"] for s in manifest["skipped"]} == {unreadable, "support/faq.md"}
+    assert chunk_ids(second.path)[unreadable] == chunk_ids(first.path)[unreadable]
+    assert "support/faq.md" not in chunk_ids(second.path)
+
+
+def test_kept_documents_are_those_not_read_and_those_under_an_unlistable_folder():
+    from chunking.documents import Skipped
+    from chunking.pipeline import kept_documents
+
+    previous = ["a.md", "docs/b.md", "docs/deep/c.md", "docsx/d.md", "e.md", "f.md"]
+    skipped = [Skipped("a.md", "permission denied", keep_previous=True),
+               Skipped("docs", "unreadable folder: Permission denied", keep_previous=True, folder=True),
+               Skipped("e.md", "binary file (NUL bytes)"),
+               Skipped("new.md", "permission denied", keep_previous=True)]  # not in the previous snapshot
+    assert kept_documents(skipped, previous) == ["a.md", "docs/b.md", "docs/deep/c.md"]
+    assert kept_documents([Skipped(".", "unreadable folder: EIO", keep_previous=True, folder=True)],
+                          previous) == sorted(previous)
+
+
 def test_changed_config_under_same_version_is_refused(prefect_server, tmp_path, capsys):
     source = tmp_path / "src"
     source.mkdir()
