@@ -180,7 +180,7 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("a", metavar="PATH_A", help="a snapshot, version folder or dataset folder (or its URI)")
     diff.add_argument("b", metavar="PATH_B")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON")
-    diff.add_argument("--all", action="store_true", help="list unchanged documents too")
+    diff.add_argument("--all", action="store_true", help="list unchanged documents too (--json always lists every document)")
     diff.set_defaults(handler=cmd_diff)
 
     export = sub.add_parser("export", help="export chunks for a vector store, or the change-set since a snapshot")
