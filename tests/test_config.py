@@ -53,21 +53,7 @@ def test_valid_config_loads(tmp_path: Path) -> None:
     assert config.source_dir == (tmp_path / "docs").resolve()
 
 
-def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
-    path = write(tmp_path, """\
-        name: kb
-        version: 1
-        source: {path: docs
-        chunker:
-          max_size: 100
-        """)
-    [issue] = issues_of(path)
-    assert issue.file == str(path) and issue.line in (3, 4)
-    assert issue.message.startswith("invalid YAML")
-    assert str(issue).startswith(f"{path}:{issue.line}: invalid YAML")
-
-
-def test_an_unclosed_bracket_names_the_line_where_it_was_opened(tmp_path: Path) -> None:
+def test_malformed_yaml_names_the_line_and_where_an_unclosed_bracket_was_opened(tmp_path: Path) -> None:
     """The parser notices the missing '}' on a later line; the message named only that line
     ('4: invalid YAML: expected ',' or '}', but got ':''), not line 3 where the mapping is open."""
     path = write(tmp_path, """\

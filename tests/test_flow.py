@@ -57,14 +57,18 @@ def chunk_ids(snapshot: Path) -> dict[str, list[str]]:
     return out
 
 
-def test_runs_are_incremental(prefect_server, tmp_path):
+def first_sample_run(tmp_path: Path) -> tuple[Path, Path, Path, Snapshot]:
+    """The sample corpus copied to ``tmp_path/src`` and run once: (source, output, config, snapshot)."""
     source = tmp_path / "src"
     shutil.copytree(SAMPLE, source)
     output = tmp_path / "out"
     config = write_config(tmp_path, source, output)
-
     assert run_cli("run", str(config)) == 0
-    first = Snapshot.open(output / "kb")
+    return source, output, config, Snapshot.open(output / "kb")
+
+
+def test_runs_are_incremental(prefect_server, tmp_path):
+    source, output, config, first = first_sample_run(tmp_path)
     assert first.number == 1 and first.manifest["kind"] == "full"
     n_docs = first.manifest["counts"]["documents"]
     assert n_docs == len([p for p in SAMPLE.rglob("*") if p.is_file()])
@@ -109,13 +113,7 @@ def test_a_file_that_cannot_be_read_keeps_its_previous_chunks(prefect_server, tm
     import chunking.pipeline as pipeline
     from chunking.documents import Skipped, read_document
 
-    source = tmp_path / "src"
-    shutil.copytree(SAMPLE, source)
-    output = tmp_path / "out"
-    config = write_config(tmp_path, source, output)
-    assert run_cli("run", str(config)) == 0
-    first = Snapshot.open(output / "kb")
-
+    source, output, config, first = first_sample_run(tmp_path)
     unreadable = "handbook/onboarding.md"
     (source / unreadable).write_text("changed, but unreadable this time\n", encoding="utf-8")
     (source / "support" / "faq.md").write_text("", encoding="utf-8")  # read, and empty: removed
