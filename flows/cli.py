@@ -260,6 +260,12 @@ def cmd_preview(args: argparse.Namespace) -> int:
         doc_id = path.relative_to(config.source_dir).as_posix()
     except ValueError:
         doc_id = path.name
+        print(f"chunkyard: note: {args.file} is outside the source folder {config.source_dir}; previewed as "
+              f"{doc_id!r}", file=sys.stderr)
+    else:
+        if not config.is_included(doc_id):
+            print(f"chunkyard: note: {doc_id} is not in the dataset (source.include/exclude leave it out); "
+                  "a run would not chunk it", file=sys.stderr)
     document = read_document(path, doc_id)
     if isinstance(document, Skipped):
         raise ChunkyardError(f"{args.file}: skipped: {document.reason}")

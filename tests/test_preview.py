@@ -73,3 +73,21 @@ def test_preview_of_a_good_file_still_works(tmp_path: Path) -> None:
     result = preview(tmp_path, str(doc), "--json")
     assert result.returncode == 0, result.stderr
     assert '"section_path": ["Title"]' in result.stdout
+
+
+def test_preview_says_when_a_run_would_not_chunk_the_file(tmp_path: Path) -> None:
+    """preview chunks any file it is given; for one the config leaves out (or outside the source folder)
+    it now says so, so that a preview is not mistaken for what the dataset holds."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "config.yaml").write_text(
+        "name: kb\nversion: 1\nsource: {path: docs, exclude: ['drafts/**']}\n"
+        "chunker: {strategy: auto, unit: chars, max_size: 200}\n", encoding="utf-8")
+    (tmp_path / "docs" / "drafts").mkdir()
+    for path in (tmp_path / "docs" / "drafts" / "a.md", tmp_path / "docs" / "b.md", tmp_path / "c.md"):
+        path.write_text("# Title\n\nSome text.\n", encoding="utf-8")
+    left_out = preview(tmp_path, str(tmp_path / "docs" / "drafts" / "a.md"))
+    assert left_out.returncode == 0 and "drafts/a.md is not in the dataset" in left_out.stderr
+    included = preview(tmp_path, str(tmp_path / "docs" / "b.md"))
+    assert included.returncode == 0 and included.stderr == ""
+    outside = preview(tmp_path, str(tmp_path / "c.md"))
+    assert outside.returncode == 0 and "is outside the source folder" in outside.stderr
