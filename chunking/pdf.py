@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from chunking.words import plural
+
 _MAX_LEVEL = 6
 _BULLET = re.compile(r"^([ \t]*)[\u2022\u25e6\u25aa\u2023\u2043\u25cf\u25a0\u00b7][ \t]+")
 _MD_LINE_START = re.compile(r"#{1,6}(?:[ \t]|$)|`{3}|~{3}|[=-]+[ \t]*$")
@@ -84,7 +86,7 @@ def extract_pdf(raw: bytes) -> PdfExtraction:
     if not pages:
         raise PdfUnusable("broken PDF: no pages")
     if not any(page.strip() for page in pages):
-        raise PdfUnusable(f"no text layer (scanned or image-only PDF, {len(pages)} pages)")
+        raise PdfUnusable(f"no text layer (scanned or image-only PDF, {plural(len(pages), 'page')})")
     outline = _outline(reader)
     located = 0
     by_page: dict[int, list[_OutlineEntry]] = {}

@@ -249,6 +249,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     from chunking.documents import Skipped, read_document
     from chunking.errors import ChunkyardError
     from chunking.findings import FINDINGS
+    from chunking.words import plural
 
     config = _load(args.config)
     problem = _not_a_file(args.file)
@@ -297,7 +298,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
             lines = chunk.text.splitlines()
             print(f"   | {_clip(lines[0])}")
             if len(lines) > 2:
-                print(f"   | … {len(lines) - 2} more lines")
+                print(f"   | … {plural(len(lines) - 2, 'more line')}")
             if len(lines) > 1:
                 print(f"   | {_clip(lines[-1])}")
     return EXIT_OK
@@ -665,6 +666,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     from chunking.evaluation.questions import locate_questions, source_text_reader
     from chunking.evaluation.report import format_table
+    from chunking.words import plural
 
     unique: dict[Path, Path] = {}
     for path in args.configs:  # a config listed twice (cfg.yaml ./cfg.yaml, a glob and a name) counts once
@@ -691,7 +693,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 locate_questions(questions, source_text_reader(config.source_dir, config.is_included),
                                  f"the source of {path} (include: {', '.join(config.model.source.include)})")
             snapshots.append(snapshot)
-        note(f"{args.questions}: {len(questions.questions)} questions; retrievers: {', '.join(retrievers)}; "
+        note(f"{args.questions}: {plural(len(questions.questions), 'question')}; retrievers: {', '.join(retrievers)}; "
              f"k = {', '.join(map(str, args.k))}")
         evaluations = []
         for index, (config, label, snapshot) in enumerate(zip(configs, labels, snapshots, strict=True), start=1):

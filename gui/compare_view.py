@@ -29,6 +29,7 @@ from chunking.decisions import Resolution, resolutions
 from chunking.ledger import Ledger, ledger_path
 from chunking.review import ReviewIndex
 from chunking.versions import moved_boundaries
+from chunking.words import plural
 from gui.source_view import SourceView
 
 MOVED = QColor("#dc2626")
@@ -129,7 +130,7 @@ class CompareWindow(QWidget):
             texts.append(index.document_text(doc) if doc is not None else None)
             kind = index.snapshot.manifest.get("kind", "")
             label.setText(f"snapshot {index.snapshot_number} ({kind}) — "
-                          + (f"{len(rows)} chunks" if doc is not None else "document not in this snapshot"))
+                          + (plural(len(rows), 'chunk') if doc is not None else "document not in this snapshot"))
         if texts[0] is not None and texts[0] == texts[1]:
             self.moved_a, self.moved_b = moved_boundaries(spans[0], spans[1])
             self.summary.setText(f"{self.doc_id}: {len(self.moved_a)} boundaries only in snapshot "

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from chunking.ledger import REASON_TEXT, REASONS
 from chunking.review import QUEUES, ReviewIndex
+from chunking.words import plural
 from gui.controller import ReviewController
 from gui.models import DOC_ROLE, ChunksModel, DocumentsModel
 from gui.source_view import SourceView
@@ -322,7 +323,7 @@ class MainWindow(QMainWindow):
 
         stale = stale_constraints(index.snapshot.manifest)
         self.statusBar().showMessage(
-            f"{index.snapshot.path}: {index.n_documents:,} documents, {index.n_chunks:,} chunks"
+            f"{index.snapshot.path}: {plural(index.n_documents, 'document')}, {plural(index.n_chunks, 'chunk')}"
             + ("" if self.controller.ledger else " — read-only (no review ledger)")
             + (f" — {len(stale)} stale constraint(s), their text is gone: "
                + ", ".join(sorted({entry['doc_id'] for entry in stale})) if stale else ""))
@@ -362,8 +363,8 @@ class MainWindow(QMainWindow):
         # The "#" column fits the largest chunk number (it would show "…2" for chunk 8872).
         digits = self.chunks_view.fontMetrics().horizontalAdvance("8" * len(str(max(n - 1, 0))))
         self.chunks_view.horizontalHeader().resizeSection(0, max(34, digits + 14))
-        self.doc_label.setText(f"{index.doc_ids[doc]}  ·  {title}  ·  {n} chunks" if title else
-                               f"{index.doc_ids[doc]}  ·  {n} chunks")
+        self.doc_label.setText(f"{index.doc_ids[doc]}  ·  {title}  ·  {plural(n, 'chunk')}" if title else
+                               f"{index.doc_ids[doc]}  ·  {plural(n, 'chunk')}")
         self._select_current_document()
 
     def _select_current_document(self) -> None:

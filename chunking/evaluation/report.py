@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from chunking.evaluation.runner import ConfigEvaluation
+from chunking.words import plural
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
@@ -117,7 +118,7 @@ def format_stored(stored) -> str:
     questions = record.get("questions", {})
     head = [
         f"Evaluation of snapshot {stored.snapshot:04d} · {stored.created_at}",
-        f"Questions: {questions.get('path', '?')} ({questions.get('count', '?')} questions)"
+        f"Questions: {questions.get('path', '?')} ({plural(questions['count'], 'question') if isinstance(questions.get('count'), int) else '? questions'})"
         if isinstance(questions, dict) else f"Questions: {questions}",
         "",
     ]
