@@ -132,7 +132,10 @@ def _lines(text: str, start: int, end: int) -> tuple[list[int], list[str]]:
 
 
 def front_matter_span(text: str) -> tuple[int, int, dict] | None:
-    """YAML front matter (``---`` ... ``---``) at the very start: its span and parsed mapping."""
+    """YAML front matter (``---`` ... ``---``) at the very start: its span and parsed mapping.
+
+    Front matter that is not a YAML mapping is still front matter (excluded from chunks), and its
+    mapping is ``{"front_matter_error": why}`` so that the document's metadata says what was lost."""
     offset = 1 if text.startswith("\ufeff") else 0
     if not (text.startswith("---\n", offset) or text.startswith("---\r\n", offset)):
         return None
@@ -145,13 +148,26 @@ def front_matter_span(text: str) -> tuple[int, int, dict] | None:
             end = len(text) if newline == -1 else newline + 1
             try:
                 data = yaml.safe_load(text[text.find("\n", offset) + 1 : pos])
-            except yaml.YAMLError:
-                data = None
-            return offset, end, data if isinstance(data, dict) else {}
+            except yaml.YAMLError as exc:
+                return offset, end, {"front_matter_error": _yaml_problem(exc)}
+            if data is None:
+                return offset, end, {}
+            if not isinstance(data, dict):
+                return offset, end, {"front_matter_error": f"front matter is a YAML {type(data).__name__}, not a "
+                                                           "mapping of keys to values; not used"}
+            return offset, end, data
         if newline == -1:
             break
         pos = newline + 1
     return None
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line for invalid front matter, with its line in the document (front matter starts on line 2)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f" at line {mark.line + 2}" if mark is not None else ""
+    return f"invalid YAML in the front matter{where}: {problem}; not used"
 
 
 def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_matter: bool = True) -> Structure:

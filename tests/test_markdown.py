@@ -398,7 +398,9 @@ def test_front_matter_with_invalid_yaml_is_still_excluded() -> None:
     text = "---\ntitle: [unclosed\n---\n# Real Title\n\nBody.\n"
     result = split_document(text, {"strategy": "markdown", "unit": "chars", "max_size": 200})
     assert result.exclusions == [(0, text.index("# Real"), "front_matter")]
-    assert result.metadata == {} and result.title == "Real Title"
+    assert result.title == "Real Title"
+    assert result.metadata == {"front_matter_error": "invalid YAML in the front matter at line 3: expected ',' or "
+                                                     "']', but got '<stream end>'; not used"}
 
 
 def test_front_matter_with_crlf() -> None:
@@ -505,3 +507,11 @@ def test_an_overlapping_chunk_never_starts_inside_a_heading(sections: list[tuple
     for heading in scan(text).headings:
         for chunk in chunks:
             assert not heading.start < chunk.start < heading.end, (heading, chunk.start, chunk.text[:40])
+
+
+def test_front_matter_that_is_not_a_mapping_says_so_in_the_metadata() -> None:
+    """It is still excluded as front matter, but its content is not dropped without a word."""
+    document = split_document("---\n- a\n- b\n---\nBody text.\n", {"strategy": "markdown", "unit": "chars",
+                                                                   "max_size": 100})
+    assert document.metadata["front_matter_error"].startswith("front matter is a YAML list, not a mapping")
+    assert [c.text for c in document.chunks] == ["Body text."] and document.exclusions[0][2] == "front_matter"
