@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from chunking.config import Config, load_config
-from chunking.dataset import SnapshotWriter
+from chunking.dataset import Snapshot, SnapshotWriter
 from chunking.evaluation import (
     evaluate_snapshot,
     latest_evaluation,
@@ -361,3 +361,13 @@ def test_cli_eval_evaluates_a_config_listed_twice_once(datasets, tmp_path, capsy
     assert f"{datasets['small'].name}: listed twice; evaluated once" in captured.err
     summary = pq.read_table(out / "summary.parquet").to_pylist()
     assert [(row["config"], row["retriever"], row["k"]) for row in summary] == [("small", "bm25", 5)]
+
+
+def test_a_k_larger_than_the_chunks_is_noted(tmp_path):
+    """A k above the snapshot's chunk count retrieves every chunk: said, not silently scored."""
+    snapshot = build_snapshot(load_config(write_config(tmp_path, "tiny", 600)))
+    chunks = Snapshot.open(snapshot).chunks(["chunk_id"]).num_rows
+    said: list[str] = []
+    evaluate_snapshot(snapshot, load_questions(QUESTIONS), ks=(1, chunks + 5), retrievers=("bm25",), label="tiny",
+                      log=said.append)
+    assert f"note: tiny has {chunks} chunks: k = {chunks + 5} retrieves every chunk" in said

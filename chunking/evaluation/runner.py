@@ -30,6 +30,7 @@ from chunking.evaluation.retrievers import (
     Retriever,
     cached_embeddings,
 )
+from chunking.words import plural
 
 Log = Callable[[str], None]
 
@@ -145,6 +146,9 @@ def evaluate_snapshot(
     label = label or f"{snapshot.name} v{snapshot.version}"
     queries = [q.question for q in located]
     max_k = ks[-1]
+    if max_k > len(spans):
+        say(f"note: {label} has {plural(len(spans), 'chunk')}: k = {', '.join(str(k) for k in ks if k > len(spans))} "
+            "retrieves every chunk")
     summary: list[dict[str, Any]] = []
     per_question: list[dict[str, Any]] = []
     cache_status: str | None = None
