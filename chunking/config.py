@@ -39,7 +39,8 @@ from chunking.storage import Location, is_uri, location, require_local
 # config hash, so datasets made by older code are never mistaken for current ones.
 ALGORITHM_VERSION = "4"
 # 4: table rows and code lines kept whole, also where an overlapping chunk starts; HTML and DOCX text no
-#    longer lost (rowspan, late or legacy charsets, content controls, nested tables, tracked insertions)
+#    longer lost (rowspan, late or legacy charsets, content controls, nested tables, tracked insertions,
+#    footnotes and endnotes); lone-CR line ends are lines
 # 3: PDF, DOCX and reStructuredText extraction and strategies
 
 

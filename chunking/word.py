@@ -21,7 +21,10 @@ not):
 * paragraphs in code-like styles (a style name holding ``Code``, ``Source`` or ``Preformatted``)
   are gathered into one fenced code block;
 * other paragraphs are written as they are, blocks separated by a blank line; a line the Markdown
-  scanner would misread (``#``, fences, setext underlines) is escaped with a backslash.
+  scanner would misread (``#``, fences, setext underlines) is escaped with a backslash;
+* footnotes and endnotes follow the body under a ``Footnotes`` / ``Endnotes`` heading (at the level
+  of the top headings), one ``[^3]: text`` paragraph each; a reference in the text is its marker
+  (``[^3]``, ``[^e3]`` for an endnote). Headers, footers and comments are left out.
 
 Failures are reasons: ``DocxUnusable`` says the file is not a readable Word document.
 """
@@ -106,6 +109,11 @@ def extract_docx(raw: bytes) -> DocxExtraction:
             counts["list_items"] += 1
             continue
         writer.block([_escape(line.rstrip()) for line in text.split("\n")])
+    for kind, notes in _notes(document):
+        writer.block(["#" * min(1 + shift, _MAX_LEVEL) + " " + kind.capitalize()])
+        for label, note in notes:
+            writer.block([f"[^{label}]: {note}"])
+        counts[kind] = len(notes)
     if not title:
         try:
             title = " ".join((document.core_properties.title or "").split())
@@ -194,11 +202,46 @@ def _paragraph_text(paragraph: Any) -> str:
 
 def _run_text(run: Any) -> str:
     """python-docx's run text, with a page or column break as a line break (python-docx gives '',
-    which glued the words on both sides of it together)."""
+    which glued the words on both sides of it together), and a footnote or endnote reference as its
+    Markdown marker (``[^3]``, ``[^e3]``; the notes follow the body, see ``_notes``)."""
+    reference = run.find(f"{_W}footnoteReference")
+    if reference is None:
+        reference = run.find(f"{_W}endnoteReference")
+    if reference is not None:
+        return f"[^{_note_label(reference.tag.endswith('endnoteReference'), reference.get(f'{_W}id'))}]"
     if run.find(f"{_W}br") is None:
         return run.text
     return "".join("\n" if child.tag == f"{_W}br" else str(child)
                    for child in run.xpath("w:br | w:cr | w:noBreakHyphen | w:ptab | w:t | w:tab"))
+
+
+def _note_label(endnote: bool, note_id: str | None) -> str:
+    return f"e{note_id}" if endnote else str(note_id)
+
+
+def _notes(document: Any) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The document's footnotes and endnotes, each as (label, text on one line), in their parts'
+    order; Word's separator notes are not notes. Empty kinds are left out."""
+    from docx.oxml.parser import parse_xml
+
+    out = []
+    for kind in ("footnotes", "endnotes"):
+        part = next((rel.target_part for rel in document.part.rels.values()
+                     if not rel.is_external and rel.reltype.endswith("/" + kind)), None)
+        if part is None:
+            continue
+        notes = []
+        for note in parse_xml(part.blob).iterchildren(f"{_W}{kind[:-1]}"):
+            if note.get(f"{_W}type") in ("separator", "continuationSeparator", "continuationNotice"):
+                continue
+            text = " ".join(" ".join("".join(_run_text(run) for run in paragraph.xpath(_VISIBLE_RUNS)).split())
+                            for paragraph in note.iterchildren(f"{_W}p"))
+            text = text.strip()  # the note's own mark (w:footnoteRef, its number) has no text
+            if text:
+                notes.append((_note_label(kind == "endnotes", note.get(f"{_W}id")), text))
+        if notes:
+            out.append((kind, notes))
+    return out
 
 
 def _cell_text(cell: Any) -> str:

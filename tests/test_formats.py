@@ -544,3 +544,53 @@ def test_snapshot_stores_pages_and_the_reviewer_shows_them(tmp_path: Path) -> No
     pages = {detail.pages for doc in range(len(index.doc_ids)) for detail in index.chunk_details(doc)}
     assert {"p. 1–2", "p. 3", ""} <= pages
     assert ChunkDetail(0, (), 1, "chars", 1, 1, "document", "", 4, 4).pages == "p. 4"
+
+
+def _with_notes(raw: bytes, kind: str, notes: dict[int, str]) -> bytes:
+    """``raw`` (a DOCX) with a footnotes or endnotes part holding ``notes`` (id -> text), plus Word's
+    two separator notes, wired in as Word does (relationship and content type)."""
+    import zipfile
+
+    tag = kind[:-1]
+    body = "".join(
+        f'<w:{tag} w:id="{note_id}"><w:p><w:r><w:{tag}Ref/></w:r><w:r><w:t xml:space="preserve"> {text}</w:t></w:r>'
+        f'</w:p></w:{tag}>' for note_id, text in notes.items())
+    part = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:{kind} {_W_NS}>'
+            f'<w:{tag} w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:{tag}>'
+            f'<w:{tag} w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/></w:r></w:p>'
+            f'</w:{tag}>{body}</w:{kind}>')
+    source, target = io.BytesIO(raw), io.BytesIO()
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "[Content_Types].xml":
+                data = data.replace(b"</Types>", (
+                    f'<Override PartName="/word/{kind}.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+                    f'wordprocessingml.{kind}+xml"/></Types>').encode())
+            elif item.filename == "word/_rels/document.xml.rels":
+                data = data.replace(b"</Relationships>", (
+                    f'<Relationship Id="rId{kind}" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+                    f'relationships/{kind}" Target="{kind}.xml"/></Relationships>').encode())
+            zout.writestr(item, data)
+        zout.writestr(f"word/{kind}.xml", part)
+    return target.getvalue()
+
+
+def test_docx_footnotes_and_endnotes_are_kept_after_the_body_with_their_markers() -> None:
+    """Footnote and endnote text was lost (python-docx reads only the body); the reference in the text
+    became nothing. Now the reference is a Markdown marker and the notes follow the body."""
+    raw = docx_with_body_xml(
+        '<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Refunds</w:t></w:r></w:p>',
+        '<w:p><w:r><w:t>Refunds are paid within 30 days.</w:t></w:r>'
+        '<w:r><w:rPr><w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteReference w:id="1"/></w:r>'
+        '<w:r><w:t xml:space="preserve"> Gift cards are final.</w:t></w:r>'
+        '<w:r><w:endnoteReference w:id="1"/></w:r></w:p>')
+    raw = _with_notes(raw, "footnotes", {1: "Business days, counted from the day the item arrives."})
+    raw = _with_notes(raw, "endnotes", {1: "See the gift card terms."})
+    document = document_from_bytes(raw, "notes.docx")
+    assert isinstance(document, Document)
+    assert document.text == (
+        "# Refunds\n\nRefunds are paid within 30 days.[^1] Gift cards are final.[^e1]\n\n"
+        "# Footnotes\n\n[^1]: Business days, counted from the day the item arrives.\n\n"
+        "# Endnotes\n\n[^e1]: See the gift card terms.\n")
+    assert document.metadata["footnotes"] == 1 and document.metadata["endnotes"] == 1
