@@ -57,6 +57,9 @@ _DROP_TAGS = frozenset({
     "object", "embed", "applet", "canvas", "audio", "video", "select", "datalist",
     # Raw-text elements whose "text" is unparsed markup.
     "noembed", "noframes",
+    # Ruby annotations (readings above the base text: 漢<rt>kan</rt>): inline they would split every
+    # annotated word ("漢kan字ji"); the base text stays.
+    "rt", "rp",
 })
 # Hidden by attribute: removed before the walk, recorded as kind "hidden".
 _HIDDEN_SELECTOR = (

@@ -549,3 +549,14 @@ def test_a_declared_charset_never_overrides_valid_utf8_and_markdown_is_never_gue
     utf8 = '<meta charset="iso-8859-1"><p>café</p>'.encode()
     assert "café" in document_from_bytes(utf8, "page.html").text
     assert document_from_bytes("café".encode("cp1252"), "notes.md") == Skipped("notes.md", "not valid UTF-8 at byte 3")
+
+
+def test_ruby_annotations_do_not_split_the_words_they_annotate() -> None:
+    """<rt> readings were inlined ("漢kan字ji"), splitting the annotated word for tokenizers and
+    retrievers; the base text stays, the readings (and <rp> fallbacks) are excluded and counted."""
+    raw = "<html><body><p><ruby>漢<rp>(</rp><rt>kan</rt><rp>)</rp>字<rt>ji</rt></ruby>を読む。</p></body></html>"
+    from chunking.documents import Document, document_from_bytes
+
+    document = document_from_bytes(raw.encode(), "ruby.html")
+    assert isinstance(document, Document) and document.text == "漢字を読む。\n"
+    assert {(e["kind"], e["count"]) for e in document.exclusions} >= {("rt", 2), ("rp", 2)}, document.exclusions
