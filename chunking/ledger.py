@@ -394,8 +394,8 @@ def _open(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
             detail = "; ".join(str(row[0]) for row in check[:3])
             raise LedgerError(f"{path}: the review ledger is corrupt ({detail}); chunkyard will not write to a "
                               f"damaged ledger. Recover its events: `chunkyard ledger export {path} --out "
-                              f"events.jsonl`, move it aside with its -wal and -shm files, `chunkyard ledger import {path} events.jsonl` "
-                              "(or restore a backup)")
+                              "events.jsonl`, move it aside with its -wal and -shm files, "
+                              f"`chunkyard ledger import {path} events.jsonl` (or restore a backup)")
         _ensure_schema(connection, path)
     except LedgerError:
         connection.close()
