@@ -126,6 +126,14 @@ def _context(config: Config, source_dir: Path, output_dir: Location) -> RunConte
     if previous is not None:
         recorded = previous.manifest.get("config")
         old_hash = recorded.get("hash") if isinstance(recorded, dict) else None
+        old_algorithm = str(previous.manifest.get("algorithm_version", ""))
+        if old_hash != config.hash and old_algorithm and old_algorithm != ALGORITHM_VERSION \
+                and isinstance(recorded, dict) and recorded.get("text") == config.text:
+            raise RunRefused(
+                f"this chunkyard chunks differently from the one that made {previous.path} (chunking algorithm "
+                f"{old_algorithm} → {ALGORITHM_VERSION}; the config is unchanged): bump `version` in "
+                f"{config.path or 'the config'} so the new chunks go to a new dataset version"
+            )
         if old_hash != config.hash:
             raise RunRefused(
                 f"config changed since {previous.path} (config hash {old_hash} → {config.hash}) but "

@@ -163,6 +163,32 @@ def test_changed_config_under_same_version_is_refused(prefect_server, tmp_path, 
     assert list_snapshots(output / "kb" / "v2") == [1]
 
 
+def test_an_unchanged_config_after_an_algorithm_change_is_refused_for_what_it_is(prefect_server, tmp_path,
+                                                                                 capsys, monkeypatch):
+    """After an upgrade that chunks differently (ALGORITHM_VERSION), an unchanged config was refused with
+    'config changed since ...', which its user had not done. The message now names the real cause."""
+    import chunking.config
+    import chunking.pipeline
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.md").write_text("# A\n\nSome text here.\n", encoding="utf-8")
+    output = tmp_path / "out"
+    config = write_config(tmp_path, source, output)
+    assert run_cli("run", str(config)) == 0
+    capsys.readouterr()
+    new = str(int(chunking.config.ALGORITHM_VERSION) + 1)
+    monkeypatch.setattr(chunking.config, "ALGORITHM_VERSION", new)
+    monkeypatch.setattr(chunking.pipeline, "ALGORITHM_VERSION", new)
+    from flows.run import _config_from_text
+
+    _config_from_text.cache_clear()  # configs are cached per text within a process
+    assert run_cli("run", str(config)) == 1
+    err = capsys.readouterr().err
+    assert f"chunking algorithm {int(new) - 1} → {new}; the config is unchanged" in err and "bump `version`" in err
+    assert "config changed" not in err and list_snapshots(output / "kb" / "v1") == [1]
+
+
 def test_output_inside_source_is_refused(prefect_server, tmp_path, capsys):
     source = tmp_path / "src"
     source.mkdir()
