@@ -106,6 +106,22 @@ def ledger_file(context: RunContext) -> Path:
     return context.version_path.parent / LEDGER_FILE
 
 
+def open_flags_of_other_versions(context: RunContext) -> dict[int, int]:
+    """Open flags per other version of the dataset (version -> count): reprocess applies only its own
+    version's, so flags left on an earlier version after a bump are worth a word."""
+    path = ledger_file(context)
+    if not path.is_file():
+        return {}
+    with Ledger(path) as ledger:
+        events = ledger.events(context.config.name)
+    by_version: dict[int, list[Event]] = {}
+    for event in events:
+        if event.version != context.config.version:
+            by_version.setdefault(event.version, []).append(event)
+    counts = {version: len(open_flags(items)) for version, items in sorted(by_version.items())}
+    return {version: count for version, count in counts.items() if count}
+
+
 def plan_reprocess(context: RunContext, ledger: Ledger) -> ReprocessPlan:
     """Turn open flags into recorded constraints and choose the documents to rechunk."""
     config, parent = context.config, context.previous

@@ -787,9 +787,10 @@ def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config
 def cmd_reprocess(args: argparse.Namespace) -> int:
     """Apply review decisions: flagged documents rechunked under their constraints, the rest carried over."""
     config = _load(args.config)
-    from chunking.reprocess import prepare_reprocess
+    from chunking.reprocess import open_flags_of_other_versions, prepare_reprocess
+    from chunking.words import plural
 
-    prepare_reprocess(config, args.output)  # a refusal is one line now, not a failed flow run's traceback
+    context = prepare_reprocess(config, args.output)  # a refusal is one line now, not a failed flow's traceback
     _SERVER.ensure()
     started = time.perf_counter()
     from flows.reprocess import reprocess
@@ -820,6 +821,9 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
                   f"{flag['status']}{_unmet_hint(constraints.get(flag.get('constraint')), flag['status'], constraints)}")
         for item in stale:
             print(f"  stale constraint {item['id']} ({item['kind']}) on {item['doc_id']}: its text is gone")
+        for version, count in open_flags_of_other_versions(context).items():
+            print(f"  note: {plural(count, 'open flag')} on v{version} not applied here (flags belong to the "
+                  f"version they were made on; review v{config.version} to flag its chunks)")
     return EXIT_OK
 
 

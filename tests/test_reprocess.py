@@ -316,3 +316,22 @@ def test_reprocess_json_with_nothing_to_do_names_the_dataset_and_version(tmp_pat
     summary = json.loads(capsys.readouterr().out)
     assert (summary["name"], summary["version"], summary["snapshot"], summary["parent_snapshot"], summary["path"]) \
         == ("fixture-kb", 1, None, 1, None)
+
+
+def test_reprocess_notes_open_flags_left_on_an_earlier_version(prefect_server, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture) -> None:
+    """Flags belong to the version they were made on: after a version bump, reprocess applied none of
+    v1's open flags without a word. It still applies only its own version's, and says so."""
+    source = tmp_path / "src"
+    shutil.copytree(SAMPLE, source)
+    output = tmp_path / "out"
+    config = write_config(tmp_path, source, output)
+    assert run_cli("run", str(config)) == 0
+    assert run_cli("flag", str(output / "kb"), "--doc", DOC, "--chunk", "0", "--reason", "too_small") == 0
+    config.write_text(config.read_text(encoding="utf-8").replace("version: 1", "version: 2")
+                      .replace("max_size: 384", "max_size: 300"), encoding="utf-8")
+    assert run_cli("run", str(config)) == 0
+    capsys.readouterr()
+    assert run_cli("reprocess", str(config)) == 0
+    out = capsys.readouterr().out
+    assert "note: 1 open flag on v1 not applied here" in out, out
