@@ -11,12 +11,16 @@ end, in this order:
 2. a *forced* boundary (a heading) ends the chunk once the chunk has reached ``min_size``;
 3. otherwise the best-scored boundary in the second half of the reach, the furthest among equals;
    failing that the best-scored anywhere in the reach. Structural boundaries come from the plan,
-   textual ones (paragraph, line, sentence, word, grapheme) are found lazily in the reach only.
+   textual ones (paragraph, line, sentence, word, grapheme; a lone CR ends a line too) are found
+   lazily in the reach only. An end inside a table row or code line moves back to that line's start
+   when the chunk holds text before it: a row or line is cut only when it cannot fit at all.
 
 Every chunk is then measured exactly (for tokens: the chunk text is encoded on its own) and
 re-chosen with a shorter reach if it is over budget. Overlap: the next chunk starts at the
 earliest, best-scored boundary within ``overlap`` units before the end, never across a forced
-boundary or a kept group. Chunks are trimmed of surrounding whitespace (indentation of the first
+boundary or a kept group, never inside a heading's line, and at a row or line start inside a table
+or code block; overlap is dropped when it would leave an oversized unit, or a row or line that then
+no longer fits, to be cut. Chunks are trimmed of surrounding whitespace (indentation of the first
 line is kept), so every non-whitespace character lies in some chunk.
 
 Reviewer constraints (``Plan.keep``, ``Plan.breaks``, see ``chunking.constraints``). A *break* is a
