@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from PySide6.QtGui import (
     QPen,
     QResizeEvent,
     QTextCursor,
+    QTextLine,
 )
 from PySide6.QtWidgets import QPlainTextEdit, QToolTip, QWidget
 
@@ -96,11 +98,13 @@ class SourceView(QPlainTextEdit):
         self._shade_starts: list[int] = []
         self._longest_shade = 0
         self._visible: tuple[tuple[int, ...], tuple[int, int]] | None = None  # (view state, visible range)
+        self._rtl_blocks: dict[int, bool] = {}  # block number → holds right-to-left text
 
     # -- content ---------------------------------------------------------------------------------
 
     def show_document(self, index: ReviewIndex | None, doc: int | None) -> None:
         self.index, self.doc, self.selected_row = index, doc, None
+        self._rtl_blocks = {}
         if index is None or doc is None:
             self.offsets = OffsetMap("")
             self.setPlainText("")
@@ -338,6 +342,9 @@ class SourceView(QPlainTextEdit):
                 a, b = max(start, line_start), min(end, line_end)
                 if a > b or (a == b and a == end and a != start):
                     continue
+                if self._has_rtl(block):
+                    rects += _bidi_rects(block, line, geometry, a, b, right_edge if to_edge and end > line_end else None)
+                    continue
                 left = geometry.left() + (line.cursorToX(a - base)[0] if a > line_start else 0.0) + 1
                 if end > line_end:
                     right = right_edge if to_edge else geometry.left() + line.naturalTextWidth() + 1
@@ -348,6 +355,14 @@ class SourceView(QPlainTextEdit):
                     rects.append(QRectF(left, geometry.top() + line.y(), right - left, line.height() + 0.5))
             block = block.next()
         return rects
+
+    def _has_rtl(self, block: Any) -> bool:
+        """Whether ``block`` holds right-to-left text (then its lines are not drawn left to right)."""
+        number = block.blockNumber()
+        if number not in self._rtl_blocks:
+            self._rtl_blocks[number] = block.textDirection() == Qt.LayoutDirection.RightToLeft \
+                or _RTL.search(block.text()) is not None
+        return self._rtl_blocks[number]
 
     # -- margin ----------------------------------------------------------------------------------
 
@@ -448,6 +463,41 @@ class _Margin(QWidget):
         row = self.view.marker_row_at(event.position().toPoint())
         if row is not None:
             self.view.chunk_clicked.emit(row)
+
+
+# Characters of right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, N'Ko, …; their presentation forms
+# and supplementary blocks) and the explicit right-to-left marks, embeddings, overrides and isolates.
+_RTL = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefe\u200f\u202b\u202e\u2067"
+                  "\U00010800-\U00010fff\U0001e800-\U0001efff]")
+
+
+def _bidi_rects(block: Any, line: Any, geometry: QRectF, a: int, b: int, edge: float | None) -> list[QRectF]:
+    """Rectangles of the characters ``a``..``b`` (UTF-16, in ``block``) on ``line`` where the text runs
+    right to left, or both ways: each character's box between its leading and trailing edges, joined
+    where they touch. A logical span can be several pieces on screen. With ``edge`` (the span goes on
+    past the line), the piece holding the line's last character is stretched to the side the line
+    continues on: the left edge in a right-to-left paragraph, ``edge`` otherwise."""
+    base = block.position()
+    pieces: list[list[float]] = []
+    for position in range(a - base, b - base):
+        x1 = line.cursorToX(position, QTextLine.Edge.Leading)[0]
+        x2 = line.cursorToX(position, QTextLine.Edge.Trailing)[0]
+        pieces.append([min(x1, x2), max(x1, x2)])
+    if edge is not None:
+        rtl = block.textDirection() == Qt.LayoutDirection.RightToLeft
+        end_x = line.cursorToX(line.textStart() + line.textLength(), QTextLine.Edge.Leading)[0]
+        pieces.append([0.0, end_x] if rtl else [end_x, edge - geometry.left()])
+    pieces.sort()
+    merged: list[list[float]] = []
+    for left, right in pieces:
+        if right - left <= 0:
+            continue
+        if merged and left <= merged[-1][1] + 0.5:
+            merged[-1][1] = max(merged[-1][1], right)
+        else:
+            merged.append([left, right])
+    top = geometry.top() + line.y()
+    return [QRectF(geometry.left() + left + 1, top, right - left, line.height() + 0.5) for left, right in merged]
 
 
 def _line_index(layout: Any, position: int) -> int:

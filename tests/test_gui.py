@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("PySide6")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QPoint, QSettings, Qt  # noqa: E402
+from PySide6.QtCore import QPoint, QPointF, QSettings, Qt  # noqa: E402
 from PySide6.QtGui import QTextCursor  # noqa: E402
 from PySide6.QtWidgets import QInputDialog  # noqa: E402
 from review_fixtures import REPO, build_dataset  # noqa: E402
@@ -417,3 +417,45 @@ def test_finding_codes_keep_their_beginning_when_cut(qtbot, dataset: Path) -> No
     view.itemDelegateForColumn(column).initStyleOption(option, model.index(0, column))
     assert option.textElideMode == Qt.TextElideMode.ElideRight
     assert view.textElideMode() == Qt.TextElideMode.ElideLeft  # the section path keeps its deepest heading
+
+
+RTL_DOC = ("# مرحبا\n\n" + "يتم تقسيم هذا المستند إلى أجزاء متعددة لاختبار العرض من اليمين إلى اليسار. " * 14
+           + "\n\n## עברית\n\n" + "זהו טקסט בעברית לבדיקה של תצוגה מימין לשמאל. " * 14 + "\n")
+
+
+def _char_centre(view, position: int) -> QPointF | None:  # type: ignore[no-untyped-def]
+    """The middle of the character at UTF-16 ``position`` on screen, from Qt's own cursor rectangles."""
+    cursor = QTextCursor(view.document())
+    cursor.setPosition(position)
+    leading = view.cursorRect(cursor)
+    cursor.setPosition(position + 1)
+    trailing = view.cursorRect(cursor)
+    if leading.top() != trailing.top():  # the character ends its line
+        return None
+    return QPointF((leading.left() + trailing.left()) / 2, leading.center().y())
+
+
+def test_right_to_left_chunks_are_shaded_and_outlined_on_their_own_characters(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """In Arabic and Hebrew a line's start is on its right: a chunk that began mid-line was shaded and
+    outlined over the previous chunk's words (from its start rightwards) and not over its own."""
+    root = build_dataset(tmp_path, extra={"intl/rtl.md": RTL_DOC})
+    window = open_window(qtbot, root)
+    index, view = window.controller.index, window.source_view
+    doc = index.doc_number("intl/rtl.md")
+    rows = index.doc_rows(doc)
+    window.source_view.resize(700, 900)
+    checked = 0
+    for row in rows:
+        window.controller.select_row(row)
+        a, b = view.span_utf16(row)
+        for to_edge in (False, True):
+            rects = view._span_rects(a, b, to_edge=to_edge)
+            for position in (a, a + 1, b - 2):
+                centre = _char_centre(view, position)
+                if centre is not None:
+                    checked += 1
+                    assert any(r.contains(centre) for r in rects), (row, position, to_edge)
+            centre = _char_centre(view, a - 2) if a >= 2 else None
+            if centre is not None and view.document().findBlock(a - 2) == view.document().findBlock(a):
+                assert not any(r.contains(centre) for r in rects), (row, a - 2, to_edge)
+    assert checked > 10
