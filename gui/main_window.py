@@ -52,6 +52,12 @@ class _ElideRight(QStyledItemDelegate):
         option.textElideMode = Qt.TextElideMode.ElideRight
 
 
+def _isolate(text: str) -> str:
+    """``text`` as a bidi isolate (FSI … PDI): laid out in its own direction without reordering what is
+    around it, as a right-to-left title next to "12 chunks" would."""
+    return f"\u2068{text}\u2069"
+
+
 def _fixed_rows(table: QTableView) -> None:
     """Fixed row heights and no resize-to-contents: a table of any length costs only its visible rows."""
     header = table.verticalHeader()
@@ -362,8 +368,9 @@ class MainWindow(QMainWindow):
         # The "#" column fits the largest chunk number (it would show "…2" for chunk 8872).
         digits = self.chunks_view.fontMetrics().horizontalAdvance("8" * len(str(max(n - 1, 0))))
         self.chunks_view.horizontalHeader().resizeSection(0, max(34, digits + 14))
-        self.doc_label.setText(f"{index.doc_ids[doc]}  ·  {title}  ·  {n} chunks" if title else
-                               f"{index.doc_ids[doc]}  ·  {n} chunks")
+        # Each name in its own bidi isolate: a right-to-left title would otherwise take the count with it.
+        name = _isolate(index.doc_ids[doc])
+        self.doc_label.setText(f"{name}  ·  {_isolate(title)}  ·  {n} chunks" if title else f"{name}  ·  {n} chunks")
         self._select_current_document()
 
     def _select_current_document(self) -> None:

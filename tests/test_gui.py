@@ -459,3 +459,33 @@ def test_right_to_left_chunks_are_shaded_and_outlined_on_their_own_characters(qt
             if centre is not None and view.document().findBlock(a - 2) == view.document().findBlock(a):
                 assert not any(r.contains(centre) for r in rects), (row, a - 2, to_edge)
     assert checked > 10
+
+
+def _visual_x(text: str, position: int, font) -> float:  # type: ignore[no-untyped-def]
+    """Where the character at ``position`` of ``text`` is drawn in a left-to-right label (its leading edge)."""
+    from PySide6.QtGui import QTextLayout, QTextOption
+
+    layout = QTextLayout(text, font)
+    option = QTextOption()
+    option.setTextDirection(Qt.LayoutDirection.LeftToRight)
+    layout.setTextOption(option)
+    layout.beginLayout()
+    line = layout.createLine()
+    layout.endLayout()
+    return line.cursorToX(position)[0]
+
+
+def test_a_right_to_left_title_does_not_reorder_the_document_line(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The line above the text read "intl/rtl.md · 14 · مرحبا chunks": the count was pulled into the
+    Arabic title's run. The title keeps its own direction and the count stays after it."""
+    root = build_dataset(tmp_path, extra={"intl/rtl.md": RTL_DOC})
+    window = open_window(qtbot, root)
+    index = window.controller.index
+    doc = index.doc_number("intl/rtl.md")
+    window.controller.select_document(doc)
+    text, font = window.doc_label.text(), window.doc_label.font()
+    count = f"{len(index.doc_rows(doc))} chunks"
+    title_at, count_at = text.index(index.titles[doc]), text.index(count)
+    # on screen, left to right: the document id, then the title, then "N chunks" with its digits first
+    assert _visual_x(text, 0, font) < _visual_x(text, title_at, font) < _visual_x(text, count_at, font)
+    assert _visual_x(text, count_at, font) < _visual_x(text, count_at + len(count) - 1, font)
