@@ -176,6 +176,12 @@ class CompareWindow(QWidget):
         after = version_path / f"{resolution.snapshot:04d}"
         if before.is_dir() and after.is_dir():
             focus = resolution.flag.boundary
+            if focus is None:  # a flag on a chunk: where that chunk starts in the snapshot it was made on
+                index = self._index(before)
+                doc = index.doc_number(self.doc_id)
+                row = index.row_of(doc, resolution.flag.chunk_index) \
+                    if doc is not None and resolution.flag.chunk_index is not None else None
+                focus = int(index.start[row]) if row is not None else None
             self.show_pair(before, after, focus)
 
 
