@@ -272,6 +272,12 @@ class MainWindow(QMainWindow):
         self.documents_view.selectionModel().currentRowChanged.connect(self._on_document_clicked)
         self.chunks_view.selectionModel().currentRowChanged.connect(self._on_chunk_clicked)
         self.filter_box.textChanged.connect(self._filter_documents)
+        self.filter_box.returnPressed.connect(self._leave_filter)
+        leave_filter = QAction(self.filter_box)
+        leave_filter.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        leave_filter.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        leave_filter.triggered.connect(self._leave_filter)
+        self.filter_box.addAction(leave_filter)
         self.order_box.currentIndexChanged.connect(self._on_order)
         self.queue_box.currentTextChanged.connect(controller.set_queue)
         self.reviewer_box.editingFinished.connect(self._on_reviewer_edited)
@@ -483,6 +489,14 @@ class MainWindow(QMainWindow):
             self._select_current_document()
         finally:
             self._filtering = False
+
+    def _leave_filter(self) -> None:
+        """Return or Escape in the filter box: show a listed document (the first, unless the one shown is
+        listed) and give the keys back to the document list, so that J, K, 1–9 review again."""
+        doc = self.controller.doc
+        if (doc is None or self.documents_model.row_of(doc) is None) and self.documents_model.rowCount():
+            self.controller.select_document(self.documents_model.doc_at(0))
+        self.documents_view.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def _on_document_clicked(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if self._filtering:

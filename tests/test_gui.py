@@ -489,3 +489,22 @@ def test_a_right_to_left_title_does_not_reorder_the_document_line(qtbot, tmp_pat
     # on screen, left to right: the document id, then the title, then "N chunks" with its digits first
     assert _visual_x(text, 0, font) < _visual_x(text, title_at, font) < _visual_x(text, count_at, font)
     assert _visual_x(text, count_at, font) < _visual_x(text, count_at + len(count) - 1, font)
+
+
+@pytest.mark.parametrize("leave", [Qt.Key.Key_Return, Qt.Key.Key_Escape])
+def test_return_or_escape_in_the_filter_hands_the_keys_back(qtbot, dataset: Path, leave: Qt.Key) -> None:  # type: ignore[no-untyped-def]
+    """After Ctrl+F and a filter, neither Return nor Escape left the filter box: the next J was typed into
+    the filter, and the document shown was not one the filter listed."""
+    window = open_window(qtbot, dataset)
+    controller, index = window.controller, window.controller.index
+    controller.select_row(0)
+    qtbot.keyClick(window.chunks_view, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    assert window.filter_box.hasFocus()
+    qtbot.keyClicks(window.filter_box, "emoji")
+    qtbot.keyClick(window.filter_box, leave)
+    assert window.filter_box.text() == "emoji" and not window.filter_box.hasFocus()
+    emoji = index.doc_number("notes/emoji.md")
+    assert controller.doc == emoji  # the only document listed is the one shown
+    qtbot.keyClick(window.focusWidget(), Qt.Key.Key_J)
+    assert window.filter_box.text() == "emoji"
+    assert controller.row == index.doc_rows(emoji).start + 1
