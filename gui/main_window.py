@@ -281,6 +281,14 @@ class MainWindow(QMainWindow):
         self.order_box.currentIndexChanged.connect(self._on_order)
         self.queue_box.currentTextChanged.connect(controller.set_queue)
         self.reviewer_box.editingFinished.connect(self._on_reviewer_edited)
+        # Return takes the name; Escape drops the edit. Either way the keys go back to the review.
+        self.reviewer_box.returnPressed.connect(lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason))
+        leave_reviewer = QAction(self.reviewer_box)
+        leave_reviewer.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        leave_reviewer.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        leave_reviewer.triggered.connect(lambda: (self.reviewer_box.setText(self.controller.reviewer),
+                                                  self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason)))
+        self.reviewer_box.addAction(leave_reviewer)
 
     def _on_reviewer_edited(self) -> None:
         self.controller.set_reviewer(self.reviewer_box.text())

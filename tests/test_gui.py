@@ -508,3 +508,24 @@ def test_return_or_escape_in_the_filter_hands_the_keys_back(qtbot, dataset: Path
     qtbot.keyClick(window.focusWidget(), Qt.Key.Key_J)
     assert window.filter_box.text() == "emoji"
     assert controller.row == index.doc_rows(emoji).start + 1
+
+
+def test_return_in_the_reviewer_box_hands_the_keys_back(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """After typing a name and Return the focus stayed in the reviewer box: the next J and 1 were
+    appended to the name ("alicej1", recorded with the next decision) and nothing was flagged."""
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    controller.select_row(0)
+    window.reviewer_box.setFocus()
+    window.reviewer_box.selectAll()
+    qtbot.keyClicks(window.reviewer_box, "alice")
+    qtbot.keyClick(window.reviewer_box, Qt.Key.Key_Return)
+    assert controller.reviewer == "alice" and not window.reviewer_box.hasFocus()
+    qtbot.keyClick(window.focusWidget(), Qt.Key.Key_J)
+    qtbot.keyClick(window.focusWidget(), Qt.Key.Key_1)
+    assert window.reviewer_box.text() == "alice" and controller.reviewer == "alice"
+    assert controller.index.state(1).reasons == ["split_procedure"] and controller.index.state(1).reviewer == "alice"
+    window.reviewer_box.setFocus()
+    qtbot.keyClicks(window.reviewer_box, "bob")
+    qtbot.keyClick(window.reviewer_box, Qt.Key.Key_Escape)  # drops the edit
+    assert window.reviewer_box.text() == "alice" == controller.reviewer and not window.reviewer_box.hasFocus()
