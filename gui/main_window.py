@@ -81,13 +81,24 @@ class MainWindow(QMainWindow):
         self.last_error = ""
         self._filtering = False  # filtering moves the list's current row; that is not a user's choice
         self.setWindowTitle("chunkyard review")
-        self.resize(1500, 900)
+        self._fit_to_screen(1500, 900)
         self._build_widgets()
         self._build_actions()
         self._connect()
         self.statusBar().showMessage("Open a dataset: File ▸ Open (Ctrl+O)")
 
     # -- layout ----------------------------------------------------------------------------------
+
+    def _fit_to_screen(self, width: int, height: int) -> None:
+        """Open at ``width`` x ``height``, or smaller where the screen is (a 1280 x 720 laptop): a window
+        larger than the screen hides its right end (progress) and its status bar."""
+        screen = self.screen()
+        if screen is not None:
+            available = screen.availableGeometry()
+            # Leave room for the window frame and title bar the window manager adds.
+            width = min(width, available.width() - 16)
+            height = min(height, available.height() - 48)
+        self.resize(width, height)
 
     def _build_widgets(self) -> None:
         self.documents_model = DocumentsModel(self)

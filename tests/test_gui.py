@@ -529,3 +529,14 @@ def test_return_in_the_reviewer_box_hands_the_keys_back(qtbot, dataset: Path) ->
     qtbot.keyClicks(window.reviewer_box, "bob")
     qtbot.keyClick(window.reviewer_box, Qt.Key.Key_Escape)  # drops the edit
     assert window.reviewer_box.text() == "alice" == controller.reviewer and not window.reviewer_box.hasFocus()
+
+
+def test_the_window_opens_inside_the_screen(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The window always opened 1500 x 900: on a 1280 x 720 laptop its right end (progress, the Review
+    column) and its bottom (status bar) were off the screen."""
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    available = window.screen().availableGeometry()
+    minimum = window.minimumSizeHint()
+    assert window.width() <= max(available.width(), minimum.width())
+    assert window.height() <= max(available.height(), minimum.height())
