@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QFontDatabase, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QFontDatabase, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -41,6 +41,7 @@ from gui.source_view import SourceView
 from gui.stats_view import StatisticsPanel
 
 RECENT_KEY = "recent_datasets"
+PANES = ((1, 0.31), (2, 0.39), (1, 0.30))  # documents, text, chunks: (stretch factor, share of the width)
 RECENT_MAX = 8
 
 
@@ -144,9 +145,11 @@ class MainWindow(QMainWindow):
         self.chunks_view.setModel(self.chunks_model)
         _fixed_rows(self.chunks_view)
         chunk_header = self.chunks_view.horizontalHeader()
-        for column, width in enumerate((34, 84, 170, 120, 110)):
+        for column, width in enumerate((34, 84, 170, 100, 100)):
             chunk_header.resizeSection(column, width)
-        chunk_header.setStretchLastSection(True)
+        # The section path takes what the pane has left (it is elided from the left): all columns,
+        # the Review column included, stay in view at every pane width.
+        chunk_header.setSectionResizeMode(ChunksModel.HEADERS.index("Section"), QHeaderView.ResizeMode.Stretch)
         self.chunks_view.setTextElideMode(Qt.TextElideMode.ElideLeft)  # the deepest heading matters most
         self._findings_delegate = _ElideRight(self.chunks_view)  # finding codes are read from the left
         self.chunks_view.setItemDelegateForColumn(ChunksModel.HEADERS.index("Findings"), self._findings_delegate)
@@ -172,8 +175,11 @@ class MainWindow(QMainWindow):
         splitter.addWidget(left)
         splitter.addWidget(centre)
         splitter.addWidget(right)
-        splitter.setStretchFactor(1, 1)
-        splitter.setSizes([450, 610, 540])
+        # The text gets the largest share at every window size, and of every resize: fixed side panes
+        # left a 1280-pixel window 266 pixels of text.
+        for pane, (stretch, _share) in enumerate(PANES):
+            splitter.setStretchFactor(pane, stretch)
+        self._panes_placed = False  # the shares are applied at the first show, at the window's real width
         self.setCentralWidget(splitter)
 
         toolbar = self.addToolBar("Review")
@@ -572,6 +578,13 @@ class MainWindow(QMainWindow):
             return
         self.compare_window = CompareWindow(parent, index.snapshot.path, index.doc_ids[doc])
         self.compare_window.show()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._panes_placed:
+            self._panes_placed = True
+            splitter = self.centralWidget()
+            splitter.setSizes([round(splitter.width() * share) for _stretch, share in PANES])
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.controller.close()

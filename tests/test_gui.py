@@ -540,3 +540,24 @@ def test_the_window_opens_inside_the_screen(qtbot) -> None:  # type: ignore[no-u
     minimum = window.minimumSizeHint()
     assert window.width() <= max(available.width(), minimum.width())
     assert window.height() <= max(available.height(), minimum.height())
+
+
+@pytest.mark.parametrize("size", [(1264, 672), (1600, 940), (2560, 1400)])
+def test_the_text_is_the_widest_pane_on_small_and_large_screens(qtbot, dataset: Path, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    """On a 1280 x 720 laptop the document's text got what was left after fixed 450 and 540 pixel side
+    panes: 266 pixels, about 30 characters a line, narrower than either list beside it; and the chunk
+    table's Review column was cut off behind a horizontal scroll bar."""
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    window.resize(*size)
+    window.show()
+    qtbot.waitExposed(window)
+    with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+        window.open_dataset(dataset)
+    window.controller.select_document(0)
+    left, centre, right = window.centralWidget().sizes()
+    assert centre > left and centre > right
+    assert centre >= 0.35 * sum((left, centre, right))
+    qtbot.waitUntil(lambda: window.chunks_view.viewport().width() > 0)
+    header = window.chunks_view.horizontalHeader()
+    assert header.length() <= window.chunks_view.viewport().width()  # every column, Review included, is in view
