@@ -175,6 +175,9 @@ class ReviewController(QObject):
             return
         if self.row is None:
             start = self.index.doc_rows(self.doc).start if self.doc is not None else 0
+            # A document without chunks sits between its neighbours: K goes to the one before.
+            if step < 0 and self.doc is not None and start > 0:
+                start -= 1
             self.select_row(min(start, self.index.n_chunks - 1))
             return
         self.select_row(min(max(self.row + step, 0), self.index.n_chunks - 1))

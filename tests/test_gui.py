@@ -561,3 +561,20 @@ def test_the_text_is_the_widest_pane_on_small_and_large_screens(qtbot, dataset: 
     qtbot.waitUntil(lambda: window.chunks_view.viewport().width() > 0)
     header = window.chunks_view.horizontalHeader()
     assert header.length() <= window.chunks_view.viewport().width()  # every column, Review included, is in view
+
+
+def test_k_on_a_document_without_chunks_goes_back(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A document whose text is all front matter has no chunks; K there jumped forward to the next
+    document's first chunk, as J does, instead of back to the previous document's last chunk."""
+    root = build_dataset(tmp_path, extra={"notes/front-matter-only.md": "---\ntitle: Nothing here\n---\n"})
+    window = open_window(qtbot, root)
+    controller, index = window.controller, window.controller.index
+    empty = index.doc_number("notes/front-matter-only.md")
+    assert len(index.doc_rows(empty)) == 0 and 0 < empty < index.n_documents - 1
+    controller.select_document(empty)
+    assert controller.row is None
+    press(qtbot, window, Qt.Key.Key_K)
+    assert controller.row == index.doc_rows(empty).start - 1  # the last chunk of the document before
+    controller.select_document(empty)
+    press(qtbot, window, Qt.Key.Key_J)
+    assert controller.row == index.doc_rows(empty).start  # the first chunk of the document after
