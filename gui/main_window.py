@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QFontDatabase, QKeySequence, QShowEvent
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, QSize, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QFontDatabase, QKeySequence, QPainter, QPaintEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -51,6 +51,33 @@ class _ElideRight(QStyledItemDelegate):
     def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:
         super().initStyleOption(option, index)
         option.textElideMode = Qt.TextElideMode.ElideRight
+
+
+class _ElidedLabel(QLabel):
+    """A one-line label that takes the width it is given and elides its text in the middle (the whole
+    text in its tooltip): a plain QLabel is at least as wide as its text, so a long document id and
+    title widened the text pane, squeezed the other panes and set the window's minimum width."""
+
+    def __init__(self, text: str = ""):
+        super().__init__(text)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setWordWrap(False)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+        super().setText(text)
+        self.setToolTip(text)
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(0, super().minimumSizeHint().height())
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        rect = self.contentsRect()
+        text = self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideMiddle, rect.width())
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(rect, int(self.alignment()), text)
+        painter.end()
 
 
 def _isolate(text: str) -> str:
@@ -131,9 +158,7 @@ class MainWindow(QMainWindow):
         left_layout.addWidget(self.documents_view, 1)
 
         self.source_view = SourceView()
-        self.doc_label = QLabel("No document")
-        self.doc_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.doc_label.setWordWrap(False)
+        self.doc_label = _ElidedLabel("No document")
         centre = QWidget()
         centre_layout = QVBoxLayout(centre)
         centre_layout.setContentsMargins(4, 4, 4, 4)

@@ -17,7 +17,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QPoint, QPointF, QSettings, Qt  # noqa: E402
 from PySide6.QtGui import QTextCursor  # noqa: E402
-from PySide6.QtWidgets import QInputDialog  # noqa: E402
+from PySide6.QtWidgets import QApplication, QInputDialog  # noqa: E402
 from review_fixtures import REPO, build_dataset  # noqa: E402
 
 from chunking.ledger import Ledger, ledger_path  # noqa: E402
@@ -578,3 +578,24 @@ def test_k_on_a_document_without_chunks_goes_back(qtbot, tmp_path: Path) -> None
     controller.select_document(empty)
     press(qtbot, window, Qt.Key.Key_J)
     assert controller.row == index.doc_rows(empty).start  # the first chunk of the document after
+
+
+LONG_ID = "keps/sig-api-machinery/5073-declarative-validation-with-validation-gen/README.md"
+LONG_TITLE = "KEP-5073: Declarative Validation of Kubernetes Native Types With validation-gen"
+
+
+def test_a_long_document_id_and_title_do_not_widen_the_window(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The line above the text was as wide as its whole text: with a real KEP's path and title the
+    window could not be narrower than 1,613 pixels, and in a 1600-pixel window the document list
+    was squeezed to 140 pixels (its filter box "Fi…", its count columns out of sight)."""
+    root = build_dataset(tmp_path, extra={LONG_ID: f"# {LONG_TITLE}\n\nSome text about validation.\n"})
+    window = open_window(qtbot, root)
+    window.resize(1600, 940)
+    controller = window.controller
+    controller.select_document(controller.index.doc_number(LONG_ID))
+    for _ in range(3):
+        QApplication.processEvents()
+    assert window.minimumSizeHint().width() < 1200
+    left, centre, right = window.centralWidget().sizes()
+    assert left >= 400 and right >= 400
+    assert LONG_TITLE in window.doc_label.text() and LONG_TITLE in window.doc_label.toolTip()
