@@ -134,7 +134,9 @@ class MainWindow(QMainWindow):
         self.documents_view.setModel(self.documents_model)
         _fixed_rows(self.documents_view)
         self.documents_view.setSortingEnabled(True)
-        self.documents_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        # Cut from the left: the file name and the folders just above it tell documents apart
+        # ("…node-swap/README.md"), the top folders do not ("keps/s…DME.md" for every KEP).
+        self.documents_view.setTextElideMode(Qt.TextElideMode.ElideLeft)
         self.documents_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
         header = self.documents_view.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)

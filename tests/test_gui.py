@@ -599,3 +599,27 @@ def test_a_long_document_id_and_title_do_not_widen_the_window(qtbot, tmp_path: P
     left, centre, right = window.centralWidget().sizes()
     assert left >= 400 and right >= 400
     assert LONG_TITLE in window.doc_label.text() and LONG_TITLE in window.doc_label.toolTip()
+
+
+def test_document_ids_that_share_a_file_name_stay_apart_when_cut(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """On the k8s-enhancements corpus every document is keps/SIG/NNNN-name/README.md; cut in the middle
+    to fit the list they all read "keps/s…DME.md". Cut from the left they keep the end of their own
+    folder's name ("…swap/README.md")."""
+    ids = ["keps/sig-api-machinery/5073-declarative-validation-with-validation-gen/README.md",
+           "keps/sig-api-machinery/4020-unknown-version-interoperability-proxy/README.md",
+           "keps/sig-apps/1847-autoremove-statefulset-pvcs/README.md",
+           "keps/sig-node/2400-node-swap/README.md"]
+    root = build_dataset(tmp_path, extra={doc_id: f"# {doc_id}\n\nText.\n" for doc_id in ids})
+    window = open_window(qtbot, root)
+    window.resize(1264, 672)
+    QApplication.processEvents()
+    view, model = window.documents_view, window.documents_model
+    width = view.columnWidth(0) - 8  # the cell's text margins
+    assert width < max(view.fontMetrics().horizontalAdvance(doc_id) for doc_id in ids)  # the ids are cut
+    shown = []
+    for row in range(model.rowCount()):
+        index = model.index(row, 0)
+        if index.data() in ids:  # cut the way the view tells its delegate to (no delegate overrides it)
+            assert view.itemDelegateForColumn(0) is None
+            shown.append(view.fontMetrics().elidedText(index.data(), view.textElideMode(), width))
+    assert len(shown) == len(ids) and len(set(shown)) == len(ids), shown
