@@ -166,6 +166,9 @@ class ReviewController(QObject):
         if doc != self.doc:
             self.doc = doc
             self.document_changed.emit(doc)
+        if row != self.row and self.boundary_mode:
+            # B armed a flag on the boundary after the chunk it was pressed on, not after another one.
+            self.set_boundary_mode(False)
         self.row = row
         self.current_changed.emit(row)
 

@@ -623,3 +623,20 @@ def test_document_ids_that_share_a_file_name_stay_apart_when_cut(qtbot, tmp_path
             assert view.itemDelegateForColumn(0) is None
             shown.append(view.fontMetrics().elidedText(index.data(), view.textElideMode(), width))
     assert len(shown) == len(ids) and len(set(shown)) == len(ids), shown
+
+
+@pytest.mark.parametrize("between", [Qt.Key.Key_O, Qt.Key.Key_J])
+def test_b_is_dropped_by_a_verdict_or_a_move_before_its_number(qtbot, dataset: Path, between: Qt.Key) -> None:  # type: ignore[no-untyped-def]
+    """B arms "the next flag is on the boundary after this chunk". After B, O (or J) moved to another
+    chunk with B still armed, so the next digit flagged that other chunk's boundary, one the reviewer
+    never chose, instead of the chunk in view."""
+    window = open_window(qtbot, dataset)
+    controller, index = window.controller, window.controller.index
+    controller.select_row(0)
+    press(qtbot, window, Qt.Key.Key_B)
+    assert controller.boundary_mode
+    press(qtbot, window, between)
+    assert controller.row == 1 and not controller.boundary_mode
+    assert not window.boundary_action.isChecked() and window.target_label.text() == ""
+    press(qtbot, window, Qt.Key.Key_2)
+    assert index.state(1).reasons == ["mid_sentence"] and index.state(1).boundary_reasons == []
