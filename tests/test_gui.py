@@ -640,3 +640,38 @@ def test_b_is_dropped_by_a_verdict_or_a_move_before_its_number(qtbot, dataset: P
     assert not window.boundary_action.isChecked() and window.target_label.text() == ""
     press(qtbot, window, Qt.Key.Key_2)
     assert index.state(1).reasons == ["mid_sentence"] and index.state(1).boundary_reasons == []
+
+
+def _contrast(a, b) -> float:  # type: ignore[no-untyped-def]
+    """WCAG contrast ratio of two QColors."""
+    def luminance(colour) -> float:  # type: ignore[no-untyped-def]
+        channels = [c / 255 for c in (colour.red(), colour.green(), colour.blue())]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_reviewed_rows_stay_readable_in_a_dark_theme(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """Flagged and OK chunks get a light pink or light green row; with a dark desktop theme the text
+    kept the theme's light colour, so those rows were blank to the eye."""
+    from PySide6.QtGui import QColor, QPalette
+
+    window = open_window(qtbot, dataset)
+    palette = window.chunks_view.palette()
+    palette.setColor(QPalette.ColorRole.Base, QColor("#1e1e1e"))
+    palette.setColor(QPalette.ColorRole.Text, QColor("#eeeeee"))
+    window.chunks_view.setPalette(palette)
+    controller = window.controller
+    controller.select_row(0)
+    controller.flag_number(1)  # row 0 flagged, then row 1
+    controller.mark_ok()  # row 1 OK
+    model = window.chunks_model
+    for row in (0, 1):
+        for column in range(model.columnCount()):
+            index = model.index(row, column)
+            background = index.data(Qt.ItemDataRole.BackgroundRole).color()
+            foreground = index.data(Qt.ItemDataRole.ForegroundRole)
+            text = foreground.color() if foreground is not None else palette.color(QPalette.ColorRole.Text)
+            assert _contrast(background, text) >= 4.5, (row, column)
