@@ -178,8 +178,10 @@ class MainWindow(QMainWindow):
         # the Review column included, stay in view at every pane width.
         chunk_header.setSectionResizeMode(ChunksModel.HEADERS.index("Section"), QHeaderView.ResizeMode.Stretch)
         self.chunks_view.setTextElideMode(Qt.TextElideMode.ElideLeft)  # the deepest heading matters most
-        self._findings_delegate = _ElideRight(self.chunks_view)  # finding codes are read from the left
-        self.chunks_view.setItemDelegateForColumn(ChunksModel.HEADERS.index("Findings"), self._findings_delegate)
+        # Finding codes and verdicts ("⚑ split_procedure") are read from the left.
+        self._findings_delegate = _ElideRight(self.chunks_view)
+        for column in ("Findings", "Review"):
+            self.chunks_view.setItemDelegateForColumn(ChunksModel.HEADERS.index(column), self._findings_delegate)
         self.detail = QPlainTextEdit()
         self.detail.setReadOnly(True)
         self.detail.setPlaceholderText("Select a chunk")

@@ -675,3 +675,19 @@ def test_reviewed_rows_stay_readable_in_a_dark_theme(qtbot, dataset: Path) -> No
             foreground = index.data(Qt.ItemDataRole.ForegroundRole)
             text = foreground.color() if foreground is not None else palette.color(QPalette.ColorRole.Text)
             assert _contrast(background, text) >= 4.5, (row, column)
+
+
+def test_the_review_column_keeps_its_flag_mark_when_cut(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """The table cuts cells from the left (for section paths), so a long verdict read "…lit_procedure":
+    the ⚑ or ✓ that says what the row is was the part cut off."""
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    window = open_window(qtbot, dataset)
+    view, model = window.chunks_view, window.chunks_model
+    window.controller.select_document(0, None)
+    column = model.HEADERS.index("Review")
+    option = QStyleOptionViewItem()
+    delegate = view.itemDelegateForColumn(column)
+    assert delegate is not None
+    delegate.initStyleOption(option, model.index(0, column))
+    assert option.textElideMode == Qt.TextElideMode.ElideRight
