@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QBrush,
@@ -91,6 +92,7 @@ class SourceView(QPlainTextEdit):
         self._ends: list[int] = []
         self._boundaries: list[int] = []  # UTF-16 positions where a chunk starts or ends, sorted
         self._markers: list[_Marker] = []
+        self._findings: list[_Marker] = []  # the document's finding markers, built once per document
         # Every chunk's shading (UTF-16 start, end, colour), by start. It is painted under the text for
         # the visible lines only: Qt's extra selections (one per chunk and overlap) made every paint
         # of a long document slow, and changing them re-laid out a one-line document whole.
@@ -109,7 +111,7 @@ class SourceView(QPlainTextEdit):
             self.offsets = OffsetMap("")
             self.setPlainText("")
             self._rows, self._starts, self._ends, self._boundaries = range(0), [], [], []
-            self._markers = []
+            self._markers, self._findings = [], []
             self._shades, self._shade_starts = [], []
             return
         text = index.document_text(doc)
@@ -121,39 +123,53 @@ class SourceView(QPlainTextEdit):
         self._ends = [to_utf16(index.end[row]) for row in self._rows]
         self._boundaries = sorted(set(self._starts[1:]) | set(self._ends[:-1]))
         self._shade()
+        self._findings = self._finding_markers()
         self.refresh_states()
 
-    def refresh_states(self) -> None:
-        """Rebuild the margin markers (findings and verdicts) and repaint."""
+    def _finding_markers(self) -> list[_Marker]:
+        """The margin markers of the document's findings (they never change while it is shown)."""
         markers: list[_Marker] = []
         index = self.index
-        if index is not None:
-            for position, row in enumerate(self._rows):
-                codes = index.findings(row)
-                if codes:
-                    start_codes = [c for c in codes if c == "mid_sentence_start"]
-                    end_codes = [c for c in codes if c != "mid_sentence_start"]
-                    explained = dict(index.explain_findings(row))
-                    if start_codes:
-                        markers.append(_Marker(self._starts[position], row, "finding",
-                                               _describe(index, row, start_codes, explained)))
-                    if end_codes:
-                        at = max(self._starts[position], self._ends[position] - 1)
-                        markers.append(_Marker(at, row, "finding", _describe(index, row, end_codes, explained)))
+        if index is None or not len(self._rows):
+            return markers
+        first = self._rows.start
+        for row in np.flatnonzero(index.suspicious[first:self._rows.stop]) + first:
+            row, position = int(row), int(row) - first
+            codes = index.findings(row)
+            start_codes = [c for c in codes if c == "mid_sentence_start"]
+            end_codes = [c for c in codes if c != "mid_sentence_start"]
+            explained = dict(index.explain_findings(row))
+            if start_codes:
+                markers.append(_Marker(self._starts[position], row, "finding",
+                                       _describe(index, row, start_codes, explained)))
+            if end_codes:
+                at = max(self._starts[position], self._ends[position] - 1)
+                markers.append(_Marker(at, row, "finding", _describe(index, row, end_codes, explained)))
+        return markers
+
+    def refresh_states(self) -> None:
+        """Rebuild the margin's verdict markers and repaint (finding markers are built once per document:
+        rebuilding them on every verdict cost 125 ms a key on a document of 20,000 chunks)."""
+        markers: list[_Marker] = list(self._findings)
+        index = self.index
+        if index is not None and len(self._rows):
+            first = self._rows.start
+            for row in np.flatnonzero(index.verdict[first:self._rows.stop]) + first:
+                row, position = int(row), int(row) - first
                 verdict = int(index.verdict[row])
-                if verdict != 0:
-                    state = index.state(row)
-                    if verdict == FLAGGED:
-                        reasons = state.reasons + [f"boundary: {r}" for r in state.boundary_reasons]
-                        text = f"chunk {int(index.chunk_index[row])} flagged: {', '.join(reasons)}"
-                    else:
-                        text = f"chunk {int(index.chunk_index[row])} marked OK by {state.reviewer}"
-                    if state.note:
-                        text += f"\nnote: {state.note}"
-                    # A flag on the boundary is drawn where the boundary is: at the chunk's end.
-                    only_boundary = verdict == FLAGGED and state.boundary_reasons and not state.reasons
-                    at = max(self._starts[position], self._ends[position] - 1) if only_boundary else self._starts[position]
-                    markers.append(_Marker(at, row, "flag" if verdict == FLAGGED else "ok", text))
+                state = index.state(row)
+                if verdict == FLAGGED:
+                    reasons = state.reasons + [f"boundary: {r}" for r in state.boundary_reasons]
+                    text = f"chunk {int(index.chunk_index[row])} flagged: {', '.join(reasons)}"
+                else:
+                    text = f"chunk {int(index.chunk_index[row])} marked OK by {state.reviewer}"
+                if state.note:
+                    text += f"\nnote: {state.note}"
+                # A flag on the boundary is drawn where the boundary is: at the chunk's end.
+                only_boundary = verdict == FLAGGED and state.boundary_reasons and not state.reasons
+                at = max(self._starts[position], self._ends[position] - 1) if only_boundary else self._starts[position]
+                # Drawn after the findings: where markers stack up, the verdict is the one on top.
+                markers.append(_Marker(at, row, "flag" if verdict == FLAGGED else "ok", text))
         self._markers = markers
         self.margin.update()
         self.viewport().update()
