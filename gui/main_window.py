@@ -10,14 +10,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, QSize, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QFontDatabase, QKeySequence, QPainter, QPaintEvent, QShowEvent
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QFontDatabase,
+    QKeySequence,
+    QPainter,
+    QPaintEvent,
+    QShortcut,
+    QShowEvent,
+    QTextCursor,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
+    QDialog,
+    QDialogButtonBox,
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
-    QInputDialog,
     QLabel,
     QLineEdit,
     QMainWindow,
@@ -78,6 +89,31 @@ class _ElidedLabel(QLabel):
         painter.setPen(self.palette().color(self.foregroundRole()))
         painter.drawText(rect, int(self.alignment()), text)
         painter.end()
+
+
+def ask_note(parent: QWidget, text: str) -> tuple[str, bool]:
+    """The note dialog: (text, saved). Unlike Qt's multi-line input dialog (where Tab types a tab and
+    Ctrl+Return does nothing) it works from the keyboard alone: Tab leaves the text, Ctrl+Return
+    saves, Escape cancels."""
+    dialog = QDialog(parent)
+    dialog.setWindowTitle("Note")
+    edit = QPlainTextEdit(text)
+    edit.setTabChangesFocus(True)
+    buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
+    buttons.accepted.connect(dialog.accept)
+    buttons.rejected.connect(dialog.reject)
+    for keys in ("Ctrl+Return", "Ctrl+Enter"):
+        QShortcut(QKeySequence(keys), dialog, activated=dialog.accept)
+    layout = QVBoxLayout(dialog)
+    layout.addWidget(QLabel("Note on this chunk (Ctrl+Enter saves, Esc cancels):"))
+    layout.addWidget(edit)
+    layout.addWidget(buttons)
+    edit.setFocus()
+    edit.moveCursor(QTextCursor.MoveOperation.End)
+    accepted = dialog.exec() == QDialog.DialogCode.Accepted
+    note = edit.toPlainText()
+    dialog.deleteLater()
+    return note, accepted
 
 
 def _isolate(text: str) -> str:
@@ -578,7 +614,7 @@ class MainWindow(QMainWindow):
             if self.controller.index is not None and self.controller.row is not None:
                 self.show_error(self.controller.ledger_problem or "no review ledger is open")
             return
-        text, accepted = QInputDialog.getMultiLineText(self, "Note", "Note on this chunk:", self.controller.current_note())
+        text, accepted = ask_note(self, self.controller.current_note())
         if accepted:
             self.controller.set_note(text)
 

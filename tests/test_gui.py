@@ -17,7 +17,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QPoint, QPointF, QSettings, Qt  # noqa: E402
 from PySide6.QtGui import QTextCursor  # noqa: E402
-from PySide6.QtWidgets import QApplication, QInputDialog  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
 from review_fixtures import REPO, build_dataset  # noqa: E402
 
 from chunking.ledger import Ledger, ledger_path  # noqa: E402
@@ -124,7 +124,7 @@ def test_flag_undo_redo_note_and_reopen(qtbot, dataset: Path, monkeypatch) -> No
     press(qtbot, window, Qt.Key.Key_3)
     assert index.state(6).boundary_reasons == ["split_table"] and not controller.boundary_mode
     controller.select_row(8)
-    monkeypatch.setattr(QInputDialog, "getMultiLineText", lambda *args, **kwargs: ("heading belongs below", True))
+    monkeypatch.setattr("gui.main_window.ask_note", lambda *args, **kwargs: ("heading belongs below", True))
     press(qtbot, window, Qt.Key.Key_E)
     assert index.state(8).note == "heading belongs below"
     kinds = [event.kind for event in Ledger(ledger_path(index.snapshot.path)).events()]
@@ -716,3 +716,36 @@ def test_a_verdict_does_not_re_explain_every_finding_of_the_document(qtbot, tmp_
     assert [m for m in view._markers if m.kind == "finding"] == findings_before
     kinds = {(m.row, m.kind) for m in view._markers if m.kind != "finding"}
     assert kinds == {(rows.start, "flag"), (rows.start + 1, "ok")}
+
+
+def test_a_note_can_be_written_and_saved_with_the_keyboard_alone(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """E opened Qt's multi-line input dialog, where Tab types a tab and Ctrl+Return does nothing: the
+    only way to save a note was the mouse. Tab now leaves the text and Ctrl+Return saves."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QPlainTextEdit
+
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    controller.select_row(2)
+    seen: dict[str, object] = {}
+
+    def type_note() -> None:
+        dialog = QApplication.activeModalWidget()
+        seen["dialog"] = dialog is not None
+        if dialog is None:
+            return
+        edit = dialog.findChild(QPlainTextEdit)
+        qtbot.keyClicks(edit, "split the table")
+        qtbot.keyClick(edit, Qt.Key.Key_Tab)
+        seen["tab_left_the_text"] = not edit.hasFocus() and "\t" not in edit.toPlainText()
+        edit.setFocus()
+        qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        if dialog.isVisible():  # not saved by the keyboard: close it so that the test ends
+            seen["still_open"] = True
+            dialog.reject()
+
+    QTimer.singleShot(100, type_note)
+    press(qtbot, window, Qt.Key.Key_E)
+    assert seen.get("dialog") and not seen.get("still_open")
+    assert seen.get("tab_left_the_text")
+    assert controller.index.state(2).note == "split the table"
