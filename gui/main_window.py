@@ -466,7 +466,8 @@ class MainWindow(QMainWindow):
         self.chunks_view.horizontalHeader().resizeSection(0, max(34, digits + 14))
         # Each name in its own bidi isolate: a right-to-left title would otherwise take the count with it.
         name = _isolate(index.doc_ids[doc])
-        self.doc_label.setText(f"{name}  ·  {_isolate(title)}  ·  {n} chunks" if title else f"{name}  ·  {n} chunks")
+        count = f"{n:,} chunk" + ("" if n == 1 else "s")
+        self.doc_label.setText(f"{name}  ·  {_isolate(title)}  ·  {count}" if title else f"{name}  ·  {count}")
         self._select_current_document()
 
     def _select_current_document(self) -> None:

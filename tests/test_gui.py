@@ -749,3 +749,15 @@ def test_a_note_can_be_written_and_saved_with_the_keyboard_alone(qtbot, dataset:
     assert seen.get("dialog") and not seen.get("still_open")
     assert seen.get("tab_left_the_text")
     assert controller.index.state(2).note == "split the table"
+
+
+def test_a_one_chunk_document_says_1_chunk(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = build_dataset(tmp_path, extra={"notes/short.md": "# Short\n\nOne small paragraph.\n"})
+    window = open_window(qtbot, root)
+    controller = window.controller
+    doc = controller.index.doc_number("notes/short.md")
+    assert len(controller.index.doc_rows(doc)) == 1
+    controller.select_document(doc)
+    assert window.doc_label.text().endswith("·  1 chunk")
+    controller.select_document(controller.index.doc_number("notes/emoji.md"))
+    assert window.doc_label.text().endswith("·  3 chunks")
