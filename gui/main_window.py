@@ -541,7 +541,9 @@ class MainWindow(QMainWindow):
         state = index.state(row)
         start, end = int(index.start[row]), int(index.end[row])
         lines = [
-            f"Chunk {int(index.chunk_index[row])} of {len(index.doc_rows(doc))} · {index.doc_ids[doc]}",
+            # "#" is the chunk's index (0-based, as in the table and `chunkyard flag --chunk`); the place counts from 1.
+            f"Chunk #{int(index.chunk_index[row])} · {row - index.doc_rows(doc).start + 1} of {len(index.doc_rows(doc))}"
+            f" · {index.doc_ids[doc]}",
             f"Offsets    [{start:,}, {end:,})  ·  {end - start:,} characters (code points)",
         ]
         if detail is not None:

@@ -761,3 +761,16 @@ def test_a_one_chunk_document_says_1_chunk(qtbot, tmp_path: Path) -> None:  # ty
     assert window.doc_label.text().endswith("·  1 chunk")
     controller.select_document(controller.index.doc_number("notes/emoji.md"))
     assert window.doc_label.text().endswith("·  3 chunks")
+
+
+def test_the_detail_counts_the_last_chunk_as_the_last(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """The detail read "Chunk 2 of 3" for the last of three chunks (a 0-based index over a count), as if
+    one more followed. It names the chunk by its # and counts its place from 1."""
+    window = open_window(qtbot, dataset)
+    controller, index = window.controller, window.controller.index
+    rows = index.doc_rows(index.doc_number("notes/emoji.md"))
+    controller.select_row(rows.stop - 1)
+    first_line = window.detail.toPlainText().splitlines()[0]
+    assert first_line.startswith("Chunk #2 · 3 of 3 · notes/emoji.md"), first_line
+    controller.select_row(rows.start)
+    assert window.detail.toPlainText().startswith("Chunk #0 · 1 of 3 · ")
