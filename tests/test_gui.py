@@ -774,3 +774,31 @@ def test_the_detail_counts_the_last_chunk_as_the_last(qtbot, dataset: Path) -> N
     assert first_line.startswith("Chunk #2 · 3 of 3 · notes/emoji.md"), first_line
     controller.select_row(rows.start)
     assert window.detail.toPlainText().startswith("Chunk #0 · 1 of 3 · ")
+
+
+def test_closing_the_window_while_a_dataset_loads_does_not_abort(qtbot, dataset: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl+Q while a big dataset was still loading killed the process: "QThread: Destroyed while
+    thread is still running", SIGABRT, exit code 134. Closing now waits for the loader, and what it
+    loaded is not installed in the closed window."""
+    import time
+
+    from chunking.review import ReviewIndex as Index
+
+    load = Index.load.__func__  # type: ignore[attr-defined]
+
+    def slow_load(cls, path):  # type: ignore[no-untyped-def]
+        time.sleep(0.4)
+        return load(cls, path)
+
+    monkeypatch.setattr(Index, "load", classmethod(slow_load))
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    window.show()
+    controller = window.controller
+    window.open_dataset(dataset)
+    loader = controller._loader
+    assert loader is not None and loader.isRunning()
+    window.close()
+    assert not loader.isRunning()  # waited for, not destroyed while running
+    qtbot.wait(100)  # a late "loaded" is delivered now, if it is going to be
+    assert controller.index is None and controller.ledger is None
