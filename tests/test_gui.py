@@ -802,3 +802,22 @@ def test_closing_the_window_while_a_dataset_loads_does_not_abort(qtbot, dataset:
     assert not loader.isRunning()  # waited for, not destroyed while running
     qtbot.wait(100)  # a late "loaded" is delivered now, if it is going to be
     assert controller.index is None and controller.ledger is None
+
+
+def test_the_size_histogram_leaves_out_chunks_measured_in_another_unit(qtbot, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A rule may measure some documents in another unit. The histogram titled "Chunk sizes (tokens)"
+    plotted those chunks' sizes too: with policies/** in chars (budget 2,000) and the rest in tokens
+    (budget 384), 32 chunks of up to 1,472 chars looked like chunks four times over the token budget."""
+    import review_fixtures
+
+    monkeypatch.setattr(review_fixtures, "CONFIG", review_fixtures.CONFIG
+                        + 'rules:\n  - match: "policies/**"\n    chunker: {unit: words, max_size: 300}\n')
+    root = build_dataset(tmp_path)
+    window = open_window(qtbot, root)
+    index = window.controller.index
+    units = index.snapshot.chunks(["unit"]).column("unit").to_pylist()
+    in_chars, in_words = units.count("chars"), units.count("words")
+    assert index.unit == "chars" and in_words > 0
+    histogram = window.stats.histogram
+    assert int(histogram.counts.sum()) == in_chars  # the words chunks are not counted as chars
+    assert f"{in_words} chunks in words not shown" in histogram.title()
