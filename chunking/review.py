@@ -182,6 +182,10 @@ class ReviewIndex:
         units = chunks.column("unit")
         unit_counts = pc.value_counts(units).to_pylist() if len(units) else []
         self.unit = max(unit_counts, key=lambda item: item["counts"])["values"] if unit_counts else "chars"
+        self._unit_counts = {str(item["values"]): int(item["counts"]) for item in unit_counts}
+        # Which chunks are measured in that unit (a rule can measure some documents in another one).
+        in_unit = pc.fill_null(pc.equal(units, self.unit), False).to_numpy(zero_copy_only=False).astype(bool)
+        self.in_unit = in_unit if in_order else in_unit[order]
         bad = (self.start < 0) | (self.end < self.start) | (self.end > self.doc_chars[self.chunk_doc])
         if self.n_chunks and bad.any():
             row = int(np.flatnonzero(bad)[0])
@@ -417,6 +421,10 @@ class ReviewIndex:
 
     # -- statistics ------------------------------------------------------------------------------
 
+    def other_units(self) -> dict[str, int]:
+        """Chunks measured in a unit other than ``self.unit``, per unit (left out of the size histogram)."""
+        return {unit: n for unit, n in self._unit_counts.items() if unit != self.unit}
+
     def finding_counts(self) -> dict[str, int]:
         """Chunks carrying each finding code, largest first (codes no chunk has are left out)."""
         counts = {}
@@ -427,8 +435,9 @@ class ReviewIndex:
         return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
     def size_histogram(self, bins: int = 40) -> tuple[np.ndarray, np.ndarray]:
-        """Counts and bin edges of chunk sizes (in ``self.unit``), with room for the largest budget."""
-        sizes = self.size
+        """Counts and bin edges of the sizes of the chunks measured in ``self.unit`` (the others are left
+        out: see ``other_units``), with room for the largest budget."""
+        sizes = self.size if self.in_unit.all() else self.size[self.in_unit]
         top = max([int(sizes.max()) if len(sizes) else 1] + [b.max_size for b in self.budgets if b.unit == self.unit])
         return np.histogram(sizes, bins=bins, range=(0, max(1, top)))
 

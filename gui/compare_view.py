@@ -11,6 +11,7 @@ unmet, stale).
 
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -46,7 +47,7 @@ class CompareSourceView(SourceView):
 
     def set_moved(self, positions: list[int]) -> None:
         self.moved = positions
-        self._moved_utf16 = [self.offsets.to_utf16(p) for p in positions]
+        self._moved_utf16 = sorted(self.offsets.to_utf16(p) for p in positions)
         self.viewport().update()
 
     def scroll_to(self, position: int) -> None:
@@ -59,12 +60,15 @@ class CompareSourceView(SourceView):
         super().paintEvent(event)
         if not self._moved_utf16:
             return
+        # Only the bars of the lines on screen, placed by bisecting lines (``_position_rect``): Qt's
+        # cursorRect for every moved boundary made each paint of a long one-line document take seconds.
+        first, last = self._visible_range()
+        lo = bisect.bisect_left(self._moved_utf16, first)
+        hi = bisect.bisect_right(self._moved_utf16, last)
         painter = QPainter(self.viewport())
         painter.setPen(QPen(MOVED, 4))
-        cursor = QTextCursor(self.document())
-        for position in self._moved_utf16:
-            cursor.setPosition(position)
-            rect = self.cursorRect(cursor)
+        for position in self._moved_utf16[lo:hi]:
+            rect = self._position_rect(position)
             painter.drawLine(rect.left(), rect.top(), rect.left(), rect.bottom())
         painter.end()
 
@@ -177,6 +181,12 @@ class CompareWindow(QWidget):
         after = version_path / f"{resolution.snapshot:04d}"
         if before.is_dir() and after.is_dir():
             focus = resolution.flag.boundary
+            if focus is None:  # a flag on a chunk: where that chunk starts in the snapshot it was made on
+                index = self._index(before)
+                doc = index.doc_number(self.doc_id)
+                row = index.row_of(doc, resolution.flag.chunk_index) \
+                    if doc is not None and resolution.flag.chunk_index is not None else None
+                focus = int(index.start[row]) if row is not None else None
             self.show_pair(before, after, focus)
 
 

@@ -113,15 +113,21 @@ class ReviewController(QObject):
         if self._loader is not None and self._loader.isRunning():
             return
         self.loading.emit(str(path))
-        self._loader = Loader(path, self)
-        self._loader.loaded.connect(self._on_loaded)
-        self._loader.failed.connect(self.failed)
-        self._loader.start()
+        loader = Loader(path, self)
+        # What a loader delivers after the window was closed (close() dropped it) is not installed.
+        loader.loaded.connect(lambda index, ledger, problem: self._on_loaded(index, ledger, problem, loader))
+        loader.failed.connect(lambda message: self.failed.emit(message) if loader is self._loader else None)
+        self._loader = loader
+        loader.start()
 
     def wait_loaded(self, timeout_ms: int = 60000) -> bool:
         return self._loader is None or self._loader.wait(timeout_ms)
 
-    def _on_loaded(self, index: ReviewIndex, ledger: Ledger | None, problem: str) -> None:
+    def _on_loaded(self, index: ReviewIndex, ledger: Ledger | None, problem: str, loader: Loader | None = None) -> None:
+        if loader is not None and loader is not self._loader:  # closed while it was loading
+            if ledger is not None:
+                ledger.close()
+            return
         self.close()
         self.index, self.ledger, self.ledger_problem = index, ledger, problem
         if not self.reviewer_edited:
@@ -135,6 +141,12 @@ class ReviewController(QObject):
             self._poll.start()
 
     def close(self) -> None:
+        loader = self._loader
+        if loader is not None and loader.isRunning():
+            # A QThread destroyed while it runs aborts the process (closing during a big load did).
+            # Loading cannot be interrupted; it is waited for and what it loaded is dropped.
+            self._loader = None
+            loader.wait()
         self._poll.stop()
         self.undo_stack.clear()
         if self.ledger is not None:
@@ -166,6 +178,9 @@ class ReviewController(QObject):
         if doc != self.doc:
             self.doc = doc
             self.document_changed.emit(doc)
+        if row != self.row and self.boundary_mode:
+            # B armed a flag on the boundary after the chunk it was pressed on, not after another one.
+            self.set_boundary_mode(False)
         self.row = row
         self.current_changed.emit(row)
 
@@ -175,6 +190,9 @@ class ReviewController(QObject):
             return
         if self.row is None:
             start = self.index.doc_rows(self.doc).start if self.doc is not None else 0
+            # A document without chunks sits between its neighbours: K goes to the one before.
+            if step < 0 and self.doc is not None and start > 0:
+                start -= 1
             self.select_row(min(start, self.index.n_chunks - 1))
             return
         self.select_row(min(max(self.row + step, 0), self.index.n_chunks - 1))

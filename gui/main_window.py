@@ -9,15 +9,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QFontDatabase, QKeySequence
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, QSize, Qt
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QFontDatabase,
+    QKeySequence,
+    QPainter,
+    QPaintEvent,
+    QShortcut,
+    QShowEvent,
+    QTextCursor,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
+    QDialog,
+    QDialogButtonBox,
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
-    QInputDialog,
     QLabel,
     QLineEdit,
     QMainWindow,
@@ -42,6 +53,7 @@ from gui.source_view import SourceView
 from gui.stats_view import StatisticsPanel
 
 RECENT_KEY = "recent_datasets"
+PANES = ((1, 0.31), (2, 0.39), (1, 0.30))  # documents, text, chunks: (stretch factor, share of the width)
 RECENT_MAX = 8
 
 
@@ -51,6 +63,64 @@ class _ElideRight(QStyledItemDelegate):
     def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:
         super().initStyleOption(option, index)
         option.textElideMode = Qt.TextElideMode.ElideRight
+
+
+class _ElidedLabel(QLabel):
+    """A one-line label that takes the width it is given and elides its text in the middle (the whole
+    text in its tooltip): a plain QLabel is at least as wide as its text, so a long document id and
+    title widened the text pane, squeezed the other panes and set the window's minimum width."""
+
+    def __init__(self, text: str = ""):
+        super().__init__(text)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setWordWrap(False)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+        super().setText(text)
+        self.setToolTip(text)
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(0, super().minimumSizeHint().height())
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        rect = self.contentsRect()
+        text = self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideMiddle, rect.width())
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(rect, int(self.alignment()), text)
+        painter.end()
+
+
+def ask_note(parent: QWidget, text: str) -> tuple[str, bool]:
+    """The note dialog: (text, saved). Unlike Qt's multi-line input dialog (where Tab types a tab and
+    Ctrl+Return does nothing) it works from the keyboard alone: Tab leaves the text, Ctrl+Return
+    saves, Escape cancels."""
+    dialog = QDialog(parent)
+    dialog.setWindowTitle("Note")
+    edit = QPlainTextEdit(text)
+    edit.setTabChangesFocus(True)
+    buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
+    buttons.accepted.connect(dialog.accept)
+    buttons.rejected.connect(dialog.reject)
+    for keys in ("Ctrl+Return", "Ctrl+Enter"):
+        QShortcut(QKeySequence(keys), dialog, activated=dialog.accept)
+    layout = QVBoxLayout(dialog)
+    layout.addWidget(QLabel("Note on this chunk (Ctrl+Enter saves, Esc cancels):"))
+    layout.addWidget(edit)
+    layout.addWidget(buttons)
+    edit.setFocus()
+    edit.moveCursor(QTextCursor.MoveOperation.End)
+    accepted = dialog.exec() == QDialog.DialogCode.Accepted
+    note = edit.toPlainText()
+    dialog.deleteLater()
+    return note, accepted
+
+
+def _isolate(text: str) -> str:
+    """``text`` as a bidi isolate (FSI … PDI): laid out in its own direction without reordering what is
+    around it, as a right-to-left title next to "12 chunks" would."""
+    return f"\u2068{text}\u2069"
 
 
 def _fixed_rows(table: QTableView) -> None:
@@ -76,7 +146,7 @@ class MainWindow(QMainWindow):
         self.last_error = ""
         self._filtering = False  # filtering moves the list's current row; that is not a user's choice
         self.setWindowTitle("chunkyard review")
-        self.resize(1500, 900)
+        self._fit_to_screen(1500, 900)
         self._build_widgets()
         self._build_actions()
         self._connect()
@@ -84,13 +154,26 @@ class MainWindow(QMainWindow):
 
     # -- layout ----------------------------------------------------------------------------------
 
+    def _fit_to_screen(self, width: int, height: int) -> None:
+        """Open at ``width`` x ``height``, or smaller where the screen is (a 1280 x 720 laptop): a window
+        larger than the screen hides its right end (progress) and its status bar."""
+        screen = self.screen()
+        if screen is not None:
+            available = screen.availableGeometry()
+            # Leave room for the window frame and title bar the window manager adds.
+            width = min(width, available.width() - 16)
+            height = min(height, available.height() - 48)
+        self.resize(width, height)
+
     def _build_widgets(self) -> None:
         self.documents_model = DocumentsModel(self)
         self.documents_view = QTableView()
         self.documents_view.setModel(self.documents_model)
         _fixed_rows(self.documents_view)
         self.documents_view.setSortingEnabled(True)
-        self.documents_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        # Cut from the left: the file name and the folders just above it tell documents apart
+        # ("…node-swap/README.md"), the top folders do not ("keps/s…DME.md" for every KEP).
+        self.documents_view.setTextElideMode(Qt.TextElideMode.ElideLeft)
         self.documents_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
         header = self.documents_view.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -114,9 +197,7 @@ class MainWindow(QMainWindow):
         left_layout.addWidget(self.documents_view, 1)
 
         self.source_view = SourceView()
-        self.doc_label = QLabel("No document")
-        self.doc_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.doc_label.setWordWrap(False)
+        self.doc_label = _ElidedLabel("No document")
         centre = QWidget()
         centre_layout = QVBoxLayout(centre)
         centre_layout.setContentsMargins(4, 4, 4, 4)
@@ -128,12 +209,16 @@ class MainWindow(QMainWindow):
         self.chunks_view.setModel(self.chunks_model)
         _fixed_rows(self.chunks_view)
         chunk_header = self.chunks_view.horizontalHeader()
-        for column, width in enumerate((34, 84, 170, 120, 110)):
+        for column, width in enumerate((34, 84, 170, 100, 100)):
             chunk_header.resizeSection(column, width)
-        chunk_header.setStretchLastSection(True)
+        # The section path takes what the pane has left (it is elided from the left): all columns,
+        # the Review column included, stay in view at every pane width.
+        chunk_header.setSectionResizeMode(ChunksModel.HEADERS.index("Section"), QHeaderView.ResizeMode.Stretch)
         self.chunks_view.setTextElideMode(Qt.TextElideMode.ElideLeft)  # the deepest heading matters most
-        self._findings_delegate = _ElideRight(self.chunks_view)  # finding codes are read from the left
-        self.chunks_view.setItemDelegateForColumn(ChunksModel.HEADERS.index("Findings"), self._findings_delegate)
+        # Finding codes and verdicts ("⚑ split_procedure") are read from the left.
+        self._findings_delegate = _ElideRight(self.chunks_view)
+        for column in ("Findings", "Review"):
+            self.chunks_view.setItemDelegateForColumn(ChunksModel.HEADERS.index(column), self._findings_delegate)
         self.detail = QPlainTextEdit()
         self.detail.setReadOnly(True)
         self.detail.setPlaceholderText("Select a chunk")
@@ -156,8 +241,11 @@ class MainWindow(QMainWindow):
         splitter.addWidget(left)
         splitter.addWidget(centre)
         splitter.addWidget(right)
-        splitter.setStretchFactor(1, 1)
-        splitter.setSizes([450, 610, 540])
+        # The text gets the largest share at every window size, and of every resize: fixed side panes
+        # left a 1280-pixel window 266 pixels of text.
+        for pane, (stretch, _share) in enumerate(PANES):
+            splitter.setStretchFactor(pane, stretch)
+        self._panes_placed = False  # the shares are applied at the first show, at the window's real width
         self.setCentralWidget(splitter)
 
         toolbar = self.addToolBar("Review")
@@ -267,9 +355,23 @@ class MainWindow(QMainWindow):
         self.documents_view.selectionModel().currentRowChanged.connect(self._on_document_clicked)
         self.chunks_view.selectionModel().currentRowChanged.connect(self._on_chunk_clicked)
         self.filter_box.textChanged.connect(self._filter_documents)
+        self.filter_box.returnPressed.connect(self._leave_filter)
+        leave_filter = QAction(self.filter_box)
+        leave_filter.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        leave_filter.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        leave_filter.triggered.connect(self._leave_filter)
+        self.filter_box.addAction(leave_filter)
         self.order_box.currentIndexChanged.connect(self._on_order)
         self.queue_box.currentTextChanged.connect(controller.set_queue)
         self.reviewer_box.editingFinished.connect(self._on_reviewer_edited)
+        # Return takes the name; Escape drops the edit. Either way the keys go back to the review.
+        self.reviewer_box.returnPressed.connect(lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason))
+        leave_reviewer = QAction(self.reviewer_box)
+        leave_reviewer.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        leave_reviewer.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        leave_reviewer.triggered.connect(lambda: (self.reviewer_box.setText(self.controller.reviewer),
+                                                  self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason)))
+        self.reviewer_box.addAction(leave_reviewer)
 
     def _on_reviewer_edited(self) -> None:
         self.controller.set_reviewer(self.reviewer_box.text())
@@ -363,8 +465,10 @@ class MainWindow(QMainWindow):
         # The "#" column fits the largest chunk number (it would show "…2" for chunk 8872).
         digits = self.chunks_view.fontMetrics().horizontalAdvance("8" * len(str(max(n - 1, 0))))
         self.chunks_view.horizontalHeader().resizeSection(0, max(34, digits + 14))
-        self.doc_label.setText(f"{index.doc_ids[doc]}  ·  {title}  ·  {plural(n, 'chunk')}" if title else
-                               f"{index.doc_ids[doc]}  ·  {plural(n, 'chunk')}")
+        # Each name in its own bidi isolate: a right-to-left title would otherwise take the count with it.
+        name = _isolate(index.doc_ids[doc])
+        count = plural(n, "chunk")
+        self.doc_label.setText(f"{name}  ·  {_isolate(title)}  ·  {count}" if title else f"{name}  ·  {count}")
         self._select_current_document()
 
     def _select_current_document(self) -> None:
@@ -438,7 +542,9 @@ class MainWindow(QMainWindow):
         state = index.state(row)
         start, end = int(index.start[row]), int(index.end[row])
         lines = [
-            f"Chunk {int(index.chunk_index[row])} of {len(index.doc_rows(doc))} · {index.doc_ids[doc]}",
+            # "#" is the chunk's index (0-based, as in the table and `chunkyard flag --chunk`); the place counts from 1.
+            f"Chunk #{int(index.chunk_index[row])} · {row - index.doc_rows(doc).start + 1} of {len(index.doc_rows(doc))}"
+            f" · {index.doc_ids[doc]}",
             f"Offsets    [{start:,}, {end:,})  ·  {end - start:,} characters (code points)",
         ]
         if detail is not None:
@@ -478,6 +584,14 @@ class MainWindow(QMainWindow):
         finally:
             self._filtering = False
 
+    def _leave_filter(self) -> None:
+        """Return or Escape in the filter box: show a listed document (the first, unless the one shown is
+        listed) and give the keys back to the document list, so that J, K, 1–9 review again."""
+        doc = self.controller.doc
+        if (doc is None or self.documents_model.row_of(doc) is None) and self.documents_model.rowCount():
+            self.controller.select_document(self.documents_model.doc_at(0))
+        self.documents_view.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
     def _on_document_clicked(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if self._filtering:
             return
@@ -504,7 +618,7 @@ class MainWindow(QMainWindow):
             if self.controller.index is not None and self.controller.row is not None:
                 self.show_error(self.controller.ledger_problem or "no review ledger is open")
             return
-        text, accepted = QInputDialog.getMultiLineText(self, "Note", "Note on this chunk:", self.controller.current_note())
+        text, accepted = ask_note(self, self.controller.current_note())
         if accepted:
             self.controller.set_note(text)
 
@@ -533,6 +647,13 @@ class MainWindow(QMainWindow):
             return
         self.compare_window = CompareWindow(parent, index.snapshot.path, index.doc_ids[doc])
         self.compare_window.show()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._panes_placed:
+            self._panes_placed = True
+            splitter = self.centralWidget()
+            splitter.setSizes([round(splitter.width() * share) for _stretch, share in PANES])
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.controller.close()

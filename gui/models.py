@@ -20,6 +20,7 @@ DOC_ROLE = Qt.ItemDataRole.UserRole + 2
 _Index = QModelIndex | QPersistentModelIndex
 FLAGGED_BRUSH = QBrush(QColor("#fde2e2"))
 OK_BRUSH = QBrush(QColor("#dcfce7"))
+REVIEWED_TEXT = QBrush(QColor("#111827"))
 
 
 class _HeaderedTableModel(QAbstractTableModel):
@@ -234,6 +235,9 @@ class ChunksModel(_HeaderedTableModel):
         if role == Qt.ItemDataRole.BackgroundRole:
             verdict = int(ix.verdict[row])
             return FLAGGED_BRUSH if verdict == FLAGGED else OK_BRUSH if verdict == OK else None
+        if role == Qt.ItemDataRole.ForegroundRole:
+            # Dark text on the light verdict colours whatever the theme (a dark one has light text).
+            return REVIEWED_TEXT if int(ix.verdict[row]) != 0 else None
         if role == Qt.ItemDataRole.TextAlignmentRole and column in (0, 1):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role not in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):

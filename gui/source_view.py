@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QBrush,
@@ -30,6 +32,7 @@ from PySide6.QtGui import (
     QPen,
     QResizeEvent,
     QTextCursor,
+    QTextLine,
 )
 from PySide6.QtWidgets import QPlainTextEdit, QToolTip, QWidget
 
@@ -89,6 +92,7 @@ class SourceView(QPlainTextEdit):
         self._ends: list[int] = []
         self._boundaries: list[int] = []  # UTF-16 positions where a chunk starts or ends, sorted
         self._markers: list[_Marker] = []
+        self._findings: list[_Marker] = []  # the document's finding markers, built once per document
         # Every chunk's shading (UTF-16 start, end, colour), by start. It is painted under the text for
         # the visible lines only: Qt's extra selections (one per chunk and overlap) made every paint
         # of a long document slow, and changing them re-laid out a one-line document whole.
@@ -96,16 +100,18 @@ class SourceView(QPlainTextEdit):
         self._shade_starts: list[int] = []
         self._longest_shade = 0
         self._visible: tuple[tuple[int, ...], tuple[int, int]] | None = None  # (view state, visible range)
+        self._rtl_blocks: dict[int, bool] = {}  # block number → holds right-to-left text
 
     # -- content ---------------------------------------------------------------------------------
 
     def show_document(self, index: ReviewIndex | None, doc: int | None) -> None:
         self.index, self.doc, self.selected_row = index, doc, None
+        self._rtl_blocks = {}
         if index is None or doc is None:
             self.offsets = OffsetMap("")
             self.setPlainText("")
             self._rows, self._starts, self._ends, self._boundaries = range(0), [], [], []
-            self._markers = []
+            self._markers, self._findings = [], []
             self._shades, self._shade_starts = [], []
             return
         text = index.document_text(doc)
@@ -117,39 +123,53 @@ class SourceView(QPlainTextEdit):
         self._ends = [to_utf16(index.end[row]) for row in self._rows]
         self._boundaries = sorted(set(self._starts[1:]) | set(self._ends[:-1]))
         self._shade()
+        self._findings = self._finding_markers()
         self.refresh_states()
 
-    def refresh_states(self) -> None:
-        """Rebuild the margin markers (findings and verdicts) and repaint."""
+    def _finding_markers(self) -> list[_Marker]:
+        """The margin markers of the document's findings (they never change while it is shown)."""
         markers: list[_Marker] = []
         index = self.index
-        if index is not None:
-            for position, row in enumerate(self._rows):
-                codes = index.findings(row)
-                if codes:
-                    start_codes = [c for c in codes if c == "mid_sentence_start"]
-                    end_codes = [c for c in codes if c != "mid_sentence_start"]
-                    explained = dict(index.explain_findings(row))
-                    if start_codes:
-                        markers.append(_Marker(self._starts[position], row, "finding",
-                                               _describe(index, row, start_codes, explained)))
-                    if end_codes:
-                        at = max(self._starts[position], self._ends[position] - 1)
-                        markers.append(_Marker(at, row, "finding", _describe(index, row, end_codes, explained)))
+        if index is None or not len(self._rows):
+            return markers
+        first = self._rows.start
+        for row in np.flatnonzero(index.suspicious[first:self._rows.stop]) + first:
+            row, position = int(row), int(row) - first
+            codes = index.findings(row)
+            start_codes = [c for c in codes if c == "mid_sentence_start"]
+            end_codes = [c for c in codes if c != "mid_sentence_start"]
+            explained = dict(index.explain_findings(row))
+            if start_codes:
+                markers.append(_Marker(self._starts[position], row, "finding",
+                                       _describe(index, row, start_codes, explained)))
+            if end_codes:
+                at = max(self._starts[position], self._ends[position] - 1)
+                markers.append(_Marker(at, row, "finding", _describe(index, row, end_codes, explained)))
+        return markers
+
+    def refresh_states(self) -> None:
+        """Rebuild the margin's verdict markers and repaint (finding markers are built once per document:
+        rebuilding them on every verdict cost 125 ms a key on a document of 20,000 chunks)."""
+        markers: list[_Marker] = list(self._findings)
+        index = self.index
+        if index is not None and len(self._rows):
+            first = self._rows.start
+            for row in np.flatnonzero(index.verdict[first:self._rows.stop]) + first:
+                row, position = int(row), int(row) - first
                 verdict = int(index.verdict[row])
-                if verdict != 0:
-                    state = index.state(row)
-                    if verdict == FLAGGED:
-                        reasons = state.reasons + [f"boundary: {r}" for r in state.boundary_reasons]
-                        text = f"chunk {int(index.chunk_index[row])} flagged: {', '.join(reasons)}"
-                    else:
-                        text = f"chunk {int(index.chunk_index[row])} marked OK by {state.reviewer}"
-                    if state.note:
-                        text += f"\nnote: {state.note}"
-                    # A flag on the boundary is drawn where the boundary is: at the chunk's end.
-                    only_boundary = verdict == FLAGGED and state.boundary_reasons and not state.reasons
-                    at = max(self._starts[position], self._ends[position] - 1) if only_boundary else self._starts[position]
-                    markers.append(_Marker(at, row, "flag" if verdict == FLAGGED else "ok", text))
+                state = index.state(row)
+                if verdict == FLAGGED:
+                    reasons = state.reasons + [f"boundary: {r}" for r in state.boundary_reasons]
+                    text = f"chunk {int(index.chunk_index[row])} flagged: {', '.join(reasons)}"
+                else:
+                    text = f"chunk {int(index.chunk_index[row])} marked OK by {state.reviewer}"
+                if state.note:
+                    text += f"\nnote: {state.note}"
+                # A flag on the boundary is drawn where the boundary is: at the chunk's end.
+                only_boundary = verdict == FLAGGED and state.boundary_reasons and not state.reasons
+                at = max(self._starts[position], self._ends[position] - 1) if only_boundary else self._starts[position]
+                # Drawn after the findings: where markers stack up, the verdict is the one on top.
+                markers.append(_Marker(at, row, "flag" if verdict == FLAGGED else "ok", text))
         self._markers = markers
         self.margin.update()
         self.viewport().update()
@@ -338,6 +358,9 @@ class SourceView(QPlainTextEdit):
                 a, b = max(start, line_start), min(end, line_end)
                 if a > b or (a == b and a == end and a != start):
                     continue
+                if self._has_rtl(block):
+                    rects += _bidi_rects(block, line, geometry, a, b, right_edge if to_edge and end > line_end else None)
+                    continue
                 left = geometry.left() + (line.cursorToX(a - base)[0] if a > line_start else 0.0) + 1
                 if end > line_end:
                     right = right_edge if to_edge else geometry.left() + line.naturalTextWidth() + 1
@@ -348,6 +371,14 @@ class SourceView(QPlainTextEdit):
                     rects.append(QRectF(left, geometry.top() + line.y(), right - left, line.height() + 0.5))
             block = block.next()
         return rects
+
+    def _has_rtl(self, block: Any) -> bool:
+        """Whether ``block`` holds right-to-left text (then its lines are not drawn left to right)."""
+        number = block.blockNumber()
+        if number not in self._rtl_blocks:
+            self._rtl_blocks[number] = block.textDirection() == Qt.LayoutDirection.RightToLeft \
+                or _RTL.search(block.text()) is not None
+        return self._rtl_blocks[number]
 
     # -- margin ----------------------------------------------------------------------------------
 
@@ -448,6 +479,41 @@ class _Margin(QWidget):
         row = self.view.marker_row_at(event.position().toPoint())
         if row is not None:
             self.view.chunk_clicked.emit(row)
+
+
+# Characters of right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, N'Ko, …; their presentation forms
+# and supplementary blocks) and the explicit right-to-left marks, embeddings, overrides and isolates.
+_RTL = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefe\u200f\u202b\u202e\u2067"
+                  "\U00010800-\U00010fff\U0001e800-\U0001efff]")
+
+
+def _bidi_rects(block: Any, line: Any, geometry: QRectF, a: int, b: int, edge: float | None) -> list[QRectF]:
+    """Rectangles of the characters ``a``..``b`` (UTF-16, in ``block``) on ``line`` where the text runs
+    right to left, or both ways: each character's box between its leading and trailing edges, joined
+    where they touch. A logical span can be several pieces on screen. With ``edge`` (the span goes on
+    past the line), the piece holding the line's last character is stretched to the side the line
+    continues on: the left edge in a right-to-left paragraph, ``edge`` otherwise."""
+    base = block.position()
+    pieces: list[list[float]] = []
+    for position in range(a - base, b - base):
+        x1 = line.cursorToX(position, QTextLine.Edge.Leading)[0]
+        x2 = line.cursorToX(position, QTextLine.Edge.Trailing)[0]
+        pieces.append([min(x1, x2), max(x1, x2)])
+    if edge is not None:
+        rtl = block.textDirection() == Qt.LayoutDirection.RightToLeft
+        end_x = line.cursorToX(line.textStart() + line.textLength(), QTextLine.Edge.Leading)[0]
+        pieces.append([0.0, end_x] if rtl else [end_x, edge - geometry.left()])
+    pieces.sort()
+    merged: list[list[float]] = []
+    for left, right in pieces:
+        if right - left <= 0:
+            continue
+        if merged and left <= merged[-1][1] + 0.5:
+            merged[-1][1] = max(merged[-1][1], right)
+        else:
+            merged.append([left, right])
+    top = geometry.top() + line.y()
+    return [QRectF(geometry.left() + left + 1, top, right - left, line.height() + 0.5) for left, right in merged]
 
 
 def _line_index(layout: Any, position: int) -> int:

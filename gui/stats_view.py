@@ -27,18 +27,28 @@ class SizeHistogram(QWidget):
         self.counts = np.zeros(0, dtype=np.int64)
         self.edges = np.zeros(1)
         self.unit = ""
+        self.other_units: dict[str, int] = {}  # chunks measured in another unit, left out, per unit
         self.budgets: list[Budget] = []
         self.setMinimumHeight(150)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
     def set_index(self, index: ReviewIndex | None) -> None:
+        self.other_units = {}
         if index is None or not index.n_chunks:
             self.counts, self.edges, self.budgets = np.zeros(0, dtype=np.int64), np.zeros(1), []
         else:
             self.counts, self.edges = index.size_histogram(40)
             self.unit = index.unit
+            self.other_units = index.other_units()
             self.budgets = [b for b in index.budgets if b.unit == index.unit]
         self.update()
+
+    def title(self) -> str:
+        """"Chunk sizes (tokens)", saying how many chunks in other units are not shown."""
+        if not self.unit:
+            return "Chunk sizes"
+        left_out = "".join(f"; {n:,} chunks in {unit} not shown" for unit, n in sorted(self.other_units.items()))
+        return f"Chunk sizes ({self.unit}{left_out})"
 
     def sizeHint(self) -> QSize:
         return QSize(320, 180)
@@ -51,8 +61,7 @@ class SizeHistogram(QWidget):
         left, right, top, bottom = metrics.horizontalAdvance("00000") + 8, 10, line + 6, line * 2 + 6
         plot = QRectF(left, top, max(10, self.width() - left - right), max(10, self.height() - top - bottom))
         painter.setPen(AXIS)
-        painter.drawText(QRectF(0, 0, self.width(), line + 4), Qt.AlignmentFlag.AlignCenter,
-                         f"Chunk sizes ({self.unit})" if self.unit else "Chunk sizes")
+        painter.drawText(QRectF(0, 0, self.width(), line + 4), Qt.AlignmentFlag.AlignCenter, self.title())
         if not len(self.counts):
             painter.drawText(plot, Qt.AlignmentFlag.AlignCenter, "no chunks")
             painter.end()

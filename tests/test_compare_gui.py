@@ -133,3 +133,65 @@ def test_select_text_and_keep_it_together(qtbot, tmp_path: Path) -> None:  # typ
     spans = [(r["start"], r["end"]) for r in Snapshot.open(result.snapshot).chunks(["doc_id", "start", "end"]).to_pylist()
              if r["doc_id"] == DOC]
     assert any(a <= constraint.start and b >= constraint.end for a, b in spans)
+
+
+def test_selecting_a_resolved_chunk_flag_scrolls_both_sides_to_the_chunk(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Only boundary flags have a position; selecting a resolved flag on a chunk deep in a document left
+    both sides at the top, far from what was flagged and changed."""
+    long_doc = "# Long\n\n" + "".join(f"Paragraph {i} has a few words about tents and stoves.\n\n" for i in range(600))
+    first = Snapshot.open(build_dataset(tmp_path, extra={"long/paragraphs.md": long_doc}))
+    doc_id = "long/paragraphs.md"
+    rows = [r for r in first.chunks(["doc_id", "chunk_id", "chunk_index", "start"]).to_pylist() if r["doc_id"] == doc_id]
+    deep = rows[len(rows) * 3 // 4]
+    sha = first.documents(["doc_id", "sha256"], [doc_id]).to_pylist()[0]["sha256"]
+    with Ledger(ledger_path(first.path)) as ledger:
+        ledger.flag(Target("fixture-kb", 1, first.number, doc_id, sha, deep["chunk_id"], deep["chunk_index"]),
+                    "too_large", reviewer="tester")
+    manifest_config = first.manifest["config"]
+    result = reprocess_snapshot(load_config_text(manifest_config["text"], Path(manifest_config["path"])))
+    assert result.snapshot is not None
+    window = CompareWindow(first.path, result.snapshot, doc_id)
+    qtbot.addWidget(window)
+    window.resize(1000, 600)
+    window.show()
+    qtbot.waitExposed(window)
+    assert window.left.verticalScrollBar().value() == 0
+    window.decisions.setCurrentRow(0)  # the resolved flag on chunk `deep`
+    position = window.left.offsets.to_utf16(deep["start"])
+    for side in (window.left, window.right):
+        first_visible, last_visible = side._visible_range()
+        assert first_visible <= position <= last_visible
+
+
+def test_compare_paints_only_the_moved_boundaries_on_screen(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Each paint of a compare side placed a red bar for every moved boundary of the document with Qt's
+    cursorRect, which walks the line up to the position: after a flag early in a 1 MB one-line
+    document moved all 2,631 boundaries, every paint took half a second (and grows with the square
+    of the document). Only the bars of the lines on screen are placed now."""
+    doc_id = "long/one-line.md"
+    first = Snapshot.open(build_dataset(tmp_path, extra={doc_id: "word " * 60_000}))
+    chunk = [r for r in first.chunks(["doc_id", "chunk_id", "chunk_index"]).to_pylist()
+             if r["doc_id"] == doc_id and r["chunk_index"] == 0][0]
+    sha = first.documents(["doc_id", "sha256"], [doc_id]).to_pylist()[0]["sha256"]
+    with Ledger(ledger_path(first.path)) as ledger:
+        ledger.flag(Target("fixture-kb", 1, first.number, doc_id, sha, chunk["chunk_id"], 0), "too_large", reviewer="t")
+    manifest_config = first.manifest["config"]
+    result = reprocess_snapshot(load_config_text(manifest_config["text"], Path(manifest_config["path"])))
+    window = CompareWindow(first.path, result.snapshot, doc_id)
+    qtbot.addWidget(window)
+    window.resize(1000, 600)
+    window.show()
+    qtbot.waitExposed(window)
+    assert len(window.moved_b) > 300
+    view = window.right
+    first_visible, last_visible = view._visible_range()
+    on_screen = [p for p in view._moved_utf16 if first_visible <= p <= last_visible]
+    assert on_screen
+    placed: list[int] = []
+    cursor_rect, position_rect = view.cursorRect, view._position_rect
+    view.cursorRect = lambda *args: placed.append(-1) or cursor_rect(*args)  # type: ignore[method-assign]
+    view._position_rect = lambda position: placed.append(position) or position_rect(position)  # type: ignore[method-assign]
+    view.grab()
+    assert -1 not in placed or len(placed) < 60
+    assert all(first_visible <= p <= last_visible for p in placed)  # nothing is placed off screen
+    assert set(on_screen) <= set(placed)
