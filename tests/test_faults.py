@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_flow import SAMPLE, chunk_ids, run_cli, write_config
+from test_flow import SAMPLE, chunk_ids, one_document_source, run_cli, write_config
 
 from chunking.dataset import MANIFEST, SnapshotWriter, list_snapshots
 
@@ -84,10 +84,7 @@ def test_random_sigkill_loop(prefect_server, tmp_path):
 
 
 def test_full_disk_fails_clearly_and_keeps_the_previous_snapshot(prefect_server, tmp_path, monkeypatch, capsys):
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "a.md").write_text("# A\n\nSome text here.\n", encoding="utf-8")
-    output = tmp_path / "out"
+    source, output = one_document_source(tmp_path)
     config = write_config(tmp_path, source, output)
     assert run_cli("run", str(config)) == 0
     version_path = output / "kb" / "v1"
@@ -119,10 +116,7 @@ def test_transient_error_in_a_batch_is_retried(prefect_server, tmp_path, monkeyp
     """A batch whose first attempt fails with an I/O error succeeds on Prefect's task retry."""
     import flows.run as run_module
 
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "a.md").write_text("# A\n\nSome text here.\n", encoding="utf-8")
-    output = tmp_path / "out"
+    source, output = one_document_source(tmp_path)
     calls: list[int] = []
     real = run_module.chunk_files
 

@@ -57,6 +57,14 @@ def chunk_ids(snapshot: Path) -> dict[str, list[str]]:
     return out
 
 
+def one_document_source(tmp_path: Path) -> tuple[Path, Path]:
+    """``tmp_path/src`` holding one short Markdown file, and the output folder ``tmp_path/out``."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.md").write_text("# A\n\nSome text here.\n", encoding="utf-8")
+    return source, tmp_path / "out"
+
+
 def first_sample_run(tmp_path: Path) -> tuple[Path, Path, Path, Snapshot]:
     """The sample corpus copied to ``tmp_path/src`` and run once: (source, output, config, snapshot)."""
     source = tmp_path / "src"
@@ -149,10 +157,7 @@ def test_kept_documents_are_those_not_read_and_those_under_an_unlistable_folder(
 
 
 def test_changed_config_under_same_version_is_refused(prefect_server, tmp_path, capsys):
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "a.md").write_text("# A\n\nSome text here.\n", encoding="utf-8")
-    output = tmp_path / "out"
+    source, output = one_document_source(tmp_path)
     assert run_cli("run", str(write_config(tmp_path, source, output))) == 0
     capsys.readouterr()
     assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 1
@@ -170,10 +175,7 @@ def test_an_unchanged_config_after_an_algorithm_change_is_refused_for_what_it_is
     import chunking.config
     import chunking.pipeline
 
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "a.md").write_text("# A\n\nSome text here.\n", encoding="utf-8")
-    output = tmp_path / "out"
+    source, output = one_document_source(tmp_path)
     config = write_config(tmp_path, source, output)
     assert run_cli("run", str(config)) == 0
     capsys.readouterr()
