@@ -320,3 +320,25 @@ def test_cli_rejects_an_impossible_number_of_workers(capsys, value, message):
         main(["run", "x.yaml", "--task-runner", "process", "--workers", value])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_ctrl_c_while_the_forkserver_imports_prints_no_traceback():
+    """Ctrl+C in the first seconds of a process or Dask run reaches the forkserver while it imports
+    Prefect (``flows._preload``): it printed a 40-line KeyboardInterrupt traceback above chunkyard's
+    one line. The import now finishes (the flow process reports the interrupt and ends it)."""
+    script = textwrap.dedent("""
+        import os, signal, sys
+        class InterruptDuringImport:  # a deterministic Ctrl+C in the middle of the preload's imports
+            def find_spec(self, name, path=None, target=None):
+                if name == "prefect.task_engine":
+                    os.kill(os.getpid(), signal.SIGINT)
+                return None
+        sys.meta_path.insert(0, InterruptDuringImport())
+        import flows._preload
+        from flows.workers import end_quietly_on_interrupt
+        print("handler kept:", signal.getsignal(signal.SIGINT) is end_quietly_on_interrupt)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr, result.stderr[-2000:]
+    assert result.returncode == 0
+    assert result.stdout.strip() == "handler kept: True"
