@@ -266,8 +266,11 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
             if forkserver_available() and start_forkserver():
                 settings = {"distributed.worker.multiprocessing-method": "forkserver"}
             with dask.config.set(settings):
-                yield DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
-                                                     "processes": True, "dashboard_address": None})
+                # No dashboard; the scheduler's HTTP server (which ``dashboard_address: None`` leaves on
+                # 8787 of every interface, with a warning when that port is taken) on a free loopback port.
+                yield DaskTaskRunner(cluster_kwargs={
+                    "n_workers": workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None,
+                    "scheduler_kwargs": {"dashboard": False, "dashboard_address": "127.0.0.1:0"}})
         else:
             raise ValueError(f"unknown task runner {name!r} (use one of: {', '.join(TASK_RUNNERS)})")
 

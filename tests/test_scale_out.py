@@ -342,3 +342,22 @@ def test_ctrl_c_while_the_forkserver_imports_prints_no_traceback():
     assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr, result.stderr[-2000:]
     assert result.returncode == 0
     assert result.stdout.strip() == "handler kept: True"
+
+
+def test_a_local_dask_cluster_does_not_take_port_8787(monkeypatch):
+    """``dashboard_address: None`` turns the dashboard off, but the scheduler still starts its HTTP
+    server on 8787 of every interface: with that port taken (another cluster, a user's scheduler)
+    each run warned "Port 8787 is already in use ... Hosting the HTTP server on port N instead". A
+    local cluster's scheduler listens on a free loopback port instead, with no dashboard."""
+    import contextlib
+
+    import flows.server
+    import flows.workers
+    from flows.run import task_runner_for
+
+    monkeypatch.setattr(flows.server, "prefect_server", lambda **kwargs: contextlib.nullcontext("http://x/api"))
+    monkeypatch.setattr(flows.workers, "forkserver_available", lambda: False)
+    with task_runner_for("dask", 2, None) as runner:
+        scheduler = runner.cluster_kwargs.get("scheduler_kwargs", {})
+    assert scheduler.get("dashboard") is False
+    assert scheduler.get("dashboard_address") == "127.0.0.1:0"
