@@ -431,13 +431,23 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
 
 class _NoTraceback:
-    """A logging filter that keeps Prefect's error lines but drops their tracebacks on the console.
+    """A logging filter that keeps Prefect's error lines but drops their tracebacks on the console,
+    and drops the flow-run lines that only repeat the failure chunkyard reports (``SAID_BY_CHUNKYARD``).
 
     chunkyard prints one clear line for a failure; the traceback stays available with --debug (and in
     the Prefect UI when a real server is used).
     """
 
+    # Prefect's flow-run logger reports the exception that ends the flow ("Encountered exception
+    # during execution: RunRefused(...)") and a Ctrl+C ("Crash detected! Execution was aborted by an
+    # interrupt signal."); chunkyard prints each of these itself, in one line.
+    SAID_BY_CHUNKYARD = ("Encountered exception during execution",
+                         "Crash detected! Execution was aborted by an interrupt signal")
+
     def filter(self, record) -> bool:  # noqa: ANN001 - logging.LogRecord
+        if record.name.startswith("prefect.flow_runs") and isinstance(record.msg, str) and \
+                record.msg.startswith(self.SAID_BY_CHUNKYARD):
+            return False
         if record.exc_info or record.exc_text:
             record.exc_info, record.exc_text = None, None
         return True
