@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
+    if args.command == "run" and args.address and args.task_runner != "dask":
+        # Otherwise ignored: the run would go on here while the operator believes their cluster ran it.
+        args.usage_error("--address names a Dask scheduler: add --task-runner dask")
     interrupted, restore = _note_interrupts()
     _SERVER.interrupted = interrupted
     try:
@@ -117,9 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--task-runner", choices=["thread", "process", "dask"], default="thread",
                      help="thread (default), process (every core of this machine) or dask")
     run.add_argument("--workers", type=_positive_int, help="worker processes for process/dask (default: every core)")
-    run.add_argument("--address", help="a Dask scheduler address (tcp://host:8786); default: a local cluster")
+    run.add_argument("--address", help="with --task-runner dask: a Dask scheduler address (tcp://host:8786); "
+                                      "default: a local cluster")
     run.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
-    run.set_defaults(handler=cmd_run)
+    run.set_defaults(handler=cmd_run, usage_error=run.error)
 
     schedule = sub.add_parser("schedule", help="serve the chunking flow on the config's cron schedule")
     schedule.add_argument("config", type=Path)

@@ -361,3 +361,15 @@ def test_a_local_dask_cluster_does_not_take_port_8787(monkeypatch):
         scheduler = runner.cluster_kwargs.get("scheduler_kwargs", {})
     assert scheduler.get("dashboard") is False
     assert scheduler.get("dashboard_address") == "127.0.0.1:0"
+
+
+@pytest.mark.parametrize("runner", [[], ["--task-runner", "thread"], ["--task-runner", "process"]])
+def test_cli_refuses_a_dask_address_without_the_dask_runner(capsys, runner):
+    """``--address tcp://...`` without ``--task-runner dask`` was ignored: the run went on in local
+    threads (or processes) and the operator believed their cluster had done it."""
+    from flows.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "x.yaml", *runner, "--address", "tcp://127.0.0.1:8786"])
+    assert exit_info.value.code == 2
+    assert "--address names a Dask scheduler: add --task-runner dask" in capsys.readouterr().err
