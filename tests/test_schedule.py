@@ -162,3 +162,24 @@ def test_only_files_prefect_reads_settings_from_make_it_import_prefect_first(tmp
     (tmp_path / "pyproject.toml").unlink()
     (tmp_path / ".env").write_text("PREFECT_API_URL=http://127.0.0.1:1/api\n")
     assert _may_configure_prefect()
+
+
+def test_a_scheduled_run_says_what_it_wrote_and_why_it_failed_in_one_line(prefect_server, tmp_path, capsys):
+    """What the console of `chunkyard schedule` shows per run. A run that published said nothing at all;
+    a refused one (the config edited under the same version while served) printed 133 lines: three
+    tracebacks of the same RunRefused (the inner flow, the scheduled flow, Prefect's engine)."""
+    from flows.schedule import scheduled_run
+
+    config = write_config(tmp_path)
+    scheduled_run(str(config))
+    out = capsys.readouterr().out
+    assert f"Wrote {tmp_path / 'out' / 'nightly' / 'v1' / '0001'} (full snapshot 1 of nightly v1):" in out, out
+
+    config.write_text(config.read_text().replace("max_size: 800", "max_size: 700"), encoding="utf-8")
+    with pytest.raises(Exception, match="bump `version`"):
+        scheduled_run(str(config))
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err, captured.err[-3000:]
+    lines = captured.err.strip().splitlines()
+    assert lines[0].startswith(f"chunkyard: scheduled run of {config} failed: config changed since "), lines
+    assert len(lines) <= 2, lines  # and Prefect's "Engine execution exited with unexpected exception"
