@@ -373,3 +373,27 @@ def test_cli_refuses_a_dask_address_without_the_dask_runner(capsys, runner):
         main(["run", "x.yaml", *runner, "--address", "tcp://127.0.0.1:8786"])
     assert exit_info.value.code == 2
     assert "--address names a Dask scheduler: add --task-runner dask" in capsys.readouterr().err
+
+
+def test_an_unreachable_dask_scheduler_is_named_in_one_line(prefect_server, tmp_path, capsys, monkeypatch):
+    """It read "chunkyard: unexpected error: OSError: Timed out trying to connect to tcp://... after 30 s
+    (rerun with --debug for details)", as if chunkyard had a bug."""
+    import dask
+
+    from flows.cli import main
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = tmp_path / "c.yaml"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.md").write_text("# A\n\nText.\n", encoding="utf-8")
+    config.write_text(f"name: kb\nversion: 1\nsource: {{path: {tmp_path / 'src'}}}\n"
+                      f"output: {{path: {tmp_path / 'out'}}}\n", encoding="utf-8")
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        code = main(["run", str(config), "--task-runner", "dask", "--address", f"tcp://127.0.0.1:{port}"])
+    assert code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"chunkyard: error: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}: "), lines
+    assert not (tmp_path / "out" / "kb" / "v1").is_dir() or not any((tmp_path / "out" / "kb" / "v1").iterdir())
