@@ -430,6 +430,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         schedule = config.model.schedule
         print(f"Serving {deployment_name(config)} on '{schedule.cron}' ({schedule.timezone}) via {api_url}; "
               "Ctrl+C stops it", flush=True)
+        print(f"  to run it now, from another shell: PREFECT_API_URL={api_url} prefect deployment run "
+              f"'chunkyard-scheduled/{deployment_name(config)}'", flush=True)
         serve(config)
     return EXIT_OK
 

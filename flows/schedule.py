@@ -69,4 +69,6 @@ def serve(config: Config) -> None:
     """Serve the config's deployment until interrupted (blocks)."""
     from prefect import serve as prefect_serve
 
-    prefect_serve(build_deployment(config), print_starting_message=True)
+    # Not Prefect's banner: it links to a UI that chunkyard's server runs without, and its
+    # `prefect deployment run` reaches this server only with PREFECT_API_URL (the CLI prints that line).
+    prefect_serve(build_deployment(config), print_starting_message=False)

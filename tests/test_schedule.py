@@ -183,3 +183,27 @@ def test_a_scheduled_run_says_what_it_wrote_and_why_it_failed_in_one_line(prefec
     lines = captured.err.strip().splitlines()
     assert lines[0].startswith(f"chunkyard: scheduled run of {config} failed: config changed since "), lines
     assert len(lines) <= 2, lines  # and Prefect's "Engine execution exited with unexpected exception"
+
+
+def test_schedule_prints_how_to_trigger_a_run_on_its_server_not_prefects_dead_ui_link(tmp_path, monkeypatch,
+                                                                                      capsys):
+    """Prefect's banner advertised "the Prefect UI: http://127.0.0.1:PORT/deployments" (chunkyard's server
+    runs with the UI off: that page does not exist) and `prefect deployment run [DEPLOYMENT_NAME]`, which
+    from another shell reaches another server unless PREFECT_API_URL names this one."""
+    import contextlib
+
+    import prefect
+
+    import flows.server
+    from flows.cli import main
+
+    served = {}
+    monkeypatch.setattr(flows.server, "prefect_server", lambda *a, **k: contextlib.nullcontext("http://127.0.0.1:9/api"))
+    monkeypatch.setattr(prefect, "serve", lambda *deployments, **options: served.update(options))
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    assert main(["schedule", str(write_config(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert served.get("print_starting_message") is False
+    assert "Prefect UI" not in out
+    assert ("PREFECT_API_URL=http://127.0.0.1:9/api prefect deployment run 'chunkyard-scheduled/nightly-v1'"
+            in out), out
