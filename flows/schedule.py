@@ -29,7 +29,11 @@ def scheduled_run(config_path: str) -> dict:
     """
     from flows.cli import _one_line_prefect_errors
     from flows.run import chunk_corpus
+    from flows.workers import end_with_parent
 
+    # A `chunkyard schedule` killed with kill -9 takes the run with it (nothing is published; the
+    # staging folder goes at the next run) rather than leaving it to publish and retry a dead server.
+    end_with_parent()
     _one_line_prefect_errors()
     try:
         config = load_config(config_path)

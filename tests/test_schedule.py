@@ -207,3 +207,53 @@ def test_schedule_prints_how_to_trigger_a_run_on_its_server_not_prefects_dead_ui
     assert "Prefect UI" not in out
     assert ("PREFECT_API_URL=http://127.0.0.1:9/api prefect deployment run 'chunkyard-scheduled/nightly-v1'"
             in out), out
+
+
+def test_a_scheduled_runs_process_ends_when_chunkyard_schedule_is_killed(tmp_path):
+    """`kill -9` of `chunkyard schedule` during a scheduled run left the run's process (`python -m
+    prefect.engine`, started by Prefect's runner) chunking on for a minute and more, publishing a snapshot
+    after the operator had stopped the schedule, then retrying its dead server. ``scheduled_run`` now
+    watches its parent (whichever thread started it) and ends with it; its staging folder is removed
+    by the next run."""
+    child = textwrap.dedent("""
+        import time
+        from flows.workers import end_with_parent
+        end_with_parent(interval=0.1)
+        print("watching", flush=True)
+        time.sleep(60)
+    """)
+    parent = textwrap.dedent(f"""
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", {child!r}], stdout=subprocess.PIPE, text=True)
+        print(child.pid, child.stdout.readline().strip(), flush=True)
+        time.sleep(60)
+    """)
+    process = subprocess.Popen([sys.executable, "-c", parent], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    pid_text, state = process.stdout.readline().split(" ", 1)
+    child_pid = int(pid_text)
+    assert state.strip() == "watching"
+    process.kill()
+    process.wait()
+
+    def running(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while running(child_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert not running(child_pid), "the child outlived its killed parent"
+    finally:
+        if running(child_pid):
+            os.kill(child_pid, signal.SIGKILL)
+
+
+def test_the_scheduled_flow_ends_with_its_parent():
+    import inspect
+
+    from flows.schedule import scheduled_run
+
+    assert "end_with_parent()" in inspect.getsource(scheduled_run.fn)
