@@ -264,6 +264,38 @@ _CRON_ITEM = r"(?:\*|\?|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/[0-9]+)?"
 _CRON_FIELD = re.compile(rf"^{_CRON_ITEM}(?:,{_CRON_ITEM})*$")
 
 
+# Per cron field: its name, its range, and the names it accepts (months, week days; L = last day).
+_CRON_FIELDS = (
+    ("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {"L": None}),
+    ("month", 1, 12, {name: number for number, name in enumerate(
+        "JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split(), start=1)}),
+    ("day of week", 0, 7, {name: number for number, name in enumerate("SUN MON TUE WED THU FRI SAT".split())}),
+)
+
+
+def _cron_field_problem(index: int, text: str) -> str | None:
+    """What is wrong with one field of a cron expression whose shape is right (``_CRON_FIELD``), or None.
+
+    The shape alone let ``61 * * * *`` through to Prefect, which refused it only when a deployment
+    was served."""
+    label, low, high, names = _CRON_FIELDS[index]
+    for item in text.split(","):
+        values, _, step = item.partition("/")
+        if step and int(step) < 1:
+            return f"{label} step {step} must be at least 1"
+        if values in ("*", "?"):
+            continue
+        for value in values.split("-"):
+            if value.upper() in names:
+                continue
+            if not value.isdigit():
+                kind = "a number or a name" if len(names) > 1 else "a number"
+                return f"{label} {value!r} is not {kind}"
+            if not low <= int(value) <= high:
+                return f"{label} {int(value)} is out of range {low}-{high}"
+    return None
+
+
 class ScheduleConfig(_Strict):
     cron: str
     timezone: str = "UTC"
@@ -275,6 +307,10 @@ class ScheduleConfig(_Strict):
             raise ValueError(
                 f"cron: not a 5-field cron expression (minute hour day month weekday): {self.cron!r}"
             )
+        for index, text in enumerate(fields):
+            problem = _cron_field_problem(index, text)
+            if problem:
+                raise ValueError(f"cron: {problem} in {self.cron!r}")
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
         try:

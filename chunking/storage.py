@@ -188,7 +188,10 @@ def read_parquet(path: Location, **options: Any) -> pa.Table:
 
 def parquet_writer(path: Location, schema: pa.Schema, compression: str) -> pq.ParquetWriter:
     if isinstance(path, StoragePath):
-        return pq.ParquetWriter(path.path, schema, filesystem=path.filesystem, compression=compression)
+        try:  # the first request that writes: a missing bucket, a denied write, ... surface here
+            return pq.ParquetWriter(path.path, schema, filesystem=path.filesystem, compression=compression)
+        except (OSError, pa.ArrowException) as exc:
+            raise DatasetError(f"{path}: cannot write: {exc}") from None
     return pq.ParquetWriter(path, schema, compression=compression)
 
 

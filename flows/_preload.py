@@ -10,14 +10,19 @@ import contextlib
 import os
 import signal
 
-import prefect.context  # noqa: F401
-import prefect.task_engine  # noqa: F401
-import prefect.task_runners  # noqa: F401
-from prefect.plugins import load_prefect_collections
+# Ctrl+C reaches the forkserver too (the terminal's process group) and, while it imports, would print
+# a KeyboardInterrupt traceback above chunkyard's one line: the flow process reports the interrupt,
+# and this process ends with it (die_with_parent). The handler for forked workers is set at the end.
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-import flows.run  # noqa: F401  (the task's module; unpickling a task imports it)
-from chunking.units import get_tokenizer
-from flows.workers import die_with_parent, end_quietly_on_interrupt, orphaned
+import prefect.context  # noqa: E402, F401
+import prefect.task_engine  # noqa: E402, F401
+import prefect.task_runners  # noqa: E402, F401
+from prefect.plugins import load_prefect_collections  # noqa: E402
+
+import flows.run  # noqa: E402, F401  (the task's module; unpickling a task imports it)
+from chunking.units import get_tokenizer  # noqa: E402
+from flows.workers import die_with_parent, end_quietly_on_interrupt, orphaned  # noqa: E402
 
 # The forkserver ends with the flow's process, and each worker with the forkserver (init_worker).
 die_with_parent()

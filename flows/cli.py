@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
+    if args.command == "run" and args.address and args.task_runner != "dask":
+        # Otherwise ignored: the run would go on here while the operator believes their cluster ran it.
+        args.usage_error("--address names a Dask scheduler: add --task-runner dask")
     interrupted, restore = _note_interrupts()
     _SERVER.interrupted = interrupted
     try:
@@ -117,9 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--task-runner", choices=["thread", "process", "dask"], default="thread",
                      help="thread (default), process (every core of this machine) or dask")
     run.add_argument("--workers", type=_positive_int, help="worker processes for process/dask (default: every core)")
-    run.add_argument("--address", help="a Dask scheduler address (tcp://host:8786); default: a local cluster")
+    run.add_argument("--address", help="with --task-runner dask: a Dask scheduler address (tcp://host:8786); "
+                                      "default: a local cluster")
     run.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
-    run.set_defaults(handler=cmd_run)
+    run.set_defaults(handler=cmd_run, usage_error=run.error)
 
     schedule = sub.add_parser("schedule", help="serve the chunking flow on the config's cron schedule")
     schedule.add_argument("config", type=Path)
@@ -433,18 +437,30 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         schedule = config.model.schedule
         print(f"Serving {deployment_name(config)} on '{schedule.cron}' ({schedule.timezone}) via {api_url}; "
               "Ctrl+C stops it", flush=True)
+        print(f"  to run it now, from another shell: PREFECT_API_URL={api_url} prefect deployment run "
+              f"'chunkyard-scheduled/{deployment_name(config)}'", flush=True)
         serve(config)
     return EXIT_OK
 
 
 class _NoTraceback:
-    """A logging filter that keeps Prefect's error lines but drops their tracebacks on the console.
+    """A logging filter that keeps Prefect's error lines but drops their tracebacks on the console,
+    and drops the flow-run lines that only repeat the failure chunkyard reports (``SAID_BY_CHUNKYARD``).
 
     chunkyard prints one clear line for a failure; the traceback stays available with --debug (and in
     the Prefect UI when a real server is used).
     """
 
+    # Prefect's flow-run logger reports the exception that ends the flow ("Encountered exception
+    # during execution: RunRefused(...)") and a Ctrl+C ("Crash detected! Execution was aborted by an
+    # interrupt signal."); chunkyard prints each of these itself, in one line.
+    SAID_BY_CHUNKYARD = ("Encountered exception during execution",
+                         "Crash detected! Execution was aborted by an interrupt signal")
+
     def filter(self, record) -> bool:  # noqa: ANN001 - logging.LogRecord
+        if record.name.startswith("prefect.flow_runs") and isinstance(record.msg, str) and \
+                record.msg.startswith(self.SAID_BY_CHUNKYARD):
+            return False
         if record.exc_info or record.exc_text:
             record.exc_info, record.exc_text = None, None
         return True

@@ -266,8 +266,11 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
             if forkserver_available() and start_forkserver():
                 settings = {"distributed.worker.multiprocessing-method": "forkserver"}
             with dask.config.set(settings):
-                yield DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
-                                                     "processes": True, "dashboard_address": None})
+                # No dashboard; the scheduler's HTTP server (which ``dashboard_address: None`` leaves on
+                # 8787 of every interface, with a warning when that port is taken) on a free loopback port.
+                yield DaskTaskRunner(cluster_kwargs={
+                    "n_workers": workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None,
+                    "scheduler_kwargs": {"dashboard": False, "dashboard_address": "127.0.0.1:0"}})
         else:
             raise ValueError(f"unknown task runner {name!r} (use one of: {', '.join(TASK_RUNNERS)})")
 
@@ -283,7 +286,8 @@ def run(config: Config, source: Path | None = None, output: str | Path | None = 
     # A thread runner gains nothing from more threads (the GIL); parallel runners use every core.
     workers = workers or (1 if task_runner == "thread" else default_workers())
     with task_runner_for(task_runner, workers, address) as runner, \
-            temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+            temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}), \
+            _scheduler_named(address if task_runner == "dask" else None):
         # The heartbeat thread adds about a second at exit; a batch job does not need it.
         return chunk_corpus.with_options(task_runner=runner)(
             config.text,
@@ -295,3 +299,18 @@ def run(config: Config, source: Path | None = None, output: str | Path | None = 
             workers=workers,
             task_runner=task_runner,
         )
+
+
+@contextlib.contextmanager
+def _scheduler_named(address: str | None) -> Iterator[None]:
+    """A Dask scheduler that cannot be reached (distributed: ``OSError: Timed out trying to connect to
+    ADDRESS after 30 s``) is a failure to say plainly, not an unexpected error."""
+    try:
+        yield
+    except OSError as exc:
+        if address and not exc.strerror and str(exc).startswith("Timed out trying to connect to"):
+            from chunking.errors import ChunkyardError
+
+            raise ChunkyardError(f"cannot reach the Dask scheduler at {address}: {exc} (nothing was published)") \
+                from exc
+        raise

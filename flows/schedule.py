@@ -9,6 +9,7 @@ same version is refused rather than silently mixed into the dataset.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from prefect import flow
@@ -21,12 +22,31 @@ from chunking.errors import ChunkyardError
 
 @flow(name="chunkyard-scheduled", flow_run_name="scheduled {config_path}")
 def scheduled_run(config_path: str) -> dict:
-    """One scheduled run: chunk the config's source into the next snapshot; returns the counts."""
-    from flows.run import chunk_corpus
+    """One scheduled run: chunk the config's source into the next snapshot; returns the counts.
 
-    config = load_config(config_path)
-    result = chunk_corpus(config.text, str(config.path), config_name=f"{config.name} v{config.version}")
-    return {"snapshot": str(result.snapshot), "counts": result.manifest["counts"]}
+    The console of ``chunkyard schedule`` (which shows this process's output) gets one line per run:
+    what was written, or why the run failed; the tracebacks stay in Prefect's records of the run.
+    """
+    from flows.cli import _one_line_prefect_errors
+    from flows.run import chunk_corpus
+    from flows.workers import end_with_parent
+
+    # A `chunkyard schedule` killed with kill -9 takes the run with it (nothing is published; the
+    # staging folder goes at the next run) rather than leaving it to publish and retry a dead server.
+    end_with_parent()
+    _one_line_prefect_errors()
+    try:
+        config = load_config(config_path)
+        result = chunk_corpus(config.text, str(config.path), config_name=f"{config.name} v{config.version}")
+    except Exception as exc:
+        print(f"chunkyard: scheduled run of {config_path} failed: {exc}", file=sys.stderr, flush=True)
+        raise
+    manifest, counts = result.manifest, result.manifest["counts"]
+    print(f"Wrote {result.snapshot} ({manifest['kind']} snapshot {manifest['snapshot']} of {manifest['name']} "
+          f"v{manifest['version']}): {counts['documents']} documents ({counts['new']} new, {counts['changed']} "
+          f"changed, {counts['reused']} reused, {counts['removed']} removed, {counts['skipped']} skipped), "
+          f"{counts['chunks']} chunks", flush=True)
+    return {"snapshot": str(result.snapshot), "counts": counts}
 
 
 def deployment_name(config: Config) -> str:
@@ -53,4 +73,6 @@ def serve(config: Config) -> None:
     """Serve the config's deployment until interrupted (blocks)."""
     from prefect import serve as prefect_serve
 
-    prefect_serve(build_deployment(config), print_starting_message=True)
+    # Not Prefect's banner: it links to a UI that chunkyard's server runs without, and its
+    # `prefect deployment run` reaches this server only with PREFECT_API_URL (the CLI prints that line).
+    prefect_serve(build_deployment(config), print_starting_message=False)

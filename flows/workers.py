@@ -98,6 +98,33 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
+_WATCHING: list[int] = []  # the parent pid being watched by ``end_with_parent`` in this process
+
+
+def end_with_parent(interval: float = 1.0) -> None:
+    """End this process at once once its parent has died, checked every ``interval`` s.
+
+    For a process whose parent started it from a thread that may not be its main one (Prefect's
+    runner starts each flow run of ``chunkyard schedule``), where ``die_with_parent``'s kernel signal,
+    which fires when that *thread* ends, could stop a healthy run. Not SIGTERM: Prefect's engine
+    turns it into a crash it then retries to report to the dead server. Once per process.
+    """
+    import threading
+    import time
+
+    if _WATCHING or orphaned():
+        return
+    parent = os.getppid()
+    _WATCHING.append(parent)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(1)  # like the kill -9 that ended the parent: a staging folder is removed by the next run
+
+    threading.Thread(target=watch, name="chunkyard-end-with-parent", daemon=True).start()
+
+
 def orphaned() -> bool:
     """Whether the parent died before ``die_with_parent`` took effect (adopted by init)."""
     return sys.platform.startswith("linux") and os.getppid() == 1

@@ -528,3 +528,30 @@ def test_cli_validate_default_config_is_ok() -> None:
     result = validate(ROOT / "config" / "default.yaml")
     assert result.returncode == 0, result.stderr
     assert "ok" in result.stdout and "northwind-kb" in result.stdout
+
+
+@pytest.mark.parametrize("cron, problem", [
+    ("61 * * * *", "minute 61 is out of range 0-59"),
+    ("0 24 * * *", "hour 24 is out of range 0-23"),
+    ("0 2 0 * *", "day of month 0 is out of range 1-31"),
+    ("0 2 * 13 *", "month 13 is out of range 1-12"),
+    ("0 2 * * 8", "day of week 8 is out of range 0-7"),
+    ("*/0 * * * *", "minute step 0 must be at least 1"),
+    ("0 5-70 * * *", "hour 70 is out of range 0-23"),
+    ("foo 2 * * *", "minute 'foo' is not a number"),
+    ("0 2 * * FOO", "day of week 'FOO' is not a number or a name"),
+])
+def test_a_cron_out_of_range_is_refused_with_its_line(tmp_path, cron, problem):
+    """``61 * * * *`` passed `validate` (only the shape was checked); `chunkyard schedule` then started a
+    Prefect server, printed "Serving ... Ctrl+C stops it" and failed with "unexpected error: ValueError:
+    Invalid cron string" (exit 1)."""
+    path = write(tmp_path, BASE + f"schedule: {{cron: '{cron}', timezone: UTC}}\n")
+    found = messages(path)
+    assert len(found) == 1 and ":9: schedule" in found[0] and problem in found[0], found
+
+
+@pytest.mark.parametrize("cron", ["0 2 * * *", "*/15 0-23/2 1,15 JAN-DEC MON-FRI", "0 0 L * *", "0 0 * * 7",
+                                  "59 23 31 12 0", "0 0 ? * SUN", "30 4 1-7 */3 *"])
+def test_valid_crons_are_accepted(tmp_path, cron):
+    config = load_config(write(tmp_path, BASE + f"schedule: {{cron: '{cron}', timezone: UTC}}\n"))
+    assert config.model.schedule.cron == cron

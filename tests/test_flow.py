@@ -156,6 +156,37 @@ def test_kept_documents_are_those_not_read_and_those_under_an_unlistable_folder(
                           previous) == sorted(previous)
 
 
+def test_a_failed_run_says_why_in_one_line_without_prefects_copy(prefect_server, tmp_path, capsys):
+    """A run that fails inside the flow (here: a changed config under its version) printed Prefect's
+    flow-run ERROR line, "Encountered exception during execution: RunRefused('config changed ...')",
+    above chunkyard's own line saying the same: two lines for one failure (likewise a full disk, an
+    unreachable Dask scheduler or bucket). chunkyard's line is the only one now."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.md").write_text("# A\n\nSome text here.\n", encoding="utf-8")
+    output = tmp_path / "out"
+    assert run_cli("run", str(write_config(tmp_path, source, output))) == 0
+    capsys.readouterr()
+    assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("chunkyard: error: config changed since "), lines
+
+
+def test_prefects_copy_of_an_interrupt_is_not_shown_either():
+    """Ctrl+C during a thread run printed Prefect's "Crash detected! Execution was aborted by an
+    interrupt signal." above "chunkyard: interrupted; no snapshot was published"."""
+    import logging
+
+    from flows.cli import _NoTraceback
+
+    def shown(name: str, message: str) -> bool:
+        return _NoTraceback().filter(logging.LogRecord(name, logging.ERROR, __file__, 1, message, None, None))
+
+    assert not shown("prefect.flow_runs", "Crash detected! Execution was aborted by an interrupt signal.")
+    assert shown("prefect.task_runs", "Task run failed with exception: OSError(5) - Retry 1/2 will start 1 second(s) from now")
+    assert shown("prefect.flow_runs", "Crash detected! Something else")
+
+
 def test_changed_config_under_same_version_is_refused(prefect_server, tmp_path, capsys):
     source, output = one_document_source(tmp_path)
     assert run_cli("run", str(write_config(tmp_path, source, output))) == 0

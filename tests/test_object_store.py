@@ -226,3 +226,13 @@ def test_an_unreachable_gcs_bucket_fails_with_a_reason_instead_of_retrying_for_m
     with pytest.raises(DatasetError, match="gs://bucket/prefix: cannot reach"):
         location("gs://bucket/prefix").exists()
 
+
+
+def test_a_bucket_that_does_not_exist_is_a_clear_error(s3, aws_env):
+    """`chunkyard run --output s3://nobucket/out` ended with "chunkyard: unexpected error: OSError: When
+    initiating multiple part upload for key ... NO_SUCH_BUCKET ... (rerun with --debug for details)"."""
+    from chunking.dataset import snapshot_writer
+
+    with pytest.raises(DatasetError, match=r"^s3://nobucket/out/kb/v1/0001/documents\.parquet: cannot write: .*"
+                                           r"bucket does not exist"):
+        snapshot_writer(location(f"s3://nobucket/out/kb/v1?{s3['query']}"))

@@ -320,3 +320,80 @@ def test_cli_rejects_an_impossible_number_of_workers(capsys, value, message):
         main(["run", "x.yaml", "--task-runner", "process", "--workers", value])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_ctrl_c_while_the_forkserver_imports_prints_no_traceback():
+    """Ctrl+C in the first seconds of a process or Dask run reaches the forkserver while it imports
+    Prefect (``flows._preload``): it printed a 40-line KeyboardInterrupt traceback above chunkyard's
+    one line. The import now finishes (the flow process reports the interrupt and ends it)."""
+    script = textwrap.dedent("""
+        import os, signal, sys
+        class InterruptDuringImport:  # a deterministic Ctrl+C in the middle of the preload's imports
+            def find_spec(self, name, path=None, target=None):
+                if name == "prefect.task_engine":
+                    os.kill(os.getpid(), signal.SIGINT)
+                return None
+        sys.meta_path.insert(0, InterruptDuringImport())
+        import flows._preload
+        from flows.workers import end_quietly_on_interrupt
+        print("handler kept:", signal.getsignal(signal.SIGINT) is end_quietly_on_interrupt)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr, result.stderr[-2000:]
+    assert result.returncode == 0
+    assert result.stdout.strip() == "handler kept: True"
+
+
+def test_a_local_dask_cluster_does_not_take_port_8787(monkeypatch):
+    """``dashboard_address: None`` turns the dashboard off, but the scheduler still starts its HTTP
+    server on 8787 of every interface: with that port taken (another cluster, a user's scheduler)
+    each run warned "Port 8787 is already in use ... Hosting the HTTP server on port N instead". A
+    local cluster's scheduler listens on a free loopback port instead, with no dashboard."""
+    import contextlib
+
+    import flows.server
+    import flows.workers
+    from flows.run import task_runner_for
+
+    monkeypatch.setattr(flows.server, "prefect_server", lambda **kwargs: contextlib.nullcontext("http://x/api"))
+    monkeypatch.setattr(flows.workers, "forkserver_available", lambda: False)
+    with task_runner_for("dask", 2, None) as runner:
+        scheduler = runner.cluster_kwargs.get("scheduler_kwargs", {})
+    assert scheduler.get("dashboard") is False
+    assert scheduler.get("dashboard_address") == "127.0.0.1:0"
+
+
+@pytest.mark.parametrize("runner", [[], ["--task-runner", "thread"], ["--task-runner", "process"]])
+def test_cli_refuses_a_dask_address_without_the_dask_runner(capsys, runner):
+    """``--address tcp://...`` without ``--task-runner dask`` was ignored: the run went on in local
+    threads (or processes) and the operator believed their cluster had done it."""
+    from flows.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "x.yaml", *runner, "--address", "tcp://127.0.0.1:8786"])
+    assert exit_info.value.code == 2
+    assert "--address names a Dask scheduler: add --task-runner dask" in capsys.readouterr().err
+
+
+def test_an_unreachable_dask_scheduler_is_named_in_one_line(prefect_server, tmp_path, capsys, monkeypatch):
+    """It read "chunkyard: unexpected error: OSError: Timed out trying to connect to tcp://... after 30 s
+    (rerun with --debug for details)", as if chunkyard had a bug."""
+    import dask
+
+    from flows.cli import main
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = tmp_path / "c.yaml"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.md").write_text("# A\n\nText.\n", encoding="utf-8")
+    config.write_text(f"name: kb\nversion: 1\nsource: {{path: {tmp_path / 'src'}}}\n"
+                      f"output: {{path: {tmp_path / 'out'}}}\n", encoding="utf-8")
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        code = main(["run", str(config), "--task-runner", "dask", "--address", f"tcp://127.0.0.1:{port}"])
+    assert code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"chunkyard: error: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}: "), lines
+    assert not (tmp_path / "out" / "kb" / "v1").is_dir() or not any((tmp_path / "out" / "kb" / "v1").iterdir())

@@ -162,3 +162,98 @@ def test_only_files_prefect_reads_settings_from_make_it_import_prefect_first(tmp
     (tmp_path / "pyproject.toml").unlink()
     (tmp_path / ".env").write_text("PREFECT_API_URL=http://127.0.0.1:1/api\n")
     assert _may_configure_prefect()
+
+
+def test_a_scheduled_run_says_what_it_wrote_and_why_it_failed_in_one_line(prefect_server, tmp_path, capsys):
+    """What the console of `chunkyard schedule` shows per run. A run that published said nothing at all;
+    a refused one (the config edited under the same version while served) printed 133 lines: three
+    tracebacks of the same RunRefused (the inner flow, the scheduled flow, Prefect's engine)."""
+    from flows.schedule import scheduled_run
+
+    config = write_config(tmp_path)
+    scheduled_run(str(config))
+    out = capsys.readouterr().out
+    assert f"Wrote {tmp_path / 'out' / 'nightly' / 'v1' / '0001'} (full snapshot 1 of nightly v1):" in out, out
+
+    config.write_text(config.read_text().replace("max_size: 800", "max_size: 700"), encoding="utf-8")
+    with pytest.raises(Exception, match="bump `version`"):
+        scheduled_run(str(config))
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err, captured.err[-3000:]
+    lines = captured.err.strip().splitlines()
+    assert lines[0].startswith(f"chunkyard: scheduled run of {config} failed: config changed since "), lines
+    assert len(lines) <= 2, lines  # and Prefect's "Engine execution exited with unexpected exception"
+
+
+def test_schedule_prints_how_to_trigger_a_run_on_its_server_not_prefects_dead_ui_link(tmp_path, monkeypatch,
+                                                                                      capsys):
+    """Prefect's banner advertised "the Prefect UI: http://127.0.0.1:PORT/deployments" (chunkyard's server
+    runs with the UI off: that page does not exist) and `prefect deployment run [DEPLOYMENT_NAME]`, which
+    from another shell reaches another server unless PREFECT_API_URL names this one."""
+    import contextlib
+
+    import prefect
+
+    import flows.server
+    from flows.cli import main
+
+    served = {}
+    monkeypatch.setattr(flows.server, "prefect_server", lambda *a, **k: contextlib.nullcontext("http://127.0.0.1:9/api"))
+    monkeypatch.setattr(prefect, "serve", lambda *deployments, **options: served.update(options))
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    assert main(["schedule", str(write_config(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert served.get("print_starting_message") is False
+    assert "Prefect UI" not in out
+    assert ("PREFECT_API_URL=http://127.0.0.1:9/api prefect deployment run 'chunkyard-scheduled/nightly-v1'"
+            in out), out
+
+
+def test_a_scheduled_runs_process_ends_when_chunkyard_schedule_is_killed(tmp_path):
+    """`kill -9` of `chunkyard schedule` during a scheduled run left the run's process (`python -m
+    prefect.engine`, started by Prefect's runner) chunking on for a minute and more, publishing a snapshot
+    after the operator had stopped the schedule, then retrying its dead server. ``scheduled_run`` now
+    watches its parent (whichever thread started it) and ends with it; its staging folder is removed
+    by the next run."""
+    child = textwrap.dedent("""
+        import time
+        from flows.workers import end_with_parent
+        end_with_parent(interval=0.1)
+        print("watching", flush=True)
+        time.sleep(60)
+    """)
+    parent = textwrap.dedent(f"""
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", {child!r}], stdout=subprocess.PIPE, text=True)
+        print(child.pid, child.stdout.readline().strip(), flush=True)
+        time.sleep(60)
+    """)
+    process = subprocess.Popen([sys.executable, "-c", parent], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    pid_text, state = process.stdout.readline().split(" ", 1)
+    child_pid = int(pid_text)
+    assert state.strip() == "watching"
+    process.kill()
+    process.wait()
+
+    def running(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while running(child_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert not running(child_pid), "the child outlived its killed parent"
+    finally:
+        if running(child_pid):
+            os.kill(child_pid, signal.SIGKILL)
+
+
+def test_the_scheduled_flow_ends_with_its_parent():
+    import inspect
+
+    from flows.schedule import scheduled_run
+
+    assert "end_with_parent()" in inspect.getsource(scheduled_run.fn)
