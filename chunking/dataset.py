@@ -16,10 +16,13 @@ uncommitted folder; later runs skip past it and remove it once it is older than 
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import re
 import shutil
+import socket
 import time
 import uuid
 from collections.abc import Iterable
@@ -242,7 +245,7 @@ class SnapshotWriter:
         self.version_path = version_path
         version_path.mkdir(parents=True, exist_ok=True)
         clean_stale_staging(version_path)
-        self.staging = version_path / f".staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.staging = version_path / f".staging-{os.getpid()}-{HOST}-{uuid.uuid4().hex[:8]}"
         self.staging.mkdir()
         self._documents = pq.ParquetWriter(self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression=compression)
         self._chunks = pq.ParquetWriter(self.staging / CHUNKS, CHUNKS_SCHEMA, compression=compression)
@@ -375,8 +378,18 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return table.select(schema.names).cast(schema)
 
 
-def clean_stale_staging(version_path: Path) -> list[Path]:
-    """Remove staging folders left by runs whose process no longer exists."""
+# This machine in staging folder names (``.staging-PID-HOST-RANDOM``): a process id means something
+# only on the machine that gave it, and an output folder may be shared (NFS) by runs on several.
+HOST = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+# A staging folder of another machine is left alone until nothing in it has changed for this long.
+FOREIGN_STAGING_SECONDS = 24 * 3600
+
+
+def clean_stale_staging(version_path: Path, now: float | None = None) -> list[Path]:
+    """Remove staging folders left by runs that are gone: on this machine, whose process no longer
+    exists; from another machine (sharing the folder), untouched for ``FOREIGN_STAGING_SECONDS``.
+    Folders named before the machine was part of the name (``.staging-PID-RANDOM``) count as this
+    machine's."""
     removed = []
     for child in version_path.glob(".staging-*"):
         parts = child.name.split("-")
@@ -384,10 +397,23 @@ def clean_stale_staging(version_path: Path) -> list[Path]:
             pid = int(parts[1])
         except (IndexError, ValueError):
             continue
-        if pid != os.getpid() and not _pid_alive(pid):
+        ours = len(parts) < 4 or parts[2] == HOST
+        if ours:
+            stale = pid != os.getpid() and not _pid_alive(pid)
+        else:
+            stale = (now if now is not None else time.time()) - _last_change(child) > FOREIGN_STAGING_SECONDS
+        if stale:
             shutil.rmtree(child, ignore_errors=True)
             removed.append(child)
     return removed
+
+
+def _last_change(folder: Path) -> float:
+    """The newest modification time of a folder and the files in it (a writer appends to its files)."""
+    times = [folder.stat().st_mtime]
+    with contextlib.suppress(OSError):
+        times.extend(entry.stat().st_mtime for entry in folder.iterdir())
+    return max(times)
 
 
 def _pid_alive(pid: int) -> bool:

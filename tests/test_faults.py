@@ -130,3 +130,31 @@ def test_transient_error_in_a_batch_is_retried(prefect_server, tmp_path, monkeyp
     assert run_cli("run", str(write_config(tmp_path, source, output))) == 0
     assert len(calls) == 2, "the batch was retried once"
     assert list_snapshots(output / "kb" / "v1") == [1]
+
+
+def test_staging_folders_of_other_machines_are_left_to_them(tmp_path):
+    """A process id means something only on the machine that gave it: with an output folder shared by
+    runs on several machines, a run removed another machine's live staging folder (its PID looked dead
+    here). Now a foreign staging folder goes only once nothing in it changed for a day."""
+    from chunking.dataset import FOREIGN_STAGING_SECONDS, HOST, clean_stale_staging
+
+    dead = 2**22 + 12345  # above pid_max's default: no such process here
+    folders = {name: tmp_path / name for name in (
+        f".staging-{dead}-{HOST}-aaaaaaaa",       # this machine, process gone: removed
+        f".staging-{os.getpid()}-{HOST}-bbbbbbbb",  # this machine, this process: kept
+        f".staging-{dead}-0f0f0f0f-cccccccc",     # another machine, written to a minute ago: kept
+        f".staging-{dead}-0f0f0f0f-dddddddd",     # another machine, untouched for two days: removed
+        f".staging-{dead}-eeeeeeee",              # named before machines were: as this machine's
+    )}
+    for folder in folders.values():
+        folder.mkdir()
+        (folder / "chunks.parquet").write_bytes(b"partial")
+    now = time.time()
+    old = now - FOREIGN_STAGING_SECONDS - 3600
+    for path in (folders[f".staging-{dead}-0f0f0f0f-dddddddd"], folders[f".staging-{dead}-0f0f0f0f-dddddddd"]
+                 / "chunks.parquet"):
+        os.utime(path, (old, old))
+    removed = {path.name for path in clean_stale_staging(tmp_path, now=now)}
+    assert removed == {f".staging-{dead}-{HOST}-aaaaaaaa", f".staging-{dead}-0f0f0f0f-dddddddd",
+                       f".staging-{dead}-eeeeeeee"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(folders) - removed)
