@@ -9,6 +9,12 @@ class ChunkyardError(Exception):
     """Base class: an error whose message is fit to show a user as one line."""
 
 
+class UsageError(ChunkyardError):
+    """A command given something it cannot work with, refused before any work (the CLI exits 2)."""
+
+    usage = True
+
+
 @dataclass(frozen=True)
 class ConfigIssue:
     """One problem found in a config file, located by file, line and dotted field."""

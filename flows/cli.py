@@ -184,7 +184,8 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("a", metavar="PATH_A", help="a snapshot, version folder or dataset folder (or its URI)")
     diff.add_argument("b", metavar="PATH_B")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON")
-    diff.add_argument("--all", action="store_true", help="list unchanged documents too (--json always lists every document)")
+    diff.add_argument("--all", action="store_true",
+                      help="list unchanged documents too (--json always lists every document)")
     diff.set_defaults(handler=cmd_diff)
 
     export = sub.add_parser("export", help="export chunks for a vector store, or the change-set since a snapshot")
@@ -709,8 +710,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 locate_questions(questions, source_text_reader(config.source_dir, config.is_included),
                                  f"the source of {path} (include: {', '.join(config.model.source.include)})")
             snapshots.append(snapshot)
-        note(f"{args.questions}: {plural(len(questions.questions), 'question')}; retrievers: {', '.join(retrievers)}; "
-             f"k = {', '.join(map(str, args.k))}")
+        note(f"{args.questions}: {plural(len(questions.questions), 'question')}; "
+             f"retrievers: {', '.join(retrievers)}; k = {', '.join(map(str, args.k))}")
         evaluations = []
         for index, (config, label, snapshot) in enumerate(zip(configs, labels, snapshots, strict=True), start=1):
             prefix = f"[{index}/{len(configs)}] {label}"
@@ -746,19 +747,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _check_eval_configs(paths: list[Path], configs: list[Any], *, refresh: bool) -> None:
     """Refuse, before anything is evaluated or chunked, configs whose chunking would be refused: two
     that write one dataset version with different settings, or one changed under an existing version."""
-    from chunking.errors import ChunkyardError
+    from chunking.errors import UsageError
     from chunking.evaluation import reusable_snapshot
     from chunking.pipeline import prepare_run
-
-    class Conflict(ChunkyardError):
-        usage = True  # exit 2: nothing was done
 
     writers: dict[tuple[str, str, int], tuple[Path, str]] = {}
     for path, config in zip(paths, configs, strict=True):
         key = (str(config.output_location), config.name, config.version)
         other = writers.setdefault(key, (path, config.hash))
         if other[1] != config.hash:
-            raise Conflict(f"{other[0]} and {path} both write {config.name} v{config.version} in "
+            raise UsageError(f"{other[0]} and {path} both write {config.name} v{config.version} in "
                            f"{config.output_location} with different chunking settings: give one another name "
                            "or version")
     for config in configs:
@@ -768,18 +766,15 @@ def _check_eval_configs(paths: list[Path], configs: list[Any], *, refresh: bool)
 
 def _check_out_folder(out_dir: Path) -> None:
     """Refuse an --out that cannot become a results folder before anything is evaluated."""
-    from chunking.errors import ChunkyardError
-
-    class Unusable(ChunkyardError):
-        usage = True  # exit 2: nothing was done
+    from chunking.errors import UsageError
 
     folder = out_dir
     while not folder.exists() and folder.parent != folder:
         folder = folder.parent  # the nearest existing folder: where the results folder would be made
     if folder.exists() and not folder.is_dir():
-        raise Unusable(f"--out {out_dir}: {folder} is a file; --out must name a folder (created if missing)")
+        raise UsageError(f"--out {out_dir}: {folder} is a file; --out must name a folder (created if missing)")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise Unusable(f"--out {out_dir}: {folder} is not writable")
+        raise UsageError(f"--out {out_dir}: {folder} is not writable")
 
 
 def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config

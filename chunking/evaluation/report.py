@@ -116,12 +116,13 @@ def format_stored(stored) -> str:
     """A stored evaluation (``store.StoredEvaluation``) as text, for the reviewer's Evaluation tab."""
     record = stored.record
     questions = record.get("questions", {})
-    head = [
-        f"Evaluation of snapshot {stored.snapshot:04d} · {stored.created_at}",
-        f"Questions: {questions.get('path', '?')} ({plural(questions['count'], 'question') if isinstance(questions.get('count'), int) else '? questions'})"
-        if isinstance(questions, dict) else f"Questions: {questions}",
-        "",
-    ]
+    if isinstance(questions, dict):
+        count = questions.get("count")
+        counted = plural(count, "question") if isinstance(count, int) else "? questions"
+        about = f"Questions: {questions.get('path', '?')} ({counted})"
+    else:
+        about = f"Questions: {questions}"
+    head = [f"Evaluation of snapshot {stored.snapshot:04d} · {stored.created_at}", about, ""]
     headers = ["retriever", "k", "recall", "precision", "IoU", "hit rate", "MRR"]
     rows = [[
         str(row["retriever"]), str(row["k"]),
