@@ -406,7 +406,14 @@ def test_ctrl_c_stops_a_process_run_at_once_and_publishes_nothing(tmp_path):
         assert process.poll() is None, "the run ended before it could be interrupted; use a larger corpus"
         started |= _descendants(process.pid)
         os.killpg(process.pid, signal.SIGINT)
-        _, err = process.communicate(timeout=60)
+        try:
+            _, err = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # say what was still running, and in which state, to find why
+            alive = {pid: (_state(pid), _cmdline(pid)[:100]) for pid in started | _descendants(process.pid)
+                     if _alive(pid)}
+            _kill_everything(process, started)
+            out, err = process.communicate()
+            pytest.fail(f"still running 60 s after Ctrl+C: {alive}\nstdout: {out[-1500:]}\nstderr: {err[-1500:]}")
         assert process.returncode == 130
         assert "chunkyard: interrupted; no snapshot was published" in err
         assert "Traceback" not in err and "KeyboardInterrupt" not in err and "resource_tracker" not in err, err
@@ -474,6 +481,15 @@ def _kill_everything(process: subprocess.Popen, started: set[int]) -> None:
             os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def _state(pid: int) -> str:
+    """A process's state letter and what it waits in (``/proc/PID/stat`` and ``wchan``)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return f"{state} {Path(f'/proc/{pid}/wchan').read_text()}"
+    except OSError:
+        return "?"
 
 
 def _cmdline(pid: int) -> str:
