@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import yaml
 
-from chunking.packer import Group
+from chunking.packer import LINE_BREAK, Group, has_lone_cr
 
 # Line patterns in the standard ``re``: the same matches as ``regex`` here (no Unicode properties),
 # at half the cost per call, and a line scanner calls them once or twice per line.
@@ -115,17 +115,13 @@ def _is_blank(line: str) -> bool:
     return not line or (line[0] in " \t\r" and _BLANK.match(line) is not None)
 
 
-LONE_CR = re.compile(r"\r(?!\n)")
-LINE_BREAK = re.compile(r"\n|\r(?!\n)")
-
-
 def _lines(text: str, start: int, end: int) -> tuple[list[int], list[str]]:
     """Start offsets and texts (without the newline) of the lines of ``text[start:end]``."""
     if start >= end:
         return [], []
     segment = text[start:end]
     # A lone CR (classic Mac OS) ends a line too; a CR before LF stays in its line, as the patterns expect.
-    texts = LINE_BREAK.split(segment) if "\r" in segment and LONE_CR.search(segment) else segment.split("\n")
+    texts = LINE_BREAK.split(segment) if has_lone_cr(segment) else segment.split("\n")
     if texts[-1] == "":
         texts.pop()  # the text ends with a newline: no line after it
     return list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=start)), texts

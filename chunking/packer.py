@@ -101,7 +101,14 @@ _LONE_CR_LEVELS = {
 # A character ``str.strip()`` keeps: ``re``'s \s is exactly ``str.isspace``, and a search neither copies
 # nor scans past the first hit.
 _NON_SPACE = re.compile(r"\S")
-_LONE_CR = re.compile(r"\r(?!\n)")
+# Line ends: LF, CRLF (the CR stays in its line), or a lone CR (classic Mac OS). The scanners and the
+# packer split lines this way only when a text has a lone CR; other texts keep the fast "\n" paths.
+LONE_CR = re.compile(r"\r(?!\n)")
+LINE_BREAK = re.compile(_BREAK)
+
+
+def has_lone_cr(text: str, start: int = 0, end: int | None = None) -> bool:
+    return "\r" in text and LONE_CR.search(text, start, len(text) if end is None else end) is not None
 
 # Characters that can continue a grapheme cluster begun before them (or, for regional indicators
 # and \r, pair with a neighbour): a boundary next to one must be checked by segmenting.
@@ -162,7 +169,7 @@ class Packer:
         self.min_size = min_size
         self._group_starts = [g.start for g in plan.groups]
         self._levels = plan.levels
-        if "\r" in text and _LONE_CR.search(text, plan.start, plan.end):
+        if has_lone_cr(text, plan.start, plan.end):
             self._levels = tuple(_LONE_CR_LEVELS.get(level, level) for level in plan.levels)
         self._level_top = max((level.score for level in self._levels), default=-1)
         self._group_fits: dict[int, bool] = {}

@@ -37,18 +37,16 @@ from chunking.markdown import (
     CODE_LINE,
     HEADING_BASE,
     LEAD_IN,
-    LINE_BREAK,
     LIST_CONTINUATION,
     LIST_ITEM_NESTED,
     LIST_ITEM_TOP,
-    LONE_CR,
     PARAGRAPH_LINE,
     TABLE_ROW,
     Heading,
     Structure,
     section_groups,
 )
-from chunking.packer import Group
+from chunking.packer import LINE_BREAK, Group, has_lone_cr
 
 RST_SUFFIXES = {".rst", ".rest"}
 
@@ -77,7 +75,7 @@ def _lines(text: str) -> list[_Line]:
     out = []
     pos = 0
     end = len(text)
-    lone_cr = "\r" in text and LONE_CR.search(text) is not None  # classic Mac OS line ends: see markdown
+    lone_cr = has_lone_cr(text)  # classic Mac OS line ends: see chunking.packer.LINE_BREAK
     while pos < end:
         if lone_cr:
             found = LINE_BREAK.search(text, pos)
