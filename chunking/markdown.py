@@ -16,7 +16,11 @@ from typing import NamedTuple
 
 import yaml
 
+from chunking import native
 from chunking.packer import LINE_BREAK, Group, has_lone_cr
+
+# The line scanner in C (chunking/_mdscan.c) when it was built and is current; else ``_scan_lines``.
+_native = native.load("_mdscan")
 
 # Line patterns in the standard ``re``: the same matches as ``regex`` here (no Unicode properties),
 # at half the cost per call, and a line scanner calls them once or twice per line.
@@ -115,13 +119,13 @@ def _is_blank(line: str) -> bool:
     return not line or (line[0] in " \t\r" and _BLANK.match(line) is not None)
 
 
-def _lines(text: str, start: int, end: int) -> tuple[list[int], list[str]]:
+def _lines(text: str, start: int, end: int, lone_cr: bool) -> tuple[list[int], list[str]]:
     """Start offsets and texts (without the newline) of the lines of ``text[start:end]``."""
     if start >= end:
         return [], []
     segment = text[start:end]
     # A lone CR (classic Mac OS) ends a line too; a CR before LF stays in its line, as the patterns expect.
-    texts = LINE_BREAK.split(segment) if has_lone_cr(segment) else segment.split("\n")
+    texts = LINE_BREAK.split(segment) if lone_cr else segment.split("\n")
     if texts[-1] == "":
         texts.pop()  # the text ends with a newline: no line after it
     return list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=start)), texts
@@ -177,19 +181,58 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         if exclude_front_matter:
             structure.front_matter = (0, fm_end)  # a BOM before it is excluded with it
             start = fm_end
-    starts, texts = _lines(text, start, end)
+    scan_lines = _scan_lines if _native is None else _native.scan_lines
+    headings, structure.positions, structure.scores, groups = scan_lines(
+        text, start, end, start < end and has_lone_cr(text, start, end))
+    structure.headings = list(map(Heading._make, headings))
+    structure.paths = _breadcrumbs(structure.headings)
+    structure.groups = [
+        Group(kind, anchor, group_end, body, context=_lead_text(text, anchor, body) if header_end < 0 else
+              _join_context(_lead_text(text, anchor, body), text[body:header_end]), label=label)
+        for kind, anchor, group_end, body, header_end, label in groups
+    ]
+    structure.groups.extend(section_groups(structure.headings, end))
+    structure.groups.sort(key=lambda g: (g.start, -g.end))
+    return structure
+
+
+def _breadcrumbs(headings: list[Heading]) -> list[tuple[str, ...]]:
+    """The heading path at each heading: the titles of the open headings of lower levels, then its own."""
+    stack: list[Heading] = []
+    titles: list[str] = []
+    paths = []
+    for heading in headings:
+        while stack and stack[-1].level >= heading.level:
+            stack.pop()
+            titles.pop()
+        stack.append(heading)
+        titles.append(heading.title)
+        paths.append(tuple(titles))
+    return paths
+
+
+RawHeading = tuple[int, int, int, str]  # start, end, level, title
+RawGroup = tuple[str, int, int, int, int, str]  # kind, start, end, body_start, end of a table's header (else -1), label
+
+
+def _scan_lines(text: str, start: int, end: int, lone_cr: bool
+                ) -> tuple[list[RawHeading], list[int], list[int], list[RawGroup]]:
+    """The line scanner: headings, boundaries (positions and scores, sorted) and groups of
+    ``text[start:end]``. ``chunking/_mdscan.c`` is the same scanner in C, used when it is built; this
+    is the reference (tests/test_markdown_native.py holds them equal). ``lone_cr``: lines end at a lone
+    CR too (``has_lone_cr``)."""
+    starts, texts = _lines(text, start, end, lone_cr)
     # Lines no block pattern can match (most lines of prose): the loops below skip the regexes.
     firsts = [t.lstrip(" \t")[:1] for t in texts]
     plain_lines = [first not in _MAY_START_BLOCK and not first.isdigit() for first in firsts]
     boundaries: dict[int, int] = {}
+    headings: list[RawHeading] = []
+    groups: list[RawGroup] = []
 
     def mark(pos: int, score: int) -> None:
         if start < pos < end:
             boundaries[pos] = max(boundaries.get(pos, 0), score)
 
-    stack: list[Heading] = []
-    titles: list[str] = []  # the titles of ``stack``: the breadcrumb
-    # Open blocks, tracked to build groups when they close.
     i = 0
     n = len(texts)
     last_block_end_line = -1  # index of the last line of the previous block
@@ -203,14 +246,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
     prev_para_lead_in = False
 
     def add_heading(first: int, last: int, level: int, title: str) -> None:
-        heading = Heading(starts[first], starts[last] + len(texts[last]), level, title.strip())
-        while stack and stack[-1].level >= level:
-            stack.pop()
-            titles.pop()
-        stack.append(heading)
-        titles.append(heading.title)
-        structure.headings.append(heading)
-        structure.paths.append(tuple(titles))
+        headings.append((starts[first], starts[last] + len(texts[last]), level, title.strip()))
         mark(starts[first], HEADING_BASE - level)
 
     def lead_in_start(block_start: int) -> int:
@@ -251,10 +287,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
                 score = CODE_BLANK if _is_blank(texts[k - 1]) else CODE_LINE
                 if boundaries.get(starts[k], 0) < score:
                     boundaries[starts[k]] = score
-            structure.groups.append(
-                Group("code", anchor, (starts[last] + len(texts[last])), line_start, context=_lead_text(text, anchor, line_start),
-                      label=language)
-            )
+            groups.append(("code", anchor, starts[last] + len(texts[last]), line_start, -1, language))
             last_block_end_line, prev_para = last, None
             i = last + 1
             continue
@@ -268,11 +301,8 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
                 if boundaries.get(starts[j], 0) < score:
                     boundaries[starts[j]] = score
                 j += 1
-            header = text[line_start : (starts[i + 1] + len(texts[i + 1]))]
-            structure.groups.append(
-                Group("table", anchor, (starts[j - 1] + len(texts[j - 1])), line_start, context=_join_context(
-                    _lead_text(text, anchor, line_start), header))
-            )
+            groups.append(("table", anchor, starts[j - 1] + len(texts[j - 1]), line_start,
+                           starts[i + 1] + len(texts[i + 1]), ""))
             last_block_end_line, prev_para = j - 1, None
             i = j
             continue
@@ -313,9 +343,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
                 last = j
                 j += 1
             kind = "procedure" if ordered else "list"
-            structure.groups.append(
-                Group(kind, anchor, (starts[last] + len(texts[last])), line_start, context=_lead_text(text, anchor, line_start))
-            )
+            groups.append((kind, anchor, starts[last] + len(texts[last]), line_start, -1, ""))
             last_block_end_line, prev_para = last, None
             i = last + 1
             continue
@@ -362,12 +390,8 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         last_block_end_line = j - 1
         i = j
 
-    structure.groups.extend(section_groups(structure.headings, end))
-    structure.groups.sort(key=lambda g: (g.start, -g.end))
     ordered_positions = sorted(boundaries)
-    structure.positions = ordered_positions
-    structure.scores = [boundaries[p] for p in ordered_positions]
-    return structure
+    return headings, ordered_positions, [boundaries[p] for p in ordered_positions], groups
 
 
 def section_groups(headings: list[Heading], end: int) -> list[Group]:

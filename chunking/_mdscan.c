@@ -1,0 +1,696 @@
+/* The Markdown line scanner of chunking/markdown.py (``_scan_lines``), in C.
+ *
+ * The same lines, the same block rules, the same boundary scores and groups: the Python scanner is
+ * the reference, and tests/test_markdown_native.py checks that both give the same structure on the
+ * real corpora and on generated Markdown. Each line pattern of markdown.py is matched here by hand,
+ * with the semantics of Python's ``re`` on ``str`` (\s is Py_UNICODE_ISSPACE, \d Py_UNICODE_ISDECIMAL,
+ * $ the end of the line: a line holds no "\n"); the comment above each matcher gives its pattern.
+ *
+ * scan_lines(text, start, end, lone_cr) -> (headings, positions, scores, groups)
+ *   headings: [(start, end, level, title)]      in document order
+ *   positions, scores: the boundaries, sorted by position
+ *   groups: [(kind, anchor, end, body_start, header_end, label)]   header_end is -1 but for tables
+ * Python builds the contexts of the groups, the breadcrumbs and the section groups from these.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define HEADING_BASE 97
+#define BLOCK 60
+#define LIST_ITEM_TOP 40
+#define CODE_BLANK 35
+#define LIST_ITEM_NESTED 32
+#define TABLE_ROW 30
+#define LEAD_IN 25
+#define CODE_LINE 22
+#define PARAGRAPH_LINE 15
+#define TABLE_FIRST_ROW 12
+#define LIST_CONTINUATION 12
+
+typedef struct {
+    int kind;
+    const void *data;
+    Py_ssize_t *starts; /* line i is [starts[i], ends[i]) */
+    Py_ssize_t *ends;
+    Py_UCS4 *firsts;    /* first character after spaces and tabs; 0 for none */
+    char *plain;        /* no block pattern can match the line */
+    char *blank;
+    Py_ssize_t n;
+} Doc;
+
+#define CH(d, i) PyUnicode_READ((d)->kind, (d)->data, (i))
+#define SPACE_OR_TAB(c) ((c) == ' ' || (c) == '\t')
+
+/* " {0,3}": up to three spaces; returns the position after them. */
+static Py_ssize_t up_to_three_spaces(const Doc *d, Py_ssize_t p, Py_ssize_t e)
+{
+    int k = 0;
+    while (k < 3 && p < e && CH(d, p) == ' ') {
+        p++;
+        k++;
+    }
+    return p;
+}
+
+/* "\r?$" at p */
+static int cr_end(const Doc *d, Py_ssize_t p, Py_ssize_t e)
+{
+    if (p < e && CH(d, p) == '\r')
+        p++;
+    return p == e;
+}
+
+/* _BLANK  [ \t]*\r?$ */
+static int is_blank(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    while (s < e && SPACE_OR_TAB(CH(d, s)))
+        s++;
+    return cr_end(d, s, e);
+}
+
+/* _ATX_OPEN   {0,3}(#{1,6})(?=[ \t]|\r?$)   -> level (0: no match), *opened: the match end */
+static int atx_open(const Doc *d, Py_ssize_t s, Py_ssize_t e, Py_ssize_t *opened)
+{
+    Py_ssize_t p = up_to_three_spaces(d, s, e);
+    int run = 0;
+    while (p < e && CH(d, p) == '#') {
+        p++;
+        run++;
+    }
+    if (run < 1 || run > 6)
+        return 0;
+    if (!(p == e || SPACE_OR_TAB(CH(d, p)) || (CH(d, p) == '\r' && p + 1 == e)))
+        return 0;
+    *opened = p;
+    return run;
+}
+
+/* _SETEXT   {0,3}(=+|-+)[ \t]*\r?$   -> '=' or '-' (0: no match) */
+static Py_UCS4 setext(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    Py_ssize_t p = up_to_three_spaces(d, s, e);
+    if (p >= e)
+        return 0;
+    Py_UCS4 c = CH(d, p);
+    if (c != '=' && c != '-')
+        return 0;
+    while (p < e && CH(d, p) == c)
+        p++;
+    while (p < e && SPACE_OR_TAB(CH(d, p)))
+        p++;
+    return cr_end(d, p, e) ? c : 0;
+}
+
+/* _FENCE  ( {0,3})(`{3,}|~{3,})[ \t]*([^`\s]*)[^`]*?\r?$
+ * After the fence run, the rest may hold no backtick (a shorter run would leave one for [^`]). */
+static int fence(const Doc *d, Py_ssize_t s, Py_ssize_t e, Py_UCS4 *marker, Py_ssize_t *marker_len,
+                 Py_ssize_t *lang_start, Py_ssize_t *lang_end)
+{
+    Py_ssize_t p = up_to_three_spaces(d, s, e);
+    if (p >= e)
+        return 0;
+    Py_UCS4 c = CH(d, p);
+    if (c != '`' && c != '~')
+        return 0;
+    Py_ssize_t run_start = p;
+    while (p < e && CH(d, p) == c)
+        p++;
+    if (p - run_start < 3)
+        return 0;
+    for (Py_ssize_t q = p; q < e; q++)
+        if (CH(d, q) == '`')
+            return 0;
+    *marker = c;
+    *marker_len = p - run_start;
+    while (p < e && SPACE_OR_TAB(CH(d, p)))
+        p++;
+    *lang_start = p;
+    while (p < e && CH(d, p) != '`' && !Py_UNICODE_ISSPACE(CH(d, p)))
+        p++;
+    *lang_end = p;
+    return 1;
+}
+
+/* A cell of _TABLE_DELIM:  :?-+:?[ \t]*   -> the position after it, or -1 */
+static Py_ssize_t delim_cell(const Doc *d, Py_ssize_t p, Py_ssize_t e)
+{
+    if (p < e && CH(d, p) == ':')
+        p++;
+    Py_ssize_t dashes = p;
+    while (p < e && CH(d, p) == '-')
+        p++;
+    if (p == dashes)
+        return -1;
+    if (p < e && CH(d, p) == ':')
+        p++;
+    while (p < e && SPACE_OR_TAB(CH(d, p)))
+        p++;
+    return p;
+}
+
+/* _TABLE_DELIM  [ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*\r?$ */
+static int table_delim(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    Py_ssize_t p = s;
+    while (p < e && SPACE_OR_TAB(CH(d, p)))
+        p++;
+    if (p < e && CH(d, p) == '|')
+        p++;
+    while (p < e && SPACE_OR_TAB(CH(d, p)))
+        p++;
+    p = delim_cell(d, p, e);
+    if (p < 0)
+        return 0;
+    while (p < e && CH(d, p) == '|') {
+        Py_ssize_t q = p + 1;
+        while (q < e && SPACE_OR_TAB(CH(d, q)))
+            q++;
+        if (q < e && (CH(d, q) == ':' || CH(d, q) == '-')) {
+            p = delim_cell(d, q, e);
+            if (p < 0)
+                return 0;
+        } else {
+            p = q; /* the closing pipe and the blanks after it */
+            break;
+        }
+    }
+    return cr_end(d, p, e);
+}
+
+/* (?:[ \t]+|\r?$) at p */
+static int item_tail(const Doc *d, Py_ssize_t p, Py_ssize_t e)
+{
+    if (p < e && SPACE_OR_TAB(CH(d, p)))
+        return 1;
+    return cr_end(d, p, e);
+}
+
+/* \d{1,9} followed by one of `closers` -> the position after the closer, or -1 */
+static Py_ssize_t number_then(const Doc *d, Py_ssize_t p, Py_ssize_t e, const char *closers)
+{
+    Py_ssize_t digits = p;
+    while (p < e && Py_UNICODE_ISDECIMAL(CH(d, p)))
+        p++;
+    if (p == digits || p - digits > 9 || p >= e)
+        return -1;
+    Py_UCS4 c = CH(d, p);
+    for (const char *k = closers; *k; k++)
+        if (c == (Py_UCS4)*k)
+            return p + 1;
+    return -1;
+}
+
+/* _LIST_ITEM  ([ \t]*)(?:([-*+])|(\d{1,9})[.)]|(?i:step)[ \t]+(\d{1,9})[:.)])(?:[ \t]+|\r?$)
+ * -> 1 on a match; *indent_end: the end of group 1; *bullet: group 2 (0 when not a bullet) */
+static int list_item(const Doc *d, Py_ssize_t s, Py_ssize_t e, Py_ssize_t *indent_end, Py_UCS4 *bullet)
+{
+    Py_ssize_t p = s;
+    while (p < e && SPACE_OR_TAB(CH(d, p)))
+        p++;
+    if (p >= e)
+        return 0;
+    *indent_end = p;
+    *bullet = 0;
+    Py_UCS4 c = CH(d, p);
+    if (c == '-' || c == '*' || c == '+') {
+        if (item_tail(d, p + 1, e)) {
+            *bullet = c;
+            return 1;
+        }
+        return 0;
+    }
+    if (Py_UNICODE_ISDECIMAL(c)) {
+        Py_ssize_t q = number_then(d, p, e, ".)");
+        return q >= 0 && item_tail(d, q, e);
+    }
+    /* (?i:step): re's case-insensitive classes are {s, S, ſ}, {t, T}, {e, E}, {p, P} */
+    if (p + 4 > e)
+        return 0;
+    Py_UCS4 c1 = CH(d, p + 1), c2 = CH(d, p + 2), c3 = CH(d, p + 3);
+    if (!((c == 's' || c == 'S' || c == 0x17F) && (c1 == 't' || c1 == 'T') && (c2 == 'e' || c2 == 'E')
+          && (c3 == 'p' || c3 == 'P')))
+        return 0;
+    Py_ssize_t q = p + 4;
+    if (!(q < e && SPACE_OR_TAB(CH(d, q))))
+        return 0;
+    while (q < e && SPACE_OR_TAB(CH(d, q)))
+        q++;
+    q = number_then(d, q, e, ":.)");
+    return q >= 0 && item_tail(d, q, e);
+}
+
+/* _HR   {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})\r?$ */
+static int thematic_break(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    Py_ssize_t p = up_to_three_spaces(d, s, e);
+    if (p >= e)
+        return 0;
+    Py_UCS4 c = CH(d, p);
+    if (c != '*' && c != '-' && c != '_')
+        return 0;
+    int count = 0;
+    for (; p < e; p++) {
+        Py_UCS4 x = CH(d, p);
+        if (x == c)
+            count++;
+        else if (!SPACE_OR_TAB(x) && !(x == '\r' && p + 1 == e))
+            return 0;
+    }
+    return count >= 3;
+}
+
+/* _may_be_rule: line.count(marker) >= 3 and _HR.match(line) (the count is implied by the match) */
+static int may_be_rule(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    return thematic_break(d, s, e);
+}
+
+/* len(indent.expandtabs(4)) for an indent of spaces and tabs */
+static Py_ssize_t indent_width(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    Py_ssize_t col = 0;
+    for (Py_ssize_t p = s; p < e; p++)
+        col = CH(d, p) == '\t' ? col + 4 - col % 4 : col + 1;
+    return col;
+}
+
+/* str.strip() bounds of [*s, *e) */
+static void strip_bounds(const Doc *d, Py_ssize_t *s, Py_ssize_t *e)
+{
+    while (*s < *e && Py_UNICODE_ISSPACE(CH(d, *s)))
+        (*s)++;
+    while (*e > *s && Py_UNICODE_ISSPACE(CH(d, *e - 1)))
+        (*e)--;
+}
+
+/* closing = line.strip(); closing.startswith(marker * len) and not closing.strip(marker) */
+static int closes_fence(const Doc *d, Py_ssize_t s, Py_ssize_t e, Py_UCS4 marker, Py_ssize_t marker_len)
+{
+    strip_bounds(d, &s, &e);
+    if (e - s < marker_len)
+        return 0;
+    for (Py_ssize_t p = s; p < e; p++)
+        if (CH(d, p) != marker)
+            return 0;
+    return 1;
+}
+
+/* _atx_title: the title the heading pattern's lazy group captures, then .strip() */
+static PyObject *atx_title(PyObject *text, const Doc *d, Py_ssize_t opened, Py_ssize_t e)
+{
+    Py_ssize_t p = opened;
+    while (p < e && SPACE_OR_TAB(CH(d, p)))
+        p++;
+    Py_ssize_t body_end = e;
+    if (body_end > p && CH(d, body_end - 1) == '\r')
+        body_end--;
+    while (body_end > p && SPACE_OR_TAB(CH(d, body_end - 1)))
+        body_end--;
+    Py_ssize_t unclosed = body_end;
+    while (unclosed > p && CH(d, unclosed - 1) == '#')
+        unclosed--;
+    Py_ssize_t title_end = body_end;
+    if (unclosed != body_end && unclosed > p && SPACE_OR_TAB(CH(d, unclosed - 1))) {
+        title_end = unclosed;
+        while (title_end > p && SPACE_OR_TAB(CH(d, title_end - 1)))
+            title_end--;
+    }
+    strip_bounds(d, &p, &title_end);
+    return PyUnicode_Substring(text, p, title_end);
+}
+
+typedef struct {
+    PyObject *text;
+    Doc *d;
+    int *score;
+    char *heading_line;
+    PyObject *headings;
+    PyObject *groups;
+    Py_ssize_t last_block_end_line;
+    Py_ssize_t prev_para_start; /* -1: none */
+    Py_ssize_t prev_para_line;
+    int prev_para_lead_in;
+} Scan;
+
+/* mark(): line starts are inside (start, end) for every line but the first */
+static void mark(Scan *sc, Py_ssize_t line, int score)
+{
+    if (line > 0 && sc->score[line] < score)
+        sc->score[line] = score;
+}
+
+static void mark_block(Scan *sc, Py_ssize_t line)
+{
+    if (sc->last_block_end_line < 0 || !sc->heading_line[sc->last_block_end_line])
+        mark(sc, line, BLOCK);
+}
+
+static int add_heading(Scan *sc, Py_ssize_t first, Py_ssize_t last, int level, PyObject *title)
+{
+    if (title == NULL)
+        return -1;
+    PyObject *item = Py_BuildValue("(nniN)", sc->d->starts[first], sc->d->ends[last], level, title);
+    if (item == NULL)
+        return -1;
+    int failed = PyList_Append(sc->headings, item);
+    Py_DECREF(item);
+    mark(sc, first, HEADING_BASE - level);
+    return failed;
+}
+
+static int add_group(Scan *sc, const char *kind, Py_ssize_t anchor, Py_ssize_t end, Py_ssize_t body,
+                     Py_ssize_t header_end, Py_ssize_t label_start, Py_ssize_t label_end)
+{
+    PyObject *label = PyUnicode_Substring(sc->text, label_start, label_end);
+    if (label == NULL)
+        return -1;
+    PyObject *item = Py_BuildValue("(snnnnN)", kind, anchor, end, body, header_end, label);
+    if (item == NULL)
+        return -1;
+    int failed = PyList_Append(sc->groups, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+/* lead_in_start(): the anchor of a block that starts at `line` */
+static Py_ssize_t lead_in_start(Scan *sc, Py_ssize_t line)
+{
+    if (sc->prev_para_start >= 0 && sc->prev_para_lead_in && sc->last_block_end_line == sc->prev_para_line) {
+        mark(sc, line, LEAD_IN);
+        sc->score[line] = LEAD_IN;
+        return sc->prev_para_start;
+    }
+    mark_block(sc, line);
+    return sc->d->starts[line];
+}
+
+static int is_item_first(Py_UCS4 c)
+{
+    return c == '-' || c == '*' || c == '+' || c == 's' || c == 'S' || c == 0x17F || Py_UNICODE_ISDIGIT(c);
+}
+
+static int run_scan(Scan *sc)
+{
+    Doc *d = sc->d;
+    Py_ssize_t n = d->n, i = 0;
+    while (i < n) {
+        Py_ssize_t ls = d->starts[i], le = d->ends[i];
+        int plain = d->plain[i];
+        if (!plain && d->blank[i]) {
+            i++;
+            continue;
+        }
+        Py_UCS4 first = d->firsts[i];
+        Py_UCS4 marker = 0;
+        Py_ssize_t marker_len = 0, lang_start = 0, lang_end = 0, opened = 0;
+        int is_fence = !plain && (first == '`' || first == '~')
+                       && fence(d, ls, le, &marker, &marker_len, &lang_start, &lang_end);
+        int level = (!plain && first == '#') ? atx_open(d, ls, le, &opened) : 0;
+        if (level && !is_fence) {
+            if (add_heading(sc, i, i, level, atx_title(sc->text, d, opened, le)) < 0)
+                return -1;
+            sc->heading_line[i] = 1;
+            sc->last_block_end_line = i;
+            sc->prev_para_start = -1;
+            i++;
+            continue;
+        }
+        if (is_fence) {
+            Py_ssize_t anchor = lead_in_start(sc, i);
+            Py_ssize_t j = i + 1;
+            while (j < n && !closes_fence(d, d->starts[j], d->ends[j], marker, marker_len))
+                j++;
+            Py_ssize_t last = j < n ? j : n - 1;
+            for (Py_ssize_t k = i + 2; k < last + (j < n ? 0 : 1); k++)
+                mark(sc, k, d->blank[k - 1] ? CODE_BLANK : CODE_LINE);
+            if (add_group(sc, "code", anchor, d->ends[last], ls, -1, lang_start, lang_end) < 0)
+                return -1;
+            sc->last_block_end_line = last;
+            sc->prev_para_start = -1;
+            i = last + 1;
+            continue;
+        }
+        if (i + 1 < n && PyUnicode_FindChar(sc->text, '|', ls, le, 1) >= 0
+                && table_delim(d, d->starts[i + 1], d->ends[i + 1])) {
+            Py_ssize_t anchor = lead_in_start(sc, i);
+            Py_ssize_t j = i + 2;
+            while (j < n && !d->blank[j] && PyUnicode_FindChar(sc->text, '|', d->starts[j], d->ends[j], 1) >= 0) {
+                mark(sc, j, j > i + 2 ? TABLE_ROW : TABLE_FIRST_ROW);
+                j++;
+            }
+            if (add_group(sc, "table", anchor, d->ends[j - 1], ls, d->ends[i + 1], 0, 0) < 0)
+                return -1;
+            sc->last_block_end_line = j - 1;
+            sc->prev_para_start = -1;
+            i = j;
+            continue;
+        }
+        Py_ssize_t indent_end = 0;
+        Py_UCS4 bullet = 0;
+        int item = !plain && is_item_first(first) && list_item(d, ls, le, &indent_end, &bullet);
+        if (item && !(bullet && may_be_rule(d, ls, le))) {
+            Py_ssize_t anchor = lead_in_start(sc, i);
+            Py_ssize_t base_indent = indent_width(d, ls, indent_end);
+            int ordered = bullet == 0;
+            Py_ssize_t j = i + 1, last = i;
+            while (j < n) {
+                Py_ssize_t cs = d->starts[j], ce = d->ends[j];
+                if (d->blank[j]) {
+                    j++;
+                    continue;
+                }
+                int candidate_plain = d->plain[j];
+                Py_UCS4 candidate_first = d->firsts[j];
+                Py_ssize_t sub_indent_end = 0;
+                Py_UCS4 sub_bullet = 0;
+                int sub = !candidate_plain && is_item_first(candidate_first)
+                          && list_item(d, cs, ce, &sub_indent_end, &sub_bullet);
+                Py_ssize_t indent = 0;
+                while (cs + indent < ce && SPACE_OR_TAB(CH(d, cs + indent)))
+                    indent++;
+                if (sub && !(sub_bullet && may_be_rule(d, cs, ce))) {
+                    Py_ssize_t sub_indent = indent_width(d, cs, sub_indent_end);
+                    if (sub_indent < base_indent)
+                        break;
+                    mark(sc, j, sub_indent <= base_indent + 1 ? LIST_ITEM_TOP : LIST_ITEM_NESTED);
+                } else if (indent > base_indent
+                           || (j == last + 1
+                               && (candidate_plain
+                                   || (!(candidate_first == '#' && atx_open(d, cs, ce, &opened))
+                                       && !((candidate_first == '`' || candidate_first == '~')
+                                            && fence(d, cs, ce, &marker, &marker_len, &lang_start, &lang_end)))))) {
+                    mark(sc, j, d->blank[j - 1] ? CODE_LINE : LIST_CONTINUATION);
+                } else {
+                    break;
+                }
+                last = j;
+                j++;
+            }
+            if (add_group(sc, ordered ? "procedure" : "list", anchor, d->ends[last], ls, -1, 0, 0) < 0)
+                return -1;
+            sc->last_block_end_line = last;
+            sc->prev_para_start = -1;
+            i = last + 1;
+            continue;
+        }
+        if (!plain && (first == '*' || first == '-' || first == '_') && thematic_break(d, ls, le)) {
+            mark_block(sc, i);
+            sc->last_block_end_line = i;
+            sc->prev_para_start = -1;
+            i++;
+            continue;
+        }
+        /* A paragraph: runs until a blank line or a line that starts another block. */
+        Py_ssize_t j = i + 1;
+        Py_UCS4 setext_char = 0;
+        while (j < n) {
+            if (d->plain[j]) {
+                j++;
+                continue;
+            }
+            Py_ssize_t fs = d->starts[j], fe = d->ends[j];
+            if (d->blank[j])
+                break;
+            Py_UCS4 lead = d->firsts[j];
+            Py_UCS4 under = (lead == '=' || lead == '-') ? setext(d, fs, fe) : 0;
+            if (under && j == i + 1 && !list_item(d, ls, le, &indent_end, &bullet)) {
+                setext_char = under;
+                break;
+            }
+            if ((lead == '#' && atx_open(d, fs, fe, &opened))
+                    || ((lead == '`' || lead == '~') && fence(d, fs, fe, &marker, &marker_len, &lang_start, &lang_end))
+                    || ((lead == '*' || lead == '-' || lead == '_') && thematic_break(d, fs, fe)))
+                break;
+            if (is_item_first(lead)) {
+                Py_ssize_t following_indent_end = 0;
+                Py_UCS4 following_bullet = 0;
+                if (list_item(d, fs, fe, &following_indent_end, &following_bullet) && following_indent_end == fs)
+                    break;
+            }
+            j++;
+        }
+        if (setext_char) {
+            Py_ssize_t ts = ls, te = le;
+            strip_bounds(d, &ts, &te);
+            if (add_heading(sc, i, i + 1, setext_char == '=' ? 1 : 2, PyUnicode_Substring(sc->text, ts, te)) < 0)
+                return -1;
+            sc->heading_line[i + 1] = 1;
+            sc->last_block_end_line = i + 1;
+            sc->prev_para_start = -1;
+            i += 2;
+            continue;
+        }
+        mark_block(sc, i);
+        for (Py_ssize_t k = i + 1; k < j; k++)
+            mark(sc, k, PARAGRAPH_LINE);
+        /* text[line_start:end of line j - 1].rstrip().endswith(":") */
+        Py_ssize_t tail = d->ends[j - 1];
+        while (tail > ls && Py_UNICODE_ISSPACE(CH(d, tail - 1)))
+            tail--;
+        sc->prev_para_start = ls;
+        sc->prev_para_line = j - 1;
+        sc->prev_para_lead_in = tail > ls && CH(d, tail - 1) == ':';
+        sc->last_block_end_line = j - 1;
+        i = j;
+    }
+    return 0;
+}
+
+/* Lines of text[start:end] as markdown._lines splits them: at "\n", and at a lone "\r" when
+ * lone_cr (a "\r" before "\n" stays in its line); no line after a final line break. */
+static int split_lines(Doc *d, Py_ssize_t start, Py_ssize_t end, int lone_cr)
+{
+    Py_ssize_t capacity = 64, n = 0;
+    d->starts = PyMem_Malloc(capacity * sizeof(Py_ssize_t));
+    d->ends = PyMem_Malloc(capacity * sizeof(Py_ssize_t));
+    if (d->starts == NULL || d->ends == NULL)
+        return -1;
+    Py_ssize_t line_start = start;
+    for (Py_ssize_t p = start; p <= end; p++) {
+        int is_break;
+        if (p == end) {
+            if (line_start == end)
+                break; /* the text ends with a line break (or is empty): no line after it */
+            is_break = 1;
+        } else {
+            Py_UCS4 c = CH(d, p);
+            is_break = c == '\n' || (lone_cr && c == '\r' && !(p + 1 < end && CH(d, p + 1) == '\n'));
+        }
+        if (!is_break)
+            continue;
+        if (n == capacity) {
+            capacity *= 2;
+            Py_ssize_t *starts = PyMem_Realloc(d->starts, capacity * sizeof(Py_ssize_t));
+            if (starts == NULL)
+                return -1;
+            d->starts = starts;
+            Py_ssize_t *ends = PyMem_Realloc(d->ends, capacity * sizeof(Py_ssize_t));
+            if (ends == NULL)
+                return -1;
+            d->ends = ends;
+        }
+        d->starts[n] = line_start;
+        d->ends[n] = p;
+        n++;
+        line_start = p + 1;
+    }
+    d->n = n;
+    return 0;
+}
+
+static PyObject *scan_lines(PyObject *self, PyObject *args)
+{
+    PyObject *text;
+    Py_ssize_t start, end;
+    int lone_cr;
+    if (!PyArg_ParseTuple(args, "Unnp", &text, &start, &end, &lone_cr))
+        return NULL;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    if (start < 0 || end > length || start > end) {
+        PyErr_SetString(PyExc_ValueError, "scan_lines: start and end must satisfy 0 <= start <= end <= len(text)");
+        return NULL;
+    }
+    Doc d = {PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
+    Scan sc = {text, &d, NULL, NULL, NULL, NULL, -1, -1, -1, 0};
+    PyObject *result = NULL, *positions = NULL, *scores = NULL;
+    if (split_lines(&d, start, end, lone_cr) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t n = d.n, size = n > 0 ? n : 1;
+    d.firsts = PyMem_Malloc(size * sizeof(Py_UCS4));
+    d.plain = PyMem_Malloc(size);
+    d.blank = PyMem_Malloc(size);
+    sc.score = PyMem_Calloc(size, sizeof(int));
+    sc.heading_line = PyMem_Calloc(size, 1);
+    if (!d.firsts || !d.plain || !d.blank || !sc.score || !sc.heading_line) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t p = d.starts[i], e = d.ends[i];
+        while (p < e && SPACE_OR_TAB(CH(&d, p)))
+            p++;
+        Py_UCS4 first = p < e ? CH(&d, p) : 0;
+        d.firsts[i] = first;
+        /* _MAY_START_BLOCK: "#`~=-*+_|\rsSſ", an empty rest, or a digit (str.isdigit) */
+        d.plain[i] = !(first == 0 || first == '#' || first == '`' || first == '~' || first == '=' || first == '-'
+                       || first == '*' || first == '+' || first == '_' || first == '|' || first == '\r'
+                       || first == 's' || first == 'S' || first == 0x17F || Py_UNICODE_ISDIGIT(first));
+        d.blank[i] = is_blank(&d, d.starts[i], e);
+    }
+    sc.headings = PyList_New(0);
+    sc.groups = PyList_New(0);
+    positions = PyList_New(0);
+    scores = PyList_New(0);
+    if (!sc.headings || !sc.groups || !positions || !scores || run_scan(&sc) < 0)
+        goto done;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (sc.score[i] == 0)
+            continue;
+        PyObject *pos = PyLong_FromSsize_t(d.starts[i]);
+        PyObject *score = PyLong_FromLong(sc.score[i]);
+        int failed = pos == NULL || score == NULL || PyList_Append(positions, pos) < 0
+                     || PyList_Append(scores, score) < 0;
+        Py_XDECREF(pos);
+        Py_XDECREF(score);
+        if (failed)
+            goto done;
+    }
+    result = PyTuple_Pack(4, sc.headings, positions, scores, sc.groups);
+done:
+    Py_XDECREF(sc.headings);
+    Py_XDECREF(sc.groups);
+    Py_XDECREF(positions);
+    Py_XDECREF(scores);
+    PyMem_Free(d.starts);
+    PyMem_Free(d.ends);
+    PyMem_Free(d.firsts);
+    PyMem_Free(d.plain);
+    PyMem_Free(d.blank);
+    PyMem_Free(sc.score);
+    PyMem_Free(sc.heading_line);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_lines", scan_lines, METH_VARARGS,
+     "scan_lines(text, start, end, lone_cr) -> (headings, positions, scores, groups); see chunking/markdown.py"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "chunking._mdscan", "The Markdown line scanner of chunking.markdown, in C.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__mdscan(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", CHUNKYARD_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
