@@ -10,7 +10,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-ACCELERATORS = ["_mdscan"]
+ACCELERATORS = ["_mdscan", "_pack"]
 
 
 def extension(name: str) -> Extension:

@@ -42,6 +42,7 @@ from typing import NamedTuple
 
 import regex
 
+from chunking import native
 from chunking.units import Meter
 
 # Scores of textual boundaries. Structural scores from strategies use the same scale.
@@ -159,6 +160,13 @@ class Span(NamedTuple):
     over_budget: str = ""  # why the span exceeds the budget, when it does
 
 
+# The packer in C (chunking/_pack.c) when it was built and is current; ``Packer._spans`` is the reference.
+_native = native.load("_pack")
+# The levels _pack.c knows; it calls ``Packer._find_level`` for any other (and off ASCII text).
+_LEVEL_CODES = {id(PARAGRAPH): 1, id(LINE): 2, id(SENTENCE): 3, id(SENTENCE_OR_PARAGRAPH): 4, id(WORD): 5,
+                id(GRAPHEME): 6}
+
+
 class Packer:
     def __init__(self, text: str, plan: Plan, meter: Meter, max_size: int, overlap: int, min_size: int):
         self.text = text
@@ -190,6 +198,16 @@ class Packer:
     # -- public -------------------------------------------------------------------------------
 
     def spans(self) -> list[Span]:
+        plan = self.plan
+        if _native is not None and not self._breaks and not self._keep:
+            return _native.spans(self, Span, tuple(_LEVEL_CODES.get(id(level), 0) for level in self._levels),
+                                 [group.end for group in plan.groups],
+                                 [plan.heading_ends[pos] for pos in self._heading_starts])
+        return self._spans()
+
+    def _spans(self) -> list[Span]:
+        """``spans`` in Python: the reference for chunking/_pack.c, and the packer of plans with reviewer
+        constraints (keep spans, breaks)."""
         plan = self.plan
         out: list[Span] = []
         start = self._skip_space(plan.start, plan.end)

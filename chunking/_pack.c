@@ -1,0 +1,1062 @@
+/* The packer of chunking/packer.py (``Packer.spans``), in C.
+ *
+ * The same rules in the same order: each function below is the method of the same name in
+ * packer.py, which stays the reference (tests/test_packer_native.py holds both equal on the real
+ * corpora and on generated text). Plans with reviewer constraints (keep spans, breaks) are packed by
+ * the Python packer alone.
+ *
+ * Textual boundaries (paragraph, line, sentence, word, grapheme) are found here when the text around
+ * the search is ASCII, where the levels' patterns reduce to a few character classes (the regex
+ * module's \s is [\t\n\v\f\r ] there, \p{Lu}\p{N}\p{Lo} is [A-Z0-9]); anywhere else, and for levels
+ * this file does not know, the Python packer's own method is called. So is the meter for units
+ * other than characters.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+enum { LEVEL_OTHER = 0, LEVEL_PARAGRAPH, LEVEL_LINE, LEVEL_SENTENCE, LEVEL_SENTENCE_OR_PARAGRAPH, LEVEL_WORD,
+       LEVEL_GRAPHEME };
+
+#define NONE (-1) /* "no position" (Python's None); positions are >= 0 */
+
+typedef struct {
+    Py_ssize_t *v;
+    Py_ssize_t n;
+} Array;
+
+typedef struct {
+    PyObject *packer; /* the Python Packer: its methods are the fallbacks */
+    PyObject *text;
+    int kind;
+    const void *data;
+    int is_ascii;
+    Py_ssize_t length;
+    Py_ssize_t plan_start, plan_end;
+    Array positions, scores;
+    Array group_starts, group_ends;
+    signed char *group_fits; /* -1 unknown, 0, 1 */
+    Array forced, headings, heading_starts, heading_end_values;
+    Array line_group_starts, line_group_reach;
+    int n_levels;
+    int level_codes[16];
+    int level_scores[16];
+    PyObject *level_objects[16]; /* borrowed from the levels tuple */
+    Py_ssize_t max_size, overlap, min_size, overlap_floor, level_top;
+    double fill;
+    int chars; /* the meter counts code points */
+    PyObject *meter;
+} Packer;
+
+#define CH(pk, i) PyUnicode_READ((pk)->kind, (pk)->data, (i))
+#define RX_SPACE(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r')) /* regex's \s on ASCII */
+#define ERR PY_SSIZE_T_MIN /* a Python exception is set (sizes can be negative: no small value is free) */
+
+static int to_array(PyObject *seq, Array *out)
+{
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of ints");
+    if (fast == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    out->v = PyMem_Malloc((n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    out->n = n;
+    if (out->v == NULL) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out->v[i] = PyLong_AsSsize_t(items[i]);
+        if (out->v[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static Py_ssize_t bisect_left(const Array *a, Py_ssize_t x)
+{
+    Py_ssize_t lo = 0, hi = a->n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (a->v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static Py_ssize_t bisect_right(const Array *a, Py_ssize_t x)
+{
+    Py_ssize_t lo = 0, hi = a->n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (x < a->v[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Whether text[a:b] (clipped to the text) is ASCII. */
+static int ascii_range(const Packer *pk, Py_ssize_t a, Py_ssize_t b)
+{
+    if (pk->is_ascii)
+        return 1;
+    if (a < 0)
+        a = 0;
+    if (b > pk->length)
+        b = pk->length;
+    if (pk->kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *s = pk->data;
+        for (Py_ssize_t i = a; i < b; i++)
+            if (s[i] >= 0x80)
+                return 0;
+        return 1;
+    }
+    for (Py_ssize_t i = a; i < b; i++)
+        if (CH(pk, i) >= 0x80)
+            return 0;
+    return 1;
+}
+
+/* _NON_SPACE.search(text, a, b) is not None */
+static int has_non_space(const Packer *pk, Py_ssize_t a, Py_ssize_t b)
+{
+    for (Py_ssize_t i = a; i < b; i++)
+        if (!Py_UNICODE_ISSPACE(CH(pk, i)))
+            return 1;
+    return 0;
+}
+
+/* -- calls into Python ------------------------------------------------------------------------ */
+
+static Py_ssize_t call_pos(PyObject *obj, const char *method, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    PyObject *callable = PyObject_GetAttrString(obj, method);
+    PyObject *arguments = callable ? Py_VaBuildValue(format, args) : NULL;
+    va_end(args);
+    PyObject *result = arguments ? PyObject_CallObject(callable, arguments) : NULL;
+    Py_XDECREF(callable);
+    Py_XDECREF(arguments);
+    if (result == NULL)
+        return ERR;
+    Py_ssize_t value;
+    if (result == Py_None)
+        value = NONE;
+    else if (PyBool_Check(result))
+        value = result == Py_True;
+    else
+        value = PyLong_AsSsize_t(result);
+    Py_DECREF(result);
+    if (value == -1 && PyErr_Occurred())
+        return ERR;
+    return value;
+}
+
+/* The same keyword call, with last=... */
+static Py_ssize_t call_pos_last(PyObject *obj, const char *method, PyObject *first, Py_ssize_t low,
+                                Py_ssize_t high, int last)
+{
+    PyObject *callable = PyObject_GetAttrString(obj, method);
+    if (callable == NULL)
+        return ERR;
+    PyObject *arguments = first ? Py_BuildValue("(Onn)", first, low, high) : Py_BuildValue("(nn)", low, high);
+    PyObject *keywords = Py_BuildValue("{s:O}", "last", last ? Py_True : Py_False);
+    PyObject *result = arguments && keywords ? PyObject_Call(callable, arguments, keywords) : NULL;
+    Py_DECREF(callable);
+    Py_XDECREF(arguments);
+    Py_XDECREF(keywords);
+    if (result == NULL)
+        return ERR;
+    Py_ssize_t value = result == Py_None ? NONE : PyLong_AsSsize_t(result);
+    Py_DECREF(result);
+    if (value == -1 && PyErr_Occurred())
+        return ERR;
+    return value;
+}
+
+/* -- the meter -------------------------------------------------------------------------------- */
+
+static Py_ssize_t m_size(Packer *pk, Py_ssize_t a, Py_ssize_t b)
+{
+    if (pk->chars)
+        return b - a;
+    return call_pos(pk->meter, "size", "(nn)", a, b);
+}
+
+static Py_ssize_t m_estimate(Packer *pk, Py_ssize_t a, Py_ssize_t b)
+{
+    if (pk->chars)
+        return b - a;
+    return call_pos(pk->meter, "estimate", "(nn)", a, b);
+}
+
+static Py_ssize_t m_advance(Packer *pk, Py_ssize_t start, Py_ssize_t budget)
+{
+    if (pk->chars)
+        return start + budget < pk->length ? start + budget : pk->length;
+    return call_pos(pk->meter, "advance", "(nn)", start, budget);
+}
+
+static Py_ssize_t m_back(Packer *pk, Py_ssize_t end, Py_ssize_t budget)
+{
+    if (pk->chars)
+        return end - budget > 0 ? end - budget : 0;
+    return call_pos(pk->meter, "back", "(nn)", end, budget);
+}
+
+/* -- graphemes -------------------------------------------------------------------------------- */
+
+static Py_ssize_t is_cluster_boundary(Packer *pk, Py_ssize_t pos)
+{
+    if (pos <= 0 || pos >= pk->length)
+        return 1;
+    Py_UCS4 c = CH(pk, pos), before = CH(pk, pos - 1);
+    if (c < 0x80 && before < 0x80)
+        return !(before == '\r' && c == '\n');
+    return call_pos(pk->packer, "_is_cluster_boundary", "(n)", pos);
+}
+
+/* _cluster_boundary(low, high, last=...): on ASCII every position is a boundary but inside CR LF */
+static Py_ssize_t cluster_boundary(Packer *pk, Py_ssize_t low, Py_ssize_t high, int last)
+{
+    if (low < 0 || low > high || high > pk->length || !ascii_range(pk, low - 130, high + 2))
+        return call_pos_last(pk->packer, "_cluster_boundary", NULL, low, high, last);
+    if (last && high - low > 512)
+        low = high - 512;
+    if (!last && high - low > 512)
+        high = low + 512;
+    if (last) {
+        for (Py_ssize_t p = high; p >= low; p--)
+            if (!(p > 0 && p < pk->length && CH(pk, p - 1) == '\r' && CH(pk, p) == '\n'))
+                return p;
+        return NONE;
+    }
+    for (Py_ssize_t p = low; p <= high; p++)
+        if (!(p > 0 && p < pk->length && CH(pk, p - 1) == '\r' && CH(pk, p) == '\n'))
+            return p;
+    return NONE;
+}
+
+/* -- textual levels on ASCII text -------------------------------------------------------------- */
+
+static int is_terminator(Py_UCS4 c) { return c == '.' || c == '!' || c == '?'; }
+static int is_closer(Py_UCS4 c) { return c == '"' || c == '\'' || c == ')' || c == ']'; }
+static int is_opener(Py_UCS4 c) { return c == '"' || c == '\'' || c == '(' || c == '['; }
+static int is_capital_or_digit(Py_UCS4 c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+/* (?=["'“‘(\[]?[\p{Lu}\p{N}\p{Lo}]) at p, the text ending at endpos */
+static int sentence_lookahead(Packer *pk, Py_ssize_t p, Py_ssize_t endpos)
+{
+    if (p >= endpos)
+        return 0;
+    Py_UCS4 c = CH(pk, p);
+    if (is_capital_or_digit(c))
+        return 1;
+    return is_opener(c) && p + 1 < endpos && is_capital_or_digit(CH(pk, p + 1));
+}
+
+static const char *ABBREVIATIONS[] = {"Mr", "Mrs", "Ms", "Dr", "Prof", "St", "vs", "No", "Fig", "approx", "e.g", "i.e",
+                                      "cf", "etc", NULL};
+
+/* Before `from`: start of the text, white space or "(" (the lookbehind's (?:^|[\s(])) */
+static int word_starts_at(Packer *pk, Py_ssize_t from)
+{
+    if (from == 0)
+        return 1;
+    Py_UCS4 c = CH(pk, from - 1);
+    return RX_SPACE(c) || c == '(';
+}
+
+/* The lookbehind (?:^|[\s(])(?:\d{1,3}|[A-Za-z]|Mr|...|etc) matches ending at q: not a sentence end */
+static int abbreviation_before(Packer *pk, Py_ssize_t q)
+{
+    Py_ssize_t digits = 0;
+    while (q - digits > 0 && digits < 4 && CH(pk, q - digits - 1) >= '0' && CH(pk, q - digits - 1) <= '9')
+        digits++;
+    if (digits >= 1 && digits <= 3 && word_starts_at(pk, q - digits))
+        return 1;
+    if (q >= 1) {
+        Py_UCS4 c = CH(pk, q - 1);
+        if (((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) && word_starts_at(pk, q - 1))
+            return 1;
+    }
+    for (const char **word = ABBREVIATIONS; *word; word++) {
+        Py_ssize_t len = (Py_ssize_t)strlen(*word);
+        if (q < len)
+            continue;
+        Py_ssize_t k = 0;
+        while (k < len && CH(pk, q - len + k) == (Py_UCS4)(*word)[k])
+            k++;
+        if (k == len && word_starts_at(pk, q - len))
+            return 1;
+    }
+    return 0;
+}
+
+/* The sentence alternative matched right to left ending at p, in [pos, endpos]: its start, or NONE */
+static Py_ssize_t sentence_ending_at(Packer *pk, Py_ssize_t p, Py_ssize_t pos, Py_ssize_t endpos)
+{
+    if (!sentence_lookahead(pk, p, endpos))
+        return NONE;
+    Py_ssize_t q = p;
+    while (q > pos && RX_SPACE(CH(pk, q - 1)))
+        q--;
+    if (q == p)
+        return NONE;
+    while (q > pos && is_closer(CH(pk, q - 1)))
+        q--;
+    Py_ssize_t run_end = q;
+    while (q > pos && is_terminator(CH(pk, q - 1)))
+        q--;
+    if (q == run_end)
+        return NONE;
+    if (!abbreviation_before(pk, q))
+        return q;
+    return run_end - q >= 2 ? q + 1 : NONE;
+}
+
+/* \n[^\S\n]*\n matched right to left ending at p, in [pos, endpos]: its start, or NONE */
+static Py_ssize_t paragraph_ending_at(Packer *pk, Py_ssize_t p, Py_ssize_t pos)
+{
+    if (p - 2 < pos || CH(pk, p - 1) != '\n')
+        return NONE;
+    Py_ssize_t q = p - 1;
+    while (q > pos && CH(pk, q - 1) != '\n' && RX_SPACE(CH(pk, q - 1)))
+        q--;
+    return q > pos && CH(pk, q - 1) == '\n' ? q - 1 : NONE;
+}
+
+/* The sentence alternative matched left to right from s, in [s, endpos]: its end, or NONE */
+static Py_ssize_t sentence_from(Packer *pk, Py_ssize_t s, Py_ssize_t endpos)
+{
+    if (s >= endpos || !is_terminator(CH(pk, s)) || abbreviation_before(pk, s))
+        return NONE;
+    Py_ssize_t q = s;
+    while (q < endpos && is_terminator(CH(pk, q)))
+        q++;
+    while (q < endpos && is_closer(CH(pk, q)))
+        q++;
+    Py_ssize_t spaces = q;
+    while (q < endpos && RX_SPACE(CH(pk, q)))
+        q++;
+    if (q == spaces || !sentence_lookahead(pk, q, endpos))
+        return NONE;
+    return q;
+}
+
+/* \n[^\S\n]*\n matched left to right from s: its end, or NONE */
+static Py_ssize_t paragraph_from(Packer *pk, Py_ssize_t s, Py_ssize_t endpos)
+{
+    if (s >= endpos || CH(pk, s) != '\n')
+        return NONE;
+    Py_ssize_t q = s + 1;
+    while (q < endpos && CH(pk, q) != '\n' && RX_SPACE(CH(pk, q)))
+        q++;
+    return q < endpos && CH(pk, q) == '\n' ? q + 1 : NONE;
+}
+
+/* The start of the match ending at p (right to left) of a level, or NONE */
+static Py_ssize_t match_ending_at(Packer *pk, int code, Py_ssize_t p, Py_ssize_t pos, Py_ssize_t endpos)
+{
+    Py_ssize_t s;
+    switch (code) {
+    case LEVEL_PARAGRAPH:
+        return paragraph_ending_at(pk, p, pos);
+    case LEVEL_LINE:
+        return p - 1 >= pos && CH(pk, p - 1) == '\n' ? p - 1 : NONE;
+    case LEVEL_SENTENCE:
+        return sentence_ending_at(pk, p, pos, endpos);
+    case LEVEL_SENTENCE_OR_PARAGRAPH:
+        s = sentence_ending_at(pk, p, pos, endpos);
+        return s != NONE ? s : paragraph_ending_at(pk, p, pos);
+    case LEVEL_WORD:
+        if (p - 1 < pos || !RX_SPACE(CH(pk, p - 1)))
+            return NONE;
+        s = p - 1;
+        while (s > pos && RX_SPACE(CH(pk, s - 1)))
+            s--;
+        return s;
+    }
+    return NONE;
+}
+
+/* The end of the match starting at s (left to right) of a level, or NONE */
+static Py_ssize_t match_from(Packer *pk, int code, Py_ssize_t s, Py_ssize_t endpos)
+{
+    Py_ssize_t e;
+    switch (code) {
+    case LEVEL_PARAGRAPH:
+        return paragraph_from(pk, s, endpos);
+    case LEVEL_LINE:
+        return s < endpos && CH(pk, s) == '\n' ? s + 1 : NONE;
+    case LEVEL_SENTENCE:
+        return sentence_from(pk, s, endpos);
+    case LEVEL_SENTENCE_OR_PARAGRAPH:
+        e = sentence_from(pk, s, endpos);
+        return e != NONE ? e : paragraph_from(pk, s, endpos);
+    case LEVEL_WORD:
+        if (s >= endpos || !RX_SPACE(CH(pk, s)))
+            return NONE;
+        e = s + 1;
+        while (e < endpos && RX_SPACE(CH(pk, e)))
+            e++;
+        return e;
+    }
+    return NONE;
+}
+
+/* _find_level(level, low, high, last=...) */
+static Py_ssize_t find_level(Packer *pk, int index, Py_ssize_t low, Py_ssize_t high, int last)
+{
+    int code = pk->level_codes[index];
+    if (code == LEVEL_GRAPHEME)
+        return cluster_boundary(pk, low, high, last);
+    Py_ssize_t pos = low - 1 > 0 ? low - 1 : 0;
+    if (code == LEVEL_OTHER || low > high || high > pk->length || !ascii_range(pk, pos - 8, high + 2))
+        return call_pos_last(pk->packer, "_find_level", pk->level_objects[index], low, high, last);
+    if (last) {
+        Py_ssize_t endpos = high;
+        for (Py_ssize_t p = endpos; p >= pos; p--) {
+            Py_ssize_t s = match_ending_at(pk, code, p, pos, endpos);
+            if (s == NONE)
+                continue;
+            if (p < low)
+                return NONE;
+            Py_ssize_t boundary = is_cluster_boundary(pk, p);
+            if (boundary == ERR)
+                return ERR;
+            if (boundary)
+                return p;
+            if (s <= pos)
+                return NONE;
+            endpos = s; /* search again before this match */
+            p = endpos + 1;
+        }
+        return NONE;
+    }
+    for (Py_ssize_t s = pos; s < high; s++) {
+        Py_ssize_t e = match_from(pk, code, s, high);
+        if (e == NONE)
+            continue;
+        if (low <= e && e <= high) {
+            Py_ssize_t boundary = is_cluster_boundary(pk, e);
+            if (boundary == ERR)
+                return ERR;
+            if (boundary)
+                return e;
+        }
+        s = (e > s ? e : e + 1) - 1; /* search again from the match end */
+    }
+    return NONE;
+}
+
+/* -- the packer's methods ---------------------------------------------------------------------- */
+
+static Py_ssize_t trim_end(Packer *pk, Py_ssize_t start, Py_ssize_t end)
+{
+    while (end > start && Py_UNICODE_ISSPACE(CH(pk, end - 1)))
+        end--;
+    return end;
+}
+
+static Py_ssize_t next_text(Packer *pk, Py_ssize_t pos)
+{
+    while (pos < pk->plan_end && Py_UNICODE_ISSPACE(CH(pk, pos)))
+        pos++;
+    return pos;
+}
+
+static Py_ssize_t skip_space(Packer *pk, Py_ssize_t pos, Py_ssize_t limit)
+{
+    Py_ssize_t first = pos;
+    while (first < limit && Py_UNICODE_ISSPACE(CH(pk, first)))
+        first++;
+    if (first >= limit)
+        return first;
+    Py_ssize_t boundary = is_cluster_boundary(pk, first);
+    if (boundary == ERR)
+        return ERR;
+    if (first == pos) {
+        if (boundary)
+            return first;
+        Py_ssize_t before = cluster_boundary(pk, first - 64 > 0 ? first - 64 : 0, first, 1);
+        if (before == ERR)
+            return ERR;
+        return before == NONE || before == 0 ? first : before;
+    }
+    if (!boundary)
+        return first - 1;
+    Py_ssize_t newline = PyUnicode_FindChar(pk->text, '\n', pos, first, -1);
+    Py_ssize_t line_start = newline != -1 ? newline + 1
+                            : (pos == 0 || CH(pk, pos - 1) == '\n' ? pos : first);
+    if (line_start < first) {
+        if (first - line_start > 32)
+            return first;
+        Py_ssize_t size = m_size(pk, line_start, first);
+        if (size == ERR)
+            return ERR;
+        if (size * 2 > pk->max_size)
+            return first;
+    }
+    return line_start;
+}
+
+static Py_ssize_t heading_end(Packer *pk, Py_ssize_t pos, Py_ssize_t otherwise)
+{
+    Py_ssize_t k = bisect_left(&pk->heading_starts, pos);
+    if (k < pk->heading_starts.n && pk->heading_starts.v[k] == pos)
+        return pk->heading_end_values.v[k];
+    return otherwise;
+}
+
+static int mid_line_of_group(Packer *pk, Py_ssize_t pos)
+{
+    Py_ssize_t k = bisect_left(&pk->line_group_starts, pos) - 1;
+    return k >= 0 && pos < pk->line_group_reach.v[k] && CH(pk, pos - 1) != '\n';
+}
+
+static Py_ssize_t whole_line_end(Packer *pk, Py_ssize_t start, Py_ssize_t prev_end, Py_ssize_t end)
+{
+    if (!mid_line_of_group(pk, end))
+        return end;
+    Py_ssize_t newline = PyUnicode_FindChar(pk->text, '\n', start > prev_end ? start : prev_end, end, -1);
+    if (newline == -1 || !has_non_space(pk, start, newline + 1))
+        return end;
+    return newline + 1;
+}
+
+static Py_ssize_t trailing_heading(Packer *pk, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_ssize_t k = bisect_left(&pk->headings, end) - 1;
+    if (k < 0 || pk->headings.v[k] <= start)
+        return NONE;
+    Py_ssize_t pos = pk->headings.v[k];
+    return has_non_space(pk, heading_end(pk, pos, pos), end) ? NONE : pos;
+}
+
+static int has_body(Packer *pk, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_ssize_t cursor = heading_end(pk, start, start);
+    Py_ssize_t i = bisect_right(&pk->headings, start);
+    while (i < pk->headings.n && pk->headings.v[i] < end) {
+        Py_ssize_t pos = pk->headings.v[i];
+        if (has_non_space(pk, cursor, pos))
+            return 1;
+        Py_ssize_t after = heading_end(pk, pos, pos);
+        if (after > cursor)
+            cursor = after;
+        i++;
+    }
+    return has_non_space(pk, cursor, end);
+}
+
+static Py_ssize_t ceiling(Packer *pk, Py_ssize_t low, Py_ssize_t high)
+{
+    Py_ssize_t i = bisect_left(&pk->positions, low), j = bisect_right(&pk->positions, high);
+    Py_ssize_t top = -1;
+    for (Py_ssize_t k = i; k < j; k++)
+        if (pk->scores.v[k] > top)
+            top = pk->scores.v[k];
+    return top > pk->level_top ? top : pk->level_top;
+}
+
+/* _best: the best-scored boundary in [low, high] and its score (*score -1 and NONE when none) */
+static Py_ssize_t best(Packer *pk, Py_ssize_t low, Py_ssize_t high, int last, Py_ssize_t floor, Py_ssize_t *score)
+{
+    Py_ssize_t best_score = -1, best_pos = NONE;
+    Py_ssize_t i = bisect_left(&pk->positions, low), j = bisect_right(&pk->positions, high);
+    for (Py_ssize_t k = i; k < j; k++) {
+        Py_ssize_t s = pk->scores.v[k];
+        if (s > best_score || (s == best_score && last)) {
+            best_score = s;
+            best_pos = pk->positions.v[k];
+        }
+    }
+    for (int index = 0; index < pk->n_levels; index++) {
+        Py_ssize_t level_score = pk->level_scores[index];
+        if (level_score <= best_score || level_score < floor)
+            continue;
+        Py_ssize_t pos = find_level(pk, index, low, high, last);
+        if (pos == ERR)
+            return ERR;
+        if (pos != NONE) {
+            *score = level_score;
+            return pos;
+        }
+    }
+    if (best_score >= floor && best_pos != NONE) {
+        *score = best_score;
+        return best_pos;
+    }
+    *score = -1;
+    return NONE;
+}
+
+static Py_ssize_t smallest_end(Packer *pk, Py_ssize_t start, Py_ssize_t prev_end)
+{
+    Py_ssize_t high = pk->plan_end < prev_end + 512 ? pk->plan_end : prev_end + 512;
+    Py_ssize_t after = cluster_boundary(pk, prev_end + 1, high, 0);
+    if (after == ERR)
+        return ERR;
+    Py_ssize_t end = after != NONE ? after : (pk->plan_end < prev_end + 1 ? pk->plan_end : prev_end + 1);
+    return end > start + 1 ? end : start + 1;
+}
+
+static Py_ssize_t first_forced(Packer *pk, Py_ssize_t start, Py_ssize_t prev_end, Py_ssize_t reach)
+{
+    Py_ssize_t i = bisect_right(&pk->forced, prev_end), j = bisect_right(&pk->forced, reach);
+    for (Py_ssize_t k = i; k < j; k++) {
+        Py_ssize_t pos = pk->forced.v[k];
+        if (pos < pk->plan_end && has_body(pk, start, pos) && trailing_heading(pk, start, pos) == NONE) {
+            if (pk->min_size == 0)
+                return pos;
+            Py_ssize_t size = m_size(pk, start, trim_end(pk, start, pos));
+            if (size == ERR)
+                return ERR;
+            if (size >= pk->min_size)
+                return pos;
+        }
+    }
+    return NONE;
+}
+
+static int group_fits_alone(Packer *pk, Py_ssize_t k)
+{
+    if (pk->group_fits[k] >= 0)
+        return pk->group_fits[k];
+    Py_ssize_t g_start = pk->group_starts.v[k], g_end = pk->group_ends.v[k];
+    Py_ssize_t begin = skip_space(pk, g_start, g_end);
+    if (begin == ERR)
+        return ERR;
+    Py_ssize_t end = trim_end(pk, begin, g_end);
+    Py_ssize_t estimate = m_estimate(pk, begin, end);
+    if (estimate == ERR)
+        return ERR;
+    int fits = 0;
+    if ((double)estimate <= (double)pk->max_size * 1.25 + 4) {
+        Py_ssize_t size = m_size(pk, begin, end);
+        if (size == ERR)
+            return ERR;
+        fits = size <= pk->max_size;
+    }
+    pk->group_fits[k] = (signed char)fits;
+    return fits;
+}
+
+static Py_ssize_t kept_group_start(Packer *pk, Py_ssize_t start, Py_ssize_t prev_end, Py_ssize_t reach)
+{
+    Py_ssize_t i = bisect_right(&pk->group_starts, start > prev_end ? start : prev_end);
+    for (Py_ssize_t k = i; k < pk->group_starts.n; k++) {
+        Py_ssize_t g_start = pk->group_starts.v[k], g_end = pk->group_ends.v[k];
+        if (g_start >= reach)
+            break;
+        if (g_end <= reach || g_start <= start)
+            continue;
+        int fits = group_fits_alone(pk, k);
+        if (fits == ERR)
+            return ERR;
+        if (!fits)
+            continue;
+        if (pk->min_size) {
+            Py_ssize_t size = m_size(pk, start, trim_end(pk, start, g_start));
+            if (size == ERR)
+                return ERR;
+            if (size < pk->min_size)
+                continue;
+        }
+        if (has_non_space(pk, start, g_start))
+            return g_start;
+    }
+    return NONE;
+}
+
+/* _choose_end: the end in (prev_end, reach]; *clean: no overlap after it */
+static Py_ssize_t choose_end(Packer *pk, Py_ssize_t start, Py_ssize_t reach, Py_ssize_t prev_end, int *clean)
+{
+    if (reach > pk->plan_end)
+        reach = pk->plan_end;
+    Py_ssize_t forced = first_forced(pk, start, prev_end, reach);
+    if (forced == ERR)
+        return ERR;
+    Py_ssize_t kept = kept_group_start(pk, start, prev_end, reach);
+    if (kept == ERR)
+        return ERR;
+    if (forced != NONE || kept != NONE) {
+        *clean = 1;
+        if (forced == NONE)
+            return kept;
+        return kept == NONE || forced < kept ? forced : kept;
+    }
+    if (reach >= pk->plan_end) {
+        *clean = 1;
+        return reach;
+    }
+    Py_ssize_t fill_from = start + (Py_ssize_t)((double)(reach - start) * pk->fill);
+    Py_ssize_t early_from = start + (Py_ssize_t)((double)(reach - start) * pk->fill * 0.4);
+    if (fill_from < prev_end + 1)
+        fill_from = prev_end + 1;
+    if (early_from < prev_end + 1)
+        early_from = prev_end + 1;
+    Py_ssize_t lows[2] = {fill_from, prev_end + 1};
+    for (int round = 0; round < 2; round++) {
+        Py_ssize_t low = lows[round];
+        if (low > reach)
+            continue;
+        Py_ssize_t score;
+        Py_ssize_t pos = best(pk, low, reach, 1, 0, &score);
+        if (pos == ERR)
+            return ERR;
+        if (low == fill_from && early_from < fill_from && score + 10 <= ceiling(pk, early_from, fill_from - 1)) {
+            Py_ssize_t early_score;
+            Py_ssize_t early = best(pk, early_from, fill_from - 1, 1, 0, &early_score);
+            if (early == ERR)
+                return ERR;
+            if (early != NONE && early_score >= score + 10) {
+                pos = early;
+                score = early_score;
+            }
+        }
+        if (pos != NONE) {
+            pos = whole_line_end(pk, start, prev_end, pos);
+            Py_ssize_t heading = trailing_heading(pk, start, pos);
+            if (heading != NONE && heading > prev_end && has_body(pk, start, heading)) {
+                *clean = 1;
+                return heading;
+            }
+            *clean = 0;
+            return pos;
+        }
+    }
+    *clean = 0;
+    return smallest_end(pk, start, prev_end);
+}
+
+static Py_ssize_t choose_verified_end(Packer *pk, Py_ssize_t start, Py_ssize_t prev_end, int *clean,
+                                      Py_ssize_t *size_out)
+{
+    Py_ssize_t budget = pk->max_size;
+    for (int attempt = 0; attempt < 12; attempt++) {
+        Py_ssize_t reach = m_advance(pk, start, budget);
+        if (reach == ERR)
+            return ERR;
+        if (reach < start + 1)
+            reach = start + 1;
+        if (reach <= prev_end)
+            reach = prev_end + 1;
+        Py_ssize_t limit = pk->plan_end < reach + 64 ? pk->plan_end : reach + 64;
+        while (reach < limit && Py_UNICODE_ISSPACE(CH(pk, reach)))
+            reach++;
+        Py_ssize_t end = choose_end(pk, start, reach < pk->plan_end ? reach : pk->plan_end, prev_end, clean);
+        if (end == ERR)
+            return ERR;
+        Py_ssize_t size = m_size(pk, start, trim_end(pk, start, end));
+        if (size == ERR)
+            return ERR;
+        if (size <= pk->max_size) {
+            *size_out = size;
+            return end;
+        }
+        if (end <= prev_end + 1)
+            break;
+        Py_ssize_t step = budget / 50 > 1 ? budget / 50 : 1;
+        budget = budget - (size - pk->max_size) - step;
+        if (budget < 1)
+            budget = 1;
+        Py_ssize_t again = m_advance(pk, start, budget);
+        if (again == ERR)
+            return ERR;
+        if (again <= prev_end)
+            break;
+    }
+    Py_ssize_t end = smallest_end(pk, start, prev_end);
+    if (end == ERR)
+        return ERR;
+    *clean = 0;
+    Py_ssize_t size = m_size(pk, start, trim_end(pk, start, end));
+    if (size == ERR)
+        return ERR;
+    *size_out = size;
+    return end;
+}
+
+static Py_ssize_t overlap_start(Packer *pk, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_ssize_t low = m_back(pk, end, pk->overlap);
+    if (low == ERR)
+        return ERR;
+    if (low < start + 1)
+        low = start + 1;
+    if (low >= end)
+        return end;
+    Py_ssize_t score;
+    Py_ssize_t pos = best(pk, low, end - 1, 0, pk->overlap_floor, &score);
+    if (pos == ERR)
+        return ERR;
+    Py_ssize_t trimmed_end = trim_end(pk, start, end);
+    int found = 0;
+    for (int attempt = 0; attempt < 16; attempt++) {
+        if (pos == NONE || pos <= start || pos >= end)
+            return end;
+        Py_ssize_t from = skip_space(pk, pos, end);
+        if (from == ERR)
+            return ERR;
+        Py_ssize_t size = m_size(pk, from, trimmed_end);
+        if (size == ERR)
+            return ERR;
+        if (size <= pk->overlap) {
+            found = 1;
+            break;
+        }
+        pos = best(pk, pos + 1, end - 1, 0, pk->overlap_floor, &score);
+        if (pos == ERR)
+            return ERR;
+    }
+    if (!found)
+        return end;
+    if (mid_line_of_group(pk, pos)) {
+        Py_ssize_t newline = PyUnicode_FindChar(pk->text, '\n', pos, end, 1);
+        if (newline == -1 || newline + 1 >= end)
+            return end;
+        pos = newline + 1;
+    }
+    Py_ssize_t k = bisect_left(&pk->heading_starts, pos) - 1;
+    if (k >= 0 && pos < pk->heading_end_values.v[k]) {
+        pos = pk->heading_end_values.v[k];
+        Py_ssize_t next = skip_space(pk, pos, end);
+        if (next == ERR)
+            return ERR;
+        if (next >= end)
+            return end;
+    }
+    k = bisect_right(&pk->forced, pos);
+    if (k < pk->forced.n && pk->forced.v[k] < end)
+        return pk->forced.v[k];
+    return pos;
+}
+
+static int append_span(Packer *pk, PyObject *out, PyObject *span_type, Py_ssize_t start, Py_ssize_t end,
+                       Py_ssize_t size)
+{
+    PyObject *reason;
+    if (size > pk->max_size) {
+        reason = PyObject_CallMethod(pk->packer, "_over_budget_reason", "(nn)", start, end);
+    } else {
+        reason = PyUnicode_FromStringAndSize("", 0);
+    }
+    if (reason == NULL)
+        return -1;
+    PyObject *fields = Py_BuildValue("(nnnN)", start, end, size, reason);
+    if (fields == NULL)
+        return -1;
+    PyObject *arguments = PyTuple_Pack(1, fields);
+    Py_DECREF(fields);
+    if (arguments == NULL)
+        return -1;
+    /* tuple.__new__(Span, fields): the named tuple without its Python-level __new__ */
+    PyObject *span = PyTuple_Type.tp_new((PyTypeObject *)span_type, arguments, NULL);
+    Py_DECREF(arguments);
+    if (span == NULL)
+        return -1;
+    int failed = PyList_Append(out, span);
+    Py_DECREF(span);
+    return failed;
+}
+
+static PyObject *pack(Packer *pk, PyObject *span_type)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+#define CHECK(x)                                                                              \
+    do {                                                                                      \
+        if ((x) == ERR) {                                                                     \
+            if (!PyErr_Occurred())                                                            \
+                PyErr_Format(PyExc_SystemError, "_pack: internal error at line %d", __LINE__); \
+            goto fail;                                                                        \
+        }                                                                                     \
+    } while (0)
+    Py_ssize_t start = skip_space(pk, pk->plan_start, pk->plan_end);
+    CHECK(start);
+    Py_ssize_t prev_end = start, last_end = start;
+    while (start < pk->plan_end) {
+        int clean = 0;
+        Py_ssize_t size = 0;
+        Py_ssize_t end = choose_verified_end(pk, start, prev_end, &clean, &size);
+        CHECK(end);
+        if (start < last_end && PyList_GET_SIZE(out) > 0 && (size > pk->max_size || mid_line_of_group(pk, end))) {
+            Py_ssize_t after = next_text(pk, last_end);
+            if (after > start)
+                start = after;
+            end = choose_verified_end(pk, start, prev_end > start ? prev_end : start, &clean, &size);
+            CHECK(end);
+        }
+        Py_ssize_t trimmed_end = trim_end(pk, start, end);
+        if (trimmed_end > start && append_span(pk, out, span_type, start, trimmed_end, size) < 0)
+            goto fail;
+        if (end >= pk->plan_end)
+            break;
+        Py_ssize_t rest = skip_space(pk, end, pk->plan_end);
+        CHECK(rest);
+        if (rest >= pk->plan_end)
+            break;
+        last_end = end;
+        Py_ssize_t next_start = end;
+        if (!clean && pk->overlap != 0) {
+            next_start = overlap_start(pk, start, end);
+            CHECK(next_start);
+        }
+        start = skip_space(pk, next_start, pk->plan_end);
+        CHECK(start);
+        Py_ssize_t after = next_text(pk, end);
+        prev_end = after > start ? after : start;
+    }
+    return out;
+fail:
+#undef CHECK
+    Py_DECREF(out);
+    return NULL;
+}
+
+static int read_int(PyObject *obj, const char *name, Py_ssize_t *out)
+{
+    PyObject *value = PyObject_GetAttrString(obj, name);
+    if (value == NULL)
+        return -1;
+    *out = PyLong_AsSsize_t(value);
+    Py_DECREF(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int read_array(PyObject *obj, const char *name, Array *out)
+{
+    PyObject *value = PyObject_GetAttrString(obj, name);
+    if (value == NULL)
+        return -1;
+    int failed = to_array(value, out);
+    Py_DECREF(value);
+    return failed;
+}
+
+/* spans(packer, span_type, level_codes, group_ends, heading_end_values) -> [Span] */
+static PyObject *spans(PyObject *self, PyObject *args)
+{
+    PyObject *packer, *span_type, *level_codes, *group_ends, *heading_end_values;
+    if (!PyArg_ParseTuple(args, "OOOOO", &packer, &span_type, &level_codes, &group_ends, &heading_end_values))
+        return NULL;
+    if (!PyType_Check(span_type) || !PyType_IsSubtype((PyTypeObject *)span_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "span_type must be a tuple subclass");
+        return NULL;
+    }
+    Packer pk;
+    memset(&pk, 0, sizeof pk);
+    PyObject *result = NULL, *plan = NULL, *levels = NULL, *fill = NULL, *unit = NULL;
+    pk.packer = packer;
+    pk.text = PyObject_GetAttrString(packer, "text");
+    pk.meter = PyObject_GetAttrString(packer, "meter");
+    plan = PyObject_GetAttrString(packer, "plan");
+    levels = PyObject_GetAttrString(packer, "_levels");
+    if (!pk.text || !pk.meter || !plan || !levels)
+        goto done;
+    if (!PyUnicode_Check(pk.text)) {
+        PyErr_SetString(PyExc_TypeError, "packer.text must be a str");
+        goto done;
+    }
+    pk.kind = PyUnicode_KIND(pk.text);
+    pk.data = PyUnicode_DATA(pk.text);
+    pk.is_ascii = PyUnicode_IS_ASCII(pk.text);
+    pk.length = PyUnicode_GET_LENGTH(pk.text);
+    unit = PyObject_GetAttrString(pk.meter, "unit");
+    if (unit == NULL)
+        goto done;
+    pk.chars = PyUnicode_Check(unit) && PyUnicode_CompareWithASCIIString(unit, "chars") == 0;
+    fill = PyObject_GetAttrString(plan, "fill");
+    if (fill == NULL)
+        goto done;
+    pk.fill = PyFloat_AsDouble(fill);
+    if (pk.fill == -1.0 && PyErr_Occurred())
+        goto done;
+    if (read_int(plan, "start", &pk.plan_start) || read_int(plan, "end", &pk.plan_end)
+            || read_int(plan, "overlap_floor", &pk.overlap_floor) || read_int(packer, "max_size", &pk.max_size)
+            || read_int(packer, "overlap", &pk.overlap) || read_int(packer, "min_size", &pk.min_size)
+            || read_int(packer, "_level_top", &pk.level_top)
+            || read_array(plan, "positions", &pk.positions) || read_array(plan, "scores", &pk.scores)
+            || read_array(packer, "_group_starts", &pk.group_starts) || to_array(group_ends, &pk.group_ends)
+            || read_array(packer, "_forced", &pk.forced) || read_array(packer, "_headings", &pk.headings)
+            || read_array(packer, "_heading_starts", &pk.heading_starts)
+            || to_array(heading_end_values, &pk.heading_end_values)
+            || read_array(packer, "_line_group_starts", &pk.line_group_starts)
+            || read_array(packer, "_line_group_reach", &pk.line_group_reach))
+        goto done;
+    if (pk.plan_start < 0 || pk.plan_end > pk.length || pk.positions.n != pk.scores.n
+            || pk.group_starts.n != pk.group_ends.n || pk.heading_starts.n != pk.heading_end_values.n
+            || pk.line_group_starts.n != pk.line_group_reach.n) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent packer plan");
+        goto done;
+    }
+    if (!PyTuple_Check(levels) || !PyTuple_Check(level_codes) || PyTuple_GET_SIZE(levels) != PyTuple_GET_SIZE(level_codes)
+            || PyTuple_GET_SIZE(levels) > 16) {
+        PyErr_SetString(PyExc_ValueError, "levels and level codes must be tuples of the same length (at most 16)");
+        goto done;
+    }
+    pk.n_levels = (int)PyTuple_GET_SIZE(levels);
+    for (int i = 0; i < pk.n_levels; i++) {
+        PyObject *level = PyTuple_GET_ITEM(levels, i);
+        pk.level_objects[i] = level;
+        pk.level_codes[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(level_codes, i));
+        Py_ssize_t score;
+        if (read_int(level, "score", &score))
+            goto done;
+        pk.level_scores[i] = (int)score;
+    }
+    if (PyErr_Occurred())
+        goto done;
+    pk.group_fits = PyMem_Malloc(pk.group_starts.n > 0 ? pk.group_starts.n : 1);
+    if (pk.group_fits == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memset(pk.group_fits, -1, pk.group_starts.n > 0 ? pk.group_starts.n : 1);
+    result = pack(&pk, span_type);
+done:
+    Py_XDECREF(pk.text);
+    Py_XDECREF(pk.meter);
+    Py_XDECREF(plan);
+    Py_XDECREF(levels);
+    Py_XDECREF(fill);
+    Py_XDECREF(unit);
+    Array *arrays[] = {&pk.positions, &pk.scores, &pk.group_starts, &pk.group_ends, &pk.forced, &pk.headings,
+                       &pk.heading_starts, &pk.heading_end_values, &pk.line_group_starts, &pk.line_group_reach};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        PyMem_Free(arrays[i]->v);
+    PyMem_Free(pk.group_fits);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"spans", spans, METH_VARARGS, "spans(packer, span_type, level_codes, group_ends, heading_end_values) -> [Span]"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "chunking._pack", "The packer of chunking.packer, in C.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__pack(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", CHUNKYARD_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

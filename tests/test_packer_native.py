@@ -1,0 +1,107 @@
+"""The packer in C (chunking/_pack.c) against the Python reference (``Packer._spans``).
+
+Both must choose the same spans, sizes and reasons for every plan: the real corpora under several
+strategies, units and budgets, and generated text made of what the boundary rules look at (sentence
+ends and abbreviations, quotes, list numbers, blank lines, CR LF, lone CR, tables, headings) mixed
+with what sends _pack.c back to Python (combining marks, emoji, CJK, no-break spaces, \\x1c).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_invariants import markdownish
+
+from chunking import native, packer
+from chunking.config import parse_settings
+from chunking.packer import Packer
+from chunking.strategies import get_strategy
+from chunking.units import make_meter
+
+needs_native = pytest.mark.skipif(packer._native is None, reason=f"chunking._pack: {native.status().get('_pack')}")
+
+
+def test_the_accelerator_is_built_and_current_in_ci():
+    if not os.environ.get("CI"):
+        pytest.skip("only required in CI")
+    assert packer._native is not None, native.status()
+
+
+@needs_native
+def test_the_build_is_stamped_with_its_source():
+    assert packer._native.SOURCE_SHA256 == native.source_digest("_pack")
+
+
+def both(text: str, strategy: str, unit: str, max_size: int, overlap: int, min_size: int = 0, path: str | None = None):
+    config = parse_settings({"front_matter": "keep", "strategy": strategy, "unit": unit, "max_size": max_size,
+                             "overlap": overlap, "min_size": min_size})
+    plan = get_strategy(strategy)(text, config, path).plan
+    reference = Packer(text, plan, make_meter(text, unit), max_size, overlap, min_size)._spans()
+    fast = Packer(text, plan, make_meter(text, unit), max_size, overlap, min_size).spans()
+    return reference, fast
+
+
+CORPUS_CONFIGS = [
+    ("recursive", "chars", 1000, 150, 0),
+    ("markdown", "chars", 800, 100, 200),
+    ("sentence", "chars", 400, 50, 0),
+    ("markdown", "tokens", 256, 32, 0),
+]
+
+
+@needs_native
+@pytest.mark.corpus
+@pytest.mark.parametrize(("strategy", "unit", "max_size", "overlap", "min_size"), CORPUS_CONFIGS)
+def test_same_spans_on_the_real_corpora(corpora_dir, strategy, unit, max_size, overlap, min_size):
+    files = sorted(path for path in corpora_dir.rglob("*.md") if path.is_file())
+    if unit == "tokens":
+        files = files[::4]  # the Python reference is slow with tokens: every fourth file
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        reference, fast = both(text, strategy, unit, max_size, overlap, min_size, path.name)
+        assert fast == reference, path
+
+
+PIECES = [
+    "Word", "word", "A", "a", "I", "1", "12", "1234", " ", "  ", "\t", "\n", "\n\n", "\n \n", "\r\n", "\r", ". ", ".",
+    "! ", "? ", "...", "?! ", ".\" ", ".) ", "'", "\"", "(", "[", "e.g. ", "i.e. ", "Dr. ", "Mrs. ", "approx. ",
+    "etc. ", "No. 5", "(a. ", "3. ", "- item\n", "1. step\n", "# Heading\n", "## Sub\n", "| a | b |\n|---|---|\n",
+    "| 1 | 2 |\n", "```\ncode\n```\n", "é", "e\u0301", "中文。", "😀", "👍🏽", "\u00a0", "\x1c", "…", "“Quoted.” ",
+]
+texts = st.lists(st.sampled_from(PIECES), max_size=120).map("".join)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=texts, strategy=st.sampled_from(["recursive", "markdown", "sentence", "fixed"]),
+       unit=st.sampled_from(["chars", "chars", "words", "tokens"]), max_size=st.integers(1, 120),
+       overlap_share=st.integers(0, 60), min_size=st.sampled_from([0, 0, 5, 30]))
+def test_same_spans_on_generated_text(text, strategy, unit, max_size, overlap_share, min_size):
+    overlap = max_size * overlap_share // 100
+    reference, fast = both(text, strategy, unit, max_size, overlap, min(min_size, max_size - 1))
+    assert fast == reference
+
+
+@needs_native
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=markdownish(), max_size=st.integers(20, 400), overlap_share=st.integers(0, 40))
+def test_same_spans_on_generated_markdown(text, max_size, overlap_share):
+    reference, fast = both(text, "markdown", "chars", max_size, max_size * overlap_share // 100, 0)
+    assert fast == reference
+
+
+@needs_native
+def test_a_meter_error_propagates():
+    class Broken:
+        unit = "tokens"
+
+        def advance(self, start, budget):
+            raise RuntimeError("meter broke")
+
+    text = "Some words here. And more."
+    plan = get_strategy("recursive")(text, parse_settings({"max_size": 5}), None).plan
+    with pytest.raises(RuntimeError, match="meter broke"):
+        Packer(text, plan, Broken(), 5, 0, 0).spans()
