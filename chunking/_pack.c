@@ -5,11 +5,13 @@
  * corpora and on generated text). Plans with reviewer constraints (keep spans, breaks) are packed by
  * the Python packer alone.
  *
- * Textual boundaries (paragraph, line, sentence, word, grapheme) are found here when the text around
- * the search is ASCII, where the levels' patterns reduce to a few character classes (the regex
- * module's \s is [\t\n\v\f\r ] there, \p{Lu}\p{N}\p{Lo} is [A-Z0-9]); anywhere else, and for levels
- * this file does not know, the Python packer's own method is called. So is the meter for units
- * other than characters.
+ * Textual boundaries (paragraph, line, sentence, word, grapheme) are found here. The levels' patterns
+ * come down to a few character classes (the regex module's \s, \d, [\p{Lu}\p{N}\p{Lo}], what may join a
+ * grapheme cluster); each code point's classes are asked of Python (``packer._char_classes``, the
+ * same regex classes) the first time it is met, and kept. Where a grapheme cluster may span more than
+ * one code point (combining marks, emoji sequences, Hangul jamo, CR LF aside), and for levels this
+ * file does not know, the Python packer's own method is called. So is the meter for units other
+ * than characters.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -48,8 +50,43 @@ typedef struct {
 } Packer;
 
 #define CH(pk, i) PyUnicode_READ((pk)->kind, (pk)->data, (i))
-#define RX_SPACE(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r')) /* regex's \s on ASCII */
+#define ASCII_SPACE(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r')) /* regex's \s on ASCII */
+/* regex's \s; an exception in the class lookup reads as "no" and is caught by pack() */
+#define RX_SPACE(c) ((c) < 0x80 ? ASCII_SPACE(c) : has_class((c), C_SPACE) == 1)
 #define ERR PY_SSIZE_T_MIN /* a Python exception is set (sizes can be negative: no small value is free) */
+
+/* Character classes, as packer._char_classes computes them. */
+#define C_SPACE 1      /* regex \s */
+#define C_CAPITAL 2    /* [\p{Lu}\p{N}\p{Lo}] */
+#define C_DECIMAL 4    /* regex \d */
+#define C_CONTINUES 8  /* packer._CONTINUES: may continue a cluster begun before it */
+#define C_JOINER 16    /* may be inside a multi-code-point grapheme cluster (CONTINUES, Hangul jamo, ...) */
+#define C_KNOWN 128
+
+static unsigned char *char_classes; /* by code point; 0: not asked yet */
+static PyObject *classify;          /* packer._char_classes */
+
+static int classes_of(Py_UCS4 c)
+{
+    if (char_classes[c])
+        return char_classes[c];
+    PyObject *result = PyObject_CallFunction(classify, "(C)", (int)c);
+    if (result == NULL)
+        return -1;
+    long bits = PyLong_AsLong(result);
+    Py_DECREF(result);
+    if (bits == -1 && PyErr_Occurred())
+        return -1;
+    char_classes[c] = (unsigned char)((bits & 0x7F) | C_KNOWN);
+    return char_classes[c];
+}
+
+/* Whether c has any of the classes in `mask` (-1: a Python exception) */
+static int has_class(Py_UCS4 c, int mask)
+{
+    int classes = classes_of(c);
+    return classes < 0 ? -1 : (classes & mask) != 0;
+}
 
 static int to_array(PyObject *seq, Array *out)
 {
@@ -102,8 +139,9 @@ static Py_ssize_t bisect_right(const Array *a, Py_ssize_t x)
     return lo;
 }
 
-/* Whether text[a:b] (clipped to the text) is ASCII. */
-static int ascii_range(const Packer *pk, Py_ssize_t a, Py_ssize_t b)
+/* Whether every grapheme cluster in text[a:b] (clipped to the text) is one code point, CR LF aside:
+ * no character there may join a cluster. */
+static int simple_clusters(const Packer *pk, Py_ssize_t a, Py_ssize_t b)
 {
     if (pk->is_ascii)
         return 1;
@@ -111,16 +149,11 @@ static int ascii_range(const Packer *pk, Py_ssize_t a, Py_ssize_t b)
         a = 0;
     if (b > pk->length)
         b = pk->length;
-    if (pk->kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *s = pk->data;
-        for (Py_ssize_t i = a; i < b; i++)
-            if (s[i] >= 0x80)
-                return 0;
-        return 1;
-    }
-    for (Py_ssize_t i = a; i < b; i++)
-        if (CH(pk, i) >= 0x80)
+    for (Py_ssize_t i = a; i < b; i++) {
+        Py_UCS4 c = CH(pk, i);
+        if (c >= 0x80 && has_class(c, C_JOINER) != 0)
             return 0;
+    }
     return 1;
 }
 
@@ -221,13 +254,16 @@ static Py_ssize_t is_cluster_boundary(Packer *pk, Py_ssize_t pos)
     Py_UCS4 c = CH(pk, pos), before = CH(pk, pos - 1);
     if (c < 0x80 && before < 0x80)
         return !(before == '\r' && c == '\n');
+    int joins = has_class(c, C_CONTINUES) || has_class(before, C_CONTINUES); /* -1 (an error) counts as yes */
+    if (!joins && c != '\n' && before != '\r')
+        return 1;
     return call_pos(pk->packer, "_is_cluster_boundary", "(n)", pos);
 }
 
 /* _cluster_boundary(low, high, last=...): on ASCII every position is a boundary but inside CR LF */
 static Py_ssize_t cluster_boundary(Packer *pk, Py_ssize_t low, Py_ssize_t high, int last)
 {
-    if (low < 0 || low > high || high > pk->length || !ascii_range(pk, low - 130, high + 2))
+    if (low < 0 || low > high || high > pk->length || !simple_clusters(pk, low - 2, high + 2))
         return call_pos_last(pk->packer, "_cluster_boundary", NULL, low, high, last);
     if (last && high - low > 512)
         low = high - 512;
@@ -247,10 +283,17 @@ static Py_ssize_t cluster_boundary(Packer *pk, Py_ssize_t low, Py_ssize_t high, 
 
 /* -- textual levels on ASCII text -------------------------------------------------------------- */
 
-static int is_terminator(Py_UCS4 c) { return c == '.' || c == '!' || c == '?'; }
-static int is_closer(Py_UCS4 c) { return c == '"' || c == '\'' || c == ')' || c == ']'; }
-static int is_opener(Py_UCS4 c) { return c == '"' || c == '\'' || c == '(' || c == '['; }
-static int is_capital_or_digit(Py_UCS4 c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+static int is_terminator(Py_UCS4 c) { return c == '.' || c == '!' || c == '?' || c == 0x2026; }        /* [.!?…] */
+static int is_cjk_terminator(Py_UCS4 c) { return c == 0x3002 || c == 0xFF01 || c == 0xFF1F; }         /* [。！？] */
+static int is_closer(Py_UCS4 c) { return c == '"' || c == '\'' || c == ')' || c == ']' || c == 0x201D || c == 0x2019; }
+static int is_opener(Py_UCS4 c) { return c == '"' || c == '\'' || c == '(' || c == '[' || c == 0x201C || c == 0x2018; }
+static int is_capital_or_digit(Py_UCS4 c)
+{
+    if (c < 0x80)
+        return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    return has_class(c, C_CAPITAL) == 1;
+}
+static int is_decimal(Py_UCS4 c) { return c < 0x80 ? c >= '0' && c <= '9' : has_class(c, C_DECIMAL) == 1; }
 
 /* (?=["'“‘(\[]?[\p{Lu}\p{N}\p{Lo}]) at p, the text ending at endpos */
 static int sentence_lookahead(Packer *pk, Py_ssize_t p, Py_ssize_t endpos)
@@ -279,7 +322,7 @@ static int word_starts_at(Packer *pk, Py_ssize_t from)
 static int abbreviation_before(Packer *pk, Py_ssize_t q)
 {
     Py_ssize_t digits = 0;
-    while (q - digits > 0 && digits < 4 && CH(pk, q - digits - 1) >= '0' && CH(pk, q - digits - 1) <= '9')
+    while (q - digits > 0 && digits < 4 && is_decimal(CH(pk, q - digits - 1)))
         digits++;
     if (digits >= 1 && digits <= 3 && word_starts_at(pk, q - digits))
         return 1;
@@ -323,6 +366,18 @@ static Py_ssize_t sentence_ending_at(Packer *pk, Py_ssize_t p, Py_ssize_t pos, P
     return run_end - q >= 2 ? q + 1 : NONE;
 }
 
+/* The sentence pattern (both alternatives) matched right to left ending at p: its start, or NONE */
+static Py_ssize_t any_sentence_ending_at(Packer *pk, Py_ssize_t p, Py_ssize_t pos, Py_ssize_t endpos)
+{
+    Py_ssize_t s = sentence_ending_at(pk, p, pos, endpos);
+    if (s != NONE || p - 1 < pos || !is_cjk_terminator(CH(pk, p - 1)))
+        return s;
+    s = p - 1;
+    while (s > pos && is_cjk_terminator(CH(pk, s - 1)))
+        s--;
+    return s;
+}
+
 /* \n[^\S\n]*\n matched right to left ending at p, in [pos, endpos]: its start, or NONE */
 static Py_ssize_t paragraph_ending_at(Packer *pk, Py_ssize_t p, Py_ssize_t pos)
 {
@@ -352,6 +407,18 @@ static Py_ssize_t sentence_from(Packer *pk, Py_ssize_t s, Py_ssize_t endpos)
     return q;
 }
 
+/* The sentence pattern (both alternatives) matched left to right from s: its end, or NONE */
+static Py_ssize_t any_sentence_from(Packer *pk, Py_ssize_t s, Py_ssize_t endpos)
+{
+    Py_ssize_t e = sentence_from(pk, s, endpos);
+    if (e != NONE || s >= endpos || !is_cjk_terminator(CH(pk, s)))
+        return e;
+    e = s + 1;
+    while (e < endpos && is_cjk_terminator(CH(pk, e)))
+        e++;
+    return e;
+}
+
 /* \n[^\S\n]*\n matched left to right from s: its end, or NONE */
 static Py_ssize_t paragraph_from(Packer *pk, Py_ssize_t s, Py_ssize_t endpos)
 {
@@ -373,9 +440,9 @@ static Py_ssize_t match_ending_at(Packer *pk, int code, Py_ssize_t p, Py_ssize_t
     case LEVEL_LINE:
         return p - 1 >= pos && CH(pk, p - 1) == '\n' ? p - 1 : NONE;
     case LEVEL_SENTENCE:
-        return sentence_ending_at(pk, p, pos, endpos);
+        return any_sentence_ending_at(pk, p, pos, endpos);
     case LEVEL_SENTENCE_OR_PARAGRAPH:
-        s = sentence_ending_at(pk, p, pos, endpos);
+        s = any_sentence_ending_at(pk, p, pos, endpos);
         return s != NONE ? s : paragraph_ending_at(pk, p, pos);
     case LEVEL_WORD:
         if (p - 1 < pos || !RX_SPACE(CH(pk, p - 1)))
@@ -398,9 +465,9 @@ static Py_ssize_t match_from(Packer *pk, int code, Py_ssize_t s, Py_ssize_t endp
     case LEVEL_LINE:
         return s < endpos && CH(pk, s) == '\n' ? s + 1 : NONE;
     case LEVEL_SENTENCE:
-        return sentence_from(pk, s, endpos);
+        return any_sentence_from(pk, s, endpos);
     case LEVEL_SENTENCE_OR_PARAGRAPH:
-        e = sentence_from(pk, s, endpos);
+        e = any_sentence_from(pk, s, endpos);
         return e != NONE ? e : paragraph_from(pk, s, endpos);
     case LEVEL_WORD:
         if (s >= endpos || !RX_SPACE(CH(pk, s)))
@@ -420,8 +487,51 @@ static Py_ssize_t find_level(Packer *pk, int index, Py_ssize_t low, Py_ssize_t h
     if (code == LEVEL_GRAPHEME)
         return cluster_boundary(pk, low, high, last);
     Py_ssize_t pos = low - 1 > 0 ? low - 1 : 0;
-    if (code == LEVEL_OTHER || low > high || high > pk->length || !ascii_range(pk, pos - 8, high + 2))
+    if (code == LEVEL_OTHER || low > high || high > pk->length)
         return call_pos_last(pk->packer, "_find_level", pk->level_objects[index], low, high, last);
+    if (code == LEVEL_PARAGRAPH || code == LEVEL_LINE) {
+        /* Both end after a newline: go from newline to newline (a fast search) instead of by character. */
+        Py_ssize_t endpos = high;
+        if (last) {
+            Py_ssize_t i = PyUnicode_FindChar(pk->text, '\n', pos, endpos, -1);
+            while (i >= 0) {
+                Py_ssize_t p = i + 1, s = match_ending_at(pk, code, p, pos, endpos);
+                if (s == NONE) {
+                    i = PyUnicode_FindChar(pk->text, '\n', pos, i, -1);
+                    continue;
+                }
+                if (p < low)
+                    return NONE;
+                Py_ssize_t boundary = is_cluster_boundary(pk, p);
+                if (boundary == ERR)
+                    return ERR;
+                if (boundary)
+                    return p;
+                if (s <= pos)
+                    return NONE;
+                endpos = s; /* search again before this match */
+                i = PyUnicode_FindChar(pk->text, '\n', pos, endpos, -1);
+            }
+            return i == -2 ? ERR : NONE;
+        }
+        Py_ssize_t i = PyUnicode_FindChar(pk->text, '\n', pos, high, 1);
+        while (i >= 0) {
+            Py_ssize_t e = match_from(pk, code, i, high);
+            if (e == NONE) {
+                i = PyUnicode_FindChar(pk->text, '\n', i + 1, high, 1);
+                continue;
+            }
+            if (low <= e && e <= high) {
+                Py_ssize_t boundary = is_cluster_boundary(pk, e);
+                if (boundary == ERR)
+                    return ERR;
+                if (boundary)
+                    return e;
+            }
+            i = PyUnicode_FindChar(pk->text, '\n', e, high, 1); /* search again from the match end */
+        }
+        return i == -2 ? ERR : NONE;
+    }
     if (last) {
         Py_ssize_t endpos = high;
         for (Py_ssize_t p = endpos; p >= pos; p--) {
@@ -628,6 +738,7 @@ static Py_ssize_t first_forced(Packer *pk, Py_ssize_t start, Py_ssize_t prev_end
     return NONE;
 }
 
+/* 1 or 0; -1: a Python exception */
 static int group_fits_alone(Packer *pk, Py_ssize_t k)
 {
     if (pk->group_fits[k] >= 0)
@@ -635,16 +746,16 @@ static int group_fits_alone(Packer *pk, Py_ssize_t k)
     Py_ssize_t g_start = pk->group_starts.v[k], g_end = pk->group_ends.v[k];
     Py_ssize_t begin = skip_space(pk, g_start, g_end);
     if (begin == ERR)
-        return ERR;
+        return -1;
     Py_ssize_t end = trim_end(pk, begin, g_end);
     Py_ssize_t estimate = m_estimate(pk, begin, end);
     if (estimate == ERR)
-        return ERR;
+        return -1;
     int fits = 0;
     if ((double)estimate <= (double)pk->max_size * 1.25 + 4) {
         Py_ssize_t size = m_size(pk, begin, end);
         if (size == ERR)
-            return ERR;
+            return -1;
         fits = size <= pk->max_size;
     }
     pk->group_fits[k] = (signed char)fits;
@@ -661,7 +772,7 @@ static Py_ssize_t kept_group_start(Packer *pk, Py_ssize_t start, Py_ssize_t prev
         if (g_end <= reach || g_start <= start)
             continue;
         int fits = group_fits_alone(pk, k);
-        if (fits == ERR)
+        if (fits < 0)
             return ERR;
         if (!fits)
             continue;
@@ -917,7 +1028,11 @@ static PyObject *pack(Packer *pk, PyObject *span_type)
         CHECK(start);
         Py_ssize_t after = next_text(pk, end);
         prev_end = after > start ? after : start;
+        if (PyErr_Occurred()) /* a character class lookup failed */
+            goto fail;
     }
+    if (PyErr_Occurred())
+        goto fail;
     return out;
 fail:
 #undef CHECK
@@ -945,12 +1060,22 @@ static int read_array(PyObject *obj, const char *name, Array *out)
     return failed;
 }
 
-/* spans(packer, span_type, level_codes, group_ends, heading_end_values) -> [Span] */
+/* spans(packer, span_type, level_codes, group_ends, heading_end_values, char_classes) -> [Span] */
 static PyObject *spans(PyObject *self, PyObject *args)
 {
-    PyObject *packer, *span_type, *level_codes, *group_ends, *heading_end_values;
-    if (!PyArg_ParseTuple(args, "OOOOO", &packer, &span_type, &level_codes, &group_ends, &heading_end_values))
+    PyObject *packer, *span_type, *level_codes, *group_ends, *heading_end_values, *classifier;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &packer, &span_type, &level_codes, &group_ends, &heading_end_values,
+                          &classifier))
         return NULL;
+    if (char_classes == NULL) {
+        char_classes = PyMem_Calloc(0x110000, 1);
+        if (char_classes == NULL)
+            return PyErr_NoMemory();
+    }
+    if (classify != classifier) { /* another classifier (a reloaded module): forget what the old one said */
+        memset(char_classes, 0, 0x110000);
+        Py_XSETREF(classify, Py_NewRef(classifier));
+    }
     if (!PyType_Check(span_type) || !PyType_IsSubtype((PyTypeObject *)span_type, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "span_type must be a tuple subclass");
         return NULL;
@@ -1041,7 +1166,8 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"spans", spans, METH_VARARGS, "spans(packer, span_type, level_codes, group_ends, heading_end_values) -> [Span]"},
+    {"spans", spans, METH_VARARGS,
+     "spans(packer, span_type, level_codes, group_ends, heading_end_values, char_classes) -> [Span]"},
     {NULL, NULL, 0, NULL},
 };
 

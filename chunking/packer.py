@@ -167,6 +167,21 @@ _LEVEL_CODES = {id(PARAGRAPH): 1, id(LINE): 2, id(SENTENCE): 3, id(SENTENCE_OR_P
                 id(GRAPHEME): 6}
 
 
+# What _pack.c asks of each code point, with the patterns the levels use (bits as in _pack.c).
+_SPACE, _CAPITAL, _DECIMAL = regex.compile(r"\s"), regex.compile(r"[\p{Lu}\p{N}\p{Lo}]"), regex.compile(r"\d")
+# May be part of a grapheme cluster of more than one code point: the rest are clusters of their own.
+_JOINER = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Cluster_Break=SpacingMark}"
+                        r"\p{Grapheme_Cluster_Break=ZWJ}\p{Grapheme_Cluster_Break=Regional_Indicator}"
+                        r"\p{Grapheme_Cluster_Break=Prepend}\p{Grapheme_Cluster_Break=L}\p{Grapheme_Cluster_Break=V}"
+                        r"\p{Grapheme_Cluster_Break=T}\p{Grapheme_Cluster_Break=LV}\p{Grapheme_Cluster_Break=LVT}"
+                        r"\p{Extended_Pictographic}\r\n\U0001F3FB-\U0001F3FF]")
+
+
+def _char_classes(char: str) -> int:
+    return (bool(_SPACE.match(char)) | bool(_CAPITAL.match(char)) << 1 | bool(_DECIMAL.match(char)) << 2
+            | bool(_CONTINUES.match(char)) << 3 | bool(_JOINER.match(char) or _CONTINUES.match(char)) << 4)
+
+
 class Packer:
     def __init__(self, text: str, plan: Plan, meter: Meter, max_size: int, overlap: int, min_size: int):
         self.text = text
@@ -202,7 +217,7 @@ class Packer:
         if _native is not None and not self._breaks and not self._keep:
             return _native.spans(self, Span, tuple(_LEVEL_CODES.get(id(level), 0) for level in self._levels),
                                  [group.end for group in plan.groups],
-                                 [plan.heading_ends[pos] for pos in self._heading_starts])
+                                 [plan.heading_ends[pos] for pos in self._heading_starts], _char_classes)
         return self._spans()
 
     def _spans(self) -> list[Span]:
