@@ -1060,13 +1060,157 @@ static int read_array(PyObject *obj, const char *name, Array *out)
     return failed;
 }
 
-/* spans(packer, span_type, level_codes, group_ends, heading_end_values, char_classes) -> [Span] */
+typedef struct {
+    Py_ssize_t key, value;
+} Pair;
+
+static int compare_pairs(const void *a, const void *b)
+{
+    const Pair *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->value < y->value ? -1 : x->value > y->value;
+}
+
+static int new_array(Array *a, Py_ssize_t n)
+{
+    a->v = PyMem_Malloc((n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    a->n = 0;
+    if (a->v == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static Py_ssize_t group_field(PyObject *group, Py_ssize_t index)
+{
+    if (!PyTuple_Check(group) || PyTuple_GET_SIZE(group) < 4) {
+        PyErr_SetString(PyExc_TypeError, "plan.groups must hold Group tuples");
+        return ERR;
+    }
+    Py_ssize_t value = PyLong_AsSsize_t(PyTuple_GET_ITEM(group, index));
+    return value == -1 && PyErr_Occurred() ? ERR : value;
+}
+
+/* The packer's lookups (Packer._index in packer.py), built from the plan: forced boundaries (score >=
+ * forced_score), headings (sorted, with their ends; the forced ones), group starts and ends, and the
+ * bodies of line groups (tables, code) by start with the furthest end so far. */
+static int build_index(Packer *pk, PyObject *plan, Py_ssize_t forced_score, PyObject *line_kinds)
+{
+    int failed = -1;
+    PyObject *groups = NULL, *heading_ends = NULL;
+    Pair *pairs = NULL;
+    if (read_array(plan, "positions", &pk->positions) || read_array(plan, "scores", &pk->scores))
+        goto done;
+    if (pk->positions.n != pk->scores.n) {
+        PyErr_SetString(PyExc_ValueError, "plan.positions and plan.scores differ in length");
+        goto done;
+    }
+    if (new_array(&pk->forced, pk->positions.n))
+        goto done;
+    for (Py_ssize_t i = 0; i < pk->positions.n; i++)
+        if (pk->scores.v[i] >= forced_score)
+            pk->forced.v[pk->forced.n++] = pk->positions.v[i];
+
+    heading_ends = PyObject_GetAttrString(plan, "heading_ends");
+    if (heading_ends == NULL)
+        goto done;
+    if (!PyDict_Check(heading_ends)) {
+        PyErr_SetString(PyExc_TypeError, "plan.heading_ends must be a dict");
+        goto done;
+    }
+    Py_ssize_t n_headings = PyDict_GET_SIZE(heading_ends);
+    pairs = PyMem_Malloc((n_headings > 0 ? n_headings : 1) * sizeof(Pair));
+    if (pairs == NULL || new_array(&pk->heading_starts, n_headings) || new_array(&pk->heading_end_values, n_headings)) {
+        if (pairs == NULL)
+            PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *key, *value;
+    Py_ssize_t cursor = 0, k = 0;
+    while (PyDict_Next(heading_ends, &cursor, &key, &value)) {
+        pairs[k].key = PyLong_AsSsize_t(key);
+        pairs[k].value = PyLong_AsSsize_t(value);
+        if (PyErr_Occurred())
+            goto done;
+        k++;
+    }
+    qsort(pairs, (size_t)k, sizeof(Pair), compare_pairs);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        pk->heading_starts.v[i] = pairs[i].key;
+        pk->heading_end_values.v[i] = pairs[i].value;
+    }
+    pk->heading_starts.n = pk->heading_end_values.n = k;
+    if (new_array(&pk->headings, pk->forced.n))
+        goto done;
+    for (Py_ssize_t i = 0; i < pk->forced.n; i++) {
+        Py_ssize_t j = bisect_left(&pk->heading_starts, pk->forced.v[i]);
+        if (j < pk->heading_starts.n && pk->heading_starts.v[j] == pk->forced.v[i])
+            pk->headings.v[pk->headings.n++] = pk->forced.v[i];
+    }
+
+    groups = PyObject_GetAttrString(plan, "groups");
+    if (groups == NULL)
+        goto done;
+    if (!PyList_Check(groups)) {
+        PyErr_SetString(PyExc_TypeError, "plan.groups must be a list");
+        goto done;
+    }
+    Py_ssize_t n_groups = PyList_GET_SIZE(groups);
+    PyMem_Free(pairs);
+    pairs = PyMem_Malloc((n_groups > 0 ? n_groups : 1) * sizeof(Pair));
+    if (pairs == NULL || new_array(&pk->group_starts, n_groups) || new_array(&pk->group_ends, n_groups)
+            || new_array(&pk->line_group_starts, n_groups) || new_array(&pk->line_group_reach, n_groups)) {
+        if (pairs == NULL)
+            PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t n_line_groups = 0;
+    for (Py_ssize_t i = 0; i < n_groups; i++) {
+        PyObject *group = PyList_GET_ITEM(groups, i);
+        Py_ssize_t start = group_field(group, 1), end = group_field(group, 2), body = group_field(group, 3);
+        if (start == ERR || end == ERR || body == ERR)
+            goto done;
+        pk->group_starts.v[i] = start;
+        pk->group_ends.v[i] = end;
+        int is_line_group = PySet_Contains(line_kinds, PyTuple_GET_ITEM(group, 0));
+        if (is_line_group < 0)
+            goto done;
+        if (is_line_group) {
+            pairs[n_line_groups].key = body;
+            pairs[n_line_groups].value = end;
+            n_line_groups++;
+        }
+    }
+    pk->group_starts.n = pk->group_ends.n = n_groups;
+    qsort(pairs, (size_t)n_line_groups, sizeof(Pair), compare_pairs);
+    Py_ssize_t reach = 0;
+    for (Py_ssize_t i = 0; i < n_line_groups; i++) {
+        pk->line_group_starts.v[i] = pairs[i].key;
+        reach = i == 0 || pairs[i].value > reach ? pairs[i].value : reach;
+        pk->line_group_reach.v[i] = reach;
+    }
+    pk->line_group_starts.n = pk->line_group_reach.n = n_line_groups;
+    failed = 0;
+done:
+    PyMem_Free(pairs);
+    Py_XDECREF(groups);
+    Py_XDECREF(heading_ends);
+    return failed;
+}
+
+/* spans(packer, span_type, level_codes, char_classes, forced_score, line_group_kinds) -> [Span] */
 static PyObject *spans(PyObject *self, PyObject *args)
 {
-    PyObject *packer, *span_type, *level_codes, *group_ends, *heading_end_values, *classifier;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &packer, &span_type, &level_codes, &group_ends, &heading_end_values,
-                          &classifier))
+    PyObject *packer, *span_type, *level_codes, *classifier, *line_kinds;
+    Py_ssize_t forced_score;
+    if (!PyArg_ParseTuple(args, "OOOOnO", &packer, &span_type, &level_codes, &classifier, &forced_score, &line_kinds))
         return NULL;
+    if (!PyAnySet_Check(line_kinds)) {
+        PyErr_SetString(PyExc_TypeError, "line_group_kinds must be a set");
+        return NULL;
+    }
     if (char_classes == NULL) {
         char_classes = PyMem_Calloc(0x110000, 1);
         if (char_classes == NULL)
@@ -1111,19 +1255,10 @@ static PyObject *spans(PyObject *self, PyObject *args)
     if (read_int(plan, "start", &pk.plan_start) || read_int(plan, "end", &pk.plan_end)
             || read_int(plan, "overlap_floor", &pk.overlap_floor) || read_int(packer, "max_size", &pk.max_size)
             || read_int(packer, "overlap", &pk.overlap) || read_int(packer, "min_size", &pk.min_size)
-            || read_int(packer, "_level_top", &pk.level_top)
-            || read_array(plan, "positions", &pk.positions) || read_array(plan, "scores", &pk.scores)
-            || read_array(packer, "_group_starts", &pk.group_starts) || to_array(group_ends, &pk.group_ends)
-            || read_array(packer, "_forced", &pk.forced) || read_array(packer, "_headings", &pk.headings)
-            || read_array(packer, "_heading_starts", &pk.heading_starts)
-            || to_array(heading_end_values, &pk.heading_end_values)
-            || read_array(packer, "_line_group_starts", &pk.line_group_starts)
-            || read_array(packer, "_line_group_reach", &pk.line_group_reach))
+            || read_int(packer, "_level_top", &pk.level_top) || build_index(&pk, plan, forced_score, line_kinds))
         goto done;
-    if (pk.plan_start < 0 || pk.plan_end > pk.length || pk.positions.n != pk.scores.n
-            || pk.group_starts.n != pk.group_ends.n || pk.heading_starts.n != pk.heading_end_values.n
-            || pk.line_group_starts.n != pk.line_group_reach.n) {
-        PyErr_SetString(PyExc_ValueError, "inconsistent packer plan");
+    if (pk.plan_start < 0 || pk.plan_end > pk.length) {
+        PyErr_SetString(PyExc_ValueError, "plan.start and plan.end must lie within the text");
         goto done;
     }
     if (!PyTuple_Check(levels) || !PyTuple_Check(level_codes) || PyTuple_GET_SIZE(levels) != PyTuple_GET_SIZE(level_codes)
@@ -1167,7 +1302,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"spans", spans, METH_VARARGS,
-     "spans(packer, span_type, level_codes, group_ends, heading_end_values, char_classes) -> [Span]"},
+     "spans(packer, span_type, level_codes, char_classes, forced_score, line_group_kinds) -> [Span]"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -190,39 +190,46 @@ class Packer:
         self.max_size = max_size
         self.overlap = overlap
         self.min_size = min_size
-        self._group_starts = [g.start for g in plan.groups]
         self._levels = plan.levels
         if has_lone_cr(text, plan.start, plan.end):
             self._levels = tuple(_LONE_CR_LEVELS.get(level, level) for level in plan.levels)
         self._level_top = max((level.score for level in self._levels), default=-1)
         self._group_fits: dict[int, bool] = {}
+        self._breaks = sorted(set(plan.breaks))
+        self._keep = sorted(set(plan.keep))
+        self._keep_fits: dict[tuple[int, int], bool] = {}
+        self._indexed = False
+
+    def _index(self) -> None:
+        """The lookups the Python packer makes per chunk (_pack.c builds its own from the plan)."""
+        if self._indexed:
+            return
+        plan = self.plan
+        self._group_starts = [g.start for g in plan.groups]
         # Forced boundaries, and those of them that start a heading, in order: the packer looks these
         # up per chunk, and Markdown marks every line, so scanning ``plan.positions`` would be slow.
         self._forced = [pos for pos, score in zip(plan.positions, plan.scores, strict=True) if score >= SCORE_FORCED]
         self._headings = [pos for pos in self._forced if pos in plan.heading_ends]
         self._heading_starts = sorted(plan.heading_ends)  # every heading, the one a chunk starts on too
-        self._breaks = sorted(set(plan.breaks))
-        self._keep = sorted(set(plan.keep))
-        self._keep_fits: dict[tuple[int, int], bool] = {}
         # Bodies of tables and code blocks, by start, with the furthest end so far: an overlapping
         # chunk starts at one of their line starts, never mid-row or mid-line.
         line_groups = sorted((g.body_start, g.end) for g in plan.groups if g.kind in LINE_GROUPS)
         self._line_group_starts = [body for body, _ in line_groups]
         self._line_group_reach = list(itertools.accumulate((end for _, end in line_groups), max))
+        self._indexed = True
 
     # -- public -------------------------------------------------------------------------------
 
     def spans(self) -> list[Span]:
-        plan = self.plan
         if _native is not None and not self._breaks and not self._keep:
             return _native.spans(self, Span, tuple(_LEVEL_CODES.get(id(level), 0) for level in self._levels),
-                                 [group.end for group in plan.groups],
-                                 [plan.heading_ends[pos] for pos in self._heading_starts], _char_classes)
+                                 _char_classes, SCORE_FORCED, LINE_GROUPS)
         return self._spans()
 
     def _spans(self) -> list[Span]:
         """``spans`` in Python: the reference for chunking/_pack.c, and the packer of plans with reviewer
         constraints (keep spans, breaks)."""
+        self._index()
         plan = self.plan
         out: list[Span] = []
         start = self._skip_space(plan.start, plan.end)
