@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from chunking.errors import DatasetError
+from chunking.errors import DatasetError, DatasetPathError
 from chunking.storage import Location, StoragePath, location, parquet_writer, read_parquet
 
 SCHEMA_VERSION = 1
@@ -130,13 +130,13 @@ def resolve_snapshot(path: str | Location) -> Location:
         return path
     if not path.is_dir():
         if path.is_file():
-            raise DatasetError(f"{path}: a file, not a dataset folder (give OUTPUT/NAME, a version folder vX "
-                               "or a snapshot folder NNNN)")
-        raise DatasetError(f"{path}: no such dataset folder")
+            raise DatasetPathError(f"{path}: a file, not a dataset folder (give OUTPUT/NAME, a version folder "
+                                   "vX or a snapshot folder NNNN)")
+        raise DatasetPathError(f"{path}: no such dataset folder")
     if _VERSION.match(path.name):
         found = latest_snapshot(path)
         if found is None:
-            raise DatasetError(f"{path}: no published snapshot in this version folder")
+            raise DatasetPathError(f"{path}: no published snapshot in this version folder")
         return found
     versions = sorted(
         (int(m.group(1)), p) for p in path.iterdir() if p.is_dir() and (m := _VERSION.match(p.name))
@@ -153,8 +153,8 @@ def resolve_snapshot(path: str | Location) -> Location:
             return resolve_snapshot(datasets[0])
         if datasets:
             names = ", ".join(p.name for p in datasets)
-            raise DatasetError(f"{path}: holds several datasets ({names}); name one of them")
-    raise DatasetError(
+            raise DatasetPathError(f"{path}: holds several datasets ({names}); name one of them")
+    raise DatasetPathError(
         f"{path}: not a chunkyard dataset (expected NAME/vX/NNNN/manifest.json below it)"
     )
 

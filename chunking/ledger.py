@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chunking.errors import ChunkyardError
+from chunking.errors import ChunkyardError, UsageError
 
 LEDGER_FILE = "review.sqlite"
 LEDGER_SCHEMA_VERSION = 1
@@ -87,6 +87,10 @@ CREATE INDEX IF NOT EXISTS events_by_doc ON events (dataset, version, doc_id);
 
 class LedgerError(ChunkyardError):
     """A review ledger that cannot be opened or written (corrupt, foreign, newer, read-only)."""
+
+
+class LedgerRefused(LedgerError, UsageError):
+    """A ledger command given a path or events file it cannot work with; nothing written (the CLI exits 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,10 +472,10 @@ def export_events(path: str | Path, out: str | Path) -> tuple[int, int]:
 
     path, out = Path(path), Path(out)
     if not path.is_file():
-        raise LedgerError(f"{path}: no review ledger here")
+        raise LedgerRefused(f"{path}: no review ledger here")
     ledger_files = {Path(os.path.realpath(f"{path}{suffix}")) for suffix in ("", "-wal", "-shm", "-journal")}
     if Path(os.path.realpath(out)) in ledger_files:
-        raise LedgerError(f"{out}: that is the review ledger itself (or its journal); write the events to "
+        raise LedgerRefused(f"{out}: that is the review ledger itself (or its journal); write the events to "
                           "another file, e.g. --out events.jsonl")
     _check_header(path)
     columns = ", ".join(Event.__slots__)
@@ -531,7 +535,7 @@ def import_events(path: str | Path, source: str | Path) -> int:
     try:
         lines = source.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise LedgerError(f"{source}: cannot read the events file: {exc}") from None
+        raise LedgerRefused(f"{source}: cannot read the events file: {exc}") from None
     rows: list[tuple[Any, ...]] = []
     seen: set[int] = set()
     previous = 0
@@ -558,13 +562,13 @@ def import_events(path: str | Path, source: str | Path) -> int:
             if event.target_event is not None and event.target_event not in seen:
                 raise ValueError(f"it retracts event {event.target_event}, which is not in the file")
         except (ValueError, TypeError, LedgerError) as exc:
-            raise LedgerError(f"{source}:{number}: not a ledger event: {exc}") from None
+            raise LedgerRefused(f"{source}:{number}: not a ledger event: {exc}") from None
         previous = event.id
         seen.add(event.id)
         rows.append(tuple(getattr(event, name) for name in Event.__slots__))
     with Ledger(path) as ledger:
         if ledger.last_event_id():
-            raise LedgerError(f"{path}: already holds events; import into a new ledger (move this one aside)")
+            raise LedgerRefused(f"{path}: already holds events; import into a new ledger (move this one aside)")
 
         def insert(connection: sqlite3.Connection) -> int:
             connection.executemany(

@@ -36,7 +36,7 @@ from chunking.dataset import (
 )
 from chunking.decisions import read_constraints
 from chunking.documents import Document, Skipped, SourceFile, discover, read_document
-from chunking.errors import ChunkyardError, DatasetError
+from chunking.errors import DatasetError, UsageError
 from chunking.findings import break_met, keep_met
 from chunking.ledger import LEDGER_FILE
 from chunking.packer import Span
@@ -53,8 +53,9 @@ MAX_BATCH_BYTES = 4_000_000
 MAX_GUIDED_BATCH_BYTES = 8_000_000
 
 
-class RunRefused(ChunkyardError):
-    """A run that must not start (changed config under an existing version, output in source).
+class RunRefused(UsageError):
+    """A run that must not start (changed config under an existing version, output in source): refused
+    before any work, so the CLI exits 2.
 
     ``field`` names the config key at fault when there is one (``source.path``, ``output.path``).
     """

@@ -1,6 +1,6 @@
 """The ``chunkyard`` command line: one entry point, one clear line on failure.
 
-Exit codes: 0 success; 1 failure; 2 bad usage or invalid config (nothing was done);
+Exit codes: 0 success; 1 failure; 2 bad usage, an invalid or refused config (nothing was done);
 3 the run completed but skipped some files (listed in the manifest); 130 interrupted (Ctrl+C).
 """
 
@@ -429,9 +429,9 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
     configure_prefect(Path.cwd())
     if config.model.schedule is None:
-        from chunking.errors import ChunkyardError
+        from chunking.errors import UsageError
 
-        raise ChunkyardError(f"{args.config}: no schedule: add `schedule: {{cron: \"0 2 * * *\", timezone: UTC}}`")
+        raise UsageError(f"{args.config}: no schedule: add `schedule: {{cron: \"0 2 * * *\", timezone: UTC}}`")
     with prefect_server() as api_url:
         from flows.schedule import deployment_name, serve
 
@@ -587,24 +587,24 @@ def cmd_flag(args: argparse.Namespace) -> int:
     import pyarrow.compute as pc
 
     from chunking.dataset import Snapshot
-    from chunking.errors import ChunkyardError
+    from chunking.errors import UsageError
     from chunking.ledger import Ledger, Target, default_reviewer, ledger_path
     from chunking.review import config_facts
 
     snapshot = Snapshot.open(args.path)
     documents = snapshot.documents(["doc_id", "sha256"], [args.doc])
     if documents.num_rows == 0:
-        raise ChunkyardError(f"{snapshot.path}: no document {args.doc!r} in this snapshot")
+        raise UsageError(f"{snapshot.path}: no document {args.doc!r} in this snapshot")
     chunks = snapshot.chunks(["chunk_id", "doc_id", "chunk_index", "end"], [args.doc])
     chunks = chunks.filter(pc.equal(chunks.column("doc_id"), args.doc))
     match = chunks.filter(pc.equal(chunks.column("chunk_index"), args.chunk))
     if match.num_rows == 0:
-        raise ChunkyardError(f"{snapshot.path}: {args.doc!r} has no chunk {args.chunk} "
-                             f"(it has chunks 0–{max(chunks.num_rows - 1, 0)})")
+        raise UsageError(f"{snapshot.path}: {args.doc!r} has no chunk {args.chunk} "
+                         f"(it has chunks 0–{max(chunks.num_rows - 1, 0)})")
     if args.boundary and args.chunk >= chunks.num_rows - 1:
-        raise ChunkyardError(f"chunk {args.chunk} is the last of {args.doc!r}: there is no boundary after it")
+        raise UsageError(f"chunk {args.chunk} is the last of {args.doc!r}: there is no boundary after it")
     if args.reviewer is not None and not args.reviewer.strip():
-        raise ChunkyardError("a reviewer name is required to record a decision: --reviewer is empty")
+        raise UsageError("a reviewer name is required to record a decision: --reviewer is empty")
     reviewer = args.reviewer or config_facts(snapshot.manifest)[0] or default_reviewer()
     target = Target(snapshot.name, snapshot.version, snapshot.number, args.doc, documents.column("sha256")[0].as_py(),
                     match.column("chunk_id")[0].as_py(), args.chunk,

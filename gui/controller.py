@@ -26,11 +26,13 @@ class Loader(QThread):
     def __init__(self, path: str | Path, parent: QObject | None = None):
         super().__init__(parent)
         self.path = path
+        self.usage = False  # whether a failure was the path given (no dataset there), not a damaged dataset
 
     def run(self) -> None:
         try:
             index = ReviewIndex.load(self.path)
         except ChunkyardError as exc:
+            self.usage = bool(getattr(exc, "usage", False))
             self.failed.emit(str(exc))
             return
         except Exception as exc:  # a hostile file must end in a dialog, not a crash
@@ -100,6 +102,7 @@ class ReviewController(QObject):
         self.boundary_mode = False
         self.auto_advance = True
         self._loader: Loader | None = None
+        self.load_refused = False  # the last load failed on the path given (the CLI exits 2), not a damaged dataset
         self._seen_event = 0
         # Another reviewer may be writing the same ledger: pick up their events every few seconds.
         self._poll = QTimer(self)
@@ -116,9 +119,14 @@ class ReviewController(QObject):
         loader = Loader(path, self)
         # What a loader delivers after the window was closed (close() dropped it) is not installed.
         loader.loaded.connect(lambda index, ledger, problem: self._on_loaded(index, ledger, problem, loader))
-        loader.failed.connect(lambda message: self.failed.emit(message) if loader is self._loader else None)
+        loader.failed.connect(lambda message: self._on_load_failed(message, loader))
         self._loader = loader
         loader.start()
+
+    def _on_load_failed(self, message: str, loader: Loader) -> None:
+        if loader is self._loader:
+            self.load_refused = loader.usage
+            self.failed.emit(message)
 
     def wait_loaded(self, timeout_ms: int = 60000) -> bool:
         return self._loader is None or self._loader.wait(timeout_ms)

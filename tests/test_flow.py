@@ -167,7 +167,7 @@ def test_a_failed_run_says_why_in_one_line_without_prefects_copy(prefect_server,
     output = tmp_path / "out"
     assert run_cli("run", str(write_config(tmp_path, source, output))) == 0
     capsys.readouterr()
-    assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 1
+    assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("chunkyard: error: config changed since "), lines
 
@@ -191,7 +191,7 @@ def test_changed_config_under_same_version_is_refused(prefect_server, tmp_path, 
     source, output = one_document_source(tmp_path)
     assert run_cli("run", str(write_config(tmp_path, source, output))) == 0
     capsys.readouterr()
-    assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 1
+    assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 2
     err = capsys.readouterr().err
     assert "bump `version`" in err and "Traceback" not in err
     assert list_snapshots(output / "kb" / "v1") == [1]
@@ -216,7 +216,7 @@ def test_an_unchanged_config_after_an_algorithm_change_is_refused_for_what_it_is
     from flows.run import _config_from_text
 
     _config_from_text.cache_clear()  # configs are cached per text within a process
-    assert run_cli("run", str(config)) == 1
+    assert run_cli("run", str(config)) == 2
     err = capsys.readouterr().err
     assert f"chunking algorithm {int(new) - 1} → {new}; the config is unchanged" in err and "bump `version`" in err
     assert "config changed" not in err and list_snapshots(output / "kb" / "v1") == [1]
@@ -226,7 +226,7 @@ def test_output_inside_source_is_refused(prefect_server, tmp_path, capsys):
     source = tmp_path / "src"
     source.mkdir()
     (source / "a.md").write_text("# A\n\ntext\n", encoding="utf-8")
-    assert run_cli("run", str(write_config(tmp_path, source, source / "datasets"))) == 1
+    assert run_cli("run", str(write_config(tmp_path, source, source / "datasets"))) == 2
     assert "inside the source folder" in capsys.readouterr().err
     assert not (source / "datasets").exists()
 
@@ -242,7 +242,7 @@ def test_wrong_folders_are_refused_before_any_flow_starts(tmp_path, capsys, monk
     where = {"missing source": (tmp_path / "nowhere", tmp_path / "out"),
              "source is a file": (tmp_path / "file.md", tmp_path / "out"),
              "output inside source": (source, source / "out")}[case]
-    assert run_cli("run", str(write_config(tmp_path, *where))) == 1
+    assert run_cli("run", str(write_config(tmp_path, *where))) == 2
     err = capsys.readouterr().err
     expected = {"missing source": "source folder not found", "source is a file": "is a file",
                 "output inside source": "inside the source folder"}[case]

@@ -285,14 +285,14 @@ def test_cli_flag_and_screenshot(dataset: Path, tmp_path: Path) -> None:
     row = index.row_of(index.doc_number("notes/emoji.md"), 1)
     assert index.state(row).reasons == ["split_code"] and index.state(row).reviewer == "test-reviewer"
     bad = _cli("flag", str(dataset), "--doc", "nope.md", "--chunk", "0", "--reason", "other")
-    assert bad.returncode == 1 and "no document 'nope.md'" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "no document 'nope.md'" in bad.stderr and "Traceback" not in bad.stderr
     png = tmp_path / "shot.png"
     shot = _cli("review", str(dataset), "--doc", "notes/emoji.md", "--screenshot", str(png))
     assert shot.returncode == 0, shot.stderr
     assert "propagateSizeHints" not in shot.stderr  # the offscreen platform's notice, dropped
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     missing = _cli("review", str(tmp_path / "nowhere"), "--screenshot", str(png))
-    assert missing.returncode == 1 and "no such dataset folder" in missing.stderr
+    assert missing.returncode == 2 and "no such dataset folder" in missing.stderr
 
 
 def test_cli_flag_with_an_empty_reviewer_is_refused(dataset: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -301,18 +301,18 @@ def test_cli_flag_with_an_empty_reviewer_is_refused(dataset: Path, capsys) -> No
 
     code = main(["flag", str(dataset), "--doc", "notes/emoji.md", "--chunk", "1", "--reason", "other",
                  "--reviewer", ""])
-    assert code == 1 and "a reviewer name is required" in capsys.readouterr().err
+    assert code == 2 and "a reviewer name is required" in capsys.readouterr().err
     assert not ledger_path(ReviewIndex.load(dataset).snapshot.path).exists()
 
 
 def test_screenshot_of_an_unknown_document_fails_at_once(dataset: Path, tmp_path: Path) -> None:
-    """`--doc` naming no document: one line and exit 1 (it used to wait forever with the window open)."""
+    """`--doc` naming no document: one line and exit 2, bad usage (it used to wait forever with the window open)."""
     png = tmp_path / "shot.png"
     try:
         shot = _cli("review", str(dataset), "--doc", "nope.md", "--screenshot", str(png), timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail("chunkyard review --doc nope.md --screenshot hung instead of failing")
-    assert shot.returncode == 1
+    assert shot.returncode == 2
     assert shot.stderr.strip().splitlines() == [
         f"chunkyard: error: {dataset / 'v1' / '0001'}: no document 'nope.md' in this snapshot"], shot.stderr
     assert not png.exists()
