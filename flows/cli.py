@@ -336,7 +336,7 @@ class _Server:
     Not Prefect's own temporary server: worker processes cannot share that one, and a SIGKILLed run
     would leave it running, where ours ends with this process (``flows.server``). Starting ours is
     also quicker (3.5–4.5 s against 6–7 s with an existing database), and ``start()`` lets it start
-    while the command loads its config and imports the rest.
+    while the command imports the rest (after the config is loaded and checked: a refused one starts none).
     """
 
     def __init__(self) -> None:
@@ -380,19 +380,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     from flows.settings import configure_prefect
 
     configure_prefect(Path.cwd())
+    config = _load(args.config)
+    from chunking.pipeline import check_run
+
+    # A wrong folder or a config changed under its version is refused now, in a fraction of a second,
+    # before a Prefect server, a forkserver or the flow starts (the flow checks again: a run may
+    # publish meanwhile). It costs the server's head start the time of loading the config (≈0.3 s).
+    check_run(config, args.source, args.output)
     if args.task_runner == "process":
         from flows.workers import start_forkserver
 
-        # The workers' parent imports Prefect while this process loads the config and imports it
-        # too (two cores, one wait). Process-pool tasks carry the API URL and settings with them,
-        # so the forkserver need not wait for the server; Dask workers read theirs from the
-        # environment, so a local cluster's forkserver starts below, once the server is known.
+        # The workers' parent imports Prefect while this process imports it too (two cores, one
+        # wait). Process-pool tasks carry the API URL and settings with them, so the forkserver need
+        # not wait for the server; Dask workers read theirs from the environment, so a local
+        # cluster's forkserver starts below, once the server is known.
         start_forkserver()
-    _SERVER.start()  # it starts on the other core while this process loads the config and imports
-    config = _load(args.config)
-    from chunking.pipeline import check_paths
-
-    check_paths(config, args.source, args.output)  # a wrong folder is reported now, not after the flow starts
+    _SERVER.start()  # it starts on the other core while this process imports Prefect and the flow
     started = time.perf_counter()
     with _Progress() as progress:
         if args.task_runner == "dask" and not args.address:
