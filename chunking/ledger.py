@@ -89,6 +89,10 @@ class LedgerError(ChunkyardError):
     """A review ledger that cannot be opened or written (corrupt, foreign, newer, read-only)."""
 
 
+class LedgerBusy(LedgerError):
+    """Another connection held the ledger's write lock for longer than this one was willing to wait."""
+
+
 class LedgerRefused(LedgerError, UsageError):
     """A ledger command given a path or events file it cannot work with; nothing written (the CLI exits 2)."""
 
@@ -238,6 +242,15 @@ class Ledger:
         self._lock = threading.RLock()
         self._connection = _open(self.path, busy_timeout_ms)
 
+    def set_patience(self, busy_timeout_ms: int, retries: int) -> None:
+        """How long a call waits for another connection's lock (``busy_timeout``, then ``retries`` more
+        attempts with backoff) before a write raises ``LedgerBusy``. The defaults suit a batch command
+        (5 s, 8 retries); the reviewer calls on its GUI thread, so it waits a few milliseconds and
+        queues what it could not write (``gui.controller``)."""
+        with self._lock:
+            self._connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self.retries = retries
+
     @classmethod
     def for_snapshot(cls, snapshot_path: str | Path) -> Ledger:
         return cls(ledger_path(snapshot_path))
@@ -245,15 +258,17 @@ class Ledger:
     # -- writing -------------------------------------------------------------------------------
 
     def append(self, kind: str, target: Target, *, reviewer: str, reason: str | None = None,
-               note: str | None = None, target_event: int | None = None) -> int:
-        """Append one event and fsync it; returns its id. Retries while another writer holds the lock."""
-        _check_event(kind, reason, target_event)
+               note: str | None = None, target_event: int | None = None, created_at: str | None = None) -> int:
+        """Append one event and fsync it; returns its id. Retries while another writer holds the lock,
+        then raises ``LedgerBusy``. ``created_at``: when the decision was made, if not now (one that
+        waited in the reviewer's queue)."""
+        check_event(kind, reason, target_event)
         if not reviewer.strip():
             raise LedgerError("a reviewer name is required to record a decision")
         row = (
             kind, target.dataset, int(target.version), int(target.snapshot), target.doc_id, target.doc_sha256,
             target.chunk_id, target.chunk_index, target.boundary, reason, note, target_event, reviewer,
-            dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
+            created_at or now_stamp(),
         )
 
         def insert(connection: sqlite3.Connection) -> int:
@@ -354,7 +369,11 @@ class Ledger:
                     return result
                 except sqlite3.OperationalError as exc:
                     message = str(exc).lower()
-                    if ("locked" not in message and "busy" not in message) or attempt == self.retries:
+                    busy = "locked" in message or "busy" in message
+                    if busy and attempt == self.retries:
+                        raise LedgerBusy(f"{self.path}: cannot record the decision: {exc} (another program is "
+                                         "writing to the review ledger)") from None
+                    if not busy:
                         raise LedgerError(f"{self.path}: cannot record the decision: {exc}") from None
                 except sqlite3.DatabaseError as exc:
                     raise LedgerError(f"{self.path}: cannot record the decision: {exc}") from None
@@ -364,7 +383,13 @@ class Ledger:
         raise AssertionError("unreachable")
 
 
-def _check_event(kind: str, reason: str | None, target_event: int | None) -> None:
+def now_stamp() -> str:
+    """An event's ``created_at``: UTC, ISO 8601 with microseconds."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
+def check_event(kind: str, reason: str | None, target_event: int | None) -> None:
+    """Refuse an event the ledger would not take (unknown kind or reason, a retract without a target)."""
     if kind not in EVENT_KINDS:
         raise LedgerError(f"unknown event kind {kind!r} (one of {', '.join(EVENT_KINDS)})")
     if kind == "flag" and reason not in REASONS:
@@ -558,7 +583,7 @@ def import_events(path: str | Path, source: str | Path) -> int:
             for name in ("version", "snapshot"):
                 if not isinstance(getattr(event, name), int):
                     raise ValueError(f"{name} must be an integer")
-            _check_event(event.kind, event.reason, event.target_event)
+            check_event(event.kind, event.reason, event.target_event)
             if event.target_event is not None and event.target_event not in seen:
                 raise ValueError(f"it retracts event {event.target_event}, which is not in the file")
         except (ValueError, TypeError, LedgerError) as exc:
