@@ -5,7 +5,8 @@ and ``chunks.parquet``. A snapshot is written under a hidden staging folder besi
 and renamed into place in one step once complete (``rename(2)`` of a folder is atomic on a local
 POSIX filesystem), so a killed run never leaves a visible partial snapshot. Readers ignore hidden
 folders; writers remove staging folders whose process is gone. Published snapshots are never
-modified (files are made read-only).
+modified (files are made read-only). The number is taken under the version's publish lock, so
+concurrent runs get consecutive numbers and each snapshot's parent is the one published before it.
 
 On a filesystem without an atomic folder rename (object stores such as S3, reached through a URI,
 see ``chunking.storage``) the files of snapshot NNNN are written straight into ``NNNN/`` and
@@ -34,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from chunking.errors import DatasetError
+from chunking.errors import ChunkyardError, DatasetError, DatasetPathError
 from chunking.storage import Location, StoragePath, location, parquet_writer, read_parquet
 
 SCHEMA_VERSION = 1
@@ -130,13 +131,13 @@ def resolve_snapshot(path: str | Location) -> Location:
         return path
     if not path.is_dir():
         if path.is_file():
-            raise DatasetError(f"{path}: a file, not a dataset folder (give OUTPUT/NAME, a version folder vX "
-                               "or a snapshot folder NNNN)")
-        raise DatasetError(f"{path}: no such dataset folder")
+            raise DatasetPathError(f"{path}: a file, not a dataset folder (give OUTPUT/NAME, a version folder "
+                                   "vX or a snapshot folder NNNN)")
+        raise DatasetPathError(f"{path}: no such dataset folder")
     if _VERSION.match(path.name):
         found = latest_snapshot(path)
         if found is None:
-            raise DatasetError(f"{path}: no published snapshot in this version folder")
+            raise DatasetPathError(f"{path}: no published snapshot in this version folder")
         return found
     versions = sorted(
         (int(m.group(1)), p) for p in path.iterdir() if p.is_dir() and (m := _VERSION.match(p.name))
@@ -153,8 +154,8 @@ def resolve_snapshot(path: str | Location) -> Location:
             return resolve_snapshot(datasets[0])
         if datasets:
             names = ", ".join(p.name for p in datasets)
-            raise DatasetError(f"{path}: holds several datasets ({names}); name one of them")
-    raise DatasetError(
+            raise DatasetPathError(f"{path}: holds several datasets ({names}); name one of them")
+    raise DatasetPathError(
         f"{path}: not a chunkyard dataset (expected NAME/vX/NNNN/manifest.json below it)"
     )
 
@@ -238,6 +239,10 @@ class Snapshot:
 # Writing
 
 
+class SnapshotSuperseded(ChunkyardError):
+    """Another run published a snapshot while one that must follow its parent directly was made."""
+
+
 class SnapshotWriter:
     """Writes one snapshot under a staging folder; ``publish`` renames it into place atomically."""
 
@@ -257,27 +262,56 @@ class SnapshotWriter:
         if chunks.num_rows:
             self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=65536)
 
-    def publish(self, manifest: dict[str, Any]) -> Path:
-        """Close the files, write the manifest, and rename the staging folder to the next number."""
+    def publish(self, manifest: dict[str, Any], *, strict_parent: bool = False) -> Path:
+        """Close the files, write the manifest, and rename the staging folder to the next number.
+
+        Numbering is done under the version's publish lock (``PUBLISH_LOCK``), so two runs publishing
+        at once take consecutive numbers and each names the snapshot published just before it as
+        ``parent_snapshot``. ``manifest["parent_snapshot"]`` comes in as the snapshot the writer was
+        built from; when another run published in between, that one is kept as ``built_on`` (the
+        counts and carried-over rows are relative to it), or with ``strict_parent`` (a snapshot made
+        by editing its parent, which would undo the newer one) nothing is published and
+        ``SnapshotSuperseded`` is raised. ``manifest`` is updated in place.
+        """
         self._close()
-        for attempt in range(100):
-            existing = list_snapshots(self.version_path)
-            number = (existing[-1] + 1) if existing else 1
-            manifest = {**manifest, "snapshot": number}
-            _write_json(self.staging / MANIFEST, manifest)
-            _fsync_tree(self.staging)
-            target = self.version_path / f"{number:04d}"
-            try:
-                os.rename(self.staging, target)
-            except OSError:
-                if target.exists() and attempt < 99:
-                    continue  # another run published this number first
-                raise
-            _fsync_dir(self.version_path)
-            for child in target.iterdir():
-                child.chmod(0o444)
-            return target
-        raise DatasetError(f"{self.version_path}: could not find a free snapshot number")
+        base = manifest.get("parent_snapshot")
+        for child in self.staging.iterdir():  # the data files; only the manifest is written under the lock
+            _fsync_file(child)
+        with _publish_lock(self.version_path):
+            # With the lock no other chunkyard takes a number meanwhile; the retries are for writers
+            # that cannot lock (no flock) or do not (an older chunkyard).
+            for attempt in range(100):
+                existing = list_snapshots(self.version_path)
+                previous = existing[-1] if existing else None
+                if previous != base and strict_parent:
+                    raise SnapshotSuperseded(
+                        f"{self.version_path}: the newest snapshot is now {_numbered(previous)}, not "
+                        f"{_numbered(base)} this one was made from (another run published meanwhile); "
+                        "nothing was published: run again")
+                number = (previous or 0) + 1
+                manifest["snapshot"] = number
+                manifest["parent_snapshot"] = previous
+                if previous != base:
+                    manifest["built_on"] = base
+                else:
+                    manifest.pop("built_on", None)
+                _write_json(self.staging / MANIFEST, manifest)
+                _fsync_file(self.staging / MANIFEST)
+                _fsync_dir(self.staging)
+                target = self.version_path / f"{number:04d}"
+                try:
+                    os.rename(self.staging, target)
+                except OSError:
+                    if target.exists() and attempt < 99:
+                        continue  # a writer without the lock published this number first
+                    raise
+                _fsync_dir(self.version_path)
+                break
+            else:
+                raise DatasetError(f"{self.version_path}: could not find a free snapshot number")
+        for child in target.iterdir():
+            child.chmod(0o444)
+        return target
 
     def abort(self) -> None:
         self._close()
@@ -434,11 +468,39 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_bytes(_json_bytes(data))
 
 
-def _fsync_tree(folder: Path) -> None:
-    for child in folder.iterdir():
-        with open(child, "rb") as handle:
-            os.fsync(handle.fileno())
-    _fsync_dir(folder)
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _numbered(number: int | None) -> str:
+    return "none" if number is None else f"{number:04d}"
+
+
+# Beside the snapshots of a version: held (flock) while a snapshot number is chosen and taken.
+PUBLISH_LOCK = ".publish.lock"
+
+
+@contextlib.contextmanager
+def _publish_lock(version_path: Path):
+    """Hold the version's publish lock: an advisory ``flock`` on ``vX/.publish.lock``, released when
+    the block ends or the process dies (a killed run never leaves it held). Where there is no flock
+    (Windows) publishing relies on the rename retry alone."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    path = version_path / PUBLISH_LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:
+        fd = os.open(path, os.O_RDONLY)  # another user's lock file: locking needs no write access
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(folder: Path) -> None:

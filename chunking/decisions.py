@@ -139,11 +139,17 @@ def resolutions(events: Iterable[Event]) -> list[Resolution]:
     return out
 
 
+def constraint_target(dataset: str, version: int, snapshot: int, constraint: Constraint, *,
+                      chunk_id: str | None = None, chunk_index: int | None = None) -> Target:
+    """What a constraint event is about: its document, the chunk it was set on, and its start as the boundary."""
+    return Target(dataset, version, snapshot, constraint.doc_id, constraint.doc_sha256, chunk_id, chunk_index,
+                  constraint.start)
+
+
 def record_constraint(ledger: Ledger, dataset: str, version: int, snapshot: int, constraint: Constraint, *,
                       reviewer: str, chunk_id: str | None = None, chunk_index: int | None = None) -> Constraint:
     """Append the constraint to the ledger; returns it with its event id."""
-    target = Target(dataset, version, snapshot, constraint.doc_id, constraint.doc_sha256, chunk_id, chunk_index,
-                    constraint.start)
+    target = constraint_target(dataset, version, snapshot, constraint, chunk_id=chunk_id, chunk_index=chunk_index)
     event_id = ledger.constraint(target, constraint.kind, reviewer=reviewer, note=constraint.payload())
     return Constraint(**{**{f: getattr(constraint, f) for f in Constraint.__dataclass_fields__}, "id": event_id})
 
@@ -172,6 +178,6 @@ def stale_constraints(manifest: dict) -> list[dict]:
 
 
 __all__ = [
-    "REPROCESS_REVIEWER", "stale_constraints", "Resolution", "active_constraints", "decode_constraint", "open_flags",
-    "read_constraints", "record_constraint", "resolution_of", "resolutions", "resolve_flag", "withdrawn_flags",
+    "REPROCESS_REVIEWER", "stale_constraints", "Resolution", "active_constraints", "constraint_target",
+    "decode_constraint", "open_flags", "read_constraints", "record_constraint", "resolution_of", "resolutions", "resolve_flag", "withdrawn_flags",
 ]

@@ -43,3 +43,8 @@ class TokenizerError(ChunkyardError):
 
 class DatasetError(ChunkyardError):
     """A dataset path that holds no snapshot, or a snapshot that cannot be read."""
+
+
+class DatasetPathError(DatasetError, UsageError):
+    """A path given for a dataset that names none (missing, a file, no published snapshot, several
+    datasets, not local where it must be): refused before any work, so the CLI exits 2."""

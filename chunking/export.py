@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from chunking.dataset import MANIFEST, Snapshot
-from chunking.errors import ChunkyardError
+from chunking.errors import ChunkyardError, UsageError
 
 EXPORT_SCHEMA_VERSION = 1
 FORMATS = ("parquet", "jsonl")
@@ -65,6 +65,10 @@ _CONTENT = [name for name in EXPORT_SCHEMA.names if name != "op"]
 
 class ExportError(ChunkyardError):
     """An export that cannot be written (bad format, unwritable target)."""
+
+
+class ExportRefused(ExportError, UsageError):
+    """An export refused before anything is written (a bad --out or format): the CLI exits 2."""
 
 
 def export_rows(snapshot: Snapshot) -> pa.Table:
@@ -117,10 +121,10 @@ def apply_change_set(base: pa.Table, changes: pa.Table) -> pa.Table:
 def export(path: str | Path, out: str | Path, fmt: str, since: str | Path | None = None) -> dict[str, Any]:
     """Write the export (or the change-set since ``since``) of the snapshot at ``path``; returns counts."""
     if fmt not in FORMATS:
-        raise ExportError(f"unknown export format {fmt!r} (use one of: {', '.join(FORMATS)})")
+        raise ExportRefused(f"unknown export format {fmt!r} (use one of: {', '.join(FORMATS)})")
     folder = Path(out).parent
     if (folder / MANIFEST).is_file():
-        raise ExportError(f"{out}: inside the published snapshot {folder}, which is never modified; "
+        raise ExportRefused(f"{out}: inside the published snapshot {folder}, which is never modified; "
                           "write the export elsewhere")
     snapshot = Snapshot.open(path)
     table = export_rows(snapshot)
@@ -166,7 +170,7 @@ def write_atomically(target: Path, write: Callable[[BinaryIO], None]) -> None:
     """Write through ``write`` into a temporary file beside ``target``, fsync, rename over ``target``."""
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
-        raise ExportError(f"{folder}: no such folder for the export")
+        raise ExportRefused(f"{folder}: no such folder for the export")
     temporary = folder / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         with open(temporary, "wb") as handle:
@@ -189,5 +193,5 @@ def write_atomically(target: Path, write: Callable[[BinaryIO], None]) -> None:
         pass  # some filesystems cannot fsync a folder; the rename itself is atomic
 
 
-__all__ = ["EXPORT_SCHEMA", "FORMATS", "ExportError", "apply_change_set", "change_set", "export", "export_rows",
-           "read_export", "write_atomically"]
+__all__ = ["EXPORT_SCHEMA", "FORMATS", "ExportError", "ExportRefused", "apply_change_set", "change_set", "export",
+           "export_rows", "read_export", "write_atomically"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chunking.errors import ChunkyardError
+from chunking.errors import ChunkyardError, UsageError
 
 LEDGER_FILE = "review.sqlite"
 LEDGER_SCHEMA_VERSION = 1
@@ -87,6 +87,14 @@ CREATE INDEX IF NOT EXISTS events_by_doc ON events (dataset, version, doc_id);
 
 class LedgerError(ChunkyardError):
     """A review ledger that cannot be opened or written (corrupt, foreign, newer, read-only)."""
+
+
+class LedgerBusy(LedgerError):
+    """Another connection held the ledger's write lock for longer than this one was willing to wait."""
+
+
+class LedgerRefused(LedgerError, UsageError):
+    """A ledger command given a path or events file it cannot work with; nothing written (the CLI exits 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +242,15 @@ class Ledger:
         self._lock = threading.RLock()
         self._connection = _open(self.path, busy_timeout_ms)
 
+    def set_patience(self, busy_timeout_ms: int, retries: int) -> None:
+        """How long a call waits for another connection's lock (``busy_timeout``, then ``retries`` more
+        attempts with backoff) before a write raises ``LedgerBusy``. The defaults suit a batch command
+        (5 s, 8 retries); the reviewer calls on its GUI thread, so it waits a few milliseconds and
+        queues what it could not write (``gui.controller``)."""
+        with self._lock:
+            self._connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self.retries = retries
+
     @classmethod
     def for_snapshot(cls, snapshot_path: str | Path) -> Ledger:
         return cls(ledger_path(snapshot_path))
@@ -241,15 +258,17 @@ class Ledger:
     # -- writing -------------------------------------------------------------------------------
 
     def append(self, kind: str, target: Target, *, reviewer: str, reason: str | None = None,
-               note: str | None = None, target_event: int | None = None) -> int:
-        """Append one event and fsync it; returns its id. Retries while another writer holds the lock."""
-        _check_event(kind, reason, target_event)
+               note: str | None = None, target_event: int | None = None, created_at: str | None = None) -> int:
+        """Append one event and fsync it; returns its id. Retries while another writer holds the lock,
+        then raises ``LedgerBusy``. ``created_at``: when the decision was made, if not now (one that
+        waited in the reviewer's queue)."""
+        check_event(kind, reason, target_event)
         if not reviewer.strip():
             raise LedgerError("a reviewer name is required to record a decision")
         row = (
             kind, target.dataset, int(target.version), int(target.snapshot), target.doc_id, target.doc_sha256,
             target.chunk_id, target.chunk_index, target.boundary, reason, note, target_event, reviewer,
-            dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
+            created_at or now_stamp(),
         )
 
         def insert(connection: sqlite3.Connection) -> int:
@@ -350,7 +369,11 @@ class Ledger:
                     return result
                 except sqlite3.OperationalError as exc:
                     message = str(exc).lower()
-                    if ("locked" not in message and "busy" not in message) or attempt == self.retries:
+                    busy = "locked" in message or "busy" in message
+                    if busy and attempt == self.retries:
+                        raise LedgerBusy(f"{self.path}: cannot record the decision: {exc} (another program is "
+                                         "writing to the review ledger)") from None
+                    if not busy:
                         raise LedgerError(f"{self.path}: cannot record the decision: {exc}") from None
                 except sqlite3.DatabaseError as exc:
                     raise LedgerError(f"{self.path}: cannot record the decision: {exc}") from None
@@ -360,7 +383,13 @@ class Ledger:
         raise AssertionError("unreachable")
 
 
-def _check_event(kind: str, reason: str | None, target_event: int | None) -> None:
+def now_stamp() -> str:
+    """An event's ``created_at``: UTC, ISO 8601 with microseconds."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
+def check_event(kind: str, reason: str | None, target_event: int | None) -> None:
+    """Refuse an event the ledger would not take (unknown kind or reason, a retract without a target)."""
     if kind not in EVENT_KINDS:
         raise LedgerError(f"unknown event kind {kind!r} (one of {', '.join(EVENT_KINDS)})")
     if kind == "flag" and reason not in REASONS:
@@ -468,10 +497,10 @@ def export_events(path: str | Path, out: str | Path) -> tuple[int, int]:
 
     path, out = Path(path), Path(out)
     if not path.is_file():
-        raise LedgerError(f"{path}: no review ledger here")
+        raise LedgerRefused(f"{path}: no review ledger here")
     ledger_files = {Path(os.path.realpath(f"{path}{suffix}")) for suffix in ("", "-wal", "-shm", "-journal")}
     if Path(os.path.realpath(out)) in ledger_files:
-        raise LedgerError(f"{out}: that is the review ledger itself (or its journal); write the events to "
+        raise LedgerRefused(f"{out}: that is the review ledger itself (or its journal); write the events to "
                           "another file, e.g. --out events.jsonl")
     _check_header(path)
     columns = ", ".join(Event.__slots__)
@@ -531,7 +560,7 @@ def import_events(path: str | Path, source: str | Path) -> int:
     try:
         lines = source.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise LedgerError(f"{source}: cannot read the events file: {exc}") from None
+        raise LedgerRefused(f"{source}: cannot read the events file: {exc}") from None
     rows: list[tuple[Any, ...]] = []
     seen: set[int] = set()
     previous = 0
@@ -554,17 +583,17 @@ def import_events(path: str | Path, source: str | Path) -> int:
             for name in ("version", "snapshot"):
                 if not isinstance(getattr(event, name), int):
                     raise ValueError(f"{name} must be an integer")
-            _check_event(event.kind, event.reason, event.target_event)
+            check_event(event.kind, event.reason, event.target_event)
             if event.target_event is not None and event.target_event not in seen:
                 raise ValueError(f"it retracts event {event.target_event}, which is not in the file")
         except (ValueError, TypeError, LedgerError) as exc:
-            raise LedgerError(f"{source}:{number}: not a ledger event: {exc}") from None
+            raise LedgerRefused(f"{source}:{number}: not a ledger event: {exc}") from None
         previous = event.id
         seen.add(event.id)
         rows.append(tuple(getattr(event, name) for name in Event.__slots__))
     with Ledger(path) as ledger:
         if ledger.last_event_id():
-            raise LedgerError(f"{path}: already holds events; import into a new ledger (move this one aside)")
+            raise LedgerRefused(f"{path}: already holds events; import into a new ledger (move this one aside)")
 
         def insert(connection: sqlite3.Connection) -> int:
             connection.executemany(

@@ -36,7 +36,7 @@ from chunking.dataset import (
 )
 from chunking.decisions import read_constraints
 from chunking.documents import Document, Skipped, SourceFile, discover, read_document
-from chunking.errors import ChunkyardError, DatasetError
+from chunking.errors import DatasetError, UsageError
 from chunking.findings import break_met, keep_met
 from chunking.ledger import LEDGER_FILE
 from chunking.packer import Span
@@ -53,8 +53,9 @@ MAX_BATCH_BYTES = 4_000_000
 MAX_GUIDED_BATCH_BYTES = 8_000_000
 
 
-class RunRefused(ChunkyardError):
-    """A run that must not start (changed config under an existing version, output in source).
+class RunRefused(UsageError):
+    """A run that must not start (changed config under an existing version, output in source): refused
+    before any work, so the CLI exits 2.
 
     ``field`` names the config key at fault when there is one (``source.path``, ``output.path``).
     """
@@ -118,28 +119,54 @@ def check_paths(config: Config, source: Path | None = None,
     return source_dir, output_dir
 
 
+def check_run(config: Config, source: Path | None = None, output: str | Location | None = None) -> Snapshot | None:
+    """Every refusal of a run that needs no chunking: the folders (``check_paths``), and a config
+    changed under its version (``check_version``). Returns the snapshot the run would build on.
+
+    Pure and quick (it reads the newest manifest), so the command line calls it before it starts a
+    Prefect server or a flow; the flow checks again (``prepare_run``), as another run may publish
+    in between.
+    """
+    _, output_dir = check_paths(config, source, output)
+    if isinstance(output_dir, StoragePath) and output_dir.is_file():
+        raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (prefix)")
+    previous_path = latest_snapshot(version_dir(output_dir, config.name, config.version))
+    previous = Snapshot.open(previous_path) if previous_path else None
+    if previous is not None:
+        check_version(config, previous)
+    return previous
+
+
+def check_version(config: Config, previous: Snapshot) -> None:
+    """Refuse a run of ``config`` on top of ``previous`` (the newest snapshot of its version) when the
+    chunks would differ under the same version: a changed config, or an unchanged one after an
+    upgrade of chunkyard that chunks differently. Either way the version must be bumped."""
+    recorded = previous.manifest.get("config")
+    old_hash = recorded.get("hash") if isinstance(recorded, dict) else None
+    if old_hash == config.hash:
+        return
+    old_algorithm = str(previous.manifest.get("algorithm_version", ""))
+    if old_algorithm and old_algorithm != ALGORITHM_VERSION and isinstance(recorded, dict) \
+            and recorded.get("text") == config.text:
+        raise RunRefused(
+            f"this chunkyard chunks differently from the one that made {previous.path} (chunking algorithm "
+            f"{old_algorithm} → {ALGORITHM_VERSION}; the config is unchanged): bump `version` in "
+            f"{config.path or 'the config'} so the new chunks go to a new dataset version"
+        )
+    raise RunRefused(
+        f"config changed since {previous.path} (config hash {old_hash} → {config.hash}) but "
+        f"version is still {config.version}: bump `version` in {config.path or 'the config'} "
+        "so the new chunks go to a new dataset version"
+    )
+
+
 def _context(config: Config, source_dir: Path, output_dir: Location) -> RunContext:
     vpath = version_dir(output_dir, config.name, config.version)
     previous_path = latest_snapshot(vpath)
     previous = Snapshot.open(previous_path) if previous_path else None
     previous_sha: dict[str, str] = {}
     if previous is not None:
-        recorded = previous.manifest.get("config")
-        old_hash = recorded.get("hash") if isinstance(recorded, dict) else None
-        old_algorithm = str(previous.manifest.get("algorithm_version", ""))
-        if old_hash != config.hash and old_algorithm and old_algorithm != ALGORITHM_VERSION \
-                and isinstance(recorded, dict) and recorded.get("text") == config.text:
-            raise RunRefused(
-                f"this chunkyard chunks differently from the one that made {previous.path} (chunking algorithm "
-                f"{old_algorithm} → {ALGORITHM_VERSION}; the config is unchanged): bump `version` in "
-                f"{config.path or 'the config'} so the new chunks go to a new dataset version"
-            )
-        if old_hash != config.hash:
-            raise RunRefused(
-                f"config changed since {previous.path} (config hash {old_hash} → {config.hash}) but "
-                f"version is still {config.version}: bump `version` in {config.path or 'the config'} "
-                "so the new chunks go to a new dataset version"
-            )
+        check_version(config, previous)
         table = previous.documents(["doc_id", "sha256"])
         previous_sha = dict(zip(table.column("doc_id").to_pylist(), table.column("sha256").to_pylist(), strict=True))
     # The review ledger is a local SQLite file; a dataset on an object store has none (review is local).

@@ -229,7 +229,8 @@ def reprocess_snapshot(config: Config, output: Path | None = None, rechunk: Rech
             stats.changed, stats.reused, stats.skipped = list(result.chunked), kept, list(result.skipped)
             stats.constraints = result.constraints + carried_constraints(parent, kept)
             manifest = build_manifest(context, stats, "reprocess", [], plan.applied_flags(stats.constraints))
-            snapshot = writer.publish(manifest)
+            # Made by editing the parent: published after a newer snapshot it would undo that one's changes.
+            snapshot = writer.publish(manifest, strict_parent=True)
         except BaseException:
             writer.abort()
             raise

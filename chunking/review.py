@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from chunking.errors import DatasetError
 from chunking.findings import FINDINGS, explain
 from chunking.ledger import (
     ChunkState,
+    Event,
     Ledger,
     LedgerError,
     Target,
@@ -365,14 +367,18 @@ class ReviewIndex:
                 self.states[row] = state
                 self.verdict[row] = FLAGGED if state.flagged else OK if state.verdict == "ok" else UNREVIEWED
 
-    def reload_state(self, ledger: Ledger, docs: list[int] | None = None) -> None:
-        """Re-derive state from the ledger, for the whole dataset or some documents."""
+    def reload_state(self, ledger: Ledger, docs: list[int] | None = None, pending: Sequence[Event] = ()) -> None:
+        """Re-derive state from the ledger, for the whole dataset or some documents. ``pending``: events
+        decided but not written yet (the reviewer's queue while another program holds the ledger's
+        lock), after the ledger's own; their ids sort after every written one."""
         if docs is None:
-            self.apply_states(ledger.state(self.dataset, self.version, self.doc_sha_map()))
-            return
-        events = []
-        for doc in docs:
-            events.extend(ledger.events(self.dataset, self.version, doc_id=self.doc_ids[doc]))
+            events = ledger.events(self.dataset, self.version)
+        else:
+            events = []
+            for doc in docs:
+                events.extend(ledger.events(self.dataset, self.version, doc_id=self.doc_ids[doc]))
+        events.extend(e for e in pending if e.dataset == self.dataset and e.version == self.version
+                      and (docs is None or self.doc_number(e.doc_id) in docs))
         self.apply_states(derive_state(events, self.doc_sha_map()), docs)
 
     def progress(self) -> tuple[int, int, int]:

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from chunking.errors import DatasetError
+from chunking.errors import DatasetError, DatasetPathError
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -199,7 +199,7 @@ def require_local(path: str | Path | StoragePath, what: str) -> Path:
     """``path`` as a local ``Path``, or a clear error for a command that needs a local dataset."""
     found = location(path) if not isinstance(path, Path) else path
     if isinstance(found, StoragePath):
-        raise DatasetError(f"{what}: {found} is not a local folder; this command works on local datasets only "
-                           "(copy the dataset to this machine first, e.g. `aws s3 sync`; `chunkyard run`, "
-                           "`diff` and `export` also read datasets on object stores)")
+        raise DatasetPathError(f"{what}: {found} is not a local folder; this command works on local datasets "
+                               "only (copy the dataset to this machine first, e.g. `aws s3 sync`; `chunkyard run`, "
+                               "`diff` and `export` also read datasets on object stores)")
     return found

@@ -1,6 +1,6 @@
 """The ``chunkyard`` command line: one entry point, one clear line on failure.
 
-Exit codes: 0 success; 1 failure; 2 bad usage or invalid config (nothing was done);
+Exit codes: 0 success; 1 failure; 2 bad usage, an invalid or refused config (nothing was done);
 3 the run completed but skipped some files (listed in the manifest); 130 interrupted (Ctrl+C).
 """
 
@@ -336,7 +336,7 @@ class _Server:
     Not Prefect's own temporary server: worker processes cannot share that one, and a SIGKILLed run
     would leave it running, where ours ends with this process (``flows.server``). Starting ours is
     also quicker (3.5–4.5 s against 6–7 s with an existing database), and ``start()`` lets it start
-    while the command loads its config and imports the rest.
+    while the command imports the rest (after the config is loaded and checked: a refused one starts none).
     """
 
     def __init__(self) -> None:
@@ -380,19 +380,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     from flows.settings import configure_prefect
 
     configure_prefect(Path.cwd())
+    config = _load(args.config)
+    from chunking.pipeline import check_run
+
+    # A wrong folder or a config changed under its version is refused now, in a fraction of a second,
+    # before a Prefect server, a forkserver or the flow starts (the flow checks again: a run may
+    # publish meanwhile). It costs the server's head start the time of loading the config (≈0.3 s).
+    check_run(config, args.source, args.output)
     if args.task_runner == "process":
         from flows.workers import start_forkserver
 
-        # The workers' parent imports Prefect while this process loads the config and imports it
-        # too (two cores, one wait). Process-pool tasks carry the API URL and settings with them,
-        # so the forkserver need not wait for the server; Dask workers read theirs from the
-        # environment, so a local cluster's forkserver starts below, once the server is known.
+        # The workers' parent imports Prefect while this process imports it too (two cores, one
+        # wait). Process-pool tasks carry the API URL and settings with them, so the forkserver need
+        # not wait for the server; Dask workers read theirs from the environment, so a local
+        # cluster's forkserver starts below, once the server is known.
         start_forkserver()
-    _SERVER.start()  # it starts on the other core while this process loads the config and imports
-    config = _load(args.config)
-    from chunking.pipeline import check_paths
-
-    check_paths(config, args.source, args.output)  # a wrong folder is reported now, not after the flow starts
+    _SERVER.start()  # it starts on the other core while this process imports Prefect and the flow
     started = time.perf_counter()
     with _Progress() as progress:
         if args.task_runner == "dask" and not args.address:
@@ -429,9 +432,9 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
     configure_prefect(Path.cwd())
     if config.model.schedule is None:
-        from chunking.errors import ChunkyardError
+        from chunking.errors import UsageError
 
-        raise ChunkyardError(f"{args.config}: no schedule: add `schedule: {{cron: \"0 2 * * *\", timezone: UTC}}`")
+        raise UsageError(f"{args.config}: no schedule: add `schedule: {{cron: \"0 2 * * *\", timezone: UTC}}`")
     with prefect_server() as api_url:
         from flows.schedule import deployment_name, serve
 
@@ -587,24 +590,24 @@ def cmd_flag(args: argparse.Namespace) -> int:
     import pyarrow.compute as pc
 
     from chunking.dataset import Snapshot
-    from chunking.errors import ChunkyardError
+    from chunking.errors import UsageError
     from chunking.ledger import Ledger, Target, default_reviewer, ledger_path
     from chunking.review import config_facts
 
     snapshot = Snapshot.open(args.path)
     documents = snapshot.documents(["doc_id", "sha256"], [args.doc])
     if documents.num_rows == 0:
-        raise ChunkyardError(f"{snapshot.path}: no document {args.doc!r} in this snapshot")
+        raise UsageError(f"{snapshot.path}: no document {args.doc!r} in this snapshot")
     chunks = snapshot.chunks(["chunk_id", "doc_id", "chunk_index", "end"], [args.doc])
     chunks = chunks.filter(pc.equal(chunks.column("doc_id"), args.doc))
     match = chunks.filter(pc.equal(chunks.column("chunk_index"), args.chunk))
     if match.num_rows == 0:
-        raise ChunkyardError(f"{snapshot.path}: {args.doc!r} has no chunk {args.chunk} "
-                             f"(it has chunks 0–{max(chunks.num_rows - 1, 0)})")
+        raise UsageError(f"{snapshot.path}: {args.doc!r} has no chunk {args.chunk} "
+                         f"(it has chunks 0–{max(chunks.num_rows - 1, 0)})")
     if args.boundary and args.chunk >= chunks.num_rows - 1:
-        raise ChunkyardError(f"chunk {args.chunk} is the last of {args.doc!r}: there is no boundary after it")
+        raise UsageError(f"chunk {args.chunk} is the last of {args.doc!r}: there is no boundary after it")
     if args.reviewer is not None and not args.reviewer.strip():
-        raise ChunkyardError("a reviewer name is required to record a decision: --reviewer is empty")
+        raise UsageError("a reviewer name is required to record a decision: --reviewer is empty")
     reviewer = args.reviewer or config_facts(snapshot.manifest)[0] or default_reviewer()
     target = Target(snapshot.name, snapshot.version, snapshot.number, args.doc, documents.column("sha256")[0].as_py(),
                     match.column("chunk_id")[0].as_py(), args.chunk,

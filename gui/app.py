@@ -52,6 +52,7 @@ def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: 
     controller = ReviewController()
     window = MainWindow(controller)
     outcome = {"code": 0, "message": ""}
+    usage = {"refused": False}  # the path or --doc given names nothing to show: exit 2, as for other bad usage
 
     def show_requested_document() -> bool:
         index = controller.index
@@ -61,6 +62,7 @@ def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: 
             number = index.doc_number(doc)
             if number is None:
                 outcome["message"] = f"{index.snapshot.path}: no document {doc!r} in this snapshot"
+                usage["refused"] = True
                 return False
         elif index.n_documents:
             number = 0
@@ -80,8 +82,9 @@ def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: 
 
     def fail(message: str) -> None:
         # The first message wins (a --doc that names no document sets it before calling here).
-        outcome["code"], outcome["message"] = 1, outcome["message"] or message
-        app.exit(1)
+        code = 2 if usage["refused"] or (controller.index is None and controller.load_refused) else 1
+        outcome["code"], outcome["message"] = code, outcome["message"] or message
+        app.exit(code)
 
     def capture() -> None:
         app.processEvents()

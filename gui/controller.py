@@ -3,18 +3,60 @@
 Every verdict is written to the ledger the moment it is given (there is no Save); the undo stack
 holds commands whose undo appends a ``retract`` event and whose redo retracts that retraction, so
 the ledger stays append-only and a killed reviewer loses nothing. Loading runs in a worker thread.
+
+Writes happen on the GUI thread, so they wait for another program's lock on the ledger (a
+reprocess, another reviewer, a script) only ``WRITE_PATIENCE_MS``: what cannot be written at once
+waits in a queue, in order, shown in the window as already decided and in the status bar as
+waiting, and is retried every ``RETRY_MS`` until it is written. Closing the window writes the queue
+first (``flush``), or says what could not be written.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
 from chunking.errors import ChunkyardError
-from chunking.ledger import REASONS, Ledger, LedgerError
+from chunking.ledger import REASONS, Event, Ledger, LedgerBusy, LedgerError, Target, check_event, now_stamp
 from chunking.review import QUEUES, ReviewIndex, open_ledger_for, reviewer_name
+
+# How long one write waits for another program's lock before its decision joins the queue (the
+# window does not respond meanwhile), how often the queue is retried, and how long closing waits.
+WRITE_PATIENCE_MS = 50
+RETRY_MS = 250
+CLOSE_PATIENCE_MS = 2000
+BUSY = "the review ledger is busy (another program is writing to it)"
+# Ids of queued events, for deriving state before they are written: after every written id.
+_PROVISIONAL = 1 << 62
+
+
+@dataclass(eq=False)
+class PendingEvent:
+    """A decision to append to the ledger: queued until written (``event_id`` is then its id)."""
+
+    seq: int
+    kind: str
+    target: Target
+    reviewer: str
+    created_at: str
+    reason: str | None = None
+    note: str | None = None
+    retracts: PendingEvent | None = None  # the decision a retract cancels (written before it: the queue is in order)
+    event_id: int | None = None
+
+    @property
+    def id(self) -> int:
+        return self.event_id if self.event_id is not None else _PROVISIONAL + self.seq
+
+    def as_event(self) -> Event:
+        t = self.target
+        return Event(self.id, self.kind, t.dataset, t.version, t.snapshot, t.doc_id, t.doc_sha256, t.chunk_id,
+                     t.chunk_index, t.boundary, self.reason, self.note,
+                     self.retracts.id if self.retracts is not None else None, self.reviewer, self.created_at)
 
 
 class Loader(QThread):
@@ -26,11 +68,13 @@ class Loader(QThread):
     def __init__(self, path: str | Path, parent: QObject | None = None):
         super().__init__(parent)
         self.path = path
+        self.usage = False  # whether a failure was the path given (no dataset there), not a damaged dataset
 
     def run(self) -> None:
         try:
             index = ReviewIndex.load(self.path)
         except ChunkyardError as exc:
+            self.usage = bool(getattr(exc, "usage", False))
             self.failed.emit(str(exc))
             return
         except Exception as exc:  # a hostile file must end in a dialog, not a crash
@@ -53,25 +97,25 @@ class Loader(QThread):
 
 
 class _Decision(QUndoCommand):
-    """One verdict already written to the ledger as ``event_id``; undo/redo append retract events."""
+    """One verdict already given (written, or queued) as ``event``; undo/redo append retract events."""
 
-    def __init__(self, controller: ReviewController, row: int, event_id: int, text: str):
+    def __init__(self, controller: ReviewController, row: int, event: PendingEvent, text: str):
         super().__init__(text)
         self.controller = controller
         self.row = row
-        self.event_id = event_id
-        self.undo_event: int | None = None
+        self.event = event
+        self.undo_event: PendingEvent | None = None
         self._first = True
 
     def redo(self) -> None:
-        if self._first:  # the event was written before the command was pushed
+        if self._first:  # the event was given before the command was pushed
             self._first = False
             return
         if self.undo_event is not None:
             self.controller._write_retract(self.undo_event, self.row)
 
     def undo(self) -> None:
-        self.undo_event = self.controller._write_retract(self.event_id, self.row)
+        self.undo_event = self.controller._write_retract(self.event, self.row)
 
 
 class ReviewController(QObject):
@@ -85,6 +129,7 @@ class ReviewController(QObject):
     states_changed = Signal()
     boundary_mode_changed = Signal(bool)
     notice = Signal(str)  # a short message for the status bar (nothing went wrong, nothing was done)
+    pending_changed = Signal(int, str)  # decisions waiting to be written, and why ("" once none wait)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -100,11 +145,20 @@ class ReviewController(QObject):
         self.boundary_mode = False
         self.auto_advance = True
         self._loader: Loader | None = None
+        self.load_refused = False  # the last load failed on the path given (the CLI exits 2), not a damaged dataset
         self._seen_event = 0
         # Another reviewer may be writing the same ledger: pick up their events every few seconds.
         self._poll = QTimer(self)
         self._poll.setInterval(3000)
         self._poll.timeout.connect(self.poll_ledger)
+        # Decisions not written yet (the ledger was locked by another program), oldest first.
+        self._pending: deque[PendingEvent] = deque()
+        self._seq = 0
+        self._write_problem = ""  # why the oldest queued event could not be written at the last attempt
+        self._reported = ""  # the last write error other than a lock shown in a dialog (once, not at every retry)
+        self._retry = QTimer(self)
+        self._retry.setInterval(RETRY_MS)
+        self._retry.timeout.connect(self.flush)
 
     # -- opening ---------------------------------------------------------------------------------
 
@@ -112,13 +166,22 @@ class ReviewController(QObject):
         """Start loading ``path`` in a worker thread; ``loaded`` or ``failed`` follows."""
         if self._loader is not None and self._loader.isRunning():
             return
+        if not self.flush(CLOSE_PATIENCE_MS):
+            self.failed.emit(f"{self.pending_text()}: {self.pending_problem()}\n\nThey are saved as soon as the "
+                             "ledger is free; open another dataset after that.")
+            return
         self.loading.emit(str(path))
         loader = Loader(path, self)
         # What a loader delivers after the window was closed (close() dropped it) is not installed.
         loader.loaded.connect(lambda index, ledger, problem: self._on_loaded(index, ledger, problem, loader))
-        loader.failed.connect(lambda message: self.failed.emit(message) if loader is self._loader else None)
+        loader.failed.connect(lambda message: self._on_load_failed(message, loader))
         self._loader = loader
         loader.start()
+
+    def _on_load_failed(self, message: str, loader: Loader) -> None:
+        if loader is self._loader:
+            self.load_refused = loader.usage
+            self.failed.emit(message)
 
     def wait_loaded(self, timeout_ms: int = 60000) -> bool:
         return self._loader is None or self._loader.wait(timeout_ms)
@@ -138,6 +201,8 @@ class ReviewController(QObject):
         if problem:
             self.failed.emit(f"{problem}\n\nThe dataset is open read-only: decisions cannot be recorded.")
         if ledger is not None:
+            # On the GUI thread: wait a moment for another program's lock, then queue (``flush``).
+            ledger.set_patience(WRITE_PATIENCE_MS, retries=0)
             self._poll.start()
 
     def close(self) -> None:
@@ -148,10 +213,92 @@ class ReviewController(QObject):
             self._loader = None
             loader.wait()
         self._poll.stop()
+        if self._pending and not self.flush(CLOSE_PATIENCE_MS):
+            # The window asks before it closes (MainWindow.closeEvent): what is left, the user chose to drop.
+            self.drop_pending()
+        self._retry.stop()
         self.undo_stack.clear()
         if self.ledger is not None:
             self.ledger.close()
         self.index, self.ledger = None, None
+
+    # -- writing: at once, or queued while another program holds the ledger's lock ----------------
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def drop_pending(self) -> int:
+        """Forget the decisions not written yet (the user chose to close without them); how many."""
+        count = len(self._pending)
+        self._pending.clear()
+        self._retry.stop()
+        if count:
+            self.pending_changed.emit(0, "")
+        return count
+
+    def pending_text(self) -> str:
+        n = len(self._pending)
+        return f"{n} decision{'s' if n != 1 else ''} waiting to be saved"
+
+    def pending_problem(self) -> str:
+        return self._write_problem or BUSY
+
+    def _give(self, kind: str, target: Target, *, reason: str | None = None, note: str | None = None,
+              retracts: PendingEvent | None = None) -> PendingEvent:
+        """Queue one event behind any still waiting, and try to write the queue now."""
+        check_event(kind, reason, 0 if retracts is not None else None)  # refused now, never poisons the queue
+        self._seq += 1
+        event = PendingEvent(self._seq, kind, target, self.reviewer, now_stamp(), reason, note, retracts)
+        self._pending.append(event)
+        self.flush()
+        return event
+
+    def flush(self, patience_ms: int | None = None) -> bool:
+        """Write queued events, oldest first, until one cannot be written; True when none are left.
+
+        Each attempt waits ``WRITE_PATIENCE_MS`` for another program's lock (``patience_ms`` instead,
+        once, when closing). Retried every ``RETRY_MS`` while events wait."""
+        ledger = self.ledger
+        if ledger is None or not self._pending:
+            self._retry.stop()
+            return not self._pending
+        if patience_ms is not None:
+            ledger.set_patience(patience_ms, retries=0)
+        problem = ""
+        try:
+            while self._pending:
+                event = self._pending[0]
+                retracted = event.retracts.event_id if event.retracts is not None else None
+                try:
+                    event.event_id = ledger.append(event.kind, event.target, reviewer=event.reviewer,
+                                                   reason=event.reason, note=event.note, target_event=retracted,
+                                                   created_at=event.created_at)
+                except LedgerBusy:
+                    problem = BUSY
+                    break
+                except LedgerError as exc:  # a full disk, a read-only folder, ...: retried all the same
+                    problem = str(exc)
+                    if problem != self._reported:  # said once, not every RETRY_MS
+                        self._reported = problem
+                        self.failed.emit(f"The decision is not saved yet: {exc}\n\nIt waits with the others and "
+                                         "is tried again every moment; closing the window asks first.")
+                    break
+                self._pending.popleft()
+        finally:
+            if patience_ms is not None:
+                ledger.set_patience(WRITE_PATIENCE_MS, retries=0)
+        self._write_problem = problem
+        if not self._pending:
+            self._reported = ""
+            self._retry.stop()
+        elif not self._retry.isActive():
+            self._retry.start()
+        self.pending_changed.emit(len(self._pending), problem)
+        return not self._pending
+
+    def _pending_events(self) -> list[Event]:
+        return [event.as_event() for event in self._pending]
 
     # -- selection and navigation -----------------------------------------------------------------
 
@@ -304,13 +451,12 @@ class ReviewController(QObject):
         assert self.index is not None and self.ledger is not None and self.row is not None
         row = self.row
         try:
-            event_id = self.ledger.append(kind, self.index.target(row, boundary=boundary), reviewer=self.reviewer,
-                                          reason=reason, note=note)
+            event = self._give(kind, self.index.target(row, boundary=boundary), reason=reason, note=note)
         except ChunkyardError as exc:
             self.failed.emit(f"The decision was not recorded: {exc}")
             return False
         self._refresh_doc(row)
-        self.undo_stack.push(_Decision(self, row, event_id, text))
+        self.undo_stack.push(_Decision(self, row, event, text))
         return True
 
     def add_constraint(self, kind: str, start: int, end: int | None = None) -> bool:
@@ -320,7 +466,7 @@ class ReviewController(QObject):
         reprocessing and later runs honour it (``chunking.constraints``).
         """
         from chunking.constraints import anchor
-        from chunking.decisions import record_constraint
+        from chunking.decisions import constraint_target
 
         if not self.can_record or self.doc is None:
             self.failed.emit(self.ledger_problem or "open a document with a review ledger to set a constraint")
@@ -330,23 +476,24 @@ class ReviewController(QObject):
         row = index.chunk_at(doc, start) or (self.row if self.row is not None else index.doc_rows(doc).start)
         try:
             constraint = anchor(index.document_text(doc), index.doc_ids[doc], index.doc_sha256[doc], kind, start, end)
-            recorded = record_constraint(self.ledger, index.dataset, index.version, index.snapshot_number,
-                                         constraint, reviewer=self.reviewer, chunk_id=index.chunk_id(row),
-                                         chunk_index=int(index.chunk_index[row]))
+            # The event chunking.decisions.record_constraint appends, through the queue.
+            target = constraint_target(index.dataset, index.version, index.snapshot_number, constraint,
+                                       chunk_id=index.chunk_id(row), chunk_index=int(index.chunk_index[row]))
+            event = self._give("constraint", target, reason=constraint.kind, note=constraint.payload())
         except (ValueError, ChunkyardError) as exc:
             self.failed.emit(f"The constraint was not recorded: {exc}")
             return False
         self._refresh_doc(row)
         what = "keep together" if kind == "keep_together" else "break here"
-        self.undo_stack.push(_Decision(self, row, recorded.id, f"{what} at {constraint.start}"))
+        self.undo_stack.push(_Decision(self, row, event, f"{what} at {constraint.start}"))
         return True
 
-    def _write_retract(self, event_id: int, row: int) -> int | None:
+    def _write_retract(self, event: PendingEvent, row: int) -> PendingEvent | None:
         if self.ledger is None:
             return None
         try:
-            retract = self.ledger.retract(event_id, reviewer=self.reviewer)
-        except LedgerError as exc:
+            retract = self._give("retract", event.target, retracts=event)
+        except ChunkyardError as exc:
             self.failed.emit(f"Undo/redo was not recorded: {exc}")
             return None
         self._refresh_doc(row)
@@ -356,7 +503,7 @@ class ReviewController(QObject):
     def _refresh_doc(self, row: int) -> None:
         assert self.index is not None and self.ledger is not None
         try:
-            self.index.reload_state(self.ledger, [int(self.index.chunk_doc[row])])
+            self.index.reload_state(self.ledger, [int(self.index.chunk_doc[row])], self._pending_events())
         except ChunkyardError as exc:
             self.failed.emit(str(exc))
         self.states_changed.emit()
@@ -374,5 +521,8 @@ class ReviewController(QObject):
         self._seen_event = events[-1].id
         docs = sorted({d for e in events if (d := self.index.doc_number(e.doc_id)) is not None})
         if docs:
-            self.index.reload_state(self.ledger, docs)
+            try:
+                self.index.reload_state(self.ledger, docs, self._pending_events())
+            except ChunkyardError:
+                return
             self.states_changed.emit()

@@ -47,7 +47,7 @@ from PySide6.QtWidgets import (
 from chunking.ledger import REASON_TEXT, REASONS
 from chunking.review import QUEUES, ReviewIndex
 from chunking.words import plural
-from gui.controller import ReviewController
+from gui.controller import CLOSE_PATIENCE_MS, ReviewController
 from gui.models import DOC_ROLE, ChunksModel, DocumentsModel
 from gui.source_view import SourceView
 from gui.stats_view import StatisticsPanel
@@ -151,6 +151,14 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._connect()
         self.statusBar().showMessage("Open a dataset: File ▸ Open (Ctrl+O)")
+        # Decisions waiting for the review ledger (another program holds its lock): shown until written.
+        self.pending_label = QLabel("")
+        self.pending_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.pending_label.setStyleSheet("QLabel { color: #b35900; font-weight: bold; }")
+        self.pending_label.hide()
+        self.statusBar().addPermanentWidget(self.pending_label)
+        self.unsaved_box: QMessageBox | None = None
+        self._close_when_saved = False
 
     # -- layout ----------------------------------------------------------------------------------
 
@@ -351,6 +359,7 @@ class MainWindow(QMainWindow):
         controller.states_changed.connect(self._on_states)
         controller.boundary_mode_changed.connect(self._on_boundary_mode)
         controller.notice.connect(lambda message: self.statusBar().showMessage(message, 5000))
+        controller.pending_changed.connect(self._on_pending)
         self.source_view.chunk_clicked.connect(controller.select_row)
         self.documents_view.selectionModel().currentRowChanged.connect(self._on_document_clicked)
         self.chunks_view.selectionModel().currentRowChanged.connect(self._on_chunk_clicked)
@@ -655,6 +664,64 @@ class MainWindow(QMainWindow):
             splitter = self.centralWidget()
             splitter.setSizes([round(splitter.width() * share) for _stretch, share in PANES])
 
+    def _on_pending(self, count: int, problem: str) -> None:
+        """The status bar says how many decisions wait for the ledger; the window closes once they are
+        written if the user chose "Close when saved"."""
+        if count:
+            self.pending_label.setText(f"{problem or 'review ledger busy'} — {self.controller.pending_text()}")
+            self.pending_label.setToolTip("Each decision is saved as soon as the review ledger is free; the window "
+                                          "shows it already.")
+            self.pending_label.show()
+            return
+        was_waiting = not self.pending_label.isHidden()
+        self.pending_label.hide()
+        asked = self.unsaved_box is not None
+        if asked:  # the user closed the window and has not answered yet: nothing stops it now
+            self.unsaved_box.done(0)
+            self.unsaved_box = None
+        if was_waiting:
+            self.statusBar().showMessage("Every decision is saved in the review ledger", 5000)
+        if self._close_when_saved or asked:
+            self.close()
+
     def closeEvent(self, event: QCloseEvent) -> None:
-        self.controller.close()
+        controller = self.controller
+        if controller.pending_count and not self._close_anyway and not controller.flush(CLOSE_PATIENCE_MS):
+            event.ignore()  # nothing is lost by closing: ask what to do with what is not written yet
+            self._ask_about_unsaved()
+            return
+        self._close_anyway = False
+        controller.close()
         super().closeEvent(event)
+
+    _close_anyway = False
+
+    def _ask_about_unsaved(self) -> None:
+        if self.unsaved_box is not None:
+            self.unsaved_box.raise_()
+            return
+        controller = self.controller
+        box = QMessageBox(QMessageBox.Icon.Warning, "chunkyard review",
+                          f"{controller.pending_text()[0].upper()}{controller.pending_text()[1:]}: "
+                          f"{controller.pending_problem()}.\n\nThey are saved as soon as the review ledger is "
+                          "free. Closing now loses them.", QMessageBox.StandardButton.NoButton, self)
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        wait = box.addButton("Close when saved", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton("Keep reviewing", QMessageBox.ButtonRole.RejectRole)
+        lose = box.addButton("Close and lose them", QMessageBox.ButtonRole.DestructiveRole)
+        box.setDefaultButton(wait)
+        self.unsaved_box = box
+
+        def chosen(button: object) -> None:
+            self.unsaved_box = None
+            if button is wait:
+                self._close_when_saved = True
+                self.statusBar().showMessage("The window closes once every decision is saved", 5000)
+            elif button is lose:
+                self._close_anyway = True
+                controller.drop_pending()
+                self.close()
+
+        box.buttonClicked.connect(chosen)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()

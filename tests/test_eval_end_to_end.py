@@ -290,7 +290,7 @@ def test_cli_eval_refuses_a_config_whose_chunking_would_be_refused_before_evalua
     code = cli.main(["eval", str(other), str(changed), "--questions", str(QUESTIONS), "--retriever", "bm25",
                      "--out", str(tmp_path / "results")])
     err = capsys.readouterr().err
-    assert code == 1
+    assert code == 2
     assert err.strip().splitlines() == [
         f"chunkyard: error: config changed since {tmp_path / 'datasets' / 'same' / 'v1' / '0001'} "
         f"(config hash {load_config(first).hash} → {load_config(changed).hash}) but version is still 1: bump "

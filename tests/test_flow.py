@@ -156,18 +156,24 @@ def test_kept_documents_are_those_not_read_and_those_under_an_unlistable_folder(
                           previous) == sorted(previous)
 
 
-def test_a_failed_run_says_why_in_one_line_without_prefects_copy(prefect_server, tmp_path, capsys):
+def test_a_failed_run_says_why_in_one_line_without_prefects_copy(prefect_server, tmp_path, capsys, monkeypatch):
     """A run that fails inside the flow (here: a changed config under its version) printed Prefect's
     flow-run ERROR line, "Encountered exception during execution: RunRefused('config changed ...')",
     above chunkyard's own line saying the same: two lines for one failure (likewise a full disk, an
-    unreachable Dask scheduler or bucket). chunkyard's line is the only one now."""
+    unreachable Dask scheduler or bucket). chunkyard's line is the only one now.
+
+    The command line refuses a changed config before the flow starts; the flow refuses it again (a
+    run of another config may publish between the two), which is the case made here."""
+    import chunking.pipeline
+
     source = tmp_path / "src"
     source.mkdir()
     (source / "a.md").write_text("# A\n\nSome text here.\n", encoding="utf-8")
     output = tmp_path / "out"
     assert run_cli("run", str(write_config(tmp_path, source, output))) == 0
     capsys.readouterr()
-    assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 1
+    monkeypatch.setattr(chunking.pipeline, "check_run", lambda *args: None)  # as if published meanwhile
+    assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("chunkyard: error: config changed since "), lines
 
@@ -191,7 +197,7 @@ def test_changed_config_under_same_version_is_refused(prefect_server, tmp_path, 
     source, output = one_document_source(tmp_path)
     assert run_cli("run", str(write_config(tmp_path, source, output))) == 0
     capsys.readouterr()
-    assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 1
+    assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 2
     err = capsys.readouterr().err
     assert "bump `version`" in err and "Traceback" not in err
     assert list_snapshots(output / "kb" / "v1") == [1]
@@ -216,7 +222,7 @@ def test_an_unchanged_config_after_an_algorithm_change_is_refused_for_what_it_is
     from flows.run import _config_from_text
 
     _config_from_text.cache_clear()  # configs are cached per text within a process
-    assert run_cli("run", str(config)) == 1
+    assert run_cli("run", str(config)) == 2
     err = capsys.readouterr().err
     assert f"chunking algorithm {int(new) - 1} → {new}; the config is unchanged" in err and "bump `version`" in err
     assert "config changed" not in err and list_snapshots(output / "kb" / "v1") == [1]
@@ -226,23 +232,65 @@ def test_output_inside_source_is_refused(prefect_server, tmp_path, capsys):
     source = tmp_path / "src"
     source.mkdir()
     (source / "a.md").write_text("# A\n\ntext\n", encoding="utf-8")
-    assert run_cli("run", str(write_config(tmp_path, source, source / "datasets"))) == 1
+    assert run_cli("run", str(write_config(tmp_path, source, source / "datasets"))) == 2
     assert "inside the source folder" in capsys.readouterr().err
     assert not (source / "datasets").exists()
 
 
-@pytest.mark.parametrize("case", ["missing source", "source is a file", "output inside source"])
-def test_wrong_folders_are_refused_before_any_flow_starts(tmp_path, capsys, monkeypatch, case):
+def _no_server_or_flow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if `chunkyard run` starts a Prefect server, the forkserver or the flow."""
+    from flows import cli, workers
     from flows import run as run_module
 
     monkeypatch.setattr(run_module, "run", lambda *a, **k: pytest.fail("the flow started"))
+    monkeypatch.setattr(cli._SERVER, "start", lambda: pytest.fail("a Prefect server was started"))
+    monkeypatch.setattr(cli._SERVER, "ensure", lambda: pytest.fail("a Prefect server was started"))
+    monkeypatch.setattr(workers, "start_forkserver", lambda: pytest.fail("the forkserver was started"))
+
+
+@pytest.mark.parametrize("runner", ["thread", "process"])
+@pytest.mark.parametrize("case", ["config changed", "algorithm changed"])
+def test_a_changed_config_is_refused_before_any_server_starts(tmp_path, capsys, monkeypatch, case, runner):
+    """`chunkyard run` started the Prefect server (and, for processes, the forkserver) first, waited
+    for it and started the flow, which only then refused a config changed without a version bump:
+    seconds, and Prefect's output, for a refusal the command can make from the newest manifest."""
+    from review_fixtures import CONFIG, build_dataset
+
+    import chunking.config
+    import chunking.pipeline
+
+    dataset = build_dataset(tmp_path / "data")
+    _no_server_or_flow(monkeypatch)
+    text = CONFIG.replace("SOURCE", str(tmp_path / "data" / "src")).replace("OUTPUT", str(tmp_path / "data" / "out"))
+    if case == "config changed":
+        text = text.replace("max_size: 420", "max_size: 300")
+    else:
+        new = str(int(chunking.config.ALGORITHM_VERSION) + 1)
+        monkeypatch.setattr(chunking.config, "ALGORITHM_VERSION", new)
+        monkeypatch.setattr(chunking.pipeline, "ALGORITHM_VERSION", new)
+    config = tmp_path / "data" / "config.yaml"
+    config.write_text(text, encoding="utf-8")
+    capsys.readouterr()
+    started = time.perf_counter()
+    code = run_cli("run", str(config), "--task-runner", runner)
+    elapsed = time.perf_counter() - started
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and "bump `version`" in err and "Traceback" not in err, err
+    assert elapsed < 1.0, f"the refusal took {elapsed:.2f} s"
+    assert list_snapshots(dataset / "v1") == [1]
+
+
+@pytest.mark.parametrize("case", ["missing source", "source is a file", "output inside source"])
+def test_wrong_folders_are_refused_before_any_flow_starts(tmp_path, capsys, monkeypatch, case):
+    _no_server_or_flow(monkeypatch)
     source = tmp_path / "src"
     source.mkdir()
     (tmp_path / "file.md").write_text("# A\n", encoding="utf-8")
     where = {"missing source": (tmp_path / "nowhere", tmp_path / "out"),
              "source is a file": (tmp_path / "file.md", tmp_path / "out"),
              "output inside source": (source, source / "out")}[case]
-    assert run_cli("run", str(write_config(tmp_path, *where))) == 1
+    assert run_cli("run", str(write_config(tmp_path, *where))) == 2
     err = capsys.readouterr().err
     expected = {"missing source": "source folder not found", "source is a file": "is a file",
                 "output inside source": "inside the source folder"}[case]

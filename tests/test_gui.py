@@ -285,14 +285,14 @@ def test_cli_flag_and_screenshot(dataset: Path, tmp_path: Path) -> None:
     row = index.row_of(index.doc_number("notes/emoji.md"), 1)
     assert index.state(row).reasons == ["split_code"] and index.state(row).reviewer == "test-reviewer"
     bad = _cli("flag", str(dataset), "--doc", "nope.md", "--chunk", "0", "--reason", "other")
-    assert bad.returncode == 1 and "no document 'nope.md'" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "no document 'nope.md'" in bad.stderr and "Traceback" not in bad.stderr
     png = tmp_path / "shot.png"
     shot = _cli("review", str(dataset), "--doc", "notes/emoji.md", "--screenshot", str(png))
     assert shot.returncode == 0, shot.stderr
     assert "propagateSizeHints" not in shot.stderr  # the offscreen platform's notice, dropped
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     missing = _cli("review", str(tmp_path / "nowhere"), "--screenshot", str(png))
-    assert missing.returncode == 1 and "no such dataset folder" in missing.stderr
+    assert missing.returncode == 2 and "no such dataset folder" in missing.stderr
 
 
 def test_cli_flag_with_an_empty_reviewer_is_refused(dataset: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -301,18 +301,18 @@ def test_cli_flag_with_an_empty_reviewer_is_refused(dataset: Path, capsys) -> No
 
     code = main(["flag", str(dataset), "--doc", "notes/emoji.md", "--chunk", "1", "--reason", "other",
                  "--reviewer", ""])
-    assert code == 1 and "a reviewer name is required" in capsys.readouterr().err
+    assert code == 2 and "a reviewer name is required" in capsys.readouterr().err
     assert not ledger_path(ReviewIndex.load(dataset).snapshot.path).exists()
 
 
 def test_screenshot_of_an_unknown_document_fails_at_once(dataset: Path, tmp_path: Path) -> None:
-    """`--doc` naming no document: one line and exit 1 (it used to wait forever with the window open)."""
+    """`--doc` naming no document: one line and exit 2, bad usage (it used to wait forever with the window open)."""
     png = tmp_path / "shot.png"
     try:
         shot = _cli("review", str(dataset), "--doc", "nope.md", "--screenshot", str(png), timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail("chunkyard review --doc nope.md --screenshot hung instead of failing")
-    assert shot.returncode == 1
+    assert shot.returncode == 2
     assert shot.stderr.strip().splitlines() == [
         f"chunkyard: error: {dataset / 'v1' / '0001'}: no document 'nope.md' in this snapshot"], shot.stderr
     assert not png.exists()
@@ -821,3 +821,92 @@ def test_the_size_histogram_leaves_out_chunks_measured_in_another_unit(qtbot, tm
     histogram = window.stats.histogram
     assert int(histogram.counts.sum()) == in_chars  # the words chunks are not counted as chars
     assert f"{in_words} chunks in words not shown" in histogram.title()
+
+
+def _hold_ledger_lock(path: Path):  # type: ignore[no-untyped-def]
+    """Another program writing to the ledger: a connection in a write transaction (until rollback)."""
+    import sqlite3
+
+    other = sqlite3.connect(path, isolation_level=None, timeout=0)
+    other.execute("BEGIN IMMEDIATE")
+    return other
+
+
+def test_decisions_do_not_freeze_the_window_while_another_program_holds_the_ledger(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """A verdict was written on the GUI thread, waiting up to 5 s for the ledger's lock and retrying 8
+    times: with a reprocess or a script writing, the window froze for most of a minute per key. Now a
+    write waits a moment, then the decision waits in a queue (shown as decided, and in the status bar)
+    and is written as soon as the lock is free, in order, undo included."""
+    import time
+
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    assert index is not None
+    path = ledger_path(index.snapshot.path)
+    other = _hold_ledger_lock(path)
+    try:
+        controller.select_row(3)
+        started = time.perf_counter()
+        press(qtbot, window, Qt.Key.Key_2)  # mid_sentence
+        press(qtbot, window, Qt.Key.Key_O)  # chunk 4 OK
+        press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)  # undo the OK
+        elapsed = time.perf_counter() - started
+        assert elapsed < 2.0, f"three keys took {elapsed:.1f} s"  # each used to wait ≈50 s
+        assert index.state(3).reasons == ["mid_sentence"] and index.state(4).verdict is None
+        assert window.progress_label.text() == f"1 of {index.n_chunks} reviewed · 1 flagged"
+        assert controller.pending_count == 3 and not window.pending_label.isHidden()
+        assert "busy" in window.pending_label.text() and "3 decisions waiting to be saved" in window.pending_label.text()
+        controller.poll_ledger()  # another reviewer's view does not drop what waits
+        assert index.state(3).reasons == ["mid_sentence"]
+        assert not Ledger(path).events(), "nothing could be written yet"
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    qtbot.waitUntil(lambda: controller.pending_count == 0, timeout=5000)  # promptly: a killed window loses nothing
+    events = Ledger(path).events()
+    assert [e.kind for e in events] == ["flag", "mark_ok", "retract"]
+    assert events[2].target_event == events[1].id and events[0].reason == "mid_sentence"
+    assert window.pending_label.isHidden()
+    controller.poll_ledger()
+    assert index.state(3).reasons == ["mid_sentence"] and index.state(4).verdict is None
+    window.close()
+
+
+@pytest.mark.parametrize("choice", ["Close when saved", "Keep reviewing", "Close and lose them"])
+def test_closing_with_decisions_not_saved_asks_first(qtbot, dataset: Path, monkeypatch, choice: str) -> None:  # type: ignore[no-untyped-def]
+    """Closing the window with decisions still waiting for the ledger tries once more, then asks: close
+    once they are saved (nothing lost), keep reviewing, or close and lose them."""
+    import gui.controller
+    import gui.main_window
+
+    monkeypatch.setattr(gui.main_window, "CLOSE_PATIENCE_MS", 100)
+    monkeypatch.setattr(gui.controller, "CLOSE_PATIENCE_MS", 100)
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    assert controller.index is not None
+    path = ledger_path(controller.index.snapshot.path)
+    other = _hold_ledger_lock(path)
+    try:
+        controller.select_row(2)
+        press(qtbot, window, Qt.Key.Key_1)
+        window.close()
+        assert window.isVisible() and controller.index is not None, "not closed with a decision unsaved"
+        box = window.unsaved_box
+        assert box is not None and "1 decision waiting to be saved" in box.text()
+        [button] = [b for b in box.buttons() if b.text() == choice]
+        button.click()
+        if choice != "Close and lose them":
+            assert window.isVisible()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    if choice == "Keep reviewing":
+        qtbot.waitUntil(lambda: controller.pending_count == 0, timeout=5000)
+        qtbot.wait(100)
+        assert window.isVisible() and controller.index is not None
+        window.close()
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=5000)
+    assert controller.index is None and controller.pending_count == 0
+    kinds = [e.kind for e in Ledger(path).events()]
+    assert kinds == ([] if choice == "Close and lose them" else ["flag"])

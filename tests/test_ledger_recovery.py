@@ -108,7 +108,7 @@ def test_export_never_writes_over_the_ledger_and_names_the_file_it_cannot_write(
     _fill(path, 3)
     before = path.read_bytes()
     for out in (path, dataset / "." / "review.sqlite", Path(f"{path}-wal")):
-        assert main(["ledger", "export", str(dataset), "--out", str(out)]) == 1
+        assert main(["ledger", "export", str(dataset), "--out", str(out)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "the review ledger itself" in err, err
     assert path.read_bytes() == before

@@ -192,7 +192,7 @@ def test_a_refused_reprocess_is_one_line_before_any_flow_starts(tmp_path: Path, 
     config = tmp_path / "config.yaml"
     config.write_text(text, encoding="utf-8")
     capsys.readouterr()
-    assert run_cli("reprocess", str(config)) == 1
+    assert run_cli("reprocess", str(config)) == 2
     err = capsys.readouterr().err
     expected = {"no snapshot yet": "no snapshot to reprocess yet", "config changed": "bump `version`"}[case]
     assert err.count("\n") == 1 and expected in err and "Traceback" not in err, err

@@ -191,7 +191,7 @@ def test_export_never_writes_into_a_published_snapshot(tmp_path: Path, capsys: p
     snapshot = Snapshot.open(build_dataset(tmp_path)).path
     before = {path.name: path.read_bytes() for path in snapshot.iterdir()}
     for name in ("chunks.parquet", "manifest.json", "export.jsonl"):
-        assert run_cli("export", str(snapshot), "--format", "jsonl", "--out", str(snapshot / name)) == 1
+        assert run_cli("export", str(snapshot), "--format", "jsonl", "--out", str(snapshot / name)) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "published snapshot" in err, err
     assert {path.name: path.read_bytes() for path in snapshot.iterdir()} == before
@@ -207,6 +207,6 @@ def test_a_file_given_for_a_snapshot_is_called_a_file(tmp_path: Path, capsys: py
     assert run_cli("export", str(dataset), "--format", "jsonl", "--out", str(old)) == 0
     capsys.readouterr()
     assert run_cli("export", str(dataset), "--format", "jsonl", "--out", str(tmp_path / "new.jsonl"),
-                   "--since", str(old)) == 1
+                   "--since", str(old)) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{old}: a file, not a dataset folder" in err and "no such" not in err, err
