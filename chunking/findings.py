@@ -10,6 +10,7 @@ import bisect
 
 import regex
 
+from chunking import packer
 from chunking.packer import Span
 
 FINDINGS: dict[str, tuple[str, str]] = {
@@ -67,6 +68,20 @@ _GROUP_CODES = {"procedure": "split_procedure", "list": "split_list", "table": "
 
 def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[list[str]]:
     """Finding codes for each span, in order. ``layout`` is a ``chunking.strategies.Layout``."""
+    plan = layout.plan
+    if packer._native is not None:  # the same checks in C (chunking/_pack.c); _check_spans is the reference
+        results = packer._native.check_spans(text, list(spans), layout.heading_starts, plan.groups, plan.start,
+                                             min_size, packer._char_classes)
+    else:
+        results = _check_spans(text, spans, layout, min_size)
+    for index in unmet_constraint_chunks(text, spans, plan.keep, plan.breaks):
+        if "constraint_unmet" not in results[index]:
+            results[index].append("constraint_unmet")
+    return results
+
+
+def _check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[list[str]]:
+    """The findings of ``check_spans`` but ``constraint_unmet``, in Python."""
     results: list[list[str]] = [[] for _ in spans]
     plan = layout.plan
     split_groups = [g for g in plan.groups if g.kind in _GROUP_CODES]
@@ -93,9 +108,6 @@ def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[lis
             shared = previous.end - span.start
             if shared > 0 and shared * 2 > span.end - span.start:
                 codes.append("high_overlap")
-    for index in unmet_constraint_chunks(text, spans, plan.keep, plan.breaks):
-        if "constraint_unmet" not in results[index]:
-            results[index].append("constraint_unmet")
     return results
 
 

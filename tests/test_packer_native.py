@@ -105,3 +105,39 @@ def test_a_meter_error_propagates():
     plan = get_strategy("recursive")(text, parse_settings({"max_size": 5}), None).plan
     with pytest.raises(RuntimeError, match="meter broke"):
         Packer(text, plan, Broken(), 5, 0, 0).spans()
+
+
+# -- findings: chunking/_pack.c check_spans against findings._check_spans -----------------------------
+
+def both_findings(text: str, strategy: str, max_size: int, overlap: int, min_size: int, path: str | None = None):
+    from chunking import findings
+    from chunking.packer import Span, _char_classes
+
+    config = parse_settings({"front_matter": "keep", "strategy": strategy, "max_size": max_size, "overlap": overlap,
+                             "min_size": min_size})
+    layout = get_strategy(strategy)(text, config, path)
+    spans = Packer(text, layout.plan, make_meter(text, "chars"), max_size, overlap, min_size).spans()
+    # As packed, out of order and with gaps (a peer's spans, as benchmarks/quality_compare.py checks them).
+    for variant in (spans, spans[::-1], [Span(s.start, s.end, s.end - s.start) for s in spans[::2]]):
+        reference = findings._check_spans(text, variant, layout, min_size)
+        fast = packer._native.check_spans(text, variant, layout.heading_starts, layout.plan.groups, layout.plan.start,
+                                          min_size, _char_classes)
+        assert fast == reference
+
+
+@needs_native
+@pytest.mark.corpus
+@pytest.mark.parametrize(("strategy", "max_size", "overlap", "min_size"),
+                         [("recursive", 1000, 0, 0), ("markdown", 600, 100, 150), ("code", 600, 0, 0)])
+def test_same_findings_on_the_real_corpora(corpora_dir, strategy, max_size, overlap, min_size):
+    for path in sorted(p for p in corpora_dir.rglob("*") if p.is_file() and p.suffix in {".md", ".py", ".txt"}):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        both_findings(text, strategy, max_size, overlap, min_size, path.name)
+
+
+@needs_native
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=st.one_of(texts, markdownish()), strategy=st.sampled_from(["recursive", "markdown", "sentence"]),
+       max_size=st.integers(10, 300), overlap_share=st.integers(0, 60), min_size=st.sampled_from([0, 5, 50]))
+def test_same_findings_on_generated_text(text, strategy, max_size, overlap_share, min_size):
+    both_findings(text, strategy, max_size, max_size * overlap_share // 100, min(min_size, max_size - 1))
