@@ -91,28 +91,25 @@ def split_document(
         settings.tokenizer if settings.tokenizer in KNOWN_ENCODINGS else "cl100k_base"
     )
     doc_title = title if title is not None else layout.title
+    contexts = layout.contexts_at([span.start for span in spans])
+    labels = layout.labels_of([(span.start, span.end) for span in spans])
+    prefixes: dict[tuple, str] = {}  # (section path, contexts) -> what embed_text puts before the text
+    section_path, strategy, new_chunk = layout.section_path, layout.strategy, tuple.__new__
     chunks = []
     for index, span in enumerate(spans):
-        chunk_text = text[span.start : span.end]
-        section_path = layout.section_path(span.start)
+        start, end = span.start, span.end
+        chunk_text = text[start:end]
+        path_here = section_path(start)
+        key = (path_here, contexts[index])
+        prefix = prefixes.get(key)
+        if prefix is None:
+            prefix = prefixes[key] = _embed_prefix(settings, doc_title, path_here, contexts[index])
         n_tokens = span.size if token_counter else tokenizer.count(chunk_text) if tokenizer else None
-        chunks.append(
-            Chunk(
-                index=index,
-                start=span.start,
-                end=span.end,
-                text=chunk_text,
-                embed_text=build_embed_text(chunk_text, span.start, settings, doc_title, section_path, layout),
-                section_path=section_path,
-                size=span.size,
-                n_chars=span.end - span.start,
-                n_tokens=n_tokens,
-                strategy=layout.strategy,
-                findings=tuple(findings[index]),
-                over_budget_reason=span.over_budget,
-                label=_label_at(layout, span.start, span.end),
-            )
-        )
+        # Chunk(...) by position, without the named tuple's keyword handling (a run builds one per chunk).
+        chunks.append(new_chunk(Chunk, (
+            index, start, end, chunk_text, prefix + chunk_text if prefix else chunk_text, path_here, span.size,
+            end - start, n_tokens, strategy, tuple(findings[index]), labels[index], span.over_budget,
+        )))
     return ChunkedDocument(chunks, layout.strategy, doc_title, layout.exclusions, layout.metadata)
 
 
@@ -129,6 +126,12 @@ def build_embed_text(
     The one place ``embed_text`` is built. A piece of a procedure or table that began in an earlier
     chunk repeats its lead-in sentence or header row, so "step 4" is never retrieved alone.
     """
+    contexts = tuple(group.context for group in layout.groups_around(start) if group.context)
+    return _embed_prefix(settings, title, section_path, contexts) + chunk_text
+
+
+def _embed_prefix(settings: ChunkerBase, title: str, section_path: tuple[str, ...], contexts: tuple[str, ...]) -> str:
+    """What ``embed_text`` puts before a chunk's text ("" when nothing)."""
     lines: list[str] = []
     context = settings.context
     path = list(section_path) if context.headings else []
@@ -136,17 +139,10 @@ def build_embed_text(
         lines.append(title)
     if path:
         lines.append(" > ".join(path))
-    for group in layout.groups_around(start):
-        if group.context:
-            lines.append(group.context)
+    lines.extend(contexts)
     if not lines:
-        return chunk_text
-    return "\n".join(lines) + "\n\n" + chunk_text
-
-
-def _label_at(layout: Layout, start: int, end: int) -> str:
-    """The language of the first code block the chunk overlaps ("" when none)."""
-    return layout.code_label(start, end)
+        return ""
+    return "\n".join(lines) + "\n\n"
 
 
 def chunk_id(doc_id: str, start: int, end: int, config_hash: str) -> str:

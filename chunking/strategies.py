@@ -8,6 +8,7 @@ strategy shares the same exactness, coverage, budget and overlap behaviour.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -59,8 +60,48 @@ class Layout:
             return group.label
         return ""
 
-    def _overlapping(self, start: int, end: int, which: str) -> list[Group]:
-        """Groups of one kind overlapping [start, end), in order, via an index built once."""
+    def contexts_at(self, starts: list[int]) -> list[tuple[str, ...]]:
+        """``tuple(g.context for g in self.groups_around(s))`` for each of ``starts``: one sweep when the
+        starts do not decrease (a packer's chunks), as a run builds every chunk's ``embed_text``."""
+        chosen = self._index("context")[1]
+        if not chosen:
+            return [()] * len(starts)
+        if any(b < a for a, b in itertools.pairwise(starts)):
+            return [tuple(g.context for g in self.groups_around(s)) for s in starts]
+        out: list[tuple[str, ...]] = []
+        active: list[Group] = []  # began before the current start, in (start, end) order
+        k, n = 0, len(chosen)
+        for start in starts:
+            while k < n and chosen[k].start < start:
+                active.append(chosen[k])
+                k += 1
+            if active:
+                active = [g for g in active if g.end > start]
+            out.append(tuple(g.context for g in active))
+        return out
+
+    def labels_of(self, spans: list[tuple[int, int]]) -> list[str]:
+        """``self.code_label(start, end)`` for each (start, end): one sweep when neither starts nor ends
+        decrease (a packer's chunks)."""
+        chosen = self._index("code")[1]
+        if not chosen:
+            return [""] * len(spans)
+        if any(b[0] < a[0] or b[1] < a[1] for a, b in itertools.pairwise(spans)):
+            return [self.code_label(start, end) for start, end in spans]
+        out: list[str] = []
+        active: list[Group] = []  # began before the current end, in (start, end) order
+        k, n = 0, len(chosen)
+        for start, end in spans:
+            while k < n and chosen[k].start < end:
+                active.append(chosen[k])
+                k += 1
+            if active:
+                active = [g for g in active if g.end > start]
+            out.append(active[0].label if active else "")
+        return out
+
+    def _index(self, which: str) -> tuple[list[int], list[Group], int]:
+        """Groups that give context (``which="context"``) or a code label (``"code"``), sorted, built once."""
         index = self._indexes.get(which)
         if index is None:
             if which == "context":
@@ -70,7 +111,11 @@ class Layout:
             chosen.sort(key=lambda g: (g.start, g.end))
             longest = max((g.end - g.start for g in chosen), default=0)
             index = self._indexes[which] = ([g.start for g in chosen], chosen, longest)
-        starts, chosen, longest = index
+        return index
+
+    def _overlapping(self, start: int, end: int, which: str) -> list[Group]:
+        """Groups of one kind overlapping [start, end), in order, via an index built once."""
+        starts, chosen, longest = self._index(which)
         first = bisect.bisect_left(starts, start - longest)
         last = bisect.bisect_left(starts, end)
         return [g for g in chosen[first:last] if g.end > start]

@@ -141,3 +141,30 @@ def test_same_findings_on_the_real_corpora(corpora_dir, strategy, max_size, over
        max_size=st.integers(10, 300), overlap_share=st.integers(0, 60), min_size=st.sampled_from([0, 5, 50]))
 def test_same_findings_on_generated_text(text, strategy, max_size, overlap_share, min_size):
     both_findings(text, strategy, max_size, max_size * overlap_share // 100, min(min_size, max_size - 1))
+
+
+# -- chunk metadata built in one sweep (Layout.contexts_at, Layout.labels_of) ---------------------------
+
+def check_sweeps(text: str, strategy: str, max_size: int, overlap: int, path: str | None = None):
+    config = parse_settings({"front_matter": "keep", "strategy": strategy, "max_size": max_size, "overlap": overlap})
+    layout = get_strategy(strategy)(text, config, path)
+    spans = Packer(text, layout.plan, make_meter(text, "chars"), max_size, overlap, 0).spans()
+    for variant in (spans, spans[::-1]):  # as packed, and out of order (the per-chunk path)
+        starts = [s.start for s in variant]
+        assert layout.contexts_at(starts) == [tuple(g.context for g in layout.groups_around(s)) for s in starts]
+        extents = [(s.start, s.end) for s in variant]
+        assert layout.labels_of(extents) == [layout.code_label(a, b) for a, b in extents]
+
+
+@pytest.mark.corpus
+def test_sweeps_match_per_chunk_lookups_on_the_real_corpora(corpora_dir):
+    for path in sorted(p for p in corpora_dir.rglob("*") if p.is_file() and p.suffix in {".md", ".py", ".html"}):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        strategy = {".md": "markdown", ".py": "code", ".html": "html"}[path.suffix]
+        check_sweeps(text, strategy, 400, 80, path.name)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=markdownish(), max_size=st.integers(20, 300), overlap_share=st.integers(0, 60))
+def test_sweeps_match_per_chunk_lookups_on_generated_markdown(text, max_size, overlap_share):
+    check_sweeps(text, "markdown", max_size, max_size * overlap_share // 100)
