@@ -28,6 +28,7 @@
 #define LIST_CONTINUATION 12
 
 typedef struct {
+    PyObject *text;
     int kind;
     const void *data;
     Py_ssize_t *starts; /* line i is [starts[i], ends[i]) */
@@ -567,6 +568,12 @@ static int split_lines(Doc *d, Py_ssize_t start, Py_ssize_t end, int lone_cr)
         return -1;
     Py_ssize_t line_start = start;
     for (Py_ssize_t p = start; p <= end; p++) {
+        if (!lone_cr && p < end) { /* jump to the next newline */
+            Py_ssize_t next = PyUnicode_FindChar(d->text, '\n', p, end, 1);
+            if (next == -2)
+                return -1;
+            p = next == -1 ? end : next;
+        }
         int is_break;
         if (p == end) {
             if (line_start == end)
@@ -598,23 +605,19 @@ static int split_lines(Doc *d, Py_ssize_t start, Py_ssize_t end, int lone_cr)
     return 0;
 }
 
-static PyObject *scan_lines(PyObject *self, PyObject *args)
+static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int lone_cr)
 {
-    PyObject *text;
-    Py_ssize_t start, end;
-    int lone_cr;
-    if (!PyArg_ParseTuple(args, "Unnp", &text, &start, &end, &lone_cr))
-        return NULL;
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
     if (start < 0 || end > length || start > end) {
         PyErr_SetString(PyExc_ValueError, "scan_lines: start and end must satisfy 0 <= start <= end <= len(text)");
         return NULL;
     }
-    Doc d = {PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
+    Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
     Scan sc = {text, &d, NULL, NULL, NULL, NULL, -1, -1, -1, 0};
     PyObject *result = NULL, *positions = NULL, *scores = NULL;
     if (split_lines(&d, start, end, lone_cr) < 0) {
-        PyErr_NoMemory();
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
         goto done;
     }
     Py_ssize_t n = d.n, size = n > 0 ? n : 1;
@@ -673,7 +676,228 @@ done:
     return result;
 }
 
+static PyObject *scan_lines(PyObject *self, PyObject *args)
+{
+    PyObject *text;
+    Py_ssize_t start, end;
+    int lone_cr;
+    if (!PyArg_ParseTuple(args, "Unnp", &text, &start, &end, &lone_cr))
+        return NULL;
+    return scan_raw(text, start, end, lone_cr);
+}
+
+/* -- the structure: markdown.scan's steps after the line scan ------------------------------------- */
+
+/* A named tuple of `type` from the items of `fields` (tuple.__new__(type, fields)) */
+static PyObject *named(PyObject *type, PyObject *fields)
+{
+    if (fields == NULL)
+        return NULL;
+    PyObject *arguments = PyTuple_Pack(1, fields);
+    Py_DECREF(fields);
+    if (arguments == NULL)
+        return NULL;
+    PyObject *item = PyTuple_Type.tp_new((PyTypeObject *)type, arguments, NULL);
+    Py_DECREF(arguments);
+    return item;
+}
+
+/* _lead_text: " ".join(text[anchor:body].split()) ("" when anchor >= body) */
+static PyObject *lead_text(PyObject *text, Py_ssize_t anchor, Py_ssize_t body)
+{
+    if (anchor >= body)
+        return PyUnicode_FromStringAndSize("", 0);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    PyObject *words = PyList_New(0);
+    if (words == NULL)
+        return NULL;
+    Py_ssize_t p = anchor;
+    while (p < body) {
+        while (p < body && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, p)))
+            p++;
+        Py_ssize_t word = p;
+        while (p < body && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, p)))
+            p++;
+        if (p > word) {
+            PyObject *piece = PyUnicode_Substring(text, word, p);
+            if (piece == NULL || PyList_Append(words, piece) < 0) {
+                Py_XDECREF(piece);
+                Py_DECREF(words);
+                return NULL;
+            }
+            Py_DECREF(piece);
+        }
+    }
+    PyObject *space = PyUnicode_FromStringAndSize(" ", 1);
+    PyObject *joined = space ? PyUnicode_Join(space, words) : NULL;
+    Py_XDECREF(space);
+    Py_DECREF(words);
+    return joined;
+}
+
+typedef struct {
+    Py_ssize_t start, negative_end, order;
+    PyObject *group; /* borrowed from the list being sorted */
+} SortKey;
+
+static int compare_groups(const void *a, const void *b)
+{
+    const SortKey *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->negative_end != y->negative_end)
+        return x->negative_end < y->negative_end ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* structure(text, start, end, lone_cr, Heading, Group)
+ *   -> (headings: [Heading], paths: [tuple], positions, scores, groups: [Group] sorted by (start, -end))
+ * markdown.scan's result from the line scan; tests/test_markdown_native.py holds it equal to Python's. */
+static PyObject *structure(PyObject *self, PyObject *args)
+{
+    PyObject *text, *heading_type, *group_type;
+    Py_ssize_t start, end;
+    int lone_cr;
+    if (!PyArg_ParseTuple(args, "UnnpOO", &text, &start, &end, &lone_cr, &heading_type, &group_type))
+        return NULL;
+    if (!PyType_Check(heading_type) || !PyType_IsSubtype((PyTypeObject *)heading_type, &PyTuple_Type)
+            || !PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Heading and Group must be tuple subclasses");
+        return NULL;
+    }
+    PyObject *raw = scan_raw(text, start, end, lone_cr);
+    if (raw == NULL)
+        return NULL;
+    PyObject *raw_headings = PyTuple_GET_ITEM(raw, 0), *raw_groups = PyTuple_GET_ITEM(raw, 3);
+    Py_ssize_t n_headings = PyList_GET_SIZE(raw_headings), n_raw = PyList_GET_SIZE(raw_groups);
+    PyObject *headings = PyList_New(n_headings), *paths = PyList_New(n_headings), *groups = PyList_New(0);
+    PyObject *result = NULL, *empty = PyUnicode_FromStringAndSize("", 0), *newline = PyUnicode_FromString("\n");
+    PyObject *section = PyUnicode_InternFromString("section");
+    Py_ssize_t *stack = PyMem_Malloc((n_headings > 0 ? n_headings : 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *ends = PyMem_Malloc((n_headings > 0 ? n_headings : 1) * sizeof(Py_ssize_t));
+    SortKey *keys = NULL;
+    if (!headings || !paths || !groups || !empty || !newline || !section || !stack || !ends) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    /* headings and breadcrumbs: the titles of the open headings of lower levels, then its own */
+    Py_ssize_t depth = 0;
+    for (Py_ssize_t i = 0; i < n_headings; i++) {
+        PyObject *fields = PyList_GET_ITEM(raw_headings, i);
+        Py_INCREF(fields);
+        PyObject *heading = named(heading_type, fields);
+        if (heading == NULL)
+            goto done;
+        PyList_SET_ITEM(headings, i, heading);
+        long level = PyLong_AsLong(PyTuple_GET_ITEM(heading, 2));
+        while (depth > 0 && PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(headings, stack[depth - 1]), 2)) >= level)
+            depth--;
+        stack[depth++] = i;
+        PyObject *path = PyTuple_New(depth);
+        if (path == NULL)
+            goto done;
+        for (Py_ssize_t k = 0; k < depth; k++) {
+            PyObject *title = PyTuple_GET_ITEM(PyList_GET_ITEM(headings, stack[k]), 3);
+            Py_INCREF(title);
+            PyTuple_SET_ITEM(path, k, title);
+        }
+        PyList_SET_ITEM(paths, i, path);
+    }
+    /* the scanned groups, with their contexts */
+    for (Py_ssize_t i = 0; i < n_raw; i++) {
+        PyObject *g = PyList_GET_ITEM(raw_groups, i);
+        Py_ssize_t anchor = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 1)), body = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 3));
+        Py_ssize_t header_end = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 4));
+        PyObject *context = lead_text(text, anchor, body);
+        if (context == NULL)
+            goto done;
+        if (header_end >= 0) { /* _join_context(lead, header) */
+            PyObject *header = PyUnicode_Substring(text, body, header_end);
+            PyObject *parts = header ? PyList_New(0) : NULL;
+            int failed = parts == NULL || (PyUnicode_GET_LENGTH(context) && PyList_Append(parts, context) < 0)
+                         || (PyUnicode_GET_LENGTH(header) && PyList_Append(parts, header) < 0);
+            Py_XDECREF(header);
+            Py_DECREF(context);
+            context = failed ? NULL : PyUnicode_Join(newline, parts);
+            Py_XDECREF(parts);
+            if (context == NULL)
+                goto done;
+        }
+        PyObject *item = named(group_type, Py_BuildValue("(OOOONO)", PyTuple_GET_ITEM(g, 0), PyTuple_GET_ITEM(g, 1),
+                                                          PyTuple_GET_ITEM(g, 2), PyTuple_GET_ITEM(g, 3), context,
+                                                          PyTuple_GET_ITEM(g, 5)));
+        if (item == NULL || PyList_Append(groups, item) < 0) {
+            Py_XDECREF(item);
+            goto done;
+        }
+        Py_DECREF(item);
+    }
+    /* section_groups: each heading to the next heading of the same or a higher level */
+    depth = 0;
+    for (Py_ssize_t i = 0; i < n_headings; i++) {
+        PyObject *heading = PyList_GET_ITEM(headings, i);
+        long level = PyLong_AsLong(PyTuple_GET_ITEM(heading, 2));
+        ends[i] = end;
+        while (depth > 0 && PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(headings, stack[depth - 1]), 2)) >= level)
+            ends[stack[--depth]] = PyLong_AsSsize_t(PyTuple_GET_ITEM(heading, 0));
+        stack[depth++] = i;
+    }
+    for (Py_ssize_t i = 0; i < n_headings; i++) {
+        PyObject *heading = PyList_GET_ITEM(headings, i);
+        PyObject *item = named(group_type, Py_BuildValue("(OOnOOO)", section, PyTuple_GET_ITEM(heading, 0), ends[i],
+                                                          PyTuple_GET_ITEM(heading, 1), PyTuple_GET_ITEM(heading, 3),
+                                                          empty));
+        if (item == NULL || PyList_Append(groups, item) < 0) {
+            Py_XDECREF(item);
+            goto done;
+        }
+        Py_DECREF(item);
+    }
+    if (PyErr_Occurred())
+        goto done;
+    /* groups.sort(key=lambda g: (g.start, -g.end)): stable */
+    Py_ssize_t n_groups = PyList_GET_SIZE(groups);
+    keys = PyMem_Malloc((n_groups > 0 ? n_groups : 1) * sizeof(SortKey));
+    if (keys == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_groups; i++) {
+        PyObject *g = PyList_GET_ITEM(groups, i);
+        keys[i].start = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 1));
+        keys[i].negative_end = -PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 2));
+        keys[i].order = i;
+        keys[i].group = g;
+    }
+    qsort(keys, (size_t)n_groups, sizeof(SortKey), compare_groups);
+    PyObject *sorted_groups = PyList_New(n_groups);
+    if (sorted_groups == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n_groups; i++) {
+        Py_INCREF(keys[i].group);
+        PyList_SET_ITEM(sorted_groups, i, keys[i].group);
+    }
+    result = Py_BuildValue("(OOOON)", headings, paths, PyTuple_GET_ITEM(raw, 1), PyTuple_GET_ITEM(raw, 2),
+                           sorted_groups);
+done:
+    Py_DECREF(raw);
+    Py_XDECREF(headings);
+    Py_XDECREF(paths);
+    Py_XDECREF(groups);
+    Py_XDECREF(empty);
+    Py_XDECREF(newline);
+    Py_XDECREF(section);
+    PyMem_Free(stack);
+    PyMem_Free(ends);
+    PyMem_Free(keys);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"structure", structure, METH_VARARGS,
+     "structure(text, start, end, lone_cr, Heading, Group) -> (headings, paths, positions, scores, groups)"},
     {"scan_lines", scan_lines, METH_VARARGS,
      "scan_lines(text, start, end, lone_cr) -> (headings, positions, scores, groups); see chunking/markdown.py"},
     {NULL, NULL, 0, NULL},

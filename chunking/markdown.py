@@ -181,9 +181,12 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
         if exclude_front_matter:
             structure.front_matter = (0, fm_end)  # a BOM before it is excluded with it
             start = fm_end
-    scan_lines = _scan_lines if _native is None else _native.scan_lines
-    headings, structure.positions, structure.scores, groups = scan_lines(
-        text, start, end, start < end and has_lone_cr(text, start, end))
+    lone_cr = start < end and has_lone_cr(text, start, end)
+    if _native is not None:  # the line scan and the steps below, in C
+        (structure.headings, structure.paths, structure.positions, structure.scores,
+         structure.groups) = _native.structure(text, start, end, lone_cr, Heading, Group)
+        return structure
+    headings, structure.positions, structure.scores, groups = _scan_lines(text, start, end, lone_cr)
     structure.headings = list(map(Heading._make, headings))
     structure.paths = _breadcrumbs(structure.headings)
     structure.groups = [

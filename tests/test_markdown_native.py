@@ -49,8 +49,20 @@ def test_the_pure_python_switch(monkeypatch):
 
 
 def both(text: str, start: int = 0, end: int | None = None):
+    """The line scan and the whole structure (``scan``), in Python and in C."""
     end = len(text) if end is None else end
     lone_cr = start < end and has_lone_cr(text, start, end)
+    fast = markdown.scan(text, start, end)
+    markdown._native = None
+    try:
+        reference = markdown.scan(text, start, end)
+    finally:
+        markdown._native = mdscan
+    assert (fast.headings, fast.paths, fast.positions, fast.scores, fast.groups, fast.front_matter, fast.metadata) == (
+        reference.headings, reference.paths, reference.positions, reference.scores, reference.groups,
+        reference.front_matter, reference.metadata)
+    assert all(type(h) is markdown.Heading for h in fast.headings)
+    assert all(type(g) is markdown.Group for g in fast.groups)
     return markdown._scan_lines(text, start, end, lone_cr), mdscan.scan_lines(text, start, end, lone_cr)
 
 
