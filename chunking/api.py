@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -94,6 +94,7 @@ def split_document(
     contexts = layout.contexts_at([span.start for span in spans])
     labels = layout.labels_of([(span.start, span.end) for span in spans])
     prefixes: dict[tuple, str] = {}  # (section path, contexts) -> what embed_text puts before the text
+    make_prefix = _prefixer(settings, doc_title)
     section_path, strategy, new_chunk = layout.section_path, layout.strategy, tuple.__new__
     chunks = []
     for index, span in enumerate(spans):
@@ -103,7 +104,7 @@ def split_document(
         key = (path_here, contexts[index])
         prefix = prefixes.get(key)
         if prefix is None:
-            prefix = prefixes[key] = _embed_prefix(settings, doc_title, path_here, contexts[index])
+            prefix = prefixes[key] = make_prefix(path_here, contexts[index])
         n_tokens = span.size if token_counter else tokenizer.count(chunk_text) if tokenizer else None
         # Chunk(...) by position, without the named tuple's keyword handling (a run builds one per chunk).
         chunks.append(new_chunk(Chunk, (
@@ -132,17 +133,26 @@ def build_embed_text(
 
 def _embed_prefix(settings: ChunkerBase, title: str, section_path: tuple[str, ...], contexts: tuple[str, ...]) -> str:
     """What ``embed_text`` puts before a chunk's text ("" when nothing)."""
-    lines: list[str] = []
-    context = settings.context
-    path = list(section_path) if context.headings else []
-    if context.title and title and not (path and path[0].strip().lower() == title.strip().lower()):
-        lines.append(title)
-    if path:
-        lines.append(" > ".join(path))
-    lines.extend(contexts)
-    if not lines:
-        return ""
-    return "\n".join(lines) + "\n\n"
+    return _prefixer(settings, title)(section_path, contexts)
+
+
+def _prefixer(settings: ChunkerBase, title: str) -> Callable[[tuple[str, ...], tuple[str, ...]], str]:
+    """``_embed_prefix`` for one document's settings and title, the settings read once."""
+    use_headings = settings.context.headings
+    use_title = bool(settings.context.title and title)
+    title_key = title.strip().lower()
+
+    def prefix(section_path: tuple[str, ...], contexts: tuple[str, ...]) -> str:
+        lines: list[str] = []
+        path = section_path if use_headings else ()
+        if use_title and not (path and path[0].strip().lower() == title_key):
+            lines.append(title)
+        if path:
+            lines.append(" > ".join(path))
+        lines.extend(contexts)
+        return "\n".join(lines) + "\n\n" if lines else ""
+
+    return prefix
 
 
 def chunk_id(doc_id: str, start: int, end: int, config_hash: str) -> str:
