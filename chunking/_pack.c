@@ -47,7 +47,22 @@ typedef struct {
     double fill;
     int chars; /* the meter counts code points */
     PyObject *meter;
+    struct TokenMeter *tokens; /* units.TokenMeter's counting in C; NULL for other meters */
 } Packer;
+
+/* units.TokenMeter, its methods in C below; its caches stay the Python object's dicts */
+typedef struct TokenMeter {
+    PyObject *text;
+    int kind;
+    const void *data;
+    Py_ssize_t n;
+    PyObject *count; /* tokenizer.count */
+    PyObject *sizes, *heads, *tails;
+    int local;
+    Py_buffer view; /* meter.starts: int64, the start of each token of the whole-text encoding */
+    const long long *starts;
+    Py_ssize_t n_starts;
+} TokenMeter;
 
 #define CH(pk, i) PyUnicode_READ((pk)->kind, (pk)->data, (i))
 #define ASCII_SPACE(c) ((c) == ' ' || ((c) >= '\t' && (c) <= '\r')) /* regex's \s on ASCII */
@@ -61,6 +76,8 @@ typedef struct {
 #define C_DECIMAL 4    /* regex \d */
 #define C_CONTINUES 8  /* packer._CONTINUES: may continue a cluster begun before it */
 #define C_JOINER 16    /* may be inside a multi-code-point grapheme cluster (CONTINUES, Hangul jamo, ...) */
+#define C_LETTER 32    /* \p{L} */
+#define C_WORD 64      /* [\p{L}\p{N}] */
 #define C_KNOWN 128
 
 static unsigned char *char_classes; /* by code point; 0: not asked yet */
@@ -215,12 +232,270 @@ static Py_ssize_t call_pos_last(PyObject *obj, const char *method, PyObject *fir
     return value;
 }
 
+/* -- units.TokenMeter ------------------------------------------------------------------------- */
+
+#define SYNC_WINDOW 256 /* units._SYNC_WINDOW */
+#define SHORT_SPAN 96   /* units._SHORT_SPAN */
+
+static Py_ssize_t starts_left(const TokenMeter *t, Py_ssize_t x) /* numpy searchsorted, side="left" */
+{
+    Py_ssize_t lo = 0, hi = t->n_starts;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (t->starts[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static Py_ssize_t starts_right(const TokenMeter *t, Py_ssize_t x) /* side="right" */
+{
+    Py_ssize_t lo = 0, hi = t->n_starts;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (x < t->starts[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+static Py_ssize_t count_span(TokenMeter *t, Py_ssize_t a, Py_ssize_t b)
+{
+    PyObject *piece = PyUnicode_Substring(t->text, a, b);
+    if (piece == NULL)
+        return ERR;
+    PyObject *result = PyObject_CallOneArg(t->count, piece);
+    Py_DECREF(piece);
+    if (result == NULL)
+        return ERR;
+    Py_ssize_t value = PyLong_AsSsize_t(result);
+    Py_DECREF(result);
+    return value == -1 && PyErr_Occurred() ? ERR : value;
+}
+
+#define TCH(t, i) PyUnicode_READ((t)->kind, (t)->data, (i))
+
+/* _SYNC at q: a space after a letter or number, before a letter (the text ending at endpos) */
+static int sync_at(TokenMeter *t, Py_ssize_t q, Py_ssize_t endpos)
+{
+    if (q < 1 || q + 1 >= endpos || TCH(t, q) != ' ')
+        return 0;
+    return has_class(TCH(t, q - 1), C_WORD) == 1 && has_class(TCH(t, q + 1), C_LETTER) == 1;
+}
+
+/* A cached (sync point, tokens) pair of a dict, or 0 */
+static int cached_pair(PyObject *dict, Py_ssize_t key, Py_ssize_t *q, Py_ssize_t *tokens)
+{
+    PyObject *k = PyLong_FromSsize_t(key);
+    if (k == NULL)
+        return -1;
+    PyObject *value = PyDict_GetItemWithError(dict, k);
+    Py_DECREF(k);
+    if (value == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    *q = PyLong_AsSsize_t(PyTuple_GET_ITEM(value, 0));
+    *tokens = PyLong_AsSsize_t(PyTuple_GET_ITEM(value, 1));
+    return PyErr_Occurred() ? -1 : 1;
+}
+
+static int store_pair(PyObject *dict, Py_ssize_t key, Py_ssize_t q, Py_ssize_t tokens)
+{
+    PyObject *k = PyLong_FromSsize_t(key), *value = Py_BuildValue("(nn)", q, tokens);
+    int failed = k == NULL || value == NULL || PyDict_SetItem(dict, k, value) < 0;
+    Py_XDECREF(k);
+    Py_XDECREF(value);
+    return failed ? -1 : 0;
+}
+
+/* TokenMeter._head: the first sync point at or after start (end if none) and the tokens before it */
+static int token_head(TokenMeter *t, Py_ssize_t start, Py_ssize_t end, Py_ssize_t *q, Py_ssize_t *tokens)
+{
+    int cached = cached_pair(t->heads, start, q, tokens);
+    if (cached < 0)
+        return -1;
+    if (cached && *q < end)
+        return 0;
+    if (start == 0 || (TCH(t, start - 1) == '\n' && !Py_UNICODE_ISSPACE(TCH(t, start)))) {
+        *q = start;
+        *tokens = 0;
+    } else {
+        Py_ssize_t endpos = end < start + SYNC_WINDOW ? end : start + SYNC_WINDOW, found = -1;
+        for (Py_ssize_t p = start; p < endpos; p++)
+            if (sync_at(t, p, endpos)) {
+                found = p;
+                break;
+            }
+        if (PyErr_Occurred())
+            return -1;
+        if (found < 0) {
+            *q = end;
+            *tokens = 0;
+            return 0;
+        }
+        *q = found;
+        *tokens = count_span(t, start, found);
+        if (*tokens == ERR)
+            return -1;
+    }
+    return store_pair(t->heads, start, *q, *tokens);
+}
+
+/* TokenMeter._tail: the last sync point before end (start if none) and the tokens after it */
+static int token_tail(TokenMeter *t, Py_ssize_t start, Py_ssize_t end, Py_ssize_t *q, Py_ssize_t *tokens)
+{
+    int cached = cached_pair(t->tails, end, q, tokens);
+    if (cached < 0)
+        return -1;
+    if (cached && *q > start)
+        return 0;
+    if (end == t->n || (Py_UNICODE_ISSPACE(TCH(t, end)) && has_class(TCH(t, end - 1), C_WORD) == 1)) {
+        *q = end;
+        *tokens = 0;
+    } else {
+        Py_ssize_t low = start > end - SYNC_WINDOW ? start : end - SYNC_WINDOW, found = -1;
+        for (Py_ssize_t p = end - 1; p >= low; p--)
+            if (sync_at(t, p, end)) {
+                found = p;
+                break;
+            }
+        if (PyErr_Occurred())
+            return -1;
+        if (found < 0) {
+            *q = start;
+            *tokens = 0;
+            return 0;
+        }
+        *q = found;
+        *tokens = count_span(t, found, end);
+        if (*tokens == ERR)
+            return -1;
+    }
+    return store_pair(t->tails, end, *q, *tokens);
+}
+
+/* TokenMeter._size */
+static Py_ssize_t token_size_uncached(TokenMeter *t, Py_ssize_t start, Py_ssize_t end)
+{
+    if (end <= start)
+        return 0;
+    if (!t->local || end - start <= SHORT_SPAN)
+        return count_span(t, start, end);
+    Py_ssize_t q1, head, q2, tail;
+    if (token_head(t, start, end, &q1, &head) < 0 || token_tail(t, start, end, &q2, &tail) < 0)
+        return ERR;
+    if (q2 <= q1)
+        return count_span(t, start, end);
+    Py_ssize_t i = starts_left(t, q1), j = starts_left(t, q2);
+    if ((i < t->n_starts && t->starts[i] != q1) || (j < t->n_starts && t->starts[j] != q2)
+            || (j == t->n_starts && q2 != t->n))
+        return count_span(t, start, end); /* not a piece boundary after all: be safe */
+    return head + (j - i) + tail;
+}
+
+/* TokenMeter.size: spans measured before are looked up (the meter's own dict) */
+static Py_ssize_t token_size(TokenMeter *t, Py_ssize_t start, Py_ssize_t end)
+{
+    PyObject *key = Py_BuildValue("(nn)", start, end);
+    if (key == NULL)
+        return ERR;
+    PyObject *known = PyDict_GetItemWithError(t->sizes, key);
+    if (known != NULL) {
+        Py_DECREF(key);
+        Py_ssize_t value = PyLong_AsSsize_t(known);
+        return value == -1 && PyErr_Occurred() ? ERR : value;
+    }
+    Py_ssize_t value = PyErr_Occurred() ? ERR : token_size_uncached(t, start, end);
+    if (value != ERR) {
+        PyObject *number = PyLong_FromSsize_t(value);
+        if (number == NULL || PyDict_SetItem(t->sizes, key, number) < 0)
+            value = ERR;
+        Py_XDECREF(number);
+    }
+    Py_DECREF(key);
+    return value;
+}
+
+static Py_ssize_t token_advance(TokenMeter *t, Py_ssize_t start, Py_ssize_t budget)
+{
+    Py_ssize_t first = starts_right(t, start) - 1;
+    if (first < 0)
+        first = 0;
+    Py_ssize_t stop = first + budget;
+    return stop < t->n_starts ? (Py_ssize_t)t->starts[stop] : t->n;
+}
+
+static Py_ssize_t token_back(TokenMeter *t, Py_ssize_t end, Py_ssize_t budget)
+{
+    Py_ssize_t first = starts_left(t, end) - budget;
+    if (first <= 0)
+        return 0;
+    return t->starts[first] < end ? (Py_ssize_t)t->starts[first] : end;
+}
+
+static void token_meter_release(TokenMeter *t)
+{
+    if (t->starts != NULL)
+        PyBuffer_Release(&t->view);
+    Py_XDECREF(t->text);
+    Py_XDECREF(t->count);
+    Py_XDECREF(t->sizes);
+    Py_XDECREF(t->heads);
+    Py_XDECREF(t->tails);
+}
+
+/* Reads a units.TokenMeter's state: its text, tokenizer, caches and int64 token starts. */
+static int token_meter_init(TokenMeter *t, PyObject *meter)
+{
+    memset(t, 0, sizeof *t);
+    PyObject *tokenizer = PyObject_GetAttrString(meter, "tokenizer");
+    PyObject *local = PyObject_GetAttrString(meter, "_local");
+    PyObject *starts = PyObject_GetAttrString(meter, "starts");
+    t->text = PyObject_GetAttrString(meter, "text");
+    t->sizes = PyObject_GetAttrString(meter, "_sizes");
+    t->heads = PyObject_GetAttrString(meter, "_heads");
+    t->tails = PyObject_GetAttrString(meter, "_tails");
+    t->count = tokenizer ? PyObject_GetAttrString(tokenizer, "count") : NULL;
+    int failed = -1;
+    if (!tokenizer || !local || !starts || !t->text || !t->sizes || !t->heads || !t->tails || !t->count)
+        goto done;
+    if (!PyUnicode_Check(t->text) || !PyDict_Check(t->sizes) || !PyDict_Check(t->heads) || !PyDict_Check(t->tails)) {
+        PyErr_SetString(PyExc_TypeError, "not a units.TokenMeter");
+        goto done;
+    }
+    t->local = PyObject_IsTrue(local);
+    if (t->local < 0 || PyObject_GetBuffer(starts, &t->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        goto done;
+    if (t->view.itemsize != 8 || t->view.format == NULL || (strcmp(t->view.format, "q") && strcmp(t->view.format, "l")
+                                                          && strcmp(t->view.format, "<q") && strcmp(t->view.format, "<l"))) {
+        PyBuffer_Release(&t->view);
+        PyErr_SetString(PyExc_TypeError, "TokenMeter.starts must be an int64 array");
+        goto done;
+    }
+    t->starts = t->view.buf;
+    t->n_starts = t->view.len / 8;
+    t->kind = PyUnicode_KIND(t->text);
+    t->data = PyUnicode_DATA(t->text);
+    t->n = PyUnicode_GET_LENGTH(t->text);
+    failed = 0;
+done:
+    Py_XDECREF(tokenizer);
+    Py_XDECREF(local);
+    Py_XDECREF(starts);
+    return failed;
+}
+
 /* -- the meter -------------------------------------------------------------------------------- */
 
 static Py_ssize_t m_size(Packer *pk, Py_ssize_t a, Py_ssize_t b)
 {
     if (pk->chars)
         return b - a;
+    if (pk->tokens)
+        return token_size(pk->tokens, a, b);
     return call_pos(pk->meter, "size", "(nn)", a, b);
 }
 
@@ -228,6 +503,8 @@ static Py_ssize_t m_estimate(Packer *pk, Py_ssize_t a, Py_ssize_t b)
 {
     if (pk->chars)
         return b - a;
+    if (pk->tokens)
+        return starts_left(pk->tokens, b) - starts_left(pk->tokens, a);
     return call_pos(pk->meter, "estimate", "(nn)", a, b);
 }
 
@@ -235,6 +512,8 @@ static Py_ssize_t m_advance(Packer *pk, Py_ssize_t start, Py_ssize_t budget)
 {
     if (pk->chars)
         return start + budget < pk->length ? start + budget : pk->length;
+    if (pk->tokens)
+        return token_advance(pk->tokens, start, budget);
     return call_pos(pk->meter, "advance", "(nn)", start, budget);
 }
 
@@ -242,6 +521,8 @@ static Py_ssize_t m_back(Packer *pk, Py_ssize_t end, Py_ssize_t budget)
 {
     if (pk->chars)
         return end - budget > 0 ? end - budget : 0;
+    if (pk->tokens)
+        return token_back(pk->tokens, end, budget);
     return call_pos(pk->meter, "back", "(nn)", end, budget);
 }
 
@@ -1200,12 +1481,14 @@ done:
     return failed;
 }
 
-/* spans(packer, span_type, level_codes, char_classes, forced_score, line_group_kinds) -> [Span] */
+/* spans(packer, span_type, level_codes, char_classes, forced_score, line_group_kinds, token_meter) -> [Span]
+ * token_meter: the packer's meter when it is a units.TokenMeter (counted here), else None */
 static PyObject *spans(PyObject *self, PyObject *args)
 {
-    PyObject *packer, *span_type, *level_codes, *classifier, *line_kinds;
+    PyObject *packer, *span_type, *level_codes, *classifier, *line_kinds, *token_meter;
     Py_ssize_t forced_score;
-    if (!PyArg_ParseTuple(args, "OOOOnO", &packer, &span_type, &level_codes, &classifier, &forced_score, &line_kinds))
+    if (!PyArg_ParseTuple(args, "OOOOnOO", &packer, &span_type, &level_codes, &classifier, &forced_score, &line_kinds,
+                          &token_meter))
         return NULL;
     if (!PyAnySet_Check(line_kinds)) {
         PyErr_SetString(PyExc_TypeError, "line_group_kinds must be a set");
@@ -1225,7 +1508,9 @@ static PyObject *spans(PyObject *self, PyObject *args)
         return NULL;
     }
     Packer pk;
+    TokenMeter tokens;
     memset(&pk, 0, sizeof pk);
+    memset(&tokens, 0, sizeof tokens);
     PyObject *result = NULL, *plan = NULL, *levels = NULL, *fill = NULL, *unit = NULL;
     pk.packer = packer;
     pk.text = PyObject_GetAttrString(packer, "text");
@@ -1284,6 +1569,11 @@ static PyObject *spans(PyObject *self, PyObject *args)
         goto done;
     }
     memset(pk.group_fits, -1, pk.group_starts.n > 0 ? pk.group_starts.n : 1);
+    if (token_meter != Py_None) {
+        if (token_meter_init(&tokens, token_meter) < 0)
+            goto done;
+        pk.tokens = &tokens;
+    }
     result = pack(&pk, span_type);
 done:
     Py_XDECREF(pk.text);
@@ -1297,6 +1587,7 @@ done:
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
         PyMem_Free(arrays[i]->v);
     PyMem_Free(pk.group_fits);
+    token_meter_release(&tokens);
     return result;
 }
 
@@ -1684,7 +1975,7 @@ static PyMethodDef methods[] = {
      "check_spans(text, spans, heading_starts, groups, doc_start, min_size, char_classes) -> [[code]]; "
      "see chunking/findings.py"},
     {"spans", spans, METH_VARARGS,
-     "spans(packer, span_type, level_codes, char_classes, forced_score, line_group_kinds) -> [Span]"},
+     "spans(packer, span_type, level_codes, char_classes, forced_score, line_group_kinds, token_meter) -> [Span]"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -43,7 +43,7 @@ from typing import NamedTuple
 import regex
 
 from chunking import native
-from chunking.units import Meter
+from chunking.units import Meter, TokenMeter
 
 # Scores of textual boundaries. Structural scores from strategies use the same scale.
 SCORE_END = 1000  # end of the text
@@ -177,9 +177,13 @@ _JOINER = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Clu
                         r"\p{Extended_Pictographic}\r\n\U0001F3FB-\U0001F3FF]")
 
 
+_LETTER, _LETTER_OR_NUMBER = regex.compile(r"\p{L}"), regex.compile(r"[\p{L}\p{N}]")  # as units._SYNC
+
+
 def _char_classes(char: str) -> int:
     return (bool(_SPACE.match(char)) | bool(_CAPITAL.match(char)) << 1 | bool(_DECIMAL.match(char)) << 2
-            | bool(_CONTINUES.match(char)) << 3 | bool(_JOINER.match(char) or _CONTINUES.match(char)) << 4)
+            | bool(_CONTINUES.match(char)) << 3 | bool(_JOINER.match(char) or _CONTINUES.match(char)) << 4
+            | bool(_LETTER.match(char)) << 5 | bool(_LETTER_OR_NUMBER.match(char)) << 6)
 
 
 class Packer:
@@ -223,7 +227,8 @@ class Packer:
     def spans(self) -> list[Span]:
         if _native is not None and not self._breaks and not self._keep:
             return _native.spans(self, Span, tuple(_LEVEL_CODES.get(id(level), 0) for level in self._levels),
-                                 _char_classes, SCORE_FORCED, LINE_GROUPS)
+                                 _char_classes, SCORE_FORCED, LINE_GROUPS,
+                                 self.meter if type(self.meter) is TokenMeter else None)
         return self._spans()
 
     def _spans(self) -> list[Span]:
