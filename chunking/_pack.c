@@ -1970,7 +1970,67 @@ done:
     return results;
 }
 
+/* -- token starts (units.TiktokenTokenizer.token_starts) ---------------------------------------- */
+
+/* token_starts(text, ids, byte_lengths) -> bytes of int64: the character offset at which each token
+ * starts, a token that starts inside a character's UTF-8 bytes counting from that character.
+ * ids: the token ids (a list of ints); byte_lengths: int64 buffer, the UTF-8 length of each id. */
+static PyObject *token_starts(PyObject *self, PyObject *args)
+{
+    PyObject *text, *ids;
+    Py_buffer lengths;
+    if (!PyArg_ParseTuple(args, "UO!y*", &text, &PyList_Type, &ids, &lengths))
+        return NULL;
+    PyObject *out = NULL;
+    if (lengths.len % 8) {
+        PyErr_SetString(PyExc_TypeError, "byte_lengths must be an int64 buffer");
+        goto done;
+    }
+    const long long *length_of = lengths.buf;
+    Py_ssize_t n_lengths = lengths.len / 8, n = PyList_GET_SIZE(ids);
+    out = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (out == NULL)
+        goto done;
+    long long *result = (long long *)PyBytes_AS_STRING(out);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), ascii = PyUnicode_IS_ASCII(text);
+    Py_ssize_t character = 0, character_byte = 0; /* the character holding byte `byte`, and its first byte */
+    long long byte = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        long id = PyLong_AsLong(PyList_GET_ITEM(ids, k));
+        if (id == -1 && PyErr_Occurred())
+            goto fail;
+        if (id < 0 || id >= n_lengths) {
+            PyErr_SetString(PyExc_ValueError, "a token id has no byte length");
+            goto fail;
+        }
+        if (ascii) {
+            result[k] = byte;
+        } else {
+            while (character < length) {
+                Py_UCS4 c = PyUnicode_READ(kind, data, character);
+                Py_ssize_t width = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+                if (character_byte + width > byte)
+                    break;
+                character_byte += width;
+                character++;
+            }
+            result[k] = character;
+        }
+        byte += length_of[id];
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&lengths);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"token_starts", token_starts, METH_VARARGS,
+     "token_starts(text, ids, byte_lengths) -> bytes of int64 character offsets; see chunking/units.py"},
     {"check_spans", check_spans, METH_VARARGS,
      "check_spans(text, spans, heading_starts, groups, doc_start, min_size, char_classes) -> [[code]]; "
      "see chunking/findings.py"},

@@ -22,7 +22,11 @@ from typing import Protocol
 import numpy as np
 import regex
 
+from chunking import native
 from chunking.errors import TokenizerError
+
+# token_starts in C (chunking/_pack.c) when it is built and current
+_native = native.load("_pack")
 
 KNOWN_ENCODINGS = frozenset({"cl100k_base"})
 
@@ -154,7 +158,14 @@ class TiktokenTokenizer:
 
     def token_starts(self, text: str) -> np.ndarray:
         """Character offset at which each token of the whole-text encoding starts."""
-        ids = np.asarray(self._encode(text), dtype=np.int64)
+        ids = self._encode(text)
+        if _native is not None and isinstance(ids, list):  # the same offsets in one pass in C
+            return np.frombuffer(_native.token_starts(text, ids, self._byte_lengths), dtype=np.int64)
+        return self._token_starts(text, ids)
+
+    def _token_starts(self, text: str, token_ids: list[int]) -> np.ndarray:
+        """``token_starts`` with numpy: the reference for chunking/_pack.c."""
+        ids = np.asarray(token_ids, dtype=np.int64)
         if ids.size == 0:
             return np.zeros(0, dtype=np.int64)
         lengths = self._byte_lengths[ids]

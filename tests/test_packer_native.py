@@ -168,3 +168,31 @@ def test_sweeps_match_per_chunk_lookups_on_the_real_corpora(corpora_dir):
 @given(text=markdownish(), max_size=st.integers(20, 300), overlap_share=st.integers(0, 60))
 def test_sweeps_match_per_chunk_lookups_on_generated_markdown(text, max_size, overlap_share):
     check_sweeps(text, "markdown", max_size, max_size * overlap_share // 100)
+
+
+# -- token starts: chunking/_pack.c token_starts against the numpy reference ----------------------------
+
+def check_token_starts(text: str):
+    import numpy as np
+
+    from chunking.units import get_tokenizer
+
+    tokenizer = get_tokenizer("cl100k_base")
+    fast = tokenizer.token_starts(text)
+    assert np.array_equal(fast, tokenizer._token_starts(text, tokenizer._encode(text)))
+
+
+@needs_native
+@pytest.mark.corpus
+def test_same_token_starts_on_the_real_corpora(corpora_dir):
+    for path in sorted(corpora_dir.rglob("*.md"))[::3]:
+        check_token_starts(path.read_text(encoding="utf-8", errors="replace"))
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(text=st.one_of(texts, st.text(max_size=300)))
+def test_same_token_starts_on_generated_text(text):
+    if any("\ud800" <= c <= "\udfff" for c in text):
+        return  # the numpy reference cannot encode a lone surrogate to UTF-8 (the C one counts it as U+FFFD)
+    check_token_starts(text)
