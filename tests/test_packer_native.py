@@ -191,8 +191,7 @@ def test_same_token_starts_on_the_real_corpora(corpora_dir):
 
 @needs_native
 @settings(max_examples=200, deadline=None)
-@given(text=st.one_of(texts, st.text(max_size=300)))
+# No lone surrogates: the numpy reference cannot encode one to UTF-8 (the C one counts it as U+FFFD).
+@given(text=st.one_of(texts, st.text(st.characters(exclude_categories=("Cs",)), max_size=300)))
 def test_same_token_starts_on_generated_text(text):
-    if any("\ud800" <= c <= "\udfff" for c in text):
-        return  # the numpy reference cannot encode a lone surrogate to UTF-8 (the C one counts it as U+FFFD)
     check_token_starts(text)
