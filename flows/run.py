@@ -9,6 +9,7 @@ submission order, so output is the same whichever task runner ran the tasks.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 from collections import deque
@@ -113,6 +114,7 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
             while len(pending) > limit:
                 future, skipped = pending.popleft()
                 result: BatchResult = future.result()
+                _forget_result(future)
                 _record(result, skipped, context, writer, stats, carry, previous_reasons)
                 done_docs += len(result.chunked) + len(result.reused) + len(result.skipped)
                 done_bytes += result.n_bytes
@@ -147,6 +149,31 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
 
 def _same(value: Any) -> Any:
     return value
+
+
+def _forget_result(future: Any) -> None:
+    """Let go of a batch's result once it is written.
+
+    Prefect's future for a task in another process wraps a chain of concurrent futures (resolution,
+    process, unpickling) that keep the result and its pickled bytes; something in Prefect keeps the
+    chain, so without this the flow process held every batch until the run ended (measured with
+    tracemalloc: +60 MB of live memory per 8 MB batch, 137 MB -> 631 MB peak RSS on 70.9 MB).
+    """
+
+    seen: set[int] = set()
+    stack = [future]
+    while stack:
+        item = stack.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, concurrent.futures.Future) and item.done():
+            item._result = None
+        for name in ("_wrapped_future", "wrapped_future", "_process_future", "_resolution_future"):
+            stack.append(getattr(item, name, None))
+    state = getattr(future, "_final_state", None)
+    if state is not None:
+        state.data = None
 
 
 def _record(result: BatchResult, skipped: list[Skipped], context, writer: SnapshotWriter, stats: RunStats,
