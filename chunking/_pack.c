@@ -1,17 +1,20 @@
-/* The packer of chunking/packer.py (``Packer.spans``), in C.
+/* The chunking core's hot paths, in C: each is the Python function or method of the same name, which
+ * stays the reference (tests/test_packer_native.py holds them equal on the real corpora and on
+ * generated text) and the fallback when this module is not built.
  *
- * The same rules in the same order: each function below is the method of the same name in
- * packer.py, which stays the reference (tests/test_packer_native.py holds both equal on the real
- * corpora and on generated text). Plans with reviewer constraints (keep spans, breaks) are packed by
- * the Python packer alone.
+ *   spans         Packer.spans (chunking/packer.py); plans with reviewer constraints (keep spans,
+ *                 breaks) are packed by the Python packer alone
+ *   token_*       units.TokenMeter's size, estimate, advance and back; its caches stay its dicts
+ *   check_spans   findings.check_spans, all but the reviewer-constraint finding
+ *   token_starts  units.TiktokenTokenizer.token_starts
  *
  * Textual boundaries (paragraph, line, sentence, word, grapheme) are found here. The levels' patterns
- * come down to a few character classes (the regex module's \s, \d, [\p{Lu}\p{N}\p{Lo}], what may join a
- * grapheme cluster); each code point's classes are asked of Python (``packer._char_classes``, the
- * same regex classes) the first time it is met, and kept. Where a grapheme cluster may span more than
- * one code point (combining marks, emoji sequences, Hangul jamo, CR LF aside), and for levels this
- * file does not know, the Python packer's own method is called. So is the meter for units other
- * than characters.
+ * come down to a few character classes (the regex module's \s, \d, [\p{Lu}\p{N}\p{Lo}], \p{L}, what may
+ * join a grapheme cluster); each code point's classes are asked of Python (``packer._char_classes``,
+ * the same regex classes) the first time it is met, and kept. Where a grapheme cluster may span more
+ * than one code point (combining marks, emoji sequences, Hangul jamo; CR LF aside), and for levels
+ * this file does not know, the Python packer's own method is called. So are meters other than
+ * characters and tokens, and the tokenizer itself.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -2040,7 +2043,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "chunking._pack", "The packer of chunking.packer, in C.", -1, methods,
+    PyModuleDef_HEAD_INIT, "chunking._pack", "The packer, token meter and findings of chunking, in C.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__pack(void)
