@@ -101,6 +101,24 @@ static int classes_of(Py_UCS4 c)
     return char_classes[c];
 }
 
+/* Classes come from `classifier` (packer._char_classes); another one (a reloaded module) forgets
+ * what the old one said. */
+static int use_classifier(PyObject *classifier)
+{
+    if (char_classes == NULL) {
+        char_classes = PyMem_Calloc(0x110000, 1);
+        if (char_classes == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    if (classify != classifier) {
+        memset(char_classes, 0, 0x110000);
+        Py_XSETREF(classify, Py_NewRef(classifier));
+    }
+    return 0;
+}
+
 /* Whether c has any of the classes in `mask` (-1: a Python exception) */
 static int has_class(Py_UCS4 c, int mask)
 {
@@ -1497,15 +1515,8 @@ static PyObject *spans(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "line_group_kinds must be a set");
         return NULL;
     }
-    if (char_classes == NULL) {
-        char_classes = PyMem_Calloc(0x110000, 1);
-        if (char_classes == NULL)
-            return PyErr_NoMemory();
-    }
-    if (classify != classifier) { /* another classifier (a reloaded module): forget what the old one said */
-        memset(char_classes, 0, 0x110000);
-        Py_XSETREF(classify, Py_NewRef(classifier));
-    }
+    if (use_classifier(classifier) < 0)
+        return NULL;
     if (!PyType_Check(span_type) || !PyType_IsSubtype((PyTypeObject *)span_type, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "span_type must be a tuple subclass");
         return NULL;
@@ -1784,15 +1795,8 @@ static PyObject *check_spans(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "UO!OO!nnO", &text, &PyList_Type, &spans_list, &heading_list, &PyList_Type, &groups,
                           &doc_start, &min_size, &classifier))
         return NULL;
-    if (char_classes == NULL) {
-        char_classes = PyMem_Calloc(0x110000, 1);
-        if (char_classes == NULL)
-            return PyErr_NoMemory();
-    }
-    if (classify != classifier) {
-        memset(char_classes, 0, 0x110000);
-        Py_XSETREF(classify, Py_NewRef(classifier));
-    }
+    if (use_classifier(classifier) < 0)
+        return NULL;
     Packer pk;
     memset(&pk, 0, sizeof pk);
     pk.text = text;
@@ -1807,7 +1811,7 @@ static PyObject *check_spans(PyObject *self, PyObject *args)
     Extent *order = NULL;
     CutGroup *cut = NULL, *code = NULL;
     Py_ssize_t *active = NULL;
-    PyObject *results = NULL, *codes_text[13] = {NULL};
+    PyObject *results = NULL, *codes_text[10] = {NULL};
     static const char *const NAMES[] = {"over_budget", "mid_sentence_start", "mid_sentence_end", "heading_at_end",
                                         "undersized", "high_overlap", "split_procedure", "split_list",
                                         "split_table", "split_code"};
@@ -1956,7 +1960,7 @@ static PyObject *check_spans(PyObject *self, PyObject *args)
 fail:
     Py_CLEAR(results);
 done:
-    for (int i = 0; i < 13; i++)
+    for (int i = 0; i < 10; i++)
         Py_XDECREF(codes_text[i]);
     PyMem_Free(headings.v);
     PyMem_Free(code_starts.v);

@@ -15,7 +15,7 @@ from chunking.config import ChunkerBase, parse_settings
 from chunking.constraints import Placement, apply_placements
 from chunking.findings import check_spans
 from chunking.packer import Packer
-from chunking.strategies import Layout, get_strategy
+from chunking.strategies import get_strategy
 from chunking.units import KNOWN_ENCODINGS, get_tokenizer, make_meter
 
 
@@ -114,30 +114,14 @@ def split_document(
     return ChunkedDocument(chunks, layout.strategy, doc_title, layout.exclusions, layout.metadata)
 
 
-def build_embed_text(
-    chunk_text: str,
-    start: int,
-    settings: ChunkerBase,
-    title: str,
-    section_path: tuple[str, ...],
-    layout: Layout,
-) -> str:
-    """What goes to the embedder: title, heading breadcrumb, the context of a split group, the text.
-
-    The one place ``embed_text`` is built. A piece of a procedure or table that began in an earlier
-    chunk repeats its lead-in sentence or header row, so "step 4" is never retrieved alone.
-    """
-    contexts = tuple(group.context for group in layout.groups_around(start) if group.context)
-    return _embed_prefix(settings, title, section_path, contexts) + chunk_text
-
-
-def _embed_prefix(settings: ChunkerBase, title: str, section_path: tuple[str, ...], contexts: tuple[str, ...]) -> str:
-    """What ``embed_text`` puts before a chunk's text ("" when nothing)."""
-    return _prefixer(settings, title)(section_path, contexts)
-
-
 def _prefixer(settings: ChunkerBase, title: str) -> Callable[[tuple[str, ...], tuple[str, ...]], str]:
-    """``_embed_prefix`` for one document's settings and title, the settings read once."""
+    """What ``embed_text`` puts before a chunk's text, given its section path and the contexts of the
+    groups it continues ("" when nothing): the title, the heading breadcrumb, the lead-in or header.
+
+    The one place ``embed_text`` is built (for one document's settings and title, read once). A piece
+    of a procedure or table that began in an earlier chunk repeats its lead-in sentence or header row,
+    so "step 4" is never retrieved alone.
+    """
     use_headings = settings.context.headings
     use_title = bool(settings.context.title and title)
     title_key = title.strip().lower()

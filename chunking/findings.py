@@ -70,8 +70,9 @@ def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[lis
     """Finding codes for each span, in order. ``layout`` is a ``chunking.strategies.Layout``."""
     plan = layout.plan
     if packer._native is not None:  # the same checks in C (chunking/_pack.c); _check_spans is the reference
-        results = packer._native.check_spans(text, list(spans), layout.heading_starts, plan.groups, plan.start,
-                                             min_size, packer._char_classes)
+        results = packer._native.check_spans(text, spans if isinstance(spans, list) else list(spans),
+                                             layout.heading_starts, plan.groups, plan.start, min_size,
+                                             packer._char_classes)
     else:
         results = _check_spans(text, spans, layout, min_size)
     for index in unmet_constraint_chunks(text, spans, plan.keep, plan.breaks):
