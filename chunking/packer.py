@@ -162,13 +162,15 @@ class Span(NamedTuple):
 
 # The packer in C (chunking/_pack.c) when it was built and is current; ``Packer._spans`` is the reference.
 _native = native.load("_pack")
-# The levels _pack.c knows; it calls ``Packer._find_level`` for any other (and off ASCII text).
+# The levels _pack.c finds itself; for any other it calls ``Packer._find_level``.
 _LEVEL_CODES = {id(PARAGRAPH): 1, id(LINE): 2, id(SENTENCE): 3, id(SENTENCE_OR_PARAGRAPH): 4, id(WORD): 5,
                 id(GRAPHEME): 6}
 
 
-# What _pack.c asks of each code point, with the patterns the levels use (bits as in _pack.c).
+# What _pack.c asks of each code point, with the patterns the levels and units._SYNC use (bits as in
+# _pack.c's C_* constants).
 _SPACE, _CAPITAL, _DECIMAL = regex.compile(r"\s"), regex.compile(r"[\p{Lu}\p{N}\p{Lo}]"), regex.compile(r"\d")
+_LETTER, _LETTER_OR_NUMBER = regex.compile(r"\p{L}"), regex.compile(r"[\p{L}\p{N}]")
 # May be part of a grapheme cluster of more than one code point: the rest are clusters of their own.
 _JOINER = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Cluster_Break=SpacingMark}"
                         r"\p{Grapheme_Cluster_Break=ZWJ}\p{Grapheme_Cluster_Break=Regional_Indicator}"
@@ -176,8 +178,6 @@ _JOINER = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Clu
                         r"\p{Grapheme_Cluster_Break=T}\p{Grapheme_Cluster_Break=LV}\p{Grapheme_Cluster_Break=LVT}"
                         r"\p{Extended_Pictographic}\r\n\U0001F3FB-\U0001F3FF]")
 
-
-_LETTER, _LETTER_OR_NUMBER = regex.compile(r"\p{L}"), regex.compile(r"[\p{L}\p{N}]")  # as units._SYNC
 
 
 def _char_classes(char: str) -> int:
