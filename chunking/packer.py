@@ -179,7 +179,6 @@ _JOINER = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Clu
                         r"\p{Extended_Pictographic}\r\n\U0001F3FB-\U0001F3FF]")
 
 
-
 def _char_classes(char: str) -> int:
     return (bool(_SPACE.match(char)) | bool(_CAPITAL.match(char)) << 1 | bool(_DECIMAL.match(char)) << 2
             | bool(_CONTINUES.match(char)) << 3 | bool(_JOINER.match(char) or _CONTINUES.match(char)) << 4
