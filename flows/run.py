@@ -244,6 +244,20 @@ class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
         return self
 
 
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        if os.getpid() == self._owner_pid and exc_type is not None and not issubclass(exc_type, Exception):
+            # Interrupted (Ctrl+C): do not wait for the pool. Prefect's exit shuts it down with wait=True,
+            # which joins the pool's manager thread; that thread may be reading a result a worker, stopped
+            # by the same Ctrl+C, never finished sending, and the run hung there (py-spy, 1 run in ~20).
+            executor, self._executor = self._executor, None
+            if executor is not None:
+                for process in list((getattr(executor, "_processes", None) or {}).values()):
+                    with contextlib.suppress(OSError, ValueError, AttributeError):
+                        process.kill()
+                executor.shutdown(wait=False, cancel_futures=True)
+        super().__exit__(exc_type, exc_value, traceback)
+
+
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
