@@ -16,7 +16,7 @@ ACCELERATORS = ["_mdscan", "_pack"]
 def extension(name: str) -> Extension:
     source = Path("chunking") / f"{name}.c"
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
-    return Extension(f"chunking.{name}", [str(source)], optional=True,
+    return Extension(f"chunkyard.chunking.{name}", [str(source)], optional=True,
                      define_macros=[("CHUNKYARD_SOURCE_SHA256", f'"{digest}"')],
                      extra_compile_args=["-O2"])
 

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/phases.py [CORPUS_DIR] [--strategy recursive] [--unit tokens]
         [--max-size 512] [--overlap 64] [--no-count] [--repeats 3]
 
-Runs the phases of ``chunking.api.split_document`` one after the other on every document (the
+Runs the phases of ``chunkyard.chunking.api.split_document`` one after the other on every document (the
 strategy's layout, the meter (for tokens: the one whole-document encoding), the packer, the findings)
 and then ``split_document`` itself, and prints the median CPU seconds of each over the repeats; what
 ``split_document`` spends beyond the four phases (building chunks, ``embed_text``, labels, token
@@ -18,12 +18,12 @@ import statistics
 import time
 from pathlib import Path
 
-from chunking.api import split_document
-from chunking.config import parse_settings
-from chunking.findings import check_spans
-from chunking.packer import Packer
-from chunking.strategies import get_strategy
-from chunking.units import make_meter
+from chunkyard.chunking.api import split_document
+from chunkyard.chunking.config import parse_settings
+from chunkyard.chunking.findings import check_spans
+from chunkyard.chunking.packer import Packer
+from chunkyard.chunking.strategies import get_strategy
+from chunkyard.chunking.units import make_meter
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 PHASES = ("layout", "meter", "pack", "findings")

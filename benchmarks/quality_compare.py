@@ -5,7 +5,7 @@
 Every splitter chunks the same Markdown files at the same budget in characters, without overlap.
 Peers' chunks are located in the document by offsets (LangChain's ``add_start_index``,
 semantic-text-splitter's ``chunk_indices``) and checked by the same pure checker
-(``chunking.findings.check_spans``) against the document's Markdown structure, so the shares of
+(``chunkyard.chunking.findings.check_spans``) against the document's Markdown structure, so the shares of
 ``split_procedure``, ``mid_sentence_start``, ``heading_at_end`` (and the rest) are comparable.
 Peers are optional dev dependencies: a missing one is reported and skipped.
 """
@@ -18,11 +18,11 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from chunking import chunk_document
-from chunking.config import parse_settings
-from chunking.findings import check_spans
-from chunking.packer import Span
-from chunking.strategies import get_strategy
+from chunkyard.chunking import chunk_document
+from chunkyard.chunking.config import parse_settings
+from chunkyard.chunking.findings import check_spans
+from chunkyard.chunking.packer import Span
+from chunkyard.chunking.strategies import get_strategy
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "k8s-enhancements"
 CODES = ("split_procedure", "mid_sentence_start", "heading_at_end", "split_list", "split_table", "split_code",

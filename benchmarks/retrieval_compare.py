@@ -8,11 +8,11 @@ character-level metrics score what they return.
         [--retriever bm25|dense|both] [--write-readme]
 
 Method. Every splitter gets each document's text as ``chunkyard run`` extracts it
-(``chunking.documents.read_document``), with ``max_size`` characters and no overlap. The questions'
-reference passages are located in those texts (``chunking.evaluation.locate_questions``). Each
+(``chunkyard.chunking.documents.read_document``), with ``max_size`` characters and no overlap. The questions'
+reference passages are located in those texts (``chunkyard.chunking.evaluation.locate_questions``). Each
 splitter's chunks are indexed by BM25 (bm25s) and by dense retrieval (WordLlama embeddings that ship
 in the package, cosine), exactly as ``chunkyard eval`` indexes a snapshot; the top k chunks of each
-question are scored by ``chunking.evaluation.metrics.score_retrieval`` (recall, precision, IoU over
+question are scored by ``chunkyard.chunking.evaluation.metrics.score_retrieval`` (recall, precision, IoU over
 characters; hit rate; MRR). chunkyard is indexed twice: by ``embed_text`` (title, heading path and a
 split group's lead-in ahead of the text: what a run sends to the embedder) and by the chunk text alone,
 so the effect of its boundaries and of its context can be told apart. Peers index their chunk text.
@@ -33,14 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
-from chunking.api import split_document
-from chunking.config import parse_settings
-from chunking.documents import Skipped, discover, read_document
-from chunking.errors import ChunkyardError
-from chunking.evaluation.metrics import QuestionScore, score_retrieval, summarize
-from chunking.evaluation.questions import LocatedQuestion, Span, load_questions, locate_questions
-from chunking.evaluation.retrievers import BM25Retriever, DenseRetriever, embed
-from chunking.evaluation.runner import parse_ks
+from chunkyard.chunking.api import split_document
+from chunkyard.chunking.config import parse_settings
+from chunkyard.chunking.documents import Skipped, discover, read_document
+from chunkyard.chunking.errors import ChunkyardError
+from chunkyard.chunking.evaluation.metrics import QuestionScore, score_retrieval, summarize
+from chunkyard.chunking.evaluation.questions import LocatedQuestion, Span, load_questions, locate_questions
+from chunkyard.chunking.evaluation.retrievers import BM25Retriever, DenseRetriever, embed
+from chunkyard.chunking.evaluation.runner import parse_ks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from speed import chonkie_splitter, langchain, semchunk_splitter, text_splitter, versions  # noqa: E402

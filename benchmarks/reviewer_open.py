@@ -27,7 +27,7 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from chunking.dataset import CHUNKS_SCHEMA, DOCUMENTS_SCHEMA, SnapshotWriter, latest_snapshot  # noqa: E402
+from chunkyard.chunking.dataset import CHUNKS_SCHEMA, DOCUMENTS_SCHEMA, SnapshotWriter, latest_snapshot  # noqa: E402
 
 WORDS = np.array("the order refund policy customer stove tent ship return warehouse label carrier "
                  "within days receipt store manager approve exchange warranty defect gear pack".split())
@@ -100,7 +100,7 @@ def generate(root: Path, n_chunks: int, n_docs: int, seed: int = 7) -> Path:
 def measure(dataset: Path, png: Path) -> dict[str, float]:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "CHUNKYARD_TIMING": "1"}
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "review", str(dataset), "--screenshot", str(png)],
+    process = subprocess.Popen([sys.executable, "-m", "chunkyard.flows.cli", "review", str(dataset), "--screenshot", str(png)],
                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started

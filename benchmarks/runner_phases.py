@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/runner_phases.py CONFIG [--runs process:1,process:2] [--repeats 3]
 
 Starts one loopback Prefect server (or uses ``PREFECT_API_URL``) and the preloaded forkserver,
-then runs the chunking flow in this process (``flows.run.run``) for each runner in turn, interleaved,
+then runs the chunking flow in this process (``chunkyard.flows.run.run``) for each runner in turn, interleaved,
 into a temporary output, and prints, in seconds from the call: when the flow began surveying the
 source (Prefect's flow start before it), when the first and the last batch result were recorded, and
 when the run returned (publishing and Prefect's shutdown after the last batch). Python start-up and
@@ -20,8 +20,8 @@ from pathlib import Path
 
 
 def measure(config_path: Path, runner: str, workers: int, output: Path) -> dict[str, float]:
-    import flows.run as flow_module
-    from chunking.config import load_config
+    import chunkyard.flows.run as flow_module
+    from chunkyard.chunking.config import load_config
 
     marks: list[float] = []
     survey_started: list[float] = []
@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     runs = [(spec.split(":")[0], int(spec.split(":")[1])) for spec in args.runs.split(",")]
-    from flows.server import prefect_server
-    from flows.workers import start_forkserver
+    from chunkyard.flows.server import prefect_server
+    from chunkyard.flows.workers import start_forkserver
 
     with tempfile.TemporaryDirectory() as tmp, prefect_server(Path(tmp) / "prefect"):
         start_forkserver()

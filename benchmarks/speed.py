@@ -47,10 +47,10 @@ from pathlib import Path
 
 import yaml
 
-from chunking.api import split_document
-from chunking.config import parse_settings
-from chunking.units import get_tokenizer
-from flows.server import prefect_server
+from chunkyard.chunking.api import split_document
+from chunkyard.chunking.config import parse_settings
+from chunkyard.chunking.units import get_tokenizer
+from chunkyard.flows.server import prefect_server
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora"
@@ -160,7 +160,7 @@ def cl100k():
 
 
 def fast_encode_all() -> Splitter | None:
-    from chunking.units import _bpe_openai_bindings
+    from chunkyard.chunking.units import _bpe_openai_bindings
 
     bindings = _bpe_openai_bindings()
     if bindings is None:

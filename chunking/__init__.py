@@ -3,7 +3,7 @@
 Never imports Prefect or Qt.
 """
 
-from chunking.api import Chunk, ChunkedDocument, chunk_document, split_document
-from chunking.config import Config, load_config
+from chunkyard.chunking.api import Chunk, ChunkedDocument, chunk_document, split_document
+from chunkyard.chunking.config import Config, load_config
 
 __all__ = ["Chunk", "ChunkedDocument", "Config", "chunk_document", "load_config", "split_document"]

@@ -904,7 +904,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "chunking._mdscan", "The Markdown line scanner of chunking.markdown, in C.", -1, methods,
+    PyModuleDef_HEAD_INIT, "chunkyard.chunking._mdscan", "The Markdown line scanner of chunkyard.chunking.markdown, in C.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__mdscan(void)

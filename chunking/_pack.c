@@ -2047,7 +2047,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "chunking._pack", "The packer, token meter and findings of chunking, in C.", -1, methods,
+    PyModuleDef_HEAD_INIT, "chunkyard.chunking._pack", "The packer, token meter and findings of chunking, in C.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__pack(void)

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from chunking.config import ChunkerBase, parse_settings
-from chunking.constraints import Placement, apply_placements
-from chunking.findings import check_spans
-from chunking.packer import Packer
-from chunking.strategies import get_strategy
-from chunking.units import KNOWN_ENCODINGS, get_tokenizer, make_meter
+from chunkyard.chunking.config import ChunkerBase, parse_settings
+from chunkyard.chunking.constraints import Placement, apply_placements
+from chunkyard.chunking.findings import check_spans
+from chunkyard.chunking.packer import Packer
+from chunkyard.chunking.strategies import get_strategy
+from chunkyard.chunking.units import KNOWN_ENCODINGS, get_tokenizer, make_meter
 
 
 class Chunk(NamedTuple):
@@ -74,7 +74,7 @@ def split_document(
 ) -> ChunkedDocument:
     """Like ``chunk_document``, also returning the title, exclusions and metadata found.
 
-    ``constraints`` are reviewer decisions placed on this text (``chunking.constraints``): keep
+    ``constraints`` are reviewer decisions placed on this text (``chunkyard.chunking.constraints``): keep
     spans and breaks the packer honours; one it cannot meet gives its chunk ``constraint_unmet``.
     """
     settings = parse_settings(settings)

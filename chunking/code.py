@@ -9,7 +9,7 @@ before a top-level definition 70, before a method or nested definition 50 (the f
 after a definition scores as the definition), after a blank line 35 (40 at column 0), any other
 line 22, a line that continues a statement, sits between a decorator and its ``def`` or starts
 with a closing bracket 15. Sentence, word and grapheme gaps exist only inside a single line that
-may exceed the budget (see ``chunking.oversize``). A piece of a split definition carries its
+may exceed the budget (see ``chunkyard.chunking.oversize``). A piece of a split definition carries its
 signature as group context (so ``embed_text`` repeats it).
 
 The section path of a position is the qualified name of the innermost definition around it,
@@ -33,11 +33,11 @@ from typing import Any
 
 import regex
 
-from chunking.config import ChunkerBase
-from chunking.oversize import BudgetProbe, fallback_boundaries
-from chunking.packer import Group, Plan
+from chunkyard.chunking.config import ChunkerBase
+from chunkyard.chunking.oversize import BudgetProbe, fallback_boundaries
+from chunkyard.chunking.packer import Group, Plan
 
-# Boundary scores (see chunking.packer for the scale).
+# Boundary scores (see chunkyard.chunking.packer for the scale).
 TOP_DEFINITION = 70
 NESTED_DEFINITION = 50
 BLANK_TOP = 40

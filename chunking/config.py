@@ -32,8 +32,8 @@ from pydantic import (
     model_validator,
 )
 
-from chunking.errors import ConfigError, ConfigIssue
-from chunking.storage import Location, is_uri, location, require_local
+from chunkyard.chunking.errors import ConfigError, ConfigIssue
+from chunkyard.chunking.storage import Location, is_uri, location, require_local
 
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
@@ -612,7 +612,7 @@ def _safe_pattern(pattern: str) -> str:
 
 def tokenizer_problem(name: str, base_dir: Path) -> str | None:
     """Why a tokenizer name cannot be used offline, or None when it can."""
-    from chunking.units import KNOWN_ENCODINGS
+    from chunkyard.chunking.units import KNOWN_ENCODINGS
 
     if name.endswith(".json"):
         path = resolve_tokenizer_path(name, base_dir)
@@ -629,8 +629,8 @@ def tokenizer_load_issues(config: Config) -> list[ConfigIssue]:
     """Every tokenizer.json of a loaded config (unit tokens) that exists but cannot be loaded, at the
     line that names it. ``load_config`` only checks that the file exists; commands that chunk call this
     so a broken file stops them at once instead of failing every document."""
-    from chunking.errors import TokenizerError
-    from chunking.units import get_tokenizer
+    from chunkyard.chunking.errors import TokenizerError
+    from chunkyard.chunking.units import get_tokenizer
 
     places: list[tuple[tuple[Any, ...], ChunkerBase]] = [(("chunker",), config.chunker)]
     for index, (rule, (_, settings)) in enumerate(zip(config.model.rules, config.rule_settings, strict=False)):

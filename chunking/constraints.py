@@ -30,8 +30,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from chunking.markdown import scan
-from chunking.packer import SENTENCE_OR_PARAGRAPH, Plan
+from chunkyard.chunking.markdown import scan
+from chunkyard.chunking.packer import SENTENCE_OR_PARAGRAPH, Plan
 
 KEEP, BREAK = "keep_together", "break_here"
 KINDS = (KEEP, BREAK)
@@ -197,7 +197,7 @@ def constraint_for_flag(reason: str, boundary: int | None, chunk_index: int, spa
     """The constraint a flag asks for, on the text and chunks the flag was made on (None: nothing to do).
 
     ``spans`` are the document's chunks in order (``chunk_index`` indexes them); ``layout`` is the
-    strategy's ``chunking.strategies.Layout`` of ``text``.
+    strategy's ``chunkyard.chunking.strategies.Layout`` of ``text``.
     """
     if not 0 <= chunk_index < len(spans):
         return None

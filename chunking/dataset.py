@@ -9,7 +9,7 @@ modified (files are made read-only). The number is taken under the version's pub
 concurrent runs get consecutive numbers and each snapshot's parent is the one published before it.
 
 On a filesystem without an atomic folder rename (object stores such as S3, reached through a URI,
-see ``chunking.storage``) the files of snapshot NNNN are written straight into ``NNNN/`` and
+see ``chunkyard.chunking.storage``) the files of snapshot NNNN are written straight into ``NNNN/`` and
 ``manifest.json`` is written last, as the commit marker: one object appears whole or not at all, and
 every reader ignores a numbered folder without a manifest. A killed run leaves only such an
 uncommitted folder; later runs skip past it and remove it once it is older than a grace period.
@@ -35,8 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from chunking.errors import ChunkyardError, DatasetError, DatasetPathError
-from chunking.storage import Location, StoragePath, location, parquet_writer, read_parquet
+from chunkyard.chunking.errors import ChunkyardError, DatasetError, DatasetPathError
+from chunkyard.chunking.storage import Location, StoragePath, location, parquet_writer, read_parquet
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -124,7 +124,7 @@ def latest_snapshot(version_path: Location) -> Location | None:
 def resolve_snapshot(path: str | Location) -> Location:
     """Any of ``OUTPUT/NAME``, ``OUTPUT/NAME/vX`` or a snapshot folder → the newest snapshot below it.
 
-    ``path`` may be a URI (``s3://bucket/out/NAME``): see ``chunking.storage``.
+    ``path`` may be a URI (``s3://bucket/out/NAME``): see ``chunkyard.chunking.storage``.
     """
     path = location(path)
     if (path / MANIFEST).is_file():

@@ -1,8 +1,8 @@
 """Review decisions the chunker acts on, read from and written to the review ledger.
 
-The ledger (``chunking.ledger``) holds events; this module folds them into what reprocessing and
+The ledger (``chunkyard.chunking.ledger``) holds events; this module folds them into what reprocessing and
 runs need: the *open flags* (flagged and not since unflagged, marked OK or resolved), the *active
-constraints* (constraint events not retracted, decoded by ``chunking.constraints``, without those
+constraints* (constraint events not retracted, decoded by ``chunkyard.chunking.constraints``, without those
 derived from a flag the reviewers took back before it was resolved), and the
 *resolutions* (which snapshot resolved which flag, for the reviewer's before/after).
 
@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chunking.constraints import KINDS, Constraint
-from chunking.ledger import Event, Ledger, Target, active_events
+from chunkyard.chunking.constraints import KINDS, Constraint
+from chunkyard.chunking.ledger import Event, Ledger, Target, active_events
 
 REPROCESS_REVIEWER = "chunkyard reprocess"
 
@@ -82,7 +82,7 @@ def resolution_of(event: Event) -> dict | None:
 def open_flags(events: Iterable[Event]) -> list[Event]:
     """Flag events still open: not unflagged (same chunk, same place, that reason or all), marked OK or resolved.
 
-    The same fold as ``chunking.ledger.derive_state``, kept per flag event rather than per chunk.
+    The same fold as ``chunkyard.chunking.ledger.derive_state``, kept per flag event rather than per chunk.
     """
     return sorted(_fold_flags(events)[0].values(), key=lambda e: e.id)
 

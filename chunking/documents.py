@@ -2,8 +2,8 @@
 
 ``doc_id`` is the path relative to the source folder, POSIX style. The text that chunk offsets
 refer to is the *extracted* text: UTF-8 (or UTF-16 with a BOM) decoded strictly, BOM removed, HTML
-converted to Markdown-like text; PDF (``chunking.pdf``, text per page, headings from the outline) and
-DOCX (``chunking.word``) are not decoded but extracted to Markdown-like text; reStructuredText is kept
+converted to Markdown-like text; PDF (``chunkyard.chunking.pdf``, text per page, headings from the outline) and
+DOCX (``chunkyard.chunking.word``) are not decoded but extracted to Markdown-like text; reStructuredText is kept
 as it is. A file that cannot be used becomes a ``Skipped`` with a specific reason (encrypted,
 scanned or broken PDFs included); reading never raises for a bad file.
 """
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from chunking.config import glob_match
-from chunking.rst import RST_SUFFIXES
-from chunking.strategies import DOCUMENT_SUFFIXES, HTML_SUFFIXES, MARKDOWN_SUFFIXES
+from chunkyard.chunking.config import glob_match
+from chunkyard.chunking.rst import RST_SUFFIXES
+from chunkyard.chunking.strategies import DOCUMENT_SUFFIXES, HTML_SUFFIXES, MARKDOWN_SUFFIXES
 
 CODE_SUFFIXES = {
     ".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
@@ -327,7 +327,7 @@ def declared_html_charset(raw: bytes) -> str | None:
 
 def _extract_html(document: Document) -> None:
     try:
-        from chunking.html import extract_html
+        from chunkyard.chunking.html import extract_html
     except ImportError:  # pragma: no cover - html module is part of the package
         return
     extraction = extract_html(document.text)
@@ -342,7 +342,7 @@ def _extract_binary(raw: bytes, doc_id: str, fmt: str) -> Document | Skipped:
     sha = hashlib.sha256(raw).hexdigest()
     page_starts: list[int] = []
     if fmt == "pdf":
-        from chunking.pdf import PdfUnusable, extract_pdf
+        from chunkyard.chunking.pdf import PdfUnusable, extract_pdf
 
         try:
             pdf = extract_pdf(raw)
@@ -350,7 +350,7 @@ def _extract_binary(raw: bytes, doc_id: str, fmt: str) -> Document | Skipped:
             return Skipped(doc_id, str(exc))
         text, title, metadata, page_starts = pdf.text, pdf.title, pdf.metadata, pdf.page_starts
     else:
-        from chunking.word import DocxUnusable, extract_docx
+        from chunkyard.chunking.word import DocxUnusable, extract_docx
 
         try:
             extraction = extract_docx(raw)

@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from chunking.dataset import MANIFEST, Snapshot
-from chunking.errors import ChunkyardError, UsageError
+from chunkyard.chunking.dataset import MANIFEST, Snapshot
+from chunkyard.chunking.errors import ChunkyardError, UsageError
 
 EXPORT_SCHEMA_VERSION = 1
 FORMATS = ("parquet", "jsonl")

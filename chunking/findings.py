@@ -10,8 +10,8 @@ import bisect
 
 import regex
 
-from chunking import packer
-from chunking.packer import Span
+from chunkyard.chunking import packer
+from chunkyard.chunking.packer import Span
 
 FINDINGS: dict[str, tuple[str, str]] = {
     "over_budget": (
@@ -67,7 +67,7 @@ _GROUP_CODES = {"procedure": "split_procedure", "list": "split_list", "table": "
 
 
 def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[list[str]]:
-    """Finding codes for each span, in order. ``layout`` is a ``chunking.strategies.Layout``."""
+    """Finding codes for each span, in order. ``layout`` is a ``chunkyard.chunking.strategies.Layout``."""
     plan = layout.plan
     if packer._native is not None:  # the same checks in C (chunking/_pack.c); _check_spans is the reference
         results = packer._native.check_spans(text, spans if isinstance(spans, list) else list(spans),

@@ -3,7 +3,7 @@
 Why. Chunk offsets refer to the *extracted* text, which the dataset stores, so the extraction
 decides what the reviewer reads and what the chunker can see. The text is written as Markdown
 (ATX headings, ``1.`` / ``-`` list items, pipe tables, fenced code, ``>`` quotes) so that the
-Markdown scanner (``chunking.markdown.scan``) finds sections, procedures, tables and code in it
+Markdown scanner (``chunkyard.chunking.markdown.scan``) finds sections, procedures, tables and code in it
 and the ``html`` strategy can simply be the markdown strategy.
 
 Method. selectolax's lexbor parser builds the DOM as a browser would (unclosed tags, stray end

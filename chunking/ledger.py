@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chunking.errors import ChunkyardError, UsageError
+from chunkyard.chunking.errors import ChunkyardError, UsageError
 
 LEDGER_FILE = "review.sqlite"
 LEDGER_SCHEMA_VERSION = 1
@@ -246,7 +246,7 @@ class Ledger:
         """How long a call waits for another connection's lock (``busy_timeout``, then ``retries`` more
         attempts with backoff) before a write raises ``LedgerBusy``. The defaults suit a batch command
         (5 s, 8 retries); the reviewer calls on its GUI thread, so it waits a few milliseconds and
-        queues what it could not write (``gui.controller``)."""
+        queues what it could not write (``chunkyard.gui.controller``)."""
         with self._lock:
             self._connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self.retries = retries

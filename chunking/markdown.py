@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import yaml
 
-from chunking import native
-from chunking.packer import LINE_BREAK, Group, has_lone_cr
+from chunkyard.chunking import native
+from chunkyard.chunking.packer import LINE_BREAK, Group, has_lone_cr
 
 # The line scanner in C (chunking/_mdscan.c) when it was built and is current; else ``_scan_lines``.
 _native = native.load("_mdscan")
@@ -36,7 +36,7 @@ _LIST_ITEM = re.compile(r"([ \t]*)(?:([-*+])|(\d{1,9})[.)]|(?i:step)[ \t]+(\d{1,
 _HR = re.compile(r" {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})\r?$")
 _BLANK = re.compile(r"[ \t]*\r?$")
 
-# Boundary scores (see chunking.packer for the scale).
+# Boundary scores (see chunkyard.chunking.packer for the scale).
 HEADING_BASE = 97  # h1 = 96 ... h6 = 91: all forced
 BLOCK = 60
 LIST_ITEM_TOP = 40

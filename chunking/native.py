@@ -1,6 +1,6 @@
 """Optional C accelerators: loaded when built from the current source, else the Python reference runs.
 
-``pip install -e .`` (or a wheel build) compiles each ``chunking/_NAME.c`` into ``chunking._NAME``;
+``pip install -e .`` (or a wheel build) compiles each ``chunking/_NAME.c`` into ``chunkyard.chunking._NAME``;
 setup.py stamps the module with the SHA-256 of the source it was built from. A module built from an
 older source (the ``.c`` edited since, without reinstalling) is not used, so a stale build can never
 give results the source does not; ``status()`` says which accelerators are in use and why not.
@@ -34,7 +34,7 @@ def load(name: str) -> ModuleType | None:
         _status[name] = "off (CHUNKYARD_PURE_PYTHON is set)"
         return None
     try:
-        module = importlib.import_module(f"chunking.{name}")
+        module = importlib.import_module(f"chunkyard.chunking.{name}")
     except ImportError as exc:
         _status[name] = f"not built ({exc}); reinstall with a C compiler: pip install -e ."
         return None

@@ -23,7 +23,7 @@ or code block; overlap is dropped when it would leave an oversized unit, or a ro
 no longer fits, to be cut. Chunks are trimmed of surrounding whitespace (indentation of the first
 line is kept), so every non-whitespace character lies in some chunk.
 
-Reviewer constraints (``Plan.keep``, ``Plan.breaks``, see ``chunking.constraints``). A *break* is a
+Reviewer constraints (``Plan.keep``, ``Plan.breaks``, see ``chunkyard.chunking.constraints``). A *break* is a
 forced boundary that ignores ``min_size`` (a reviewer asked for it) and that overlap never reaches
 back across. A *keep* span that fits the budget on its own is treated like a kept group (rule 1: the
 chunk ends where it begins when it runs past the reach), and any end chosen strictly inside it is
@@ -42,8 +42,8 @@ from typing import NamedTuple
 
 import regex
 
-from chunking import native
-from chunking.units import Meter, TokenMeter
+from chunkyard.chunking import native
+from chunkyard.chunking.units import Meter, TokenMeter
 
 # Scores of textual boundaries. Structural scores from strategies use the same scale.
 SCORE_END = 1000  # end of the text

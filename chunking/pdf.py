@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from chunking.words import plural
+from chunkyard.chunking.words import plural
 
 _MAX_LEVEL = 6
 _BULLET = re.compile(r"^([ \t]*)[\u2022\u25e6\u25aa\u2023\u2043\u25cf\u25a0\u00b7][ \t]+")

@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from chunking.api import chunk_id, split_document
-from chunking.config import ALGORITHM_VERSION, Config
-from chunking.constraints import Constraint, place
-from chunking.dataset import (
+from chunkyard.chunking.api import chunk_id, split_document
+from chunkyard.chunking.config import ALGORITHM_VERSION, Config
+from chunkyard.chunking.constraints import Constraint, place
+from chunkyard.chunking.dataset import (
     CHUNKS,
     CHUNKS_SCHEMA,
     DOCUMENTS,
@@ -34,14 +34,14 @@ from chunking.dataset import (
     latest_snapshot,
     version_dir,
 )
-from chunking.decisions import read_constraints
-from chunking.documents import Document, Skipped, SourceFile, discover, read_document
-from chunking.errors import DatasetError, UsageError
-from chunking.findings import break_met, keep_met
-from chunking.ledger import LEDGER_FILE
-from chunking.packer import Span
-from chunking.pdf import page_of
-from chunking.storage import Location, StoragePath, location, parquet_file
+from chunkyard.chunking.decisions import read_constraints
+from chunkyard.chunking.documents import Document, Skipped, SourceFile, discover, read_document
+from chunkyard.chunking.errors import DatasetError, UsageError
+from chunkyard.chunking.findings import break_met, keep_met
+from chunkyard.chunking.ledger import LEDGER_FILE
+from chunkyard.chunking.packer import Span
+from chunkyard.chunking.pdf import page_of
+from chunkyard.chunking.storage import Location, StoragePath, location, parquet_file
 
 CHUNKYARD_VERSION = "0.1.0"
 
@@ -69,7 +69,7 @@ class RunRefused(UsageError):
 class RunContext:
     config: Config
     source_dir: Path
-    output_dir: Location  # a local folder, or a folder on an object store (chunking.storage)
+    output_dir: Location  # a local folder, or a folder on an object store (chunkyard.chunking.storage)
     version_path: Location
     previous: Snapshot | None
     previous_sha: dict[str, str]
@@ -83,7 +83,7 @@ def prepare_run(config: Config, source: Path | None = None, output: str | Locati
     """Check a run may start and find the snapshot it builds on.
 
     ``output`` (default: the config's ``output.path``) is a local folder or a URI such as
-    ``s3://bucket/prefix`` (``chunking.storage``).
+    ``s3://bucket/prefix`` (``chunkyard.chunking.storage``).
     """
     source_dir, output_dir = check_paths(config, source, output)
     if isinstance(output_dir, StoragePath) and output_dir.is_file():

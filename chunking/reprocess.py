@@ -4,8 +4,8 @@
 (the *parent*), reading document text from the parent (a dataset is self-contained; the source
 folder is not read). Method:
 
-1. every open flag of the version (``chunking.decisions.open_flags``) becomes a constraint
-   (``chunking.constraints.constraint_for_flag``), derived on the text and chunks of the snapshot the
+1. every open flag of the version (``chunkyard.chunking.decisions.open_flags``) becomes a constraint
+   (``chunkyard.chunking.constraints.constraint_for_flag``), derived on the text and chunks of the snapshot the
    flag was made in and recorded in the ledger — once: a flag that already has one reuses it;
 2. the documents rechunked are those whose active constraints differ from the ones the parent
    honoured (a flag's new constraint is such a difference); every other document's rows are copied
@@ -14,7 +14,7 @@ folder is not read). Method:
    outcome is the parent's, and a flag the parent met is resolved by the parent;
 3. the manifest records ``kind: reprocess``, the parent, every flag considered with what became of
    it (``applied_flags``) and every constraint's outcome; after publishing, each flag whose
-   constraint is met is *resolved* (``chunking.decisions.resolve_flag``) by the new snapshot. A flag
+   constraint is met is *resolved* (``chunkyard.chunking.decisions.resolve_flag``) by the new snapshot. A flag
    whose constraint cannot fit the budget stays open, and its chunk carries ``constraint_unmet``.
 """
 
@@ -28,12 +28,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from chunking.config import Config
-from chunking.constraints import Constraint, constraint_for_flag
-from chunking.dataset import Snapshot, SnapshotWriter, latest_snapshot, version_dir
-from chunking.decisions import active_constraints, open_flags, record_constraint, resolve_flag
-from chunking.ledger import LEDGER_FILE, Event, Ledger
-from chunking.pipeline import (
+from chunkyard.chunking.config import Config
+from chunkyard.chunking.constraints import Constraint, constraint_for_flag
+from chunkyard.chunking.dataset import Snapshot, SnapshotWriter, latest_snapshot, version_dir
+from chunkyard.chunking.decisions import active_constraints, open_flags, record_constraint, resolve_flag
+from chunkyard.chunking.ledger import LEDGER_FILE, Event, Ledger
+from chunkyard.chunking.pipeline import (
     BatchResult,
     RunContext,
     RunRefused,
@@ -45,7 +45,7 @@ from chunking.pipeline import (
     previous_over_budget,
     rechunk_stored,
 )
-from chunking.strategies import get_strategy
+from chunkyard.chunking.strategies import get_strategy
 
 RESOLVED = "resolved"
 

@@ -3,7 +3,7 @@
 ``ReviewIndex.load`` reads only ids, offsets, sizes and findings of every chunk up front (a few
 columns of Arrow, turned into NumPy arrays), so a dataset of a million chunks opens in well under a
 second; texts, section paths and ``embed_text`` are read per document on demand. Review state comes
-from the ledger (``chunking.ledger``) and is kept as one small integer per chunk, so progress counts
+from the ledger (``chunkyard.chunking.ledger``) and is kept as one small integer per chunk, so progress counts
 and "next suspicious chunk" are array operations.
 
 Rows are ordered by ``doc_id`` then ``chunk_index``; a *row* is a chunk's position in that order.
@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from chunking.dataset import Snapshot
-from chunking.errors import DatasetError
-from chunking.findings import FINDINGS, explain
-from chunking.ledger import (
+from chunkyard.chunking.dataset import Snapshot
+from chunkyard.chunking.errors import DatasetError
+from chunkyard.chunking.findings import FINDINGS, explain
+from chunkyard.chunking.ledger import (
     ChunkState,
     Event,
     Ledger,
@@ -459,7 +459,7 @@ def config_facts(manifest: dict[str, Any]) -> tuple[str | None, list[Budget]]:
     if not isinstance(text, str):
         return None, []
     try:
-        from chunking.config import load_config_text
+        from chunkyard.chunking.config import load_config_text
 
         config = load_config_text(text)
     except Exception:  # an old or foreign config must not stop the reviewer from opening

@@ -1,6 +1,6 @@
 """A line scanner for reStructuredText structure: section titles, literal blocks, directives, lists, tables.
 
-Like ``chunking.markdown.scan`` it does not render anything: the text chunked and stored is the
+Like ``chunkyard.chunking.markdown.scan`` it does not render anything: the text chunked and stored is the
 ``.rst`` source itself, and the scanner only says where blocks begin and end, so the packer knows
 the good boundaries and the spans to keep whole. It returns the same ``Structure`` as the Markdown
 scanner, so the ``rst`` strategy shares the Markdown layout code.
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import regex
 
-from chunking.markdown import (
+from chunkyard.chunking.markdown import (
     BLOCK,
     CODE_BLANK,
     CODE_LINE,
@@ -46,7 +46,7 @@ from chunking.markdown import (
     Structure,
     section_groups,
 )
-from chunking.packer import LINE_BREAK, Group, has_lone_cr
+from chunkyard.chunking.packer import LINE_BREAK, Group, has_lone_cr
 
 RST_SUFFIXES = {".rst", ".rest"}
 
@@ -75,7 +75,7 @@ def _lines(text: str) -> list[_Line]:
     out = []
     pos = 0
     end = len(text)
-    lone_cr = has_lone_cr(text)  # classic Mac OS line ends: see chunking.packer.LINE_BREAK
+    lone_cr = has_lone_cr(text)  # classic Mac OS line ends: see chunkyard.chunking.packer.LINE_BREAK
     while pos < end:
         if lone_cr:
             found = LINE_BREAK.search(text, pos)

@@ -14,7 +14,7 @@ quarters of each chunk's reach: unlike the peer semantic splitters ours always k
 In a Markdown file (or HTML, whose extracted text is Markdown) the scanner's structure stays in
 charge: headings open chunks, code blocks, tables and lists are kept whole when they fit, and
 code blocks and tables are not embedded. Word and grapheme gaps exist only inside a unit larger
-than the budget (``chunking.oversize``).
+than the budget (``chunkyard.chunking.oversize``).
 
 Measured on 60 documents glued from four unrelated prose passages each (rust-book and KEP
 paragraphs, 256-token budget), the junctions became chunk boundaries 56% of the time with the
@@ -37,12 +37,12 @@ from typing import Any
 import numpy as np
 import regex
 
-from chunking.config import ChunkerBase
-from chunking.errors import ChunkyardError
-from chunking.markdown import scan
-from chunking.oversize import BudgetProbe, fallback_boundaries
-from chunking.packer import Plan
-from chunking.strategies import HTML_SUFFIXES, MARKDOWN_SUFFIXES, Layout, _file_title
+from chunkyard.chunking.config import ChunkerBase
+from chunkyard.chunking.errors import ChunkyardError
+from chunkyard.chunking.markdown import scan
+from chunkyard.chunking.oversize import BudgetProbe, fallback_boundaries
+from chunkyard.chunking.packer import Plan
+from chunkyard.chunking.strategies import HTML_SUFFIXES, MARKDOWN_SUFFIXES, Layout, _file_title
 
 TOPIC_LOW, TOPIC_HIGH = 61, 89
 PARAGRAPH_LOW, PARAGRAPH_HIGH = 40, 59

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from chunking.errors import DatasetError, DatasetPathError
+from chunkyard.chunking.errors import DatasetError, DatasetPathError
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 

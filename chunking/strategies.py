@@ -1,7 +1,7 @@
 """Strategies: each turns a document into a packer plan plus what chunk metadata needs.
 
 A strategy is one function registered under its ``strategy:`` name. It describes the document
-(boundaries, groups, headings); the one packer in ``chunking.packer`` makes the spans. So every
+(boundaries, groups, headings); the one packer in ``chunkyard.chunking.packer`` makes the spans. So every
 strategy shares the same exactness, coverage, budget and overlap behaviour.
 """
 
@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from chunking.code import CODE_SUFFIXES, detect_language, scan_code
-from chunking.config import ChunkerBase
-from chunking.markdown import Structure, scan
-from chunking.packer import (
+from chunkyard.chunking.code import CODE_SUFFIXES, detect_language, scan_code
+from chunkyard.chunking.config import ChunkerBase
+from chunkyard.chunking.markdown import Structure, scan
+from chunkyard.chunking.packer import (
     GRAPHEME,
     RECURSIVE_LEVELS,
     SCORE_SENTENCE,
@@ -26,7 +26,7 @@ from chunking.packer import (
     Group,
     Plan,
 )
-from chunking.rst import RST_SUFFIXES, scan_rst
+from chunkyard.chunking.rst import RST_SUFFIXES, scan_rst
 
 
 @dataclass
@@ -148,7 +148,7 @@ def strategy_names() -> list[str]:
 
 MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
-# Binary formats whose extracted text is written as Markdown (chunking.pdf, chunking.word).
+# Binary formats whose extracted text is written as Markdown (chunkyard.chunking.pdf, chunkyard.chunking.word).
 DOCUMENT_SUFFIXES = {".pdf": "pdf", ".docx": "docx"}
 
 
@@ -202,7 +202,7 @@ def markdown(text: str, settings: ChunkerBase, path: str | None) -> Layout:
 
 @register("html")
 def html(text: str, settings: ChunkerBase, path: str | None) -> Layout:
-    # ``text`` is the already extracted text (chunking.html.extract_html, run when documents are
+    # ``text`` is the already extracted text (chunkyard.chunking.html.extract_html, run when documents are
     # read), so offsets refer to the text stored in the dataset. It is written as Markdown, so
     # the markdown scanner finds its headings, procedures, tables and code blocks.
     return _markdown_layout(text, settings, path, "html")
@@ -210,7 +210,7 @@ def html(text: str, settings: ChunkerBase, path: str | None) -> Layout:
 
 @register("document")
 def document(text: str, settings: ChunkerBase, path: str | None) -> Layout:
-    # PDF and DOCX: ``text`` is the extracted text (chunking.pdf / chunking.word, run when documents
+    # PDF and DOCX: ``text`` is the extracted text (chunkyard.chunking.pdf / chunkyard.chunking.word, run when documents
     # are read), written as Markdown with headings from the PDF outline or the Word heading styles.
     return _markdown_layout(text, settings, path, "document")
 
@@ -268,7 +268,7 @@ def code(text: str, settings: ChunkerBase, path: str | None) -> Layout:
 @register("semantic")
 def semantic(text: str, settings: ChunkerBase, path: str | None) -> Layout:
     # Imported here: the embedding model loads only when a config asks for this strategy.
-    from chunking.semantic import semantic_layout
+    from chunkyard.chunking.semantic import semantic_layout
 
     return semantic_layout(text, settings, path)
 

@@ -22,8 +22,8 @@ from typing import Protocol
 import numpy as np
 import regex
 
-from chunking import native
-from chunking.errors import TokenizerError
+from chunkyard.chunking import native
+from chunkyard.chunking.errors import TokenizerError
 
 # token_starts in C (chunking/_pack.c) when it is built and current
 _native = native.load("_pack")

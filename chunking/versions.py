@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chunking.dataset import Snapshot
+from chunkyard.chunking.dataset import Snapshot
 
 
 @dataclass

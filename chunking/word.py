@@ -2,7 +2,7 @@
 
 Method. ``python-docx`` opens the package; the body's paragraphs and tables are walked in document
 order, also inside content controls (``w:sdt``; not Word's generated table of contents), and written
-as Markdown, so the Markdown scanner (``chunking.markdown.scan``) finds sections, procedures, lists,
+as Markdown, so the Markdown scanner (``chunkyard.chunking.markdown.scan``) finds sections, procedures, lists,
 tables and code in the result. A paragraph's text is every run Word shows (tracked insertions, smart
 tags, fields and inline content controls included; deleted text, text boxes and ruby annotations
 not):

@@ -1,4 +1,4 @@
-"""Imported once by the process runner's forkserver (``flows.workers``) so that forked workers start warm.
+"""Imported once by the process runner's forkserver (``chunkyard.flows.workers``) so that forked workers start warm.
 
 Prefect, its collections (loaded on a worker's first task anyway), the task's module and the default
 tokenizer. Nothing here starts a thread or opens a connection: the forkserver must stay safe to fork.
@@ -20,9 +20,9 @@ import prefect.task_engine  # noqa: E402, F401
 import prefect.task_runners  # noqa: E402, F401
 from prefect.plugins import load_prefect_collections  # noqa: E402
 
-import flows.run  # noqa: E402, F401  (the task's module; unpickling a task imports it)
-from chunking.units import get_tokenizer  # noqa: E402
-from flows.workers import die_with_parent, end_quietly_on_interrupt, orphaned  # noqa: E402
+import chunkyard.flows.run  # noqa: E402, F401  (the task's module; unpickling a task imports it)
+from chunkyard.chunking.units import get_tokenizer  # noqa: E402
+from chunkyard.flows.workers import die_with_parent, end_quietly_on_interrupt, orphaned  # noqa: E402
 
 # The forkserver ends with the flow's process, and each worker with the forkserver (init_worker).
 die_with_parent()

@@ -50,7 +50,7 @@ def _main(args: argparse.Namespace, interrupted: Callable[[], bool]) -> int:
             with contextlib.suppress(OSError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_FAILED
-        from chunking.errors import ChunkyardError, ConfigError
+        from chunkyard.chunking.errors import ChunkyardError, ConfigError
 
         if getattr(args, "debug", False):
             raise
@@ -148,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="render the window with the first (or --doc) document to PNG and exit")
     review.set_defaults(handler=cmd_review)
 
-    from chunking.ledger import REASONS
+    from chunkyard.chunking.ledger import REASONS
 
     flag = sub.add_parser("flag", help="record a reviewer flag on a chunk in the dataset's review ledger")
     flag.add_argument("path", type=_local("flag"), help="OUTPUT/NAME, a version folder or a snapshot folder")
@@ -213,14 +213,14 @@ def _local(command: str):
     """An argparse type: a local path, or a usage error for a URI (the command reads local datasets only)."""
 
     def parse(text: str) -> Path:
-        from chunking.storage import is_uri
+        from chunkyard.chunking.storage import is_uri
 
         if is_uri(text) and not text.lower().startswith("file://"):
             raise argparse.ArgumentTypeError(
                 f"{text.split('?', 1)[0]}: `chunkyard {command}` works on local datasets only (the review ledger "
                 "is a local file); copy the dataset to this machine first")
         if text.lower().startswith("file://"):
-            from chunking.storage import location
+            from chunkyard.chunking.storage import location
 
             return location(text)
         return Path(text)
@@ -232,9 +232,9 @@ def _local(command: str):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from chunking.config import field_line
-    from chunking.errors import ConfigError, ConfigIssue
-    from chunking.pipeline import RunRefused, check_paths
+    from chunkyard.chunking.config import field_line
+    from chunkyard.chunking.errors import ConfigError, ConfigIssue
+    from chunkyard.chunking.pipeline import RunRefused, check_paths
 
     config = _load(args.config)
     try:  # the folders `run` would refuse before any work: missing, a file, output inside source
@@ -250,11 +250,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    from chunking.api import split_document
-    from chunking.documents import Skipped, read_document
-    from chunking.errors import ChunkyardError
-    from chunking.findings import FINDINGS
-    from chunking.words import plural
+    from chunkyard.chunking.api import split_document
+    from chunkyard.chunking.documents import Skipped, read_document
+    from chunkyard.chunking.errors import ChunkyardError
+    from chunkyard.chunking.findings import FINDINGS
+    from chunkyard.chunking.words import plural
 
     config = _load(args.config)
     problem = _not_a_file(args.file)
@@ -334,14 +334,14 @@ class _Server:
     loopback by the first flow the command runs, stopped when ``main`` returns.
 
     Not Prefect's own temporary server: worker processes cannot share that one, and a SIGKILLed run
-    would leave it running, where ours ends with this process (``flows.server``). Starting ours is
+    would leave it running, where ours ends with this process (``chunkyard.flows.server``). Starting ours is
     also quicker (3.5–4.5 s against 6–7 s with an existing database), and ``start()`` lets it start
     while the command imports the rest (after the config is loaded and checked: a refused one starts none).
     """
 
     def __init__(self) -> None:
         self._stack: contextlib.ExitStack | None = None
-        self._pending: Any = None  # a flows.server.PendingServer
+        self._pending: Any = None  # a chunkyard.flows.server.PendingServer
         self.interrupted: Callable[[], bool] = lambda: False  # set by main(): was there a Ctrl+C
 
     def __enter__(self) -> _Server:
@@ -358,8 +358,8 @@ class _Server:
 
     def start(self) -> None:
         """Start it (once) without waiting; call before Prefect is imported, for worker processes."""
-        from flows.server import pending_server
-        from flows.settings import configure_prefect
+        from chunkyard.flows.server import pending_server
+        from chunkyard.flows.settings import configure_prefect
 
         configure_prefect(Path.cwd())
         if self._stack is None:
@@ -377,18 +377,18 @@ _SERVER = _Server()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from flows.settings import configure_prefect
+    from chunkyard.flows.settings import configure_prefect
 
     configure_prefect(Path.cwd())
     config = _load(args.config)
-    from chunking.pipeline import check_run
+    from chunkyard.chunking.pipeline import check_run
 
     # A wrong folder or a config changed under its version is refused now, in a fraction of a second,
     # before a Prefect server, a forkserver or the flow starts (the flow checks again: a run may
     # publish meanwhile). It costs the server's head start the time of loading the config (≈0.3 s).
     check_run(config, args.source, args.output)
     if args.task_runner == "process":
-        from flows.workers import start_forkserver
+        from chunkyard.flows.workers import start_forkserver
 
         # The workers' parent imports Prefect while this process imports it too (two cores, one
         # wait). Process-pool tasks carry the API URL and settings with them, so the forkserver need
@@ -399,10 +399,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with _Progress() as progress:
         if args.task_runner == "dask" and not args.address:
-            from flows.workers import start_forkserver
+            from chunkyard.flows.workers import start_forkserver
 
             start_forkserver()
-        from flows import run as run_module
+        from chunkyard.flows import run as run_module
 
         _SERVER.ensure()
 
@@ -427,16 +427,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_schedule(args: argparse.Namespace) -> int:
     config = _load(args.config)
-    from flows.server import prefect_server
-    from flows.settings import configure_prefect
+    from chunkyard.flows.server import prefect_server
+    from chunkyard.flows.settings import configure_prefect
 
     configure_prefect(Path.cwd())
     if config.model.schedule is None:
-        from chunking.errors import UsageError
+        from chunkyard.chunking.errors import UsageError
 
         raise UsageError(f"{args.config}: no schedule: add `schedule: {{cron: \"0 2 * * *\", timezone: UTC}}`")
     with prefect_server() as api_url:
-        from flows.schedule import deployment_name, serve
+        from chunkyard.flows.schedule import deployment_name, serve
 
         schedule = config.model.schedule
         print(f"Serving {deployment_name(config)} on '{schedule.cron}' ({schedule.timezone}) via {api_url}; "
@@ -484,8 +484,8 @@ def _load(path: Path):
     """A config for a command that chunks: validated, and its tokenizer files loadable."""
     import dataclasses
 
-    from chunking.config import load_config, tokenizer_load_issues
-    from chunking.errors import ConfigError
+    from chunkyard.chunking.config import load_config, tokenizer_load_issues
+    from chunkyard.chunking.errors import ConfigError
 
     config = load_config(path)
     issues = tokenizer_load_issues(config)
@@ -577,10 +577,10 @@ class _Progress:
 
 def cmd_review(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    from chunking.errors import ChunkyardError
+    from chunkyard.chunking.errors import ChunkyardError
 
     try:  # Qt is imported only here and inside gui/
-        from gui.app import run_review
+        from chunkyard.gui.app import run_review
     except ImportError as exc:
         raise ChunkyardError(f"the reviewer needs PySide6: pip install 'chunkyard[gui]' ({exc})") from None
     return run_review(args.path, screenshot=args.screenshot, doc=args.doc, started=started)
@@ -589,10 +589,10 @@ def cmd_review(args: argparse.Namespace) -> int:
 def cmd_flag(args: argparse.Namespace) -> int:
     import pyarrow.compute as pc
 
-    from chunking.dataset import Snapshot
-    from chunking.errors import UsageError
-    from chunking.ledger import Ledger, Target, default_reviewer, ledger_path
-    from chunking.review import config_facts
+    from chunkyard.chunking.dataset import Snapshot
+    from chunkyard.chunking.errors import UsageError
+    from chunkyard.chunking.ledger import Ledger, Target, default_reviewer, ledger_path
+    from chunkyard.chunking.review import config_facts
 
     snapshot = Snapshot.open(args.path)
     documents = snapshot.documents(["doc_id", "sha256"], [args.doc])
@@ -623,14 +623,14 @@ def cmd_flag(args: argparse.Namespace) -> int:
 def _ledger_file(path: Path) -> Path:
     """``review.sqlite`` itself, or the ledger of the dataset folder ``OUTPUT/NAME`` (which may not exist
     yet: a path that does not exist and is not named like a database file is a dataset folder)."""
-    from chunking.ledger import LEDGER_FILE
+    from chunkyard.chunking.ledger import LEDGER_FILE
 
     folder = path.is_dir() or (not path.exists() and path.suffix.lower() not in (".sqlite", ".sqlite3", ".db"))
     return path / LEDGER_FILE if folder else path
 
 
 def cmd_ledger_export(args: argparse.Namespace) -> int:
-    from chunking.ledger import export_events
+    from chunkyard.chunking.ledger import export_events
 
     path = _ledger_file(args.path)
     written, lost = export_events(path, args.out)
@@ -639,7 +639,7 @@ def cmd_ledger_export(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_import(args: argparse.Namespace) -> int:
-    from chunking.ledger import import_events
+    from chunkyard.chunking.ledger import import_events
 
     path = _ledger_file(args.path)
     count = import_events(path, args.events)
@@ -658,7 +658,7 @@ def _positive_int(text: str) -> int:
 
 
 def _k_values(text: str) -> tuple[int, ...]:
-    from chunking.evaluation.runner import parse_ks
+    from chunkyard.chunking.evaluation.runner import parse_ks
 
     try:
         return parse_ks(text)
@@ -676,7 +676,7 @@ def _eval_labels(paths: list[Path]) -> list[str]:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Score configs by retrieval quality: snapshot per config (reused or chunked), retrieve, compare."""
-    from chunking.evaluation import (
+    from chunkyard.chunking.evaluation import (
         QuestionSetError,
         evaluate_snapshot,
         load_questions,
@@ -684,9 +684,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         reusable_snapshot,
         write_results,
     )
-    from chunking.evaluation.questions import locate_questions, source_text_reader
-    from chunking.evaluation.report import format_table
-    from chunking.words import plural
+    from chunkyard.chunking.evaluation.questions import locate_questions, source_text_reader
+    from chunkyard.chunking.evaluation.report import format_table
+    from chunkyard.chunking.words import plural
 
     unique: dict[Path, Path] = {}
     for path in args.configs:  # a config listed twice (cfg.yaml ./cfg.yaml, a glob and a name) counts once
@@ -750,9 +750,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _check_eval_configs(paths: list[Path], configs: list[Any], *, refresh: bool) -> None:
     """Refuse, before anything is evaluated or chunked, configs whose chunking would be refused: two
     that write one dataset version with different settings, or one changed under an existing version."""
-    from chunking.errors import UsageError
-    from chunking.evaluation import reusable_snapshot
-    from chunking.pipeline import prepare_run
+    from chunkyard.chunking.errors import UsageError
+    from chunkyard.chunking.evaluation import reusable_snapshot
+    from chunkyard.chunking.pipeline import prepare_run
 
     writers: dict[tuple[str, str, int], tuple[Path, str]] = {}
     for path, config in zip(paths, configs, strict=True):
@@ -769,7 +769,7 @@ def _check_eval_configs(paths: list[Path], configs: list[Any], *, refresh: bool)
 
 def _check_out_folder(out_dir: Path) -> None:
     """Refuse an --out that cannot become a results folder before anything is evaluated."""
-    from chunking.errors import UsageError
+    from chunkyard.chunking.errors import UsageError
 
     folder = out_dir
     while not folder.exists() and folder.parent != folder:
@@ -780,12 +780,12 @@ def _check_out_folder(out_dir: Path) -> None:
         raise UsageError(f"--out {out_dir}: {folder} is not writable")
 
 
-def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config
+def _eval_chunk(config: Any) -> Path:  # a chunkyard.chunking.config.Config
     """Run the chunking flow for one config (as ``chunkyard run`` does) and return its snapshot."""
-    from chunking.errors import ChunkyardError
+    from chunkyard.chunking.errors import ChunkyardError
 
     _SERVER.ensure()
-    from flows import run as run_module
+    from chunkyard.flows import run as run_module
 
     with _Progress() as progress:
         run_module.progress_hook = progress.update
@@ -801,13 +801,13 @@ def _eval_chunk(config: Any) -> Path:  # a chunking.config.Config
 def cmd_reprocess(args: argparse.Namespace) -> int:
     """Apply review decisions: flagged documents rechunked under their constraints, the rest carried over."""
     config = _load(args.config)
-    from chunking.reprocess import open_flags_of_other_versions, prepare_reprocess
-    from chunking.words import plural
+    from chunkyard.chunking.reprocess import open_flags_of_other_versions, prepare_reprocess
+    from chunkyard.chunking.words import plural
 
     context = prepare_reprocess(config, args.output)  # a refusal is one line now, not a failed flow's traceback
     _SERVER.ensure()
     started = time.perf_counter()
-    from flows.reprocess import reprocess
+    from chunkyard.flows.reprocess import reprocess
 
     if not args.debug:
         _one_line_prefect_errors()
@@ -861,8 +861,8 @@ def _unmet_hint(constraint: dict[str, Any] | None, status: str,
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from chunking.dataset import Snapshot
-    from chunking.versions import diff_snapshots, format_diff
+    from chunkyard.chunking.dataset import Snapshot
+    from chunkyard.chunking.versions import diff_snapshots, format_diff
 
     diff = diff_snapshots(Snapshot.open(args.a), Snapshot.open(args.b))
     if args.json:
@@ -873,7 +873,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from chunking.export import export
+    from chunkyard.chunking.export import export
 
     counts = export(args.path, args.out, args.format, since=args.since)
     what = f"change-set since {counts['since']}" if counts["since"] else "export"

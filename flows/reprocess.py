@@ -1,6 +1,6 @@
 """The reprocess flow: open flags → constraints → the flagged documents rechunked → the next snapshot.
 
-Thin orchestration over ``chunking.reprocess.reprocess_snapshot`` (the method is in that module's
+Thin orchestration over ``chunkyard.chunking.reprocess.reprocess_snapshot`` (the method is in that module's
 docstring). The rechunking runs as a Prefect task that receives the config as text and the
 constraints as parameters, like the chunking flow's batches; every other document is copied from
 the parent snapshot row for row.
@@ -12,12 +12,12 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from chunking.config import Config
-from chunking.constraints import Constraint
-from chunking.dataset import Snapshot
-from chunking.pipeline import BatchResult, rechunk_stored
-from chunking.reprocess import reprocess_snapshot
-from flows.run import RunResult, _config_from_text
+from chunkyard.chunking.config import Config
+from chunkyard.chunking.constraints import Constraint
+from chunkyard.chunking.dataset import Snapshot
+from chunkyard.chunking.pipeline import BatchResult, rechunk_stored
+from chunkyard.chunking.reprocess import reprocess_snapshot
+from chunkyard.flows.run import RunResult, _config_from_text
 
 
 @task(name="rechunk flagged documents", retries=2, retry_delay_seconds=1)

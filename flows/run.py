@@ -1,6 +1,6 @@
 """The chunking flow: discover → chunk batches (Prefect tasks) → write the snapshot → publish.
 
-Thin orchestration over ``chunking.pipeline``. Tasks take batches of documents (a task costs
+Thin orchestration over ``chunkyard.chunking.pipeline``. Tasks take batches of documents (a task costs
 milliseconds of overhead in a thread and a few hundred in a process, a document often less),
 receive the config as text so that workers in other processes or on other machines need nothing
 from this one's environment, and are retried on transient errors. Results are written in
@@ -22,11 +22,11 @@ from prefect import flow, task
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
-from chunking.config import Config, load_config_text
-from chunking.constraints import Constraint
-from chunking.dataset import SnapshotWriter, snapshot_writer
-from chunking.documents import Skipped, SourceFile
-from chunking.pipeline import (
+from chunkyard.chunking.config import Config, load_config_text
+from chunkyard.chunking.constraints import Constraint
+from chunkyard.chunking.dataset import SnapshotWriter, snapshot_writer
+from chunkyard.chunking.documents import Skipped, SourceFile
+from chunkyard.chunking.pipeline import (
     BatchResult,
     CarryOver,
     RunStats,
@@ -40,7 +40,7 @@ from chunking.pipeline import (
     previous_over_budget,
     survey,
 )
-from chunking.storage import Location
+from chunkyard.chunking.storage import Location
 
 TASK_RUNNERS = ("thread", "process", "dask")
 
@@ -52,7 +52,7 @@ class RunResult:
     __slots__ = ("snapshot", "manifest", "stats")
 
     def __init__(self, snapshot: Location | None, manifest: dict[str, Any], stats: RunStats | None = None):
-        self.snapshot = snapshot  # a local folder, or a chunking.storage.StoragePath for a URI output
+        self.snapshot = snapshot  # a local folder, or a chunkyard.chunking.storage.StoragePath for a URI output
         self.manifest = manifest
         self.stats = stats if stats is not None else RunStats()
 
@@ -202,7 +202,7 @@ def _record(result: BatchResult, skipped: list[Skipped], context, writer: Snapsh
 
 
 class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
-    """Prefect's process pool with workers forked from the preloaded forkserver (``flows.workers``).
+    """Prefect's process pool with workers forked from the preloaded forkserver (``chunkyard.flows.workers``).
 
     Only the process that created the runner does this: Prefect also enters a duplicate of the
     flow's task runner inside each worker (to hydrate the flow context) for every task, and there it
@@ -227,7 +227,7 @@ class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        from flows.workers import PRELOAD, init_worker, ready
+        from chunkyard.flows.workers import PRELOAD, init_worker, ready
 
         # Prefect built a spawn executor (no process started yet): rebuild it on the forkserver
         # context with the same initializer, which wires the workers' event and log forwarding.
@@ -267,19 +267,19 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
     """The Prefect task runner for ``--task-runner``; parallel runners get a real API server.
 
     Worker processes read Prefect's settings from their environment, so callers should enter
-    ``flows.server.prefect_server()`` before Prefect is imported (the CLI does); this function
+    ``chunkyard.flows.server.prefect_server()`` before Prefect is imported (the CLI does); this function
     starts one itself otherwise.
     """
     if name == "thread":
         yield ThreadPoolTaskRunner(max_workers=max(1, workers))
         return
-    from flows.server import prefect_server
-    from flows.workers import cache_settings_serialization
+    from chunkyard.flows.server import prefect_server
+    from chunkyard.flows.workers import cache_settings_serialization
 
     cache_settings_serialization()  # every submit to another process sends the settings
     with prefect_server(batch=True):
         if name == "process":
-            from flows.workers import forkserver_available, start_forkserver
+            from chunkyard.flows.workers import forkserver_available, start_forkserver
 
             if forkserver_available():
                 start_forkserver()  # already running when the CLI started it early; else it starts now
@@ -296,7 +296,7 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
 
             import dask
 
-            from flows.workers import forkserver_available, start_forkserver
+            from chunkyard.flows.workers import forkserver_available, start_forkserver
 
             # A local cluster is this run's business: its scheduler, nannies and workers report their
             # start and stop at INFO (≈60 lines per run, more after Ctrl+C); only warnings are shown.
@@ -350,7 +350,7 @@ def _scheduler_named(address: str | None) -> Iterator[None]:
         yield
     except OSError as exc:
         if address and not exc.strerror and str(exc).startswith("Timed out trying to connect to"):
-            from chunking.errors import ChunkyardError
+            from chunkyard.chunking.errors import ChunkyardError
 
             raise ChunkyardError(f"cannot reach the Dask scheduler at {address}: {exc} (nothing was published)") \
                 from exc

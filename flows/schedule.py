@@ -16,8 +16,8 @@ from prefect import flow
 from prefect.deployments.runner import RunnerDeployment
 from prefect.schedules import Cron
 
-from chunking.config import Config, load_config
-from chunking.errors import ChunkyardError
+from chunkyard.chunking.config import Config, load_config
+from chunkyard.chunking.errors import ChunkyardError
 
 
 @flow(name="chunkyard-scheduled", flow_run_name="scheduled {config_path}")
@@ -27,9 +27,9 @@ def scheduled_run(config_path: str) -> dict:
     The console of ``chunkyard schedule`` (which shows this process's output) gets one line per run:
     what was written, or why the run failed; the tracebacks stay in Prefect's records of the run.
     """
-    from flows.cli import _one_line_prefect_errors
-    from flows.run import chunk_corpus
-    from flows.workers import end_with_parent
+    from chunkyard.flows.cli import _one_line_prefect_errors
+    from chunkyard.flows.run import chunk_corpus
+    from chunkyard.flows.workers import end_with_parent
 
     # A `chunkyard schedule` killed with kill -9 takes the run with it (nothing is published; the
     # staging folder goes at the next run) rather than leaving it to publish and retry a dead server.

@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from chunking.errors import ChunkyardError
+from chunkyard.chunking.errors import ChunkyardError
 
 
 class ServerError(ChunkyardError):
@@ -158,11 +158,11 @@ def pending_server(home: Path | None = None, startup_timeout: float = 90.0, *,
 
 
 # Run a command so that it gets SIGTERM when this process dies, even by SIGKILL, when no
-# ``finally`` runs (flows.workers.die_with_parent). If this process died before that took effect,
+# ``finally`` runs (chunkyard.flows.workers.die_with_parent). If this process died before that took effect,
 # the launcher has been adopted by init and exits instead of starting a server.
 _LAUNCHER = """
 import os, sys
-from flows.workers import die_with_parent, orphaned
+from chunkyard.flows.workers import die_with_parent, orphaned
 die_with_parent()
 if orphaned():
     sys.exit(1)

@@ -5,7 +5,7 @@ Prefect's ``ProcessPoolTaskRunner`` spawns each worker as a fresh interpreter, w
 tokenizer before its first batch. On a 2-core machine two workers doing that at once, while the
 flow process imports Prefect too, cost more than a second batch saves on a corpus of a few MB.
 
-Here the workers come from a ``forkserver`` that imports all of that once (``flows._preload``), and
+Here the workers come from a ``forkserver`` that imports all of that once (``chunkyard.flows._preload``), and
 the forkserver is started by ``chunkyard run`` *before* the flow process imports Prefect, so the two
 imports overlap on two cores. Forking from the forkserver is safe: it is single-threaded and never
 talks to the Prefect API. Everything else — task submission, state, retries, logs and events
@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-PRELOAD = ["flows._preload"]
+PRELOAD = ["chunkyard.flows._preload"]
 
 
 def forkserver_available() -> bool:
@@ -61,7 +61,7 @@ WORKER_THREAD_LIMITS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MK
 
 
 # Quiet children. After Ctrl+C the program exits without multiprocessing's cleanup
-# (``flows.cli.entry``), and the resource tracker, which then removes the pool's semaphores itself,
+# (``chunkyard.flows.cli.entry``), and the resource tracker, which then removes the pool's semaphores itself,
 # would warn about them; a local Dask cluster's workers (forked from the forkserver) would log their
 # start and stop at INFO.
 QUIET_CHILDREN = {"PYTHONWARNINGS": "ignore:resource_tracker:UserWarning", "DASK_LOGGING__DISTRIBUTED": "warning"}

@@ -15,8 +15,8 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from gui.controller import ReviewController
-from gui.main_window import MainWindow
+from chunkyard.gui.controller import ReviewController
+from chunkyard.gui.main_window import MainWindow
 
 
 def application(argv: list[str] | None = None) -> QApplication:

@@ -1,7 +1,7 @@
 """Compare mode: one document in two snapshots side by side, with the boundaries that moved highlighted.
 
 Each side is a ``SourceView`` (chunks shaded, a bar at every boundary). A boundary present in only
-one snapshot is drawn as a thick red bar on that side (``chunking.versions.moved_boundaries``; only
+one snapshot is drawn as a thick red bar on that side (``chunkyard.chunking.versions.moved_boundaries``; only
 when the document text is the same in both, otherwise offsets are not comparable and the window
 says so). The list below holds the document's review decisions: each resolved flag (select it to
 see the snapshot it was made on beside the one that resolved it, scrolled to the flagged place)
@@ -26,12 +26,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from chunking.decisions import Resolution, resolutions
-from chunking.ledger import Ledger, ledger_path
-from chunking.review import ReviewIndex
-from chunking.versions import moved_boundaries
-from chunking.words import plural
-from gui.source_view import SourceView
+from chunkyard.chunking.decisions import Resolution, resolutions
+from chunkyard.chunking.ledger import Ledger, ledger_path
+from chunkyard.chunking.review import ReviewIndex
+from chunkyard.chunking.versions import moved_boundaries
+from chunkyard.chunking.words import plural
+from chunkyard.gui.source_view import SourceView
 
 MOVED = QColor("#dc2626")
 RESOLUTION_ROLE = Qt.ItemDataRole.UserRole + 1

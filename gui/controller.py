@@ -20,9 +20,18 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
-from chunking.errors import ChunkyardError
-from chunking.ledger import REASONS, Event, Ledger, LedgerBusy, LedgerError, Target, check_event, now_stamp
-from chunking.review import QUEUES, ReviewIndex, open_ledger_for, reviewer_name
+from chunkyard.chunking.errors import ChunkyardError
+from chunkyard.chunking.ledger import (
+    REASONS,
+    Event,
+    Ledger,
+    LedgerBusy,
+    LedgerError,
+    Target,
+    check_event,
+    now_stamp,
+)
+from chunkyard.chunking.review import QUEUES, ReviewIndex, open_ledger_for, reviewer_name
 
 # How long one write waits for another program's lock before its decision joins the queue (the
 # window does not respond meanwhile), how often the queue is retried, and how long closing waits.
@@ -463,10 +472,10 @@ class ReviewController(QObject):
         """Record an explicit constraint on the current document at code points [start, end); undoable.
 
         ``keep_together`` keeps the span in one chunk, ``break_here`` puts a boundary at ``start``;
-        reprocessing and later runs honour it (``chunking.constraints``).
+        reprocessing and later runs honour it (``chunkyard.chunking.constraints``).
         """
-        from chunking.constraints import anchor
-        from chunking.decisions import constraint_target
+        from chunkyard.chunking.constraints import anchor
+        from chunkyard.chunking.decisions import constraint_target
 
         if not self.can_record or self.doc is None:
             self.failed.emit(self.ledger_problem or "open a document with a review ledger to set a constraint")
@@ -476,7 +485,7 @@ class ReviewController(QObject):
         row = index.chunk_at(doc, start) or (self.row if self.row is not None else index.doc_rows(doc).start)
         try:
             constraint = anchor(index.document_text(doc), index.doc_ids[doc], index.doc_sha256[doc], kind, start, end)
-            # The event chunking.decisions.record_constraint appends, through the queue.
+            # The event chunkyard.chunking.decisions.record_constraint appends, through the queue.
             target = constraint_target(index.dataset, index.version, index.snapshot_number, constraint,
                                        chunk_id=index.chunk_id(row), chunk_index=int(index.chunk_index[row]))
             event = self._give("constraint", target, reason=constraint.kind, note=constraint.payload())

@@ -44,13 +44,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from chunking.ledger import REASON_TEXT, REASONS
-from chunking.review import QUEUES, ReviewIndex
-from chunking.words import plural
-from gui.controller import CLOSE_PATIENCE_MS, ReviewController
-from gui.models import DOC_ROLE, ChunksModel, DocumentsModel
-from gui.source_view import SourceView
-from gui.stats_view import StatisticsPanel
+from chunkyard.chunking.ledger import REASON_TEXT, REASONS
+from chunkyard.chunking.review import QUEUES, ReviewIndex
+from chunkyard.chunking.words import plural
+from chunkyard.gui.controller import CLOSE_PATIENCE_MS, ReviewController
+from chunkyard.gui.models import DOC_ROLE, ChunksModel, DocumentsModel
+from chunkyard.gui.source_view import SourceView
+from chunkyard.gui.stats_view import StatisticsPanel
 
 RECENT_KEY = "recent_datasets"
 PANES = ((1, 0.31), (2, 0.39), (1, 0.30))  # documents, text, chunks: (stretch factor, share of the width)
@@ -430,7 +430,7 @@ class MainWindow(QMainWindow):
         self._update_progress()
         self._apply_queue()
         self._remember(str(index.snapshot.path.parent.parent))
-        from chunking.decisions import stale_constraints
+        from chunkyard.chunking.decisions import stale_constraints
 
         stale = stale_constraints(index.snapshot.manifest)
         self.statusBar().showMessage(
@@ -441,9 +441,9 @@ class MainWindow(QMainWindow):
 
     def _show_evaluation(self, snapshot_path) -> None:
         """The latest `chunkyard eval` result for this dataset, if any (read from beside the snapshot)."""
-        from chunking.errors import ChunkyardError
-        from chunking.evaluation.report import format_stored
-        from chunking.evaluation.store import latest_evaluation
+        from chunkyard.chunking.errors import ChunkyardError
+        from chunkyard.chunking.evaluation.report import format_stored
+        from chunkyard.chunking.evaluation.store import latest_evaluation
 
         try:
             stored = latest_evaluation(snapshot_path)
@@ -644,7 +644,7 @@ class MainWindow(QMainWindow):
 
     def compare_with_parent(self) -> None:
         """Open compare mode: the current document in the parent snapshot beside this one."""
-        from gui.compare_view import CompareWindow, parent_snapshot_path
+        from chunkyard.gui.compare_view import CompareWindow, parent_snapshot_path
 
         index, doc = self.controller.index, self.controller.doc
         if index is None or doc is None:

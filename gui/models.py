@@ -12,7 +12,7 @@ import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QColor
 
-from chunking.review import FLAGGED, OK, ChunkDetail, ReviewIndex
+from chunkyard.chunking.review import FLAGGED, OK, ChunkDetail, ReviewIndex
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 DOC_ROLE = Qt.ItemDataRole.UserRole + 2

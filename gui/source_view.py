@@ -5,7 +5,7 @@ shading is darker. A thin bar marks every boundary, the selected chunk is outlin
 on the left shows a marker on the line of each boundary that carries a finding (hover it for the
 explanation) and each reviewer verdict. Clicking the text selects the chunk under it.
 
-Dataset offsets are code points; Qt positions are UTF-16 units. ``chunking.review.OffsetMap`` is the
+Dataset offsets are code points; Qt positions are UTF-16 units. ``chunkyard.chunking.review.OffsetMap`` is the
 only conversion — every position below passes through ``self.offsets``.
 """
 
@@ -36,7 +36,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QPlainTextEdit, QToolTip, QWidget
 
-from chunking.review import FLAGGED, OffsetMap, ReviewIndex, display_text
+from chunkyard.chunking.review import FLAGGED, OffsetMap, ReviewIndex, display_text
 
 SHADES = (QColor("#dbeafe"), QColor("#fef3c7"))  # alternating chunk backgrounds (light blue, light amber)
 OVERLAP = QColor("#c7b8ea")  # overlap of two chunks: darker than either

@@ -10,8 +10,8 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
-from chunking.findings import FINDINGS
-from chunking.review import Budget, ReviewIndex
+from chunkyard.chunking.findings import FINDINGS
+from chunkyard.chunking.review import Budget, ReviewIndex
 
 BAR = QColor("#60a5fa")
 BUDGET = QColor("#dc2626")

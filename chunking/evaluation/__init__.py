@@ -13,8 +13,8 @@ per-snapshot embedding cache), ``runner`` (``evaluate_snapshot``), ``store`` (re
 ``latest_evaluation``), ``report`` (table and chart).
 """
 
-from chunking.evaluation.metrics import QuestionScore, merge_ranges, score_retrieval, summarize
-from chunking.evaluation.questions import (
+from chunkyard.chunking.evaluation.metrics import QuestionScore, merge_ranges, score_retrieval, summarize
+from chunkyard.chunking.evaluation.questions import (
     LocatedQuestion,
     Question,
     QuestionIssue,
@@ -26,9 +26,14 @@ from chunking.evaluation.questions import (
     locate_questions,
     parse_questions,
 )
-from chunking.evaluation.retrievers import RETRIEVERS, EvaluationError
-from chunking.evaluation.runner import ConfigEvaluation, evaluate_snapshot, parse_ks, reusable_snapshot
-from chunking.evaluation.store import (
+from chunkyard.chunking.evaluation.retrievers import RETRIEVERS, EvaluationError
+from chunkyard.chunking.evaluation.runner import (
+    ConfigEvaluation,
+    evaluate_snapshot,
+    parse_ks,
+    reusable_snapshot,
+)
+from chunkyard.chunking.evaluation.store import (
     StoredEvaluation,
     latest_evaluation,
     list_evaluations,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chunking.evaluation.questions import Span
+from chunkyard.chunking.evaluation.questions import Span
 
 Range = tuple[int, int]
 

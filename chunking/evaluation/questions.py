@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chunking.errors import ChunkyardError
+from chunkyard.chunking.errors import ChunkyardError
 
 ALLOWED_KEYS = frozenset({"id", "question", "references", "note", "tags"})
 REFERENCE_KEYS = frozenset({"doc_id", "start", "end", "text"})
@@ -282,7 +282,7 @@ def locate_questions(
 
 def source_text_reader(source_dir: Path, is_included: Callable[[str], bool]) -> Callable[[str], str | None]:
     """``text_of`` over a source folder (extracted the way a run extracts it), to check before chunking."""
-    from chunking.documents import Skipped, read_document
+    from chunkyard.chunking.documents import Skipped, read_document
 
     def text_of(doc_id: str) -> str | None:
         path = source_dir / doc_id

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from chunking.evaluation.runner import ConfigEvaluation
-from chunking.words import plural
+from chunkyard.chunking.evaluation.runner import ConfigEvaluation
+from chunkyard.chunking.words import plural
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:

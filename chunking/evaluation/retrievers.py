@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from chunking.errors import ChunkyardError
+from chunkyard.chunking.errors import ChunkyardError
 
 RETRIEVERS = ("bm25", "dense")
 DENSE_MODEL = "l2_supercat"

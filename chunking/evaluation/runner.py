@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from chunking.config import Config
-from chunking.dataset import Snapshot, latest_snapshot, version_dir
-from chunking.evaluation.metrics import score_retrieval, summarize
-from chunking.evaluation.questions import QuestionSet, Span, locate_questions
-from chunking.evaluation.retrievers import (
+from chunkyard.chunking.config import Config
+from chunkyard.chunking.dataset import Snapshot, latest_snapshot, version_dir
+from chunkyard.chunking.evaluation.metrics import score_retrieval, summarize
+from chunkyard.chunking.evaluation.questions import QuestionSet, Span, locate_questions
+from chunkyard.chunking.evaluation.retrievers import (
     RETRIEVERS,
     BM25Retriever,
     DenseRetriever,
@@ -30,7 +30,7 @@ from chunking.evaluation.retrievers import (
     Retriever,
     cached_embeddings,
 )
-from chunking.words import plural
+from chunkyard.chunking.words import plural
 
 Log = Callable[[str], None]
 
@@ -212,7 +212,7 @@ def evaluate_snapshot(
 def measure_cost(snapshot: Snapshot, n_chars: np.ndarray, n_tokens: np.ndarray,
                  embed_texts: Sequence[str]) -> dict[str, float]:
     """What the config costs downstream: rows, embedded characters and tokens, overlap overhead."""
-    from chunking.units import get_tokenizer
+    from chunkyard.chunking.units import get_tokenizer
 
     tokenizer = get_tokenizer("cl100k_base")
     embedded_tokens = sum(tokenizer.count(text) for text in embed_texts)

@@ -25,9 +25,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from chunking.dataset import list_snapshots, resolve_snapshot
-from chunking.evaluation.questions import QuestionSet
-from chunking.evaluation.runner import ConfigEvaluation
+from chunkyard.chunking.dataset import list_snapshots, resolve_snapshot
+from chunkyard.chunking.evaluation.questions import QuestionSet
+from chunkyard.chunking.evaluation.runner import ConfigEvaluation
 
 EVALUATIONS_DIR = ".evaluations"
 RECORD = "evaluation.json"
@@ -121,14 +121,14 @@ def questions_info(question_set: QuestionSet) -> dict[str, Any]:
 def write_results(evaluations: list[ConfigEvaluation], question_set: QuestionSet, out_dir: Path,
                   *, chart: bool = True) -> dict[str, Path]:
     """Write the comparison folder; returns the paths written by kind."""
-    from chunking.pipeline import CHUNKYARD_VERSION
+    from chunkyard.chunking.pipeline import CHUNKYARD_VERSION
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"summary": out_dir / SUMMARY, "questions": out_dir / QUESTIONS, "json": out_dir / RESULTS}
     pq.write_table(summary_table(evaluations), paths["summary"], compression="zstd")
     pq.write_table(questions_table(evaluations), paths["questions"], compression="zstd")
     if chart:
-        from chunking.evaluation.report import write_chart
+        from chunkyard.chunking.evaluation.report import write_chart
 
         paths["chart"] = write_chart(evaluations, out_dir / CHART)
     payload = {
@@ -156,7 +156,7 @@ def evaluations_dir(snapshot_path: Path) -> Path:
 def record_evaluation(evaluation: ConfigEvaluation, question_set: QuestionSet,
                       compared_with: list[str] | None = None, out_dir: Path | None = None) -> Path | None:
     """Store the evaluation beside its snapshot; returns the record folder, or None if not writable."""
-    from chunking.pipeline import CHUNKYARD_VERSION
+    from chunkyard.chunking.pipeline import CHUNKYARD_VERSION
 
     created = dt.datetime.now(dt.UTC)
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(question_set.label).stem)[:40] or "questions"

@@ -1,0 +1,80 @@
+"""The speed benchmark's own checks work: a splitter that breaks exactness or the budget shows it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+speed = pytest.importorskip("speed")
+
+
+def test_chunkyard_rows_are_exact_and_within_budget(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# Title\n\n" + "Words in a sentence. " * 300 + "\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    texts = [p.read_text() for p in speed.md_files(tmp_path)]
+    entries = [e for e in speed.run_group("chars", texts, repeats=1) if e.name.startswith("chunkyard")]
+    assert [e.name for e in entries] == ["chunkyard recursive", "chunkyard recursive, count_tokens: false"]
+    for entry in entries:
+        assert entry.chunks > 5 and entry.exact == 1.0 and entry.over == 0.0 and len(entry.times) == 1
+
+
+def test_a_splitter_that_rewrites_text_or_overflows_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    def sloppy(text: str):
+        return [(0, 5, text[:5].upper()), (5, len(text), text[5:])]
+
+    monkeypatch.setattr(speed, "group_entries", lambda group: [speed.Entry("sloppy", lambda: sloppy)])
+    [entry] = speed.run_group("chars", ["hello world " * 200], repeats=1)
+    assert entry.chunks == 2 and entry.exact == 0.5 and entry.over == 0.5
+
+
+def test_hostile_documents_are_the_promised_sizes() -> None:
+    docs = speed.hostile_documents()
+    assert len(docs["10 MB without a newline"]) == 10_000_000 and "\n" not in docs["10 MB without a newline"]
+    assert docs["100,000 one-line paragraphs"].count("\n\n") == 99_999
+    assert 0.9e6 < len(docs["1 MB table"]) < 1.1e6
+
+
+def test_phases_add_up_to_split_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    phases = pytest.importorskip("phases")
+    (tmp_path / "a.md").write_text("# Title\n\n" + "Words in a sentence. " * 400 + "\n")
+    assert phases.main([str(tmp_path), "--unit", "chars", "--max-size", "200", "--overlap", "0", "--repeats", "1"]) == 0
+    table = capsys.readouterr().out
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
+    assert {"layout", "meter", "pack", "findings", "split_document"} <= set(rows)
+
+
+def test_the_reviewer_benchmark_dataset_has_the_current_schema(tmp_path: Path) -> None:
+    """reviewer_open.py writes its rows by hand: a column added to the schema must be added there too."""
+    from chunkyard.chunking.dataset import Snapshot
+
+    reviewer_open = pytest.importorskip("reviewer_open")
+    dataset = reviewer_open.generate(tmp_path, n_chunks=600, n_docs=6)
+    snapshot = Snapshot.open(dataset)
+    assert snapshot.chunks().num_rows == 600 and snapshot.documents().num_rows == 6
+
+
+def test_retrieval_comparison_scores_every_splitter_against_the_same_questions(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On the bundled sample and its questions: chunkyard's rows (and any installed peer's) are scored, and
+    chunkyard markdown is the reference the others are compared with."""
+    compare = pytest.importorskip("retrieval_compare")
+    repo = Path(__file__).resolve().parents[2]
+    assert compare.main(["--corpus", str(repo / "examples" / "kb"), "--include", "**/*.md", "--include", "**/*.html", "--include", "**/*.txt",
+                         "--questions", str(repo / "eval" / "kb-questions.jsonl"), "--max-size", "600",
+                         "--k", "1,3", "--retriever", "bm25"]) == 0
+    out = capsys.readouterr().out
+    assert "#### bm25, top 1" in out and "#### bm25, top 3" in out
+    rows = {line.split("|")[1].strip(): line.split("|") for line in out.splitlines() if line.startswith("| chunkyard")}
+    assert set(rows) >= {"chunkyard markdown", "chunkyard markdown, text only", "chunkyard recursive"}
+    recall_at_3 = float(rows["chunkyard markdown"][5])
+    assert 0.0 < recall_at_3 <= 1.0  # the questions are answerable from the sample's chunks
+    assert rows["chunkyard markdown"][10].strip() == "—"  # the reference row has no difference to itself
+
+
+def test_a_paired_interval_brackets_a_known_difference() -> None:
+    compare = pytest.importorskip("retrieval_compare")
+    mean, low, high = compare.paired_interval([0.0] * 40, [0.5] * 20 + [0.0] * 20)
+    assert mean == pytest.approx(0.25) and low < 0.25 < high and low > 0.05
+    assert compare.paired_interval([0.3] * 10, [0.3] * 10) == (0.0, 0.0, 0.0)

@@ -1,0 +1,159 @@
+"""Review logic without Qt: offsets code points ↔ UTF-16, the index, queues, progress, statistics."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chunkyard.chunking.errors import ChunkyardError, DatasetError
+from chunkyard.chunking.ledger import Ledger, ledger_path
+from chunkyard.chunking.review import OffsetMap, ReviewIndex, display_text
+
+from support.review_fixtures import EMOJI_DOC, REPO, build_dataset
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_dataset(tmp_path_factory.mktemp("review"))
+
+
+@pytest.fixture
+def dataset(built: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "fixture-kb"
+    shutil.copytree(built, copy)
+    return copy
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+@pytest.mark.parametrize("text", [
+    "", "plain ascii", EMOJI_DOC, "中文日本語한국어", "😀", "a😀b😀😀c", "👨‍👩‍👧 family", "🇳🇴🇯🇵", "e\u0301 combining",
+    "\U0001F600" * 50 + "x", "lone \ud800 surrogate",
+])
+def test_offset_map_matches_utf16_on_emoji_and_cjk(text: str) -> None:
+    offsets = OffsetMap(text)
+    for position in range(len(text) + 1):
+        utf16 = offsets.to_utf16(position)
+        assert utf16 == _utf16(text[:position]) if "\ud800" not in text else utf16 == position
+        assert offsets.to_code_point(utf16) == position
+    assert offsets.utf16_length == (len(text) if "\ud800" in text else _utf16(text))
+
+
+def test_offset_map_inside_a_surrogate_pair_rounds_to_the_character() -> None:
+    offsets = OffsetMap("a😀b")
+    assert [offsets.to_code_point(p) for p in range(5)] == [0, 1, 1, 2, 3]
+    assert offsets.to_utf16(-5) == 0 and offsets.to_utf16(99) == 4  # clamped, never out of range
+
+
+def test_offset_map_random_text() -> None:
+    rng = random.Random(4)
+    alphabet = ["a", " ", "\n", "é", "中", "😀", "🏕", "\u200d", "\ufe0f", "𠀀"]
+    for _ in range(50):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 200)))
+        offsets = OffsetMap(text)
+        for position in rng.sample(range(len(text) + 1), min(20, len(text) + 1)):
+            assert offsets.to_utf16(position) == _utf16(text[:position])
+
+
+def test_display_text_keeps_positions() -> None:
+    assert display_text("a\r\nb") == "a \nb"
+    assert len(display_text("x\r\n" * 5)) == len("x\r\n" * 5)
+
+
+def test_index_reads_ids_and_offsets_and_orders_rows(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    assert index.doc_ids == sorted(index.doc_ids)
+    assert index.n_chunks == int(np.diff(index.doc_first).sum())
+    for doc in range(index.n_documents):
+        rows = index.doc_rows(doc)
+        assert list(index.chunk_index[rows.start:rows.stop]) == list(range(len(rows)))
+        text = index.document_text(doc)
+        details = index.chunk_details(doc)
+        assert len(details) == len(rows)
+        assert all(int(index.end[row]) <= len(text) for row in rows)
+    assert index.config_reviewer == "test-reviewer"
+    assert [b.max_size for b in index.budgets] == [420]
+    counts, edges = index.size_histogram(10)
+    assert counts.sum() == index.n_chunks and edges[-1] >= 420
+
+
+def test_queues_progress_and_next_suspicious(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    suspicious = np.flatnonzero(index.suspicious)
+    assert len(suspicious) > 3
+    assert index.next_suspicious(None) == suspicious[0]
+    assert index.next_suspicious(int(suspicious[0])) == suspicious[1]
+    assert index.next_suspicious(int(suspicious[1]), -1) == suspicious[0]
+    assert index.next_suspicious(int(suspicious[-1])) is None
+    assert index.progress_text() == f"0 of {index.n_chunks:,} reviewed · 0 flagged"
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        ledger.flag(index.target(int(suspicious[0])), "mid_sentence", reviewer="ann")
+        ledger.mark_ok(index.target(int(suspicious[1])), reviewer="ann")
+        ledger.flag(index.target(int(suspicious[2]), boundary=True), "split_procedure", reviewer="bob")
+        index.reload_state(ledger)
+    assert index.progress() == (3, index.n_chunks, 2)
+    assert np.flatnonzero(index.queue_mask("Flagged")).tolist() == [suspicious[0], suspicious[2]]
+    assert np.flatnonzero(index.queue_mask("OK")).tolist() == [suspicious[1]]
+    assert index.queue_mask("Unreviewed").sum() == index.n_chunks - 3
+    assert index.state(int(suspicious[2])).boundary_reasons == ["split_procedure"]
+    stats = index.document_stats()
+    assert stats["flagged"].sum() == 2 and stats["reviewed"].sum() == 3
+    assert stats["suspicious"].sum() == len(suspicious)
+    assert sum(index.finding_counts().values()) >= len(suspicious)
+
+
+def test_chunk_at_prefers_the_selected_chunk_in_an_overlap(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    doc = 0
+    rows = index.doc_rows(doc)
+    for row in rows:
+        middle = (int(index.start[row]) + int(index.end[row])) // 2
+        assert index.start[index.chunk_at(doc, middle)] <= middle < index.end[index.chunk_at(doc, middle)]
+    overlap = next(r for r in rows[1:] if index.start[r] < index.end[r - 1])
+    position = int(index.start[overlap])
+    assert index.chunk_at(doc, position, prefer=overlap - 1) == overlap - 1
+    assert index.chunk_at(doc, position) == overlap
+
+
+def test_malformed_parquet_is_a_clear_error(dataset: Path) -> None:
+    snapshot = next(dataset.glob("v1/0*"))
+    chunks = snapshot / "chunks.parquet"
+    chunks.chmod(0o644)
+    chunks.write_bytes(b"PAR1 not really parquet PAR1")
+    with pytest.raises(DatasetError, match="cannot read"):
+        ReviewIndex.load(dataset)
+
+
+def test_offsets_outside_the_document_are_refused(dataset: Path) -> None:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    snapshot = next(dataset.glob("v1/0*"))
+    path = snapshot / "chunks.parquet"
+    table = pq.read_table(path)
+    end = pc.add(table.column("end"), 10_000)
+    table = table.set_column(table.schema.get_field_index("end"), "end", end)
+    path.chmod(0o644)
+    pq.write_table(table, path)
+    with pytest.raises(ChunkyardError, match="outside its document"):
+        ReviewIndex.load(dataset)
+
+
+def test_review_modules_import_neither_qt_nor_prefect() -> None:
+    script = textwrap.dedent("""
+        import sys
+        import chunkyard.chunking.ledger, chunkyard.chunking.review
+        print(",".join(sorted(n for n in sys.modules
+                             if n.split(".")[0] in ("PySide6", "prefect") or n.startswith(("chunkyard.gui", "chunkyard.flows")))))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""

@@ -1,0 +1,290 @@
+"""Size units: meters measure spans exactly; budgets reach no further than they may; tokenizers are offline."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chunkyard.chunking.errors import TokenizerError
+from chunkyard.chunking.units import (
+    CharMeter,
+    TiktokenTokenizer,
+    TokenMeter,
+    WordMeter,
+    get_tokenizer,
+    make_meter,
+)
+
+from support.checks import cl100k_encoding, recount
+
+texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
+prose = st.lists(st.sampled_from(["refund", "the", "order", " ", "  ", "\n", "\n\n", "café", "👍🏽", "日本語",
+                                  "e\u0301", ".", ",", "\t", "x"]), max_size=80).map("".join)
+any_text = st.one_of(texts, prose)
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def span(data: st.DataObject, text: str) -> tuple[int, int]:
+    start = data.draw(st.integers(0, len(text)), label="start")
+    end = data.draw(st.integers(start, len(text)), label="end")
+    return start, end
+
+
+@pytest.mark.parametrize("unit", ["chars", "words", "tokens"])
+@FAST
+@given(data=st.data())
+def test_size_is_the_size_of_the_span_on_its_own(unit: str, data: st.DataObject) -> None:
+    text = data.draw(any_text, label="text")
+    meter = make_meter(text, unit)
+    start, end = span(data, text)
+    assert meter.size(start, end) == recount(text[start:end], unit)
+
+
+@pytest.mark.parametrize("unit", ["chars", "words"])
+@FAST
+@given(data=st.data())
+def test_advance_and_back_stay_within_the_budget(unit: str, data: st.DataObject) -> None:
+    """Exact units: ``advance`` reaches as far as the budget allows and no further; so does ``back``."""
+    text = data.draw(any_text, label="text")
+    meter = make_meter(text, unit)
+    budget = data.draw(st.integers(1, 50), label="budget")
+    start = data.draw(st.integers(0, len(text)), label="start")
+    reach = meter.advance(start, budget)
+    assert start <= reach <= len(text)
+    assert meter.size(start, reach) <= budget
+    if reach < len(text):  # stopped early: because the budget is used up
+        assert meter.size(start, reach) == budget
+    low = meter.back(start, budget)
+    assert 0 <= low <= start
+    assert meter.size(low, start) <= budget
+
+
+ascii_prose = st.lists(st.sampled_from(["refund", "the", "order", " ", "  ", "\n", "\n\n", ".", ",", "\t", "x",
+                                        "2%", "#4521"]), max_size=80).map("".join)
+
+
+@FAST
+@given(data=st.data())
+def test_token_advance_estimate_is_close(data: st.DataObject) -> None:
+    """Tokens: ``advance`` estimates from the whole-text encoding (the packer verifies every chunk);
+    on ASCII prose it stays within the budget by that encoding and within a few tokens on its own."""
+    text = data.draw(ascii_prose, label="text")
+    meter = make_meter(text, "tokens")
+    budget = data.draw(st.integers(1, 60), label="budget")
+    start = data.draw(st.integers(0, len(text)), label="start")
+    reach = meter.advance(start, budget)
+    assert start <= reach <= len(text)
+    assert meter.size(start, reach) <= budget + 4
+    assert meter.estimate(start, reach) <= budget
+
+
+def test_char_meter() -> None:
+    meter = CharMeter("héllo 👍🏽")
+    assert meter.size(0, 8) == 8  # code points: the emoji with its skin tone is two
+    assert meter.advance(0, 3) == 3 and meter.advance(5, 100) == 8
+    assert meter.back(8, 3) == 5 and meter.back(2, 10) == 0
+
+
+def test_word_meter_counts_a_word_the_span_starts_or_ends_in() -> None:
+    text = "alpha beta  gamma\ndelta"
+    meter = WordMeter(text)
+    assert meter.size(0, len(text)) == 4
+    assert meter.size(2, 8) == 2  # "pha be": parts of two words count as two
+    assert meter.size(5, 6) == 0  # one space
+    assert meter.advance(0, 2) == text.index("gamma")
+    assert meter.advance(text.index("delta"), 5) == len(text)
+    assert meter.back(len(text), 1) == text.index("gamma") + len("gamma")
+
+
+def test_word_meter_whitespace_is_unicode_white_space() -> None:
+    meter = WordMeter("a\u3000b\u00a0c\u2003d")
+    assert meter.size(0, 7) == 4
+
+
+def test_token_meter_matches_tiktoken() -> None:
+    text = "The customer asked for a refund of order #4521 — twice. 日本語のテキスト 👩‍👩‍👧‍👦"
+    meter = make_meter(text, "tokens")
+    assert isinstance(meter, TokenMeter)
+    assert meter.size(0, len(text)) == len(cl100k_encoding().encode_ordinary(text))
+    assert meter.estimate(0, len(text)) == meter.size(0, len(text))
+
+
+def test_token_starts_are_character_offsets() -> None:
+    tokenizer = get_tokenizer("cl100k_base")
+    for text in ["plain ascii text, with punctuation.", "naïve café 日本語 👍🏽 done", ""]:
+        starts = tokenizer.token_starts(text)
+        assert len(starts) == len(cl100k_encoding().encode_ordinary(text))
+        if len(starts):
+            assert starts[0] == 0 and np.all(np.diff(starts) >= 0) and starts[-1] < len(text)
+    ascii_text = "plain ascii text, with punctuation."
+    pieces = [cl100k_encoding().decode([t]) for t in cl100k_encoding().encode_ordinary(ascii_text)]
+    assert list(tokenizer.token_starts(ascii_text)) == list(np.cumsum([0] + [len(p) for p in pieces[:-1]]))
+
+
+def test_cl100k_loads_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("network access attempted")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # an empty cache: nothing to fall back on
+    tokenizer = TiktokenTokenizer("cl100k_base")
+    assert tokenizer.count("hello world") == 2
+    assert tokenizer.encoding.encode_ordinary("hello world") == cl100k_encoding().encode_ordinary("hello world")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bpe_openai") is None, reason="no bpe-openai wheel here (Intel macOS)")
+def test_cl100k_uses_the_fast_encoder() -> None:
+    """bpe-openai is a dependency where it has wheels: a broken install would silently halve token speed."""
+    assert get_tokenizer("cl100k_base").backend.startswith("bpe-openai ")
+
+
+pieces = st.lists(st.sampled_from(["'s", "'LL", "don't", " ", "  ", "   ", "\t", "\n", "\r\n", "\n\n  ", "\u00a0",
+                                   "\u3000", "123", "4567", "½", "٣", "x", "Word", "é", "e\u0301", "中文", "😀", "👍🏽",
+                                   "<|endoftext|>", ".", "!?", "==>", "_", "\u200b", "\ufeff", "ﬁ"]),
+                  max_size=60).map("".join)
+
+
+@FAST
+@given(st.one_of(texts, pieces))
+def test_fast_encoder_equals_tiktoken(text: str) -> None:
+    tokenizer = get_tokenizer("cl100k_base")
+    expected = cl100k_encoding().encode_ordinary(text)
+    assert tokenizer.count(text) == len(expected)
+    assert tokenizer._encode(text) == expected
+
+
+def test_fast_encoder_equals_tiktoken_on_the_corpora(corpora_dir: Path) -> None:
+    """Every fifth file of every corpus (Markdown, HTML, code, text; several languages)."""
+    tokenizer = get_tokenizer("cl100k_base")
+    files = sorted(p for p in corpora_dir.rglob("*") if p.is_file() and p.stat().st_size < 2_000_000)[::5]
+    assert len(files) > 200
+    for path in files:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        assert tokenizer._encode(text) == cl100k_encoding().encode_ordinary(text), path
+
+
+def test_lone_surrogates_count_as_tiktoken_does() -> None:
+    tokenizer = get_tokenizer("cl100k_base")
+    assert tokenizer.count("a\ud800b") == len(cl100k_encoding().encode_ordinary("a\ud800b")) == 3
+
+
+def test_a_fast_encoder_that_disagrees_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chunkyard.chunking import units
+
+    class Wrong:
+        def encode(self, text: str) -> list[int]:
+            return [0]
+
+        def count(self, text: str) -> int:
+            return 1
+
+    class Bindings:
+        @staticmethod
+        def tokenizer_for_encoding(name: str) -> Wrong:
+            return Wrong()
+
+    monkeypatch.setattr(units, "_bpe_openai_bindings", lambda: Bindings())
+    tokenizer = TiktokenTokenizer("cl100k_base")
+    assert tokenizer.backend.startswith("tiktoken ")
+    assert tokenizer.count("hello world") == 2
+
+
+@pytest.mark.parametrize("name", ["gpt2", "o200k_base", "bert-base-uncased", "cl100k"])
+def test_unknown_tokenizer_names(name: str) -> None:
+    with pytest.raises(TokenizerError, match=f"unknown tokenizer '{name}'"):
+        get_tokenizer(name)
+
+
+def test_missing_tokenizer_json(tmp_path: Path) -> None:
+    with pytest.raises(TokenizerError, match="tokenizer file not found"):
+        get_tokenizer("missing.json", tmp_path)
+
+
+def test_broken_tokenizer_json(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(TokenizerError, match="cannot load tokenizer file"):
+        get_tokenizer("tokenizer.json", tmp_path)
+
+
+def test_tokenizer_json_word_level(tmp_path: Path) -> None:
+    """A WordLevel tokenizer.json built here: one token per known word, [UNK] otherwise."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"[UNK]": 0, "refund": 1, "the": 2, "order": 3, ".": 4}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "words.json"))
+    loaded = get_tokenizer("words.json", tmp_path)
+    assert loaded.count("refund the order.") == 4
+    assert loaded.count("refund the naïve order") == 4
+    text = "refund  the order. unknown"
+    assert list(loaded.token_starts(text)) == [0, 8, 12, 17, 19]
+    meter = make_meter(text, "tokens", "words.json", tmp_path)
+    assert meter.size(8, 18) == 3 and meter.advance(0, 2) == 12
+
+
+def test_tokenizers_are_cached() -> None:
+    assert get_tokenizer("cl100k_base") is get_tokenizer("cl100k_base")
+
+
+def test_unknown_unit() -> None:
+    with pytest.raises(ValueError, match="unknown unit 'bytes'"):
+        make_meter("text", "bytes")
+
+
+# Text that exercises the one-encoding count (``TokenMeter.size``): words with the gaps it syncs on,
+# next to everything that makes the pre-tokenizer look ahead: contractions, runs of punctuation
+# before line breaks, digit runs, white space of every kind, marks, emoji and CJK.
+long_prose = st.lists(
+    st.sampled_from(["refund", "the", "Order", "café", "naïve", "日本語", "e\u0301", "👍🏽", "2024", "12345", "'s",
+                     "'ll", "don't", "’re", " ", " ", "  ", "\t", "\u00a0", "\u3000", "\n", "\r\n", "\n\n", " \n",
+                     ".", ".\n", "!?\n\n", "...", "(", ")", "`x`", "- ", "1. ", "#", "|", "\u2028", "\x85", "\x1c"]),
+    min_size=20, max_size=600,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_tokens_of_a_span_from_one_encoding_are_exact(data: st.DataObject) -> None:
+    text = data.draw(long_prose, label="text")
+    meter = TokenMeter(text, get_tokenizer("cl100k_base"))
+    start, end = span(data, text)
+    assert meter.size(start, end) == recount(text[start:end], "tokens")
+
+
+def test_tokens_of_spans_of_real_documents_are_exact(corpora_dir: Path) -> None:
+    import random
+
+    rng = random.Random(8)
+    tokenizer = get_tokenizer("cl100k_base")
+    files = sorted(corpora_dir.rglob("*.md"))
+    checked = 0
+    for path in rng.sample(files, 60):
+        text = path.read_text(encoding="utf-8")
+        if len(text) < 200:
+            continue
+        meter = TokenMeter(text, tokenizer)
+        for _ in range(40):
+            start = rng.randrange(len(text))
+            end = min(len(text), start + rng.choice([120, 700, 2500, 9000]))
+            assert meter.size(start, end) == recount(text[start:end], "tokens"), (path.name, start, end)
+            checked += 1
+    assert checked > 1000
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_one_token_meter_measures_many_spans_exactly(data: st.DataObject) -> None:
+    """The meter remembers heads and tails per start and end: any order of spans stays exact."""
+    text = data.draw(long_prose, label="text")
+    meter = TokenMeter(text, get_tokenizer("cl100k_base"))
+    for _ in range(12):
+        start, end = span(data, text)
+        assert meter.size(start, end) == recount(text[start:end], "tokens")

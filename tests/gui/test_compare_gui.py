@@ -1,0 +1,197 @@
+"""The reviewer's compare mode (pytest-qt, offscreen): two snapshots of one document, moved boundaries, a
+resolved flag's before/after. The second snapshot comes from reprocessing without Prefect."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from chunkyard.chunking.config import load_config_text  # noqa: E402
+from chunkyard.chunking.dataset import Snapshot  # noqa: E402
+from chunkyard.chunking.ledger import Ledger, Target, ledger_path  # noqa: E402
+from chunkyard.chunking.reprocess import reprocess_snapshot  # noqa: E402
+from chunkyard.gui.compare_view import CompareWindow, parent_snapshot_path  # noqa: E402
+
+from support.review_fixtures import build_dataset  # noqa: E402
+
+DOC = "runbooks/database-failover.md"
+
+
+@pytest.fixture
+def reprocessed(tmp_path: Path) -> tuple[Snapshot, Snapshot, int]:
+    """Snapshot 1, a ``too_large`` flag on its biggest chunk of DOC, and snapshot 2 that resolved it."""
+    first = Snapshot.open(build_dataset(tmp_path))
+    chunks = [row for row in first.chunks(["doc_id", "chunk_id", "chunk_index", "n_chars"]).to_pylist()
+              if row["doc_id"] == DOC]
+    big = max(chunks, key=lambda row: (row["n_chars"], -row["chunk_index"]))
+    sha = first.documents(["doc_id", "sha256"], [DOC]).to_pylist()[0]["sha256"]
+    with Ledger(ledger_path(first.path)) as ledger:
+        flag = ledger.flag(Target("fixture-kb", 1, first.number, DOC, sha, big["chunk_id"], big["chunk_index"]),
+                           "too_large", reviewer="tester")
+    manifest_config = first.manifest["config"]
+    config = load_config_text(manifest_config["text"], Path(manifest_config["path"]))
+    result = reprocess_snapshot(config)
+    assert result.snapshot is not None
+    return first, Snapshot.open(result.snapshot), flag
+
+
+def test_compare_mode_shows_moved_boundaries_and_resolved_flag(qtbot, reprocessed) -> None:  # type: ignore[no-untyped-def]
+    first, second, flag = reprocessed
+    assert [f["status"] for f in second.manifest["applied_flags"]] == ["resolved"]
+    assert parent_snapshot_path(_index(second)) == first.path
+    window = CompareWindow(first.path, second.path, DOC)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    assert "snapshot 1" in window.left_label.text() and "snapshot 2 (reprocess)" in window.right_label.text()
+    # The break inside the too-large chunk is a boundary only the right-hand snapshot has.
+    assert window.moved_b, "the new boundary exists only in the reprocessed snapshot"
+    assert window.left.moved == window.moved_a and window.right.moved == window.moved_b
+    assert "boundaries only in snapshot 1" in window.summary.text()
+    window.left.viewport().repaint()  # paints the highlighted boundaries without error
+    # The resolved flag is listed; choosing it shows the snapshot it was made on beside the resolving one.
+    texts = [window.decisions.item(i).text() for i in range(window.decisions.count())]
+    assert any(f"resolved flag {flag}: too_large" in text and "resolved by snapshot 2" in text for text in texts)
+    assert any(text.startswith("constraint ") and text.endswith("applied") for text in texts)
+    window.show_pair(second.path, second.path)  # something else first: nothing moved
+    assert window.moved_a == window.moved_b == []
+    window.decisions.setCurrentRow(0)  # the resolved flag: its before and after
+    assert window.index_a.snapshot_number == 1 and window.index_b.snapshot_number == 2
+    assert window.moved_b
+
+
+def test_compare_action_in_the_main_window(qtbot, reprocessed) -> None:  # type: ignore[no-untyped-def]
+    from chunkyard.gui.controller import ReviewController
+    from chunkyard.gui.main_window import MainWindow
+
+    first, second, _ = reprocessed
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    window.show()
+    with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+        window.open_dataset(second.path)
+    index = window.controller.index
+    window.controller.select_document(index.doc_number(DOC))
+    window.compare_with_parent()
+    compare = window.compare_window
+    qtbot.addWidget(compare)
+    assert compare.index_a.snapshot_number == first.number and compare.index_b.snapshot_number == second.number
+
+
+def _index(snapshot: Snapshot):  # type: ignore[no-untyped-def]
+    from chunkyard.chunking.review import ReviewIndex
+
+    return ReviewIndex.load(snapshot.path)
+
+
+def test_select_text_and_keep_it_together(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A reviewer selects a span that a boundary cuts, presses T; reprocessing keeps it in one chunk; undo retracts."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QTextCursor
+
+    from chunkyard.chunking.decisions import active_constraints
+    from chunkyard.gui.controller import ReviewController
+    from chunkyard.gui.main_window import MainWindow
+
+    first = Snapshot.open(build_dataset(tmp_path))
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    window.show()
+    with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+        window.open_dataset(first.path)
+    index = window.controller.index
+    doc = index.doc_number(DOC)
+    window.controller.select_document(doc)
+    rows = index.doc_rows(doc)
+    boundary = int(index.end[rows.start + 2])  # the end of chunk 2: select 60 characters on each side
+    text = index.document_text(doc)
+    start, end = boundary - 60, boundary + 60
+    cursor = window.source_view.textCursor()
+    cursor.setPosition(window.source_view.offsets.to_utf16(start))
+    cursor.setPosition(window.source_view.offsets.to_utf16(end), QTextCursor.MoveMode.KeepAnchor)
+    window.source_view.setTextCursor(cursor)
+    qtbot.keyClick(window.chunks_view, Qt.Key.Key_T)
+    [constraint] = active_constraints(window.controller.ledger.events("fixture-kb", 1))[DOC]
+    assert constraint.kind == "keep_together" and constraint.origin == "explicit"
+    assert (constraint.start, constraint.end) == (len(text[:start]) + (len(text[start:end]) - len(text[start:end].lstrip())),
+                                                  len(text[:end].rstrip()))
+    window.undo_action.trigger()
+    assert active_constraints(window.controller.ledger.events("fixture-kb", 1)) == {}
+    window.redo_action.trigger()
+    assert active_constraints(window.controller.ledger.events("fixture-kb", 1))[DOC] == [constraint]
+    window.controller.close()  # the reprocess appends to the same ledger
+
+    manifest_config = first.manifest["config"]
+    config = load_config_text(manifest_config["text"], Path(manifest_config["path"]))
+    result = reprocess_snapshot(config)
+    assert result.snapshot is not None and [c["status"] for c in result.manifest["constraints"]] == ["applied"]
+    spans = [(r["start"], r["end"]) for r in Snapshot.open(result.snapshot).chunks(["doc_id", "start", "end"]).to_pylist()
+             if r["doc_id"] == DOC]
+    assert any(a <= constraint.start and b >= constraint.end for a, b in spans)
+
+
+def test_selecting_a_resolved_chunk_flag_scrolls_both_sides_to_the_chunk(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Only boundary flags have a position; selecting a resolved flag on a chunk deep in a document left
+    both sides at the top, far from what was flagged and changed."""
+    long_doc = "# Long\n\n" + "".join(f"Paragraph {i} has a few words about tents and stoves.\n\n" for i in range(600))
+    first = Snapshot.open(build_dataset(tmp_path, extra={"long/paragraphs.md": long_doc}))
+    doc_id = "long/paragraphs.md"
+    rows = [r for r in first.chunks(["doc_id", "chunk_id", "chunk_index", "start"]).to_pylist() if r["doc_id"] == doc_id]
+    deep = rows[len(rows) * 3 // 4]
+    sha = first.documents(["doc_id", "sha256"], [doc_id]).to_pylist()[0]["sha256"]
+    with Ledger(ledger_path(first.path)) as ledger:
+        ledger.flag(Target("fixture-kb", 1, first.number, doc_id, sha, deep["chunk_id"], deep["chunk_index"]),
+                    "too_large", reviewer="tester")
+    manifest_config = first.manifest["config"]
+    result = reprocess_snapshot(load_config_text(manifest_config["text"], Path(manifest_config["path"])))
+    assert result.snapshot is not None
+    window = CompareWindow(first.path, result.snapshot, doc_id)
+    qtbot.addWidget(window)
+    window.resize(1000, 600)
+    window.show()
+    qtbot.waitExposed(window)
+    assert window.left.verticalScrollBar().value() == 0
+    window.decisions.setCurrentRow(0)  # the resolved flag on chunk `deep`
+    position = window.left.offsets.to_utf16(deep["start"])
+    for side in (window.left, window.right):
+        first_visible, last_visible = side._visible_range()
+        assert first_visible <= position <= last_visible
+
+
+def test_compare_paints_only_the_moved_boundaries_on_screen(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Each paint of a compare side placed a red bar for every moved boundary of the document with Qt's
+    cursorRect, which walks the line up to the position: after a flag early in a 1 MB one-line
+    document moved all 2,631 boundaries, every paint took half a second (and grows with the square
+    of the document). Only the bars of the lines on screen are placed now."""
+    doc_id = "long/one-line.md"
+    first = Snapshot.open(build_dataset(tmp_path, extra={doc_id: "word " * 60_000}))
+    chunk = [r for r in first.chunks(["doc_id", "chunk_id", "chunk_index"]).to_pylist()
+             if r["doc_id"] == doc_id and r["chunk_index"] == 0][0]
+    sha = first.documents(["doc_id", "sha256"], [doc_id]).to_pylist()[0]["sha256"]
+    with Ledger(ledger_path(first.path)) as ledger:
+        ledger.flag(Target("fixture-kb", 1, first.number, doc_id, sha, chunk["chunk_id"], 0), "too_large", reviewer="t")
+    manifest_config = first.manifest["config"]
+    result = reprocess_snapshot(load_config_text(manifest_config["text"], Path(manifest_config["path"])))
+    window = CompareWindow(first.path, result.snapshot, doc_id)
+    qtbot.addWidget(window)
+    window.resize(1000, 600)
+    window.show()
+    qtbot.waitExposed(window)
+    assert len(window.moved_b) > 300
+    view = window.right
+    first_visible, last_visible = view._visible_range()
+    on_screen = [p for p in view._moved_utf16 if first_visible <= p <= last_visible]
+    assert on_screen
+    placed: list[int] = []
+    cursor_rect, position_rect = view.cursorRect, view._position_rect
+    view.cursorRect = lambda *args: placed.append(-1) or cursor_rect(*args)  # type: ignore[method-assign]
+    view._position_rect = lambda position: placed.append(position) or position_rect(position)  # type: ignore[method-assign]
+    view.grab()
+    assert -1 not in placed or len(placed) < 60
+    assert all(first_visible <= p <= last_visible for p in placed)  # nothing is placed off screen
+    assert set(on_screen) <= set(placed)
