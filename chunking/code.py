@@ -33,9 +33,9 @@ from typing import Any
 
 import regex
 
-from chunkyard.chunking.config import ChunkerBase
 from chunkyard.chunking.oversize import BudgetProbe, fallback_boundaries
 from chunkyard.chunking.packer import Group, Plan
+from chunkyard.chunking.settings import ChunkerBase
 
 # Boundary scores (see chunkyard.chunking.packer for the scale).
 TOP_DEFINITION = 70

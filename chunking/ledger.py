@@ -251,10 +251,6 @@ class Ledger:
             self._connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self.retries = retries
 
-    @classmethod
-    def for_snapshot(cls, snapshot_path: str | Path) -> Ledger:
-        return cls(ledger_path(snapshot_path))
-
     # -- writing -------------------------------------------------------------------------------
 
     def append(self, kind: str, target: Target, *, reviewer: str, reason: str | None = None,

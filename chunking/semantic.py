@@ -37,12 +37,12 @@ from typing import Any
 import numpy as np
 import regex
 
-from chunkyard.chunking.config import ChunkerBase
 from chunkyard.chunking.errors import ChunkyardError
+from chunkyard.chunking.layout import HTML_SUFFIXES, MARKDOWN_SUFFIXES, Layout, file_title
 from chunkyard.chunking.markdown import scan
 from chunkyard.chunking.oversize import BudgetProbe, fallback_boundaries
 from chunkyard.chunking.packer import Plan
-from chunkyard.chunking.strategies import HTML_SUFFIXES, MARKDOWN_SUFFIXES, Layout, _file_title
+from chunkyard.chunking.settings import ChunkerBase
 
 TOPIC_LOW, TOPIC_HIGH = 61, 89
 PARAGRAPH_LOW, PARAGRAPH_HIGH = 40, 59
@@ -254,7 +254,7 @@ def semantic_layout(text: str, settings: ChunkerBase, path: str | None) -> Layou
     skip: list[tuple[int, int]] = []
     start = 0
     groups = []
-    title = _file_title(path)
+    title = file_title(path)
     heading_starts: list[int] = []
     heading_paths: list[tuple[str, ...]] = []
     heading_ends: dict[int, int] = {}

@@ -192,9 +192,6 @@ class ReviewController(QObject):
             self.load_refused = loader.usage
             self.failed.emit(message)
 
-    def wait_loaded(self, timeout_ms: int = 60000) -> bool:
-        return self._loader is None or self._loader.wait(timeout_ms)
-
     def _on_loaded(self, index: ReviewIndex, ledger: Ledger | None, problem: str, loader: Loader | None = None) -> None:
         if loader is not None and loader is not self._loader:  # closed while it was loading
             if ledger is not None:

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from chunkyard.chunking.api import split_document
 from chunkyard.chunking.code import LANGUAGE_BY_SUFFIX, LANGUAGES, detect_language
-from chunkyard.chunking.config import CodeSettings, load_config_text, parse_settings
+from chunkyard.chunking.config import load_config_text, parse_settings
 from chunkyard.chunking.errors import ConfigError
+from chunkyard.chunking.settings import CodeSettings
 from chunkyard.chunking.strategies import auto_strategy
 
 REPO = Path(__file__).resolve().parents[2]
