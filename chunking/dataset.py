@@ -35,7 +35,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from chunkyard.chunking.api import ChunkedDocument, chunk_id
+from chunkyard.chunking.documents import Document
 from chunkyard.chunking.errors import ChunkyardError, DatasetError, DatasetPathError
+from chunkyard.chunking.pdf import page_of
 from chunkyard.chunking.storage import Location, StoragePath, location, parquet_writer, read_parquet
 
 SCHEMA_VERSION = 1
@@ -96,6 +99,96 @@ CHUNKS_SCHEMA = pa.schema(
 
 def empty_table(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
+
+
+# ---------------------------------------------------------------------------------------------
+# Building rows
+
+# The key of ``metadata_json`` that holds the extractor's exclusions (HTML scripts, PDF artefacts, ...),
+# kept apart from the chunker's own ``exclusions`` column.
+EXTRACTION_EXCLUSIONS = "extraction_exclusions"
+
+
+class BatchRows:
+    """The rows of ``documents.parquet`` and ``chunks.parquet`` for one batch, added one chunked
+    document at a time: the one place the columns of ``DOCUMENTS_SCHEMA`` and ``CHUNKS_SCHEMA`` are
+    filled (docs/design.md, "Dataset contract").
+
+    Column by column: one list per column, extended by one comprehension per document (a third of the
+    cost of appending per chunk and column), turned into Arrow tables by ``tables``.
+    """
+
+    def __init__(self) -> None:
+        self._documents: dict[str, list[Any]] = {name: [] for name in DOCUMENTS_SCHEMA.names}
+        self._chunks: dict[str, list[Any]] = {name: [] for name in CHUNKS_SCHEMA.names}
+
+    def add(self, document: Document, chunked: ChunkedDocument, *, unit: str, config_version: int,
+            config_hash: str) -> None:
+        """The document's row and one row per chunk of ``chunked`` (its chunks under one config)."""
+        metadata = {**document.metadata, **_jsonable(chunked.metadata)}
+        if document.exclusions:
+            metadata[EXTRACTION_EXCLUSIONS] = document.exclusions
+        chunks = chunked.chunks
+        documents = self._documents
+        documents["doc_id"].append(document.doc_id)
+        documents["path"].append(document.path)
+        documents["format"].append(document.format)
+        documents["strategy"].append(chunked.strategy)
+        documents["sha256"].append(document.sha256)
+        documents["n_bytes"].append(document.n_bytes)
+        documents["n_chars"].append(len(document.text))
+        documents["n_chunks"].append(len(chunks))
+        documents["title"].append(chunked.title)
+        documents["exclusions"].append([{"start": s, "end": e, "reason": r} for s, e, r in chunked.exclusions])
+        documents["metadata_json"].append(json.dumps(metadata, ensure_ascii=False, sort_keys=True, default=str))
+        documents["text"].append(document.text)
+        documents["page_starts"].append(list(document.page_starts))
+
+        count = len(chunks)
+        doc_id = document.doc_id
+        columns = self._chunks
+        columns["chunk_id"].extend([chunk_id(doc_id, c.start, c.end, config_hash) for c in chunks])
+        columns["doc_id"].extend([doc_id] * count)
+        columns["chunk_index"].extend([c.index for c in chunks])
+        columns["start"].extend([c.start for c in chunks])
+        columns["end"].extend([c.end for c in chunks])
+        columns["section_path"].extend([list(c.section_path) for c in chunks])
+        columns["size"].extend([c.size for c in chunks])
+        columns["unit"].extend([unit] * count)
+        columns["n_chars"].extend([c.n_chars for c in chunks])
+        columns["n_tokens"].extend([c.n_tokens for c in chunks])
+        columns["strategy"].extend([c.strategy for c in chunks])
+        columns["label"].extend([c.label for c in chunks])
+        columns["config_version"].extend([config_version] * count)
+        columns["config_hash"].extend([config_hash] * count)
+        columns["findings"].extend([list(c.findings) for c in chunks])
+        columns["text"].extend([c.text for c in chunks])
+        columns["embed_text"].extend([c.embed_text for c in chunks])
+        # Pages of the chunk's first and last character (PDF); null for documents without pages.
+        pages = document.page_starts
+        if pages:
+            columns["page_start"].extend([page_of(pages, c.start) for c in chunks])
+            columns["page_end"].extend([page_of(pages, max(c.start, c.end - 1)) for c in chunks])
+        else:
+            columns["page_start"].extend([None] * count)
+            columns["page_end"].extend([None] * count)
+
+    def tables(self) -> tuple[pa.Table, pa.Table]:
+        """The documents and chunks tables of the rows added so far."""
+        return (pa.table(self._documents, schema=DOCUMENTS_SCHEMA), pa.table(self._chunks, schema=CHUNKS_SCHEMA))
+
+
+def stored_document(row: dict[str, Any]) -> Document:
+    """A ``documents.parquet`` row read back as the document it was made from (``BatchRows.add``'s
+    inverse for what chunking needs), so a snapshot can be rechunked without its source folder."""
+    metadata = json.loads(row["metadata_json"] or "{}")
+    return Document(row["doc_id"], row["path"], row["format"], row["sha256"], row["n_bytes"], row["text"],
+                    title=row["title"], exclusions=metadata.pop(EXTRACTION_EXCLUSIONS, []),
+                    metadata=metadata, page_starts=list(row.get("page_starts") or []))
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(data, default=str))
 
 
 # ---------------------------------------------------------------------------------------------

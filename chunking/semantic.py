@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import regex
 
-from chunkyard.chunking.errors import ChunkyardError
+from chunkyard.chunking.errors import ChunkyardError, import_extra
 from chunkyard.chunking.layout import HTML_SUFFIXES, MARKDOWN_SUFFIXES, Layout, file_title
 from chunkyard.chunking.markdown import scan
 from chunkyard.chunking.oversize import BudgetProbe, fallback_boundaries
@@ -92,13 +92,8 @@ def load_model() -> Any:
     if _model is None:
         with _model_lock:
             if _model is None:
-                try:
-                    import wordllama
-                    from wordllama import WordLlama
-                except ImportError:
-                    raise EmbeddingModelError(
-                        "the semantic strategy needs the 'wordllama' package (pip install wordllama)"
-                    ) from None
+                wordllama = import_extra("wordllama", "The semantic strategy", "eval")
+                WordLlama = wordllama.WordLlama  # noqa: N806 - the library's class
                 try:
                     # load() looks for the weights in the wrong folder; they ship beside the package.
                     _model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from chunkyard.chunking.errors import ChunkyardError
+from chunkyard.chunking.errors import ChunkyardError, import_extra
 
 RETRIEVERS = ("bm25", "dense")
 DENSE_MODEL = "l2_supercat"
@@ -64,10 +64,7 @@ class BM25Retriever:
     name = "bm25"
 
     def __init__(self, texts: Sequence[str]):
-        try:
-            import bm25s
-        except ImportError:  # pragma: no cover - declared dependency
-            raise EvaluationError("the bm25 retriever needs the 'bm25s' package (pip install bm25s)") from None
+        bm25s = import_extra("bm25s", "The bm25 retriever", "eval")
         # bm25s sets its own logger to DEBUG at import; its index/retrieve chatter is not for users.
         logging.getLogger("bm25s").setLevel(logging.WARNING)
         self._bm25s = bm25s
@@ -92,10 +89,8 @@ def load_wordllama() -> Any:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:
-        import wordllama
-        from wordllama import WordLlama
-    except ImportError:  # pragma: no cover - declared dependency
-        raise EvaluationError("the dense retriever needs the 'wordllama' package (pip install wordllama)") from None
+        wordllama = import_extra("wordllama", "The dense retriever", "eval")
+        WordLlama = wordllama.WordLlama  # noqa: N806 - the library's class
     finally:
         # wordllama calls logging.basicConfig(level=INFO) on import; keep the host's logging as it was.
         for handler in list(root.handlers):
