@@ -2,7 +2,7 @@
 
 Fixtures in tests/fixtures/code hold one small file per language; the sample corpus's
 examples/kb/tools/inventory_sync.py is the realistic case. Every chunking call goes through
-``check_chunks`` (conftest), which asserts the invariants of DESIGN.md on the way.
+``check_chunks`` (conftest), which asserts the invariants of docs/design.md on the way.
 """
 
 from __future__ import annotations
