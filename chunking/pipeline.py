@@ -72,6 +72,9 @@ class RunRefused(UsageError):
 
 @dataclass
 class RunContext:
+    """What a run needs before its first batch: the checked folders, the snapshot it builds on (and
+    its documents' sha256, to carry unchanged ones over) and the reviewer constraints to honour."""
+
     config: Config
     source_dir: Path
     output_dir: Location  # a local folder, or a folder on an object store (chunkyard.chunking.storage)
@@ -321,6 +324,9 @@ def make_batches(files: Iterable[SourceFile | Skipped], target_bytes: BatchTarge
 
 @dataclass
 class BatchResult:
+    """One batch chunked: its rows (``dataset.BatchRows``), what was reused or skipped, and what became
+    of each reviewer constraint; the flow appends the rows to the snapshot being written."""
+
     documents: pa.Table
     chunks: pa.Table
     skipped: list[Skipped] = field(default_factory=list)
@@ -446,6 +452,8 @@ class CarryOver:
 
 
 class _RowIndex:
+    """The rows of each doc_id in one Parquet file of the previous snapshot, read by row group."""
+
     def __init__(self, path: Location):
         try:
             self.file = parquet_file(path)

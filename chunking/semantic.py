@@ -42,7 +42,7 @@ from chunkyard.chunking.layout import HTML_SUFFIXES, MARKDOWN_SUFFIXES, Layout, 
 from chunkyard.chunking.markdown import scan
 from chunkyard.chunking.oversize import BudgetProbe, fallback_boundaries
 from chunkyard.chunking.packer import Plan
-from chunkyard.chunking.settings import ChunkerBase
+from chunkyard.chunking.settings import ChunkerBase, SemanticSettings
 
 TOPIC_LOW, TOPIC_HIGH = 61, 89
 PARAGRAPH_LOW, PARAGRAPH_HIGH = 40, 59
@@ -50,6 +50,7 @@ SENTENCE_LOW, SENTENCE_HIGH = 20, 29
 FILL = 0.25  # chunks may end anywhere in the last three quarters of the reach
 
 MAX_EMBED_CHARS = 2000  # wordllama does not truncate; a giant unit would pad the whole batch
+EMBEDDING_DIM = 256  # the bundled wordllama model's dimension
 BATCH_SIZE = 64
 
 _PARAGRAPH_BREAK = regex.compile(r"\n[^\S\n]*\n\s*")
@@ -105,7 +106,7 @@ def load_model() -> Any:
 def embed(texts: list[str]) -> np.ndarray:
     """Unit-length embeddings of ``texts`` (rows in input order), batched by length."""
     if not texts:
-        return np.zeros((0, 256), dtype=np.float32)
+        return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
     model = load_model()
     clipped = [text[:MAX_EMBED_CHARS] for text in texts]
     # Sorting by length keeps padding small; a stable sort keeps the result deterministic.
@@ -240,8 +241,10 @@ def gap_scores(similarities: np.ndarray, kinds: list[str], threshold: float) -> 
 
 def semantic_layout(text: str, settings: ChunkerBase, path: str | None) -> Layout:
     """The ``semantic`` strategy's layout (see the module docstring for the method)."""
-    window = getattr(settings, "window", 3)
-    threshold = getattr(settings, "threshold", 0.2)
+    # Another strategy's settings (``auto`` never picks semantic; a direct call may): the model's defaults.
+    defaults = SemanticSettings.model_fields
+    window = getattr(settings, "window", defaults["window"].default)
+    threshold = getattr(settings, "threshold", defaults["threshold"].default)
     # Text extracted from HTML is written as Markdown, so it gets the same structure.
     suffix = PurePosixPath(path).suffix.lower() if path else ""
     is_markdown = suffix in MARKDOWN_SUFFIXES or suffix in HTML_SUFFIXES

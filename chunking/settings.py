@@ -35,6 +35,9 @@ class ContextSettings(_Strict):
 
 
 class ChunkerBase(_Strict):
+    """The settings every strategy shares: the unit and budget, overlap, the minimum size, what goes into
+    ``embed_text`` and what becomes of front matter. Each strategy's model adds its ``strategy`` tag."""
+
     unit: Literal["chars", "words", "tokens"] = "tokens"
     tokenizer: str = "cl100k_base"
     # Count every chunk's tokens (``n_tokens``) even when the unit is chars or words. Exact counting
