@@ -55,12 +55,17 @@ def test_wheel_holds_only_chunkyard_and_imports_from_a_fresh_install(tmp_path):
               "print(chunkyard.__file__); "
               "print(len(chunk_document('# A\\n\\nOne. Two.', {'strategy': 'markdown', 'unit': 'chars', 'max_size': 5}))); "
               "print(sorted(set(n.status().values())))")
+    script += "; import chunkyard.chunking; print(chunkyard.chunking.__file__)"
     env = {**os.environ, "PYTHONPATH": str(target)}
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    where, count, status = result.stdout.strip().splitlines()
-    assert Path(where).is_relative_to(target), where
-    assert count == "3"
-    if _compiler():
-        assert status == "['in use']", status
+    # Also started inside a checkout, whose chunkyard/ (only __init__.py) leads sys.path: the
+    # subpackages still come from the installed copy.
+    for folder, top in ((tmp_path, target), (source, source)):
+        result = subprocess.run([sys.executable, "-c", script], cwd=folder, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 0, result.stderr[-3000:]
+        where, count, status, chunking = result.stdout.strip().splitlines()
+        assert Path(where).is_relative_to(top), where
+        assert Path(chunking).is_relative_to(target), chunking
+        assert count == "3"
+        if _compiler():
+            assert status == "['in use']", status
