@@ -2,10 +2,10 @@
 
 A strategy is one entry of the registry ``STRATEGIES``: its ``strategy:`` name, its settings model
 (``chunkyard.chunking.settings``) and its layout function, declared together with ``@register``. The
-config loader's settings union, the list of names and any command-line choices derive from it, so a
-strategy is declared once. A layout function describes the document (boundaries, groups, headings);
-the one packer in ``chunkyard.chunking.packer`` makes the spans, so every strategy shares the same
-exactness, coverage, budget and overlap behaviour.
+config loader's settings union, ``config.STRATEGY_NAMES`` and the message for an unknown strategy
+derive from it, so a strategy is declared once (docs/design.md, "Strategies"). A layout function
+describes the document (boundaries, groups, headings); the one packer in ``chunkyard.chunking.packer``
+makes the spans, so every strategy shares the same exactness, coverage, budget and overlap behaviour.
 """
 
 from __future__ import annotations
