@@ -408,12 +408,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         if not args.debug:
             _one_line_prefect_errors()
-        run_module.progress_hook = progress.update
-        try:
-            result = run_module.run(config, args.source, args.output, task_runner=args.task_runner,
-                                    workers=args.workers, address=args.address)
-        finally:
-            run_module.progress_hook = None
+        result = run_module.run(config, args.source, args.output, task_runner=args.task_runner,
+                                workers=args.workers, address=args.address, progress=progress.update)
     elapsed = time.perf_counter() - started
     manifest = result.manifest
     if args.json:
@@ -788,11 +784,7 @@ def _eval_chunk(config: Any) -> Path:  # a chunkyard.chunking.config.Config
     from chunkyard.flows import run as run_module
 
     with _Progress() as progress:
-        run_module.progress_hook = progress.update
-        try:
-            result = run_module.run(config)
-        finally:
-            run_module.progress_hook = None
+        result = run_module.run(config, progress=progress.update)
     if result.snapshot is None:
         raise ChunkyardError(f"chunking {config.name} v{config.version} published no snapshot")
     return result.snapshot
