@@ -200,12 +200,13 @@ def test_output_inside_source_is_refused(prefect_server, tmp_path, capsys):
 
 def _no_server_or_flow(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail the test if `chunkyard run` starts a Prefect server, the forkserver or the flow."""
-    from chunkyard.flows import cli, workers
     from chunkyard.flows import run as run_module
+    from chunkyard.flows import workers
+    from chunkyard.flows.cli.session import PrefectServer
 
     monkeypatch.setattr(run_module, "run", lambda *a, **k: pytest.fail("the flow started"))
-    monkeypatch.setattr(cli._SERVER, "start", lambda: pytest.fail("a Prefect server was started"))
-    monkeypatch.setattr(cli._SERVER, "ensure", lambda: pytest.fail("a Prefect server was started"))
+    monkeypatch.setattr(PrefectServer, "start", lambda self: pytest.fail("a Prefect server was started"))
+    monkeypatch.setattr(PrefectServer, "ensure", lambda self: pytest.fail("a Prefect server was started"))
     monkeypatch.setattr(workers, "start_forkserver", lambda: pytest.fail("the forkserver was started"))
 
 
