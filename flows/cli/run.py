@@ -10,8 +10,6 @@ from typing import Any
 
 from chunkyard.chunking.errors import UsageError
 from chunkyard.chunking.words import plural
-from chunkyard.flows import server as server_module
-from chunkyard.flows import workers
 from chunkyard.flows.cli.command import (
     EXIT_OK,
     EXIT_SKIPPED,
@@ -25,7 +23,9 @@ from chunkyard.flows.console import one_line_prefect_errors
 from chunkyard.flows.settings import configure_prefect
 
 # chunkyard.flows.run, .reprocess and .schedule import Prefect (≈1 s): each handler imports its flow
-# module once the config has been checked, while the Prefect server starts on the other core.
+# module once the config has been checked, while the Prefect server starts on the other core. The
+# server and worker modules (subprocess, urllib, multiprocessing) are imported by the handlers too, so
+# that the commands without a flow do not load them.
 
 
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +49,8 @@ def _check_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Non
 
 
 def cmd_run(args: argparse.Namespace, session: Session) -> int:
+    from chunkyard.flows import workers
+
     configure_prefect(Path.cwd())
     config = load_for_chunking(args.config)
     from chunkyard.chunking.pipeline import check_run  # ≈0.2 s of imports only the chunking commands need
@@ -137,6 +139,8 @@ def cmd_schedule(args: argparse.Namespace, session: Session) -> int:
     configure_prefect(Path.cwd())
     if config.model.schedule is None:
         raise UsageError(f"{args.config}: no schedule: add `schedule: {{cron: \"0 2 * * *\", timezone: UTC}}`")
+    from chunkyard.flows import server as server_module
+
     # Its own server, with every service (a scheduler among them), not the session's batch server.
     with server_module.prefect_server() as api_url:
         from chunkyard.flows.schedule import deployment_name, serve

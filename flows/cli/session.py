@@ -13,9 +13,11 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chunkyard.flows.server import PendingServer, pending_server
+if TYPE_CHECKING:
+    from chunkyard.flows.server import PendingServer
+
 from chunkyard.flows.settings import configure_prefect
 
 
@@ -50,6 +52,9 @@ class PrefectServer:
         """Start it (once) without waiting; call before Prefect is imported, for worker processes."""
         configure_prefect(Path.cwd())
         if self._stack is None:
+            # Here, not at the top: subprocess, urllib and the rest only for the commands that run a flow.
+            from chunkyard.flows.server import pending_server
+
             stack = contextlib.ExitStack()
             self._pending = stack.enter_context(pending_server(batch=True))  # not for `schedule`
             self._stack = stack
