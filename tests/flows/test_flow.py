@@ -144,10 +144,10 @@ def test_prefects_copy_of_an_interrupt_is_not_shown_either():
     interrupt signal." above "chunkyard: interrupted; no snapshot was published"."""
     import logging
 
-    from chunkyard.flows.cli import _NoTraceback
+    from chunkyard.flows.console import NoTraceback
 
     def shown(name: str, message: str) -> bool:
-        return _NoTraceback().filter(logging.LogRecord(name, logging.ERROR, __file__, 1, message, None, None))
+        return NoTraceback().filter(logging.LogRecord(name, logging.ERROR, __file__, 1, message, None, None))
 
     assert not shown("prefect.flow_runs", "Crash detected! Execution was aborted by an interrupt signal.")
     assert shown("prefect.task_runs", "Task run failed with exception: OSError(5) - Retry 1/2 will start 1 second(s) from now")
@@ -461,7 +461,7 @@ def test_an_interrupted_command_stops_its_server_at_once(tmp_path, monkeypatch):
     (None, False, False),
 ])
 def test_the_command_line_abandons_its_server_only_after_ctrl_c(error, noted, abandoned):
-    from chunkyard.flows import cli
+    from chunkyard.flows.cli.session import PrefectServer
 
     class Pending:
         abandoned = False
@@ -469,9 +469,9 @@ def test_the_command_line_abandons_its_server_only_after_ctrl_c(error, noted, ab
         def abandon(self):
             self.abandoned = True
 
-    entry = cli._Server()
+    entry = PrefectServer(lambda: noted)
     pending = Pending()
-    entry._stack, entry._pending, entry.interrupted = contextlib.ExitStack(), pending, lambda: noted
+    entry._stack, entry._pending = contextlib.ExitStack(), pending
     entry.__exit__(error, error() if error else None, None)
     assert pending.abandoned is abandoned and entry._stack is None
 
