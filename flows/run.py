@@ -94,8 +94,8 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
 
     The config travels as its text (plus the path its relative paths resolve against), so the
     parameters Prefect records are plain strings and workers rebuild the same config. ``progress``,
-    if given, is called in this process after each batch is written (Prefect records it as a
-    placeholder, not a value).
+    if given, is called in this process after each batch is written (Prefect's record of the
+    parameter is an empty object).
     """
     config = _config_from_text(config_text, config_path)
     # ``output`` stays a string (a path or a URI with its query) so that the flow's parameters are plain.

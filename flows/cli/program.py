@@ -4,6 +4,7 @@ failure into one line and an exit code."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import os
 import select
@@ -106,8 +107,6 @@ def entry() -> None:
     """
     code = main()
     if code != EXIT_INTERRUPTED:
-        import atexit
-
         atexit._run_exitfuncs()
     # After Ctrl+C the atexit handlers are skipped: multiprocessing's would join pool workers that are
     # stuck sending a result nobody reads (the program hung); they end with this process (their
