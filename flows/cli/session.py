@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from chunkyard.flows.settings import configure_prefect
+
 if TYPE_CHECKING:
     from chunkyard.flows.server import PendingServer
-
-from chunkyard.flows.settings import configure_prefect
 
 
 class PrefectServer:
