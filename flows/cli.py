@@ -123,6 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--address", help="with --task-runner dask: a Dask scheduler address (tcp://host:8786); "
                                       "default: a local cluster")
     run.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
+    run.add_argument("--allow-mass-removal", action="store_true",
+                     help="publish even when the run removes more than output.max_removed_share of the previous "
+                          "snapshot's documents, or finds none")
     run.set_defaults(handler=cmd_run, usage_error=run.error)
 
     schedule = sub.add_parser("schedule", help="serve the chunking flow on the config's cron schedule")
@@ -411,7 +414,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_module.progress_hook = progress.update
         try:
             result = run_module.run(config, args.source, args.output, task_runner=args.task_runner,
-                                    workers=args.workers, address=args.address)
+                                    workers=args.workers, address=args.address,
+                                    allow_mass_removal=args.allow_mass_removal)
         finally:
             run_module.progress_hook = None
     elapsed = time.perf_counter() - started
