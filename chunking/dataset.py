@@ -252,15 +252,25 @@ class SnapshotWriter:
         clean_stale_staging(version_path)
         self.staging = version_path / f".staging-{os.getpid()}-{HOST}-{uuid.uuid4().hex[:8]}"
         self.staging.mkdir()
-        self._documents = pq.ParquetWriter(self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression=compression)
-        self._chunks = pq.ParquetWriter(self.staging / CHUNKS, CHUNKS_SCHEMA, compression=compression)
+        self._documents = self._chunks = None
         self.closed = False
+        try:
+            self._documents = pq.ParquetWriter(self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression=compression)
+            self._chunks = pq.ParquetWriter(self.staging / CHUNKS, CHUNKS_SCHEMA, compression=compression)
+        except (OSError, pa.ArrowException) as exc:
+            self.abort()
+            raise write_failure(exc, self.staging) from None
 
     def write(self, documents: pa.Table, chunks: pa.Table) -> None:
-        if documents.num_rows:
-            self._documents.write_table(conform(documents, DOCUMENTS_SCHEMA), row_group_size=4096)
-        if chunks.num_rows:
-            self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=65536)
+        try:
+            if documents.num_rows:
+                self._documents.write_table(conform(documents, DOCUMENTS_SCHEMA), row_group_size=4096)
+            if chunks.num_rows:
+                self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=65536)
+        except (OSError, pa.ArrowException) as exc:
+            if isinstance(exc, pa.ArrowInvalid | pa.ArrowTypeError):
+                raise  # rows that do not fit the schema: a bug to show, not a disk to blame
+            raise write_failure(exc, self.staging) from None
 
     def publish(self, manifest: dict[str, Any], *, strict_parent: bool = False) -> Path:
         """Close the files, write the manifest, and rename the staging folder to the next number.
@@ -273,10 +283,13 @@ class SnapshotWriter:
         by editing its parent, which would undo the newer one) nothing is published and
         ``SnapshotSuperseded`` is raised. ``manifest`` is updated in place.
         """
-        self._close()
+        try:
+            self._close()
+            for child in self.staging.iterdir():  # the data files; only the manifest is written under the lock
+                _fsync_file(child)
+        except (OSError, pa.ArrowException) as exc:
+            raise write_failure(exc, self.staging) from None
         base = manifest.get("parent_snapshot")
-        for child in self.staging.iterdir():  # the data files; only the manifest is written under the lock
-            _fsync_file(child)
         with _publish_lock(self.version_path):
             # With the lock no other chunkyard takes a number meanwhile; the retries are for writers
             # that cannot lock (no flock) or do not (an older chunkyard).
@@ -295,8 +308,11 @@ class SnapshotWriter:
                     manifest["built_on"] = base
                 else:
                     manifest.pop("built_on", None)
-                _write_json(self.staging / MANIFEST, manifest)
-                _fsync_file(self.staging / MANIFEST)
+                try:
+                    _write_json(self.staging / MANIFEST, manifest)
+                    _fsync_file(self.staging / MANIFEST)
+                except OSError as exc:
+                    raise write_failure(exc, self.staging / MANIFEST) from None
                 _fsync_dir(self.staging)
                 target = self.version_path / f"{number:04d}"
                 try:
@@ -314,14 +330,24 @@ class SnapshotWriter:
         return target
 
     def abort(self) -> None:
-        self._close()
+        """Remove the staging folder, even when closing the files fails (again: a full disk)."""
+        for writer in (self._documents, self._chunks):
+            with contextlib.suppress(Exception):
+                if writer is not None:
+                    writer.close()
+        self.closed = True
         shutil.rmtree(self.staging, ignore_errors=True)
+        if self.staging.exists():
+            raise DatasetError(f"{self.staging}: could not remove the staging folder of this failed run; "
+                               "remove it by hand (the next run also removes it)")
 
     def _close(self) -> None:
         if not self.closed:
-            self._documents.close()
-            self._chunks.close()
-            self.closed = True
+            self.closed = True  # a close that fails is not tried again (abort still removes the files)
+            try:
+                self._documents.close()
+            finally:
+                self._chunks.close()
 
     def next_number(self) -> int:
         existing = list_snapshots(self.version_path)
@@ -372,6 +398,19 @@ class ObjectStoreSnapshotWriter:
 
     def next_number(self) -> int:
         return self.number
+
+
+def write_failure(exc: BaseException, path: Location) -> Exception:
+    """An error from writing under ``path`` as one that names it: Arrow's ``OSError`` for a full disk
+    carries neither an errno nor a file name ("Error writing bytes to file. Detail: [errno 28] ...")."""
+    number = exc.errno if isinstance(exc, OSError) and exc.errno else None
+    if number is None:
+        found = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
+        number = int(found.group(1)) if found else None
+    if number:
+        return OSError(number, os.strerror(number), str(path))
+    detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return DatasetError(f"{path}: cannot write: {detail} (nothing was published)")
 
 
 def snapshot_writer(version_path: Location, compression: str = "zstd") -> SnapshotWriter | ObjectStoreSnapshotWriter:

@@ -95,12 +95,12 @@ def test_a_first_run_on_an_empty_source_is_refused(prefect_server, tmp_path, cap
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MB tmpfs, unmounted at the end; skipped where this process may not mount."""
+    """A 4 MB tmpfs, unmounted at the end; skipped where this process may not mount."""
     folder = tmp_path / f"full-{uuid.uuid4().hex[:6]}"
     folder.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
                           capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
@@ -112,14 +112,15 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 
 def _fill(folder: Path, leave: int = 0) -> None:
     """Fill the filesystem of ``folder`` up to ``leave`` bytes free."""
-    with open(folder / "filler", "wb") as handle:
-        block = b"\0" * 4096
-        try:
-            while True:
-                handle.write(block)
-                handle.flush()
-        except OSError:
-            pass
+    block = b"\0" * 4096
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while True:
+            os.write(fd, block)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
     if leave:
         size = (folder / "filler").stat().st_size
         os.truncate(folder / "filler", max(0, size - leave))
@@ -130,7 +131,7 @@ def test_a_run_on_a_full_disk_removes_its_staging_folder_and_names_the_path(pref
     source = tmp_path / "src"
     source.mkdir()
     # Incompressible text, larger than the disk: the writers fail, and closing them fails again.
-    for number in range(3):
+    for number in range(8):
         (source / f"big{number}.md").write_text(
             "# Big\n\n" + " ".join(uuid.uuid4().hex for _ in range(20_000)) + "\n", encoding="utf-8")
     config = write_config(tmp_path, source, tiny_disk, extra="")
