@@ -127,11 +127,12 @@ def export(path: str | Path, out: str | Path, fmt: str, since: str | Path | None
     if (folder / MANIFEST).is_file():
         raise ExportRefused(f"{out}: inside the published snapshot {folder}, which is never modified; "
                           "write the export elsewhere")
-    snapshot = Snapshot.open(path)
+    # Validated whole (Snapshot.validate): what ships is exactly what the documents say.
+    snapshot = Snapshot.open(path, validate=True)
     table = export_rows(snapshot)
     base = None
     if since is not None:
-        base = Snapshot.open(since)
+        base = Snapshot.open(since, validate=True)
         table = change_set(export_rows(base), table)
     metadata = {
         "chunkyard.export_schema_version": str(EXPORT_SCHEMA_VERSION),

@@ -103,6 +103,10 @@ class Loader(QThread):
             problem = f"review ledger unusable: {type(exc).__name__}: {exc}"
             ledger = None
         self.loaded.emit(index, ledger, problem)
+        try:  # after the first paint: checksums, then every chunk's text against its document (issue 20)
+            index.snapshot.verify()
+        except ChunkyardError as exc:
+            self.failed.emit(f"{exc}\n\nDo not approve chunks of this snapshot: what is shown may not be what ships.")
 
 
 class _Decision(QUndoCommand):

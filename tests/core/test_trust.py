@@ -181,3 +181,180 @@ def test_a_killed_export_leaves_a_temporary_the_next_one_removes(tmp_path: Path)
     assert len(left) == 1 and left[0].stat().st_size == 100000
     write_atomically(out, lambda handle: handle.write(b"done\n"))
     assert list(tmp_path.glob(".big.jsonl.tmp-*")) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Crafted and damaged snapshots: one loader (Snapshot.verify) for every reader
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from support.review_fixtures import build_dataset
+
+    return build_dataset(tmp_path_factory.mktemp("trust"))
+
+
+@pytest.fixture
+def crafted(pristine: Path, tmp_path: Path) -> Path:
+    """A writable copy of the pristine snapshot, without the manifest's checksums (as a crafted manifest,
+    or one written before they were recorded, would be): the content checks must stand alone."""
+    import json
+    import shutil
+
+    from chunkyard.chunking.dataset import MANIFEST, Snapshot
+
+    copy = tmp_path / "kb" / "v1" / "0001"
+    shutil.copytree(Snapshot.open(pristine).path, copy)
+    for child in copy.iterdir():
+        child.chmod(0o644)
+    manifest = json.loads((copy / MANIFEST).read_text(encoding="utf-8"))
+    assert set(manifest.pop("files")) == {"documents.parquet", "chunks.parquet"}
+    (copy / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    return copy
+
+
+def _rewrite(path: Path, change) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(change(pq.read_table(path)), path)
+
+
+def _set(table, name: str, values, kind=None):
+    import pyarrow as pa
+
+    array = pa.array(values, kind) if kind is not None else pa.array(values)
+    return table.set_column(table.schema.get_field_index(name), name, array)
+
+
+def _crafts():
+    import pyarrow as pa
+
+    def first_text_is(value_of):
+        return lambda t: _set(t, "text", [value_of(i, v) for i, v in enumerate(t.column("text").to_pylist())],
+                              pa.large_string())
+
+    return {
+        "text column of integers": ("chunks", lambda t: _set(t, "text", list(range(t.num_rows))),
+                                    "column text: expected string, found int64"),
+        "a null text": ("chunks", first_text_is(lambda i, v: None if i == 2 else v), "column text, row 2: null"),
+        "one chunk_id for every chunk": ("chunks", lambda t: _set(t, "chunk_id", ["same"] * t.num_rows),
+                                         "column chunk_id, row 1: 'same' is not unique"),
+        "a doc_id leaving the source": (
+            "both", lambda t: _set(t, "doc_id", ["../../ghost" if d == "notes/emoji.md" else d
+                                                 for d in t.column("doc_id").to_pylist()]),
+            "'../../ghost' has an empty, '.' or '..' segment"),
+        "an absolute doc_id": (
+            "both", lambda t: _set(t, "doc_id", ["/etc/passwd" if d == "notes/emoji.md" else d
+                                                 for d in t.column("doc_id").to_pylist()]),
+            "'/etc/passwd' is an absolute path"),
+        "a chunk of a document not listed": (
+            "chunks", lambda t: _set(t, "doc_id", ["ghost.md"] + t.column("doc_id").to_pylist()[1:]),
+            "column doc_id, row 0: 'ghost.md' is not a document of this snapshot"),
+        "text that is not the document's": ("chunks", first_text_is(lambda i, v: "APPROVED " + v[9:] if i == 3 else v),
+                                            "column text, row 3 (chunk"),
+        "offsets past the document": ("chunks", lambda t: _set(t, "end", [e + 10**6 if i == 0 else e for i, e in
+                                                                          enumerate(t.column("end").to_pylist())]),
+                                      "columns start/end, row 0"),
+        "n_chars that is not the text's length": (
+            "documents", lambda t: _set(t, "n_chars", [n + 5 for n in t.column("n_chars").to_pylist()]),
+            "column n_chars, row 0"),
+    }
+
+
+@pytest.mark.parametrize("craft", list(_crafts()))
+def test_a_crafted_snapshot_is_refused_by_every_reader(crafted: Path, tmp_path: Path, craft: str) -> None:
+    from chunkyard.chunking.dataset import CHUNKS, DOCUMENTS, Snapshot
+    from chunkyard.chunking.errors import DatasetError
+    from chunkyard.chunking.export import export
+    from chunkyard.chunking.versions import diff_snapshots
+
+    which, change, expected = _crafts()[craft]
+    for name in ([CHUNKS, DOCUMENTS] if which == "both" else [CHUNKS if which == "chunks" else DOCUMENTS]):
+        _rewrite(crafted / name, change)
+    readers = {
+        "open(validate=True)": lambda: Snapshot.open(crafted, validate=True),
+        "export": lambda: export(crafted, tmp_path / "e.jsonl", "jsonl"),
+        "export --since": lambda: export(crafted.parent.parent, tmp_path / "e.jsonl", "jsonl", since=crafted),
+        "diff": lambda: diff_snapshots(Snapshot.open(crafted), Snapshot.open(crafted)),
+        "verify (the reviewer's background check)": lambda: Snapshot.open(crafted).verify(),
+    }
+    for reader, call in readers.items():
+        with pytest.raises(DatasetError) as caught:
+            call()
+        message = str(caught.value)
+        assert expected in message and "\n" not in message, f"{reader}: {message}"
+        assert message.startswith(str(crafted)), f"{reader} names the file: {message}"
+    assert not (tmp_path / "e.jsonl").exists()
+
+
+@pytest.mark.parametrize("craft", ["a doc_id leaving the source",
+                                   "a chunk of a document not listed", "text column of integers"])
+def test_the_reviewer_refuses_at_open_what_it_reads(crafted: Path, craft: str) -> None:
+    from chunkyard.chunking.dataset import CHUNKS, DOCUMENTS
+    from chunkyard.chunking.errors import DatasetError
+    from chunkyard.chunking.review import ReviewIndex
+
+    which, change, _ = _crafts()[craft]
+    for name in ([CHUNKS, DOCUMENTS] if which == "both" else [CHUNKS if which == "chunks" else DOCUMENTS]):
+        _rewrite(crafted / name, change)
+    index = None
+    with pytest.raises(DatasetError):
+        index = ReviewIndex.load(crafted)
+        for doc in range(index.n_documents):  # the text column is read per document, on demand
+            index.document_text(doc)
+            index.chunk_details(doc)
+
+
+def _zero_inside_text_column(path: Path, size: int = 4096) -> int:
+    """Zero ``size`` bytes in the middle of the ``text`` column chunk of ``path``; returns the offset."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.ParquetFile(path).metadata
+    column = metadata.row_group(0).column(metadata.schema.names.index("text"))
+    start = column.dictionary_page_offset or column.data_page_offset
+    length = column.total_compressed_size
+    size = min(size, length // 2)
+    offset = start + (length - size) // 2
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        handle.write(b"\0" * size)
+    return offset
+
+
+def test_damage_in_a_column_the_reviewer_does_not_read_is_found_by_verify(pristine: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from chunkyard.chunking.dataset import CHUNKS, Snapshot
+    from chunkyard.chunking.errors import DatasetError
+    from chunkyard.chunking.review import ReviewIndex
+
+    copy = tmp_path / "kb" / "v1" / "0001"
+    shutil.copytree(Snapshot.open(pristine).path, copy)
+    (copy / CHUNKS).chmod(0o644)
+    _zero_inside_text_column(copy / CHUNKS)
+    index = ReviewIndex.load(copy)  # ids, offsets, findings only: opens as if nothing were wrong
+    assert index.n_chunks > 0
+    with pytest.raises(DatasetError, match=r"chunks\.parquet: damaged: its content differs"):
+        index.snapshot.verify()
+    with pytest.raises(DatasetError):
+        Snapshot.open(copy, validate=True)
+
+
+def test_a_pristine_snapshot_passes_every_check(pristine: Path, tmp_path: Path) -> None:
+    from chunkyard.chunking.dataset import Snapshot
+    from chunkyard.chunking.export import export
+
+    snapshot = Snapshot.open(pristine, validate=True)
+    assert snapshot.manifest["files"]["chunks.parquet"]["bytes"] == (snapshot.path / "chunks.parquet").stat().st_size
+    assert export(pristine, tmp_path / "e.jsonl", "jsonl")["rows"] > 0
+
+
+@pytest.mark.parametrize("doc_id, safe", [
+    ("a.md", True), ("docs/guide v2/ünïcode 😀.md", True), ("line\nbreak.md", True), ("..hidden..md", True),
+    ("../x", False), ("a/../../x", False), ("/etc/passwd", False), ("a//b", False), ("./a", False),
+    ("C:/x", False), ("\\\\server\\share", False), ("a\\..\\b", False), ("", False), ("nul\x00", False),
+])
+def test_safe_doc_id(doc_id: str, safe: bool) -> None:
+    from chunkyard.chunking.dataset import safe_doc_id
+
+    assert (safe_doc_id(doc_id) is None) == safe
