@@ -595,7 +595,7 @@ def cmd_flag(args: argparse.Namespace) -> int:
 
     from chunkyard.chunking.dataset import Snapshot
     from chunkyard.chunking.errors import UsageError
-    from chunkyard.chunking.ledger import Ledger, Target, default_reviewer, ledger_path
+    from chunkyard.chunking.ledger import Ledger, Target, check_reviewer, default_reviewer, ledger_path
     from chunkyard.chunking.review import config_facts
 
     snapshot = Snapshot.open(args.path)
@@ -613,6 +613,7 @@ def cmd_flag(args: argparse.Namespace) -> int:
     if args.reviewer is not None and not args.reviewer.strip():
         raise UsageError("a reviewer name is required to record a decision: --reviewer is empty")
     reviewer = args.reviewer or config_facts(snapshot.manifest)[0] or default_reviewer()
+    check_reviewer(reviewer)  # before the ledger is opened (or created)
     target = Target(snapshot.name, snapshot.version, snapshot.number, args.doc, documents.column("sha256")[0].as_py(),
                     match.column("chunk_id")[0].as_py(), args.chunk,
                     match.column("end")[0].as_py() if args.boundary else None)

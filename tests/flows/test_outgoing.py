@@ -170,3 +170,65 @@ def test_a_flag_on_a_full_disk_leaves_no_ledger_that_blocks_later_runs(prefect_s
                    "--reviewer", "ann") == EXIT_OK
     with Ledger(ledger) as opened:
         assert [event.kind for event in opened.events()] == ["flag"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line on crafted snapshots and ledgers
+
+
+@pytest.fixture
+def crafted_copy(tmp_path: Path) -> Path:
+    """A writable copy of a real snapshot whose chunks all share one chunk_id (manifest checksums
+    dropped, as a crafted manifest would)."""
+    import json
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from support.review_fixtures import build_dataset
+
+    built = Snapshot.open(build_dataset(tmp_path / "built"))
+    copy = tmp_path / "crafted" / "kb" / "v1" / "0001"
+    shutil.copytree(built.path, copy)
+    for child in copy.iterdir():
+        child.chmod(0o644)
+    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["files"]
+    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    table = pq.read_table(copy / "chunks.parquet")
+    table = table.set_column(table.schema.get_field_index("chunk_id"), "chunk_id",
+                             pa.array(["same"] * table.num_rows))
+    pq.write_table(table, copy / "chunks.parquet")
+    return copy
+
+
+@pytest.mark.parametrize("command", [["export", "{p}", "--format", "jsonl", "--out", "{tmp}/e.jsonl"],
+                                     ["export", "{good}", "--format", "jsonl", "--out", "{tmp}/e.jsonl",
+                                      "--since", "{p}"],
+                                     ["diff", "{good}", "{p}"]])
+def test_export_and_diff_exit_1_on_a_crafted_snapshot(crafted_copy: Path, tmp_path: Path, capsys, command):
+    good = tmp_path / "built" / "out" / "fixture-kb"
+    args = [part.format(p=crafted_copy, tmp=tmp_path, good=good) for part in command]
+    assert run_cli(*args) == EXIT_FAILED
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0] == (f"chunkyard: error: {crafted_copy / 'chunks.parquet'}: column chunk_id, "
+                                            "row 1: 'same' is not unique"), lines
+    assert not (tmp_path / "e.jsonl").exists()
+
+
+def test_flag_refuses_a_ledger_link_and_a_reviewer_name_with_control_characters(tmp_path: Path, capsys):
+    from support.review_fixtures import build_dataset
+
+    dataset = build_dataset(tmp_path / "built")
+    snapshot = Snapshot.open(dataset)
+    doc = snapshot.documents(["doc_id"]).column("doc_id")[0].as_py()
+    flag = ["flag", str(dataset), "--doc", doc, "--chunk", "0", "--reason", "other"]
+    assert run_cli(*flag, "--reviewer", "ann\x1b]0;owned\x07") == EXIT_USAGE
+    assert "control character U+001B" in _last_line(capsys)
+    assert not (dataset / LEDGER_FILE).exists(), "a refused flag creates no ledger"
+    target = tmp_path / "elsewhere.sqlite"
+    (dataset / LEDGER_FILE).symlink_to(target)
+    assert run_cli(*flag, "--reviewer", "ann") == EXIT_USAGE
+    assert "is a symbolic link" in _last_line(capsys)
+    assert not target.exists()
