@@ -235,20 +235,22 @@ def _row(table: pa.Table, row: int, whole: bool, first_row: int) -> str:
     return "a row"
 
 
-_DRIVE_PATH = re.compile(r"^[A-Za-z]:")
+_DRIVE_PATH = re.compile(r"^[A-Za-z]:[/\\]")
 
 
 def safe_doc_id(doc_id: str) -> str | None:
-    """Why ``doc_id`` is not a safe document id, or None. A document id is the file's POSIX path
-    relative to the source folder: not empty, not absolute (``/``, ``\\``, a drive ``C:``), no ``.``,
-    ``..`` or empty segment (either separator), no NUL. Exporters and stores use it as a path or key."""
+    r"""Why ``doc_id`` is not a safe document id, or None. A document id is the file's POSIX path
+    relative to the source folder: not empty, no NUL, not absolute (``/``; nor ``\``, ``C:/`` or
+    ``C:\`` for a consumer on Windows), no empty, ``.`` or ``..`` segment, and no ``..`` between
+    backslashes either. Exporters and stores use it as a path or key. Any other character of a POSIX
+    file name (spaces, newlines, a backslash elsewhere) is allowed: discovery makes ids of real files."""
     if not doc_id:
         return "is empty"
     if "\x00" in doc_id:
         return "holds a NUL character"
     if doc_id.startswith(("/", "\\")) or _DRIVE_PATH.match(doc_id):
         return "is an absolute path; a document id is relative to the source folder"
-    if any(part in ("", ".", "..") for part in re.split(r"[/\\]", doc_id)):
+    if any(part in ("", ".", "..") for part in doc_id.split("/")) or ".." in re.split(r"[/\\]", doc_id):
         return "has an empty, '.' or '..' segment; a document id never leaves the source folder"
     return None
 

@@ -351,8 +351,10 @@ def test_a_pristine_snapshot_passes_every_check(pristine: Path, tmp_path: Path) 
 
 @pytest.mark.parametrize("doc_id, safe", [
     ("a.md", True), ("docs/guide v2/ünïcode 😀.md", True), ("line\nbreak.md", True), ("..hidden..md", True),
+    ("C:notes.md", True), ("trailing\\", True), ("a\\b.md", True), ("...md", True),
     ("../x", False), ("a/../../x", False), ("/etc/passwd", False), ("a//b", False), ("./a", False),
-    ("C:/x", False), ("\\\\server\\share", False), ("a\\..\\b", False), ("", False), ("nul\x00", False),
+    ("C:/x", False), ("C:\\x", False), ("\\\\server\\share", False), ("\\x", False), ("a\\..\\b", False),
+    ("", False), ("nul\x00", False),
 ])
 def test_safe_doc_id(doc_id: str, safe: bool) -> None:
     from chunkyard.chunking.dataset import safe_doc_id
