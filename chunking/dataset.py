@@ -26,7 +26,7 @@ import shutil
 import socket
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -255,13 +255,19 @@ def safe_doc_id(doc_id: str) -> str | None:
     return None
 
 
-def file_digest(path: Location) -> tuple[int, str]:
+class Stopped(Exception):
+    """A background check asked to stop (the reviewer closed the dataset): not a finding."""
+
+
+def file_digest(path: Location, should_stop: Callable[[], bool] | None = None) -> tuple[int, str]:
     """Size and SHA-256 (hex) of a file, read in 1 MiB blocks (hashlib releases the GIL on them)."""
     digest = hashlib.sha256()
     size = 0
     opener = path.filesystem.open_input_stream(path.path) if isinstance(path, StoragePath) else open(path, "rb")
     with opener as handle:
         while block := handle.read(1 << 20):
+            if should_stop is not None and should_stop():
+                raise Stopped
             digest.update(block)
             size += len(block)
     return size, digest.hexdigest()
@@ -345,7 +351,7 @@ class Snapshot:
         return check_columns(table, DOCUMENTS_SCHEMA if filename == DOCUMENTS else CHUNKS_SCHEMA, path,
                              whole=doc_ids is None)
 
-    def validate(self) -> None:
+    def validate(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Check the whole snapshot, as every reader needs it to be (``DatasetError`` naming the file,
         column and first bad row otherwise): each column of the schema with its type and no nulls
         where none are allowed; ``doc_id`` unique among documents and a safe relative POSIX path
@@ -353,7 +359,8 @@ class Snapshot:
         listed document, with ``0 <= start <= end <= len(text)`` and ``text == document[start:end]``.
 
         Reads the documents' ``text`` once and the chunks in record batches, so memory stays about
-        the corpus size. Cost on a snapshot of 1M chunks: see ``docs/reliability.md``.
+        the corpus size. Cost on a snapshot of 1M chunks: see ``docs/reliability.md``. ``should_stop``
+        is asked between batches; when it says so, ``Stopped`` is raised.
         """
         documents = self.documents(["doc_id", "n_chars", "text"])
         doc_path = self.path / DOCUMENTS
@@ -385,6 +392,8 @@ class Snapshot:
             batches = parquet_file(chunk_path).iter_batches(batch_size=65536, columns=columns)
             row = 0
             for batch in batches:
+                if should_stop is not None and should_stop():
+                    raise Stopped
                 table = check_columns(pa.Table.from_batches([batch]), CHUNKS_SCHEMA, chunk_path, first_row=row)
                 for doc_id, index, start, end, text in zip(*(table.column(c).to_pylist() for c in columns),
                                                            strict=True):
@@ -404,7 +413,7 @@ class Snapshot:
             detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise DatasetError(f"{chunk_path}: cannot read: {detail}") from None
 
-    def verify_files(self) -> None:
+    def verify_files(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Check the data files against the sizes and SHA-256 the manifest recorded at publish
         (``files``): damage anywhere, also in columns no reader checks (a disk, a copy, a sync).
         A snapshot written before checksums were recorded passes."""
@@ -416,7 +425,7 @@ class Snapshot:
             if not isinstance(entry, dict):
                 raise DatasetError(f"{self.path / MANIFEST}: files: no checksum for {name}")
             try:
-                size, digest = file_digest(self.path / name)
+                size, digest = file_digest(self.path / name, should_stop)
             except OSError as exc:
                 raise DatasetError(f"{self.path / name}: cannot read: {exc.strerror or exc}") from None
             if size != entry.get("bytes") or digest != entry.get("sha256"):
@@ -425,12 +434,13 @@ class Snapshot:
                                    f"{entry.get('bytes')!r} bytes, sha256 {str(entry.get('sha256'))[:12]}…); "
                                    "restore the snapshot from a backup or run again")
 
-    def verify(self) -> None:
+    def verify(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Everything a reviewer must know before approving what ships: ``verify_files`` then
         ``validate``. Meant to run in the background once a dataset is open (the reviewer reads ids
-        lazily and would otherwise never look at the ``text`` column)."""
-        self.verify_files()
-        self.validate()
+        lazily and would otherwise never look at the ``text`` column); ``should_stop`` lets it end
+        early (``Stopped``)."""
+        self.verify_files(should_stop)
+        self.validate(should_stop)
 
     def document_text(self, doc_id: str) -> str:
         table = self.documents(["doc_id", "text"], [doc_id])

@@ -44,10 +44,43 @@ def test_damage_in_the_text_column_is_reported_when_the_dataset_opens(qtbot, tmp
     with qtbot.waitSignal(window.controller.loaded, timeout=20000):
         window.open_dataset(copy)
     assert window.controller.index is not None  # shown first: the check runs after the first paint
-    assert window.controller.wait_loaded(20000)
-    qtbot.wait(50)  # the queued signal from the loader thread
+    assert window.controller.wait_verified(20000)
+    qtbot.wait(50)  # the queued signal from the verifier's thread
     if damaged:
         assert failures and "chunks.parquet: damaged" in failures[0] and "Do not approve" in failures[0]
         assert "chunks.parquet: damaged" in window.last_error
     else:
         assert failures == []
+
+
+def test_closing_stops_the_background_check_at_once(qtbot, tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
+    """Closing (or opening another dataset) while the check runs does not wait for it to finish."""
+    import threading
+    import time
+
+    from chunkyard.chunking.dataset import Snapshot
+
+    started = threading.Event()
+    stopped: list[bool] = []
+
+    def slow_verify(self, should_stop=None):  # type: ignore[no-untyped-def]
+        started.set()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if should_stop is not None and should_stop():
+                stopped.append(True)
+                from chunkyard.chunking.dataset import Stopped
+
+                raise Stopped
+            time.sleep(0.01)
+
+    monkeypatch.setattr(Snapshot, "verify", slow_verify)
+    dataset = build_dataset(tmp_path / "built")
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+        window.open_dataset(dataset)
+    assert started.wait(10)
+    began = time.monotonic()
+    window.controller.close()
+    assert time.monotonic() - began < 5 and stopped == [True]
