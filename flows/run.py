@@ -31,6 +31,7 @@ from chunkyard.chunking.pipeline import (
     RunStats,
     build_manifest,
     carried_constraints,
+    check_removals,
     chunk_files,
     discover_files,
     kept_documents,
@@ -89,7 +90,8 @@ def chunk_batch(config_text: str, config_path: str | None, files: list[SourceFil
 @flow(name="chunkyard-run", flow_run_name="chunk {config_name}", log_prints=True)
 def chunk_corpus(config_text: str, config_path: str | None = None, config_name: str = "",
                  source: str | None = None, output: str | None = None, kind: str = "auto",
-                 workers: int = 1, task_runner: str = "thread", progress: ProgressHook | None = None) -> RunResult:
+                 workers: int = 1, task_runner: str = "thread", progress: ProgressHook | None = None,
+                 allow_mass_removal: bool = False) -> RunResult:
     """Chunk the config's source folder into the next snapshot of its dataset version.
 
     The config travels as its text (plus the path its relative paths resolve against), so the
@@ -143,6 +145,9 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
             drain(2 * workers)  # enough queued that no worker waits while the oldest batch finishes
         drain(0)
         removed = sorted(set(context.previous_sha) - stats.seen)  # kept documents are seen
+        check_removals(len(context.previous_sha), len(removed), stats.documents,
+                       config.model.output.max_removed_share, allow=allow_mass_removal,
+                       where=str(context.version_path))
         manifest = build_manifest(context, stats, kind, removed)
         snapshot = writer.publish(manifest)
     except BaseException:
@@ -246,7 +251,7 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
 
 def run(config: Config, source: Path | None = None, output: str | Path | None = None, *,
         task_runner: str = "thread", workers: int | None = None, address: str | None = None,
-        kind: str = "auto", progress: ProgressHook | None = None) -> RunResult:
+        kind: str = "auto", progress: ProgressHook | None = None, allow_mass_removal: bool = False) -> RunResult:
     """Run the flow once with the chosen task runner (thread, process or dask); ``progress`` is called
     with (documents_done, bytes_done, total_documents, total_bytes) after each batch."""
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
@@ -269,6 +274,7 @@ def run(config: Config, source: Path | None = None, output: str | Path | None = 
             workers=workers,
             task_runner=task_runner,
             progress=progress,
+            allow_mass_removal=allow_mass_removal,
         )
 
 

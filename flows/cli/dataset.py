@@ -13,6 +13,7 @@ from chunkyard.chunking.ledger import (
     REASONS,
     Ledger,
     Target,
+    check_reviewer,
     default_reviewer,
     export_events,
     import_events,
@@ -52,6 +53,7 @@ def cmd_flag(args: argparse.Namespace, session: Session) -> int:
     if args.reviewer is not None and not args.reviewer.strip():
         raise UsageError("a reviewer name is required to record a decision: --reviewer is empty")
     reviewer = args.reviewer or config_facts(snapshot.manifest)[0] or default_reviewer()
+    check_reviewer(reviewer)  # before the ledger is opened (or created)
     target = Target(snapshot.name, snapshot.version, snapshot.number, args.doc, documents.column("sha256")[0].as_py(),
                     match.column("chunk_id")[0].as_py(), args.chunk,
                     match.column("end")[0].as_py() if args.boundary else None)

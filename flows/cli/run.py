@@ -40,6 +40,9 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", help="with --task-runner dask: a Dask scheduler address (tcp://host:8786); "
                                           "default: a local cluster")
     parser.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
+    parser.add_argument("--allow-mass-removal", action="store_true",
+                        help="publish even when the run removes more than output.max_removed_share of the previous "
+                             "snapshot's documents, or finds none")
 
 
 def _check_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -76,7 +79,8 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
         if not args.debug:
             one_line_prefect_errors()
         result = run_module.run(config, args.source, args.output, task_runner=args.task_runner,
-                                workers=args.workers, address=args.address, progress=progress.update)
+                                workers=args.workers, address=args.address, progress=progress.update,
+                                allow_mass_removal=args.allow_mass_removal)
     elapsed = time.perf_counter() - started
     manifest = result.manifest
     if args.json:

@@ -19,6 +19,7 @@ from chunkyard.chunking.dataset import Snapshot, list_snapshots
 
 from support.checks import recount
 from support.cli import SAMPLE, chunk_ids, one_document_source, run_cli, write_config
+from support.signals import with_ctrl_c
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -400,8 +401,9 @@ def test_ctrl_c_stops_a_process_run_at_once_and_publishes_nothing(tmp_path):
     config = write_config(tmp_path, source, output)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-own")}
     env.pop("PREFECT_API_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "chunkyard.flows.cli", "run", str(config), "--task-runner", "process",
-                                "--workers", "2"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+    # with_ctrl_c: SIGINT at its default in the child even when pytest was started with it ignored (nohup).
+    process = subprocess.Popen(with_ctrl_c("-m", "chunkyard.flows.cli", "run", str(config), "--task-runner", "process",
+                                           "--workers", "2"), cwd=REPO, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     started: set[int] = set()
     try:

@@ -328,6 +328,7 @@ def test_ctrl_c_while_the_forkserver_imports_prints_no_traceback():
     one line. The import now finishes (the flow process reports the interrupt and ends it)."""
     script = textwrap.dedent("""
         import os, signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a terminal's Ctrl+C, even under nohup
         class InterruptDuringImport:  # a deterministic Ctrl+C in the middle of the preload's imports
             def find_spec(self, name, path=None, target=None):
                 if name == "prefect.task_engine":
