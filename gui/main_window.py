@@ -159,6 +159,7 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.pending_label)
         self.unsaved_box: QMessageBox | None = None
         self._close_when_saved = False
+        self.chunks_view.setFocus(Qt.FocusReason.OtherFocusReason)
 
     # -- layout ----------------------------------------------------------------------------------
 
@@ -193,6 +194,9 @@ class MainWindow(QMainWindow):
         self.filter_box = QLineEdit()
         self.filter_box.setPlaceholderText("Filter documents…")
         self.filter_box.setClearButtonEnabled(True)
+        # Not a Tab stop and never the first focus: review keys typed into it were lost (N, J, 2 became a
+        # filter). Ctrl+F or a click enters it; Return or Escape leaves it.
+        self.filter_box.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
         self.order_box = QComboBox()
         self.order_box.addItems(["By name", "Most suspicious"])
         left = QWidget()
@@ -268,6 +272,7 @@ class MainWindow(QMainWindow):
         self.reviewer_box = QLineEdit(self.controller.reviewer)
         self.reviewer_box.setMaximumWidth(160)
         self.reviewer_box.setToolTip("Reviewer name recorded with each decision")
+        self.reviewer_box.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # as the filter box: never takes review keys
         self.target_label = QLabel("")
         toolbar.addWidget(QLabel(" Queue: "))
         toolbar.addWidget(self.queue_box)
@@ -430,6 +435,7 @@ class MainWindow(QMainWindow):
         self._update_progress()
         self._apply_queue()
         self._remember(str(index.snapshot.path.parent.parent))
+        self.give_keys_to_review()
         from chunkyard.chunking.decisions import stale_constraints
 
         stale = stale_constraints(index.snapshot.manifest)
@@ -438,6 +444,14 @@ class MainWindow(QMainWindow):
             + ("" if self.controller.ledger else " — read-only (no review ledger)")
             + (f" — {len(stale)} stale constraint(s), their text is gone: "
                + ", ".join(sorted({entry['doc_id'] for entry in stale})) if stale else ""))
+
+    def give_keys_to_review(self) -> None:
+        """Put the keyboard focus where review keys work (the chunk table), unless the reviewer is typing
+        in a text box: the first N, J or 2 after opening must review, not filter."""
+        focused = self.focusWidget()
+        typing = isinstance(focused, QLineEdit) and bool(focused.text()) and focused.hasFocus()
+        if not typing:
+            self.chunks_view.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _show_evaluation(self, snapshot_path) -> None:
         """The latest `chunkyard eval` result for this dataset, if any (read from beside the snapshot)."""

@@ -911,3 +911,23 @@ def test_closing_with_decisions_not_saved_asks_first(qtbot, dataset: Path, monke
     assert controller.index is None and controller.pending_count == 0
     kinds = [e.kind for e in Ledger(path).events()]
     assert kinds == ([] if choice == "Close and lose them" else ["flag"])
+
+
+def test_the_first_keys_after_opening_review_instead_of_filtering(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """Focus started in "Filter documents…": N and 2 were typed into it and the flag was never recorded."""
+    window = open_window(qtbot, dataset)
+    QApplication.processEvents()
+    focused = QApplication.focusWidget()
+    assert focused is window.chunks_view, focused
+    controller = window.controller
+    controller.select_row(0)
+    qtbot.keyClick(focused, Qt.Key.Key_N)
+    row = controller.row
+    assert row is not None and row > 0 and window.controller.index.suspicious[row]
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_2)
+    assert window.filter_box.text() == ""
+    assert window.controller.index.state(row).reasons == ["mid_sentence"]
+    # Tab from the table never lands in the filter or reviewer box (they take review keys as text).
+    for _ in range(8):
+        qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
+        assert QApplication.focusWidget() not in (window.filter_box, window.reviewer_box)
