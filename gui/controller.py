@@ -153,6 +153,9 @@ class ReviewController(QObject):
         self.reviewer_edited = False
         self.boundary_mode = False
         self.auto_advance = True
+        # The chunk a verdict was just given on, while the reviewer has not moved since the verdict moved on:
+        # a note typed now is about it, not about the chunk the verdict moved to (maybe in another document).
+        self.decided_row: int | None = None
         self._loader: Loader | None = None
         self.load_refused = False  # the last load failed on the path given (the CLI exits 2), not a damaged dataset
         self._seen_event = 0
@@ -325,6 +328,7 @@ class ReviewController(QObject):
         self.select_row(row)
 
     def select_row(self, row: int | None) -> None:
+        self.decided_row = None
         index = self.index
         if index is None or row is None or not (0 <= row < index.n_chunks):
             self.row = None
@@ -377,14 +381,21 @@ class ReviewController(QObject):
         return None
 
     def advance(self) -> None:
-        """After a verdict: the next chunk in the current queue, else simply the next chunk."""
+        """After a verdict: the next chunk in the current queue, else simply the next chunk. The decided
+        chunk stays the target of a note (``note_row``) until the reviewer moves."""
         if self.index is None or self.row is None:
             return
+        decided = self.row
         row = self.index.next_row(self.index.queue_mask(self.queue), self.row, 1)
         if row is None:
             row = self.row + 1 if self.row + 1 < self.index.n_chunks else None
         if row is not None:
             self.select_row(row)
+        self.decided_row = decided
+
+    def note_row(self) -> int | None:
+        """The chunk a note is for: the one just decided (a verdict moved on from it), else the current one."""
+        return self.decided_row if self.decided_row is not None else self.row
 
     # -- verdicts --------------------------------------------------------------------------------
 
@@ -428,13 +439,28 @@ class ReviewController(QObject):
             self.advance()
         return done
 
-    def set_note(self, text: str) -> bool:
-        return self._record("note", note=text, text=f"note on chunk {self._chunk_label()}")
+    def set_note(self, text: str, row: int | None = None) -> bool:
+        """A note on ``row`` (default: ``note_row()``, the chunk just decided or the current one)."""
+        row = self.note_row() if row is None else row
+        return self._record("note", note=text, text=f"note on chunk {self._chunk_label(row)}", row=row)
 
-    def current_note(self) -> str:
-        if self.index is None or self.row is None:
+    def current_note(self, row: int | None = None) -> str:
+        row = self.note_row() if row is None else row
+        if self.index is None or row is None:
             return ""
-        return self.index.state(self.row).note
+        return self.index.state(row).note
+
+    def describe_row(self, row: int) -> str:
+        """"chunk 3 of guides/refunds.md (flagged: mid_sentence)" — what a dialog about ``row`` names."""
+        assert self.index is not None
+        state = self.index.state(row)
+        if state.flagged:
+            verdict = "flagged: " + ", ".join(state.reasons + [f"boundary after: {r}" for r in state.boundary_reasons])
+        elif state.verdict == "ok":
+            verdict = "marked OK"
+        else:
+            verdict = "not reviewed"
+        return f"chunk {self._chunk_label(row)} ({verdict})"
 
     def set_reviewer(self, name: str) -> None:
         name = name.strip()
@@ -442,23 +468,24 @@ class ReviewController(QObject):
             self.reviewer = name
             self.reviewer_edited = True
 
-    def _chunk_label(self) -> str:
-        if self.index is None or self.row is None:
+    def _chunk_label(self, row: int | None = None) -> str:
+        row = self.row if row is None else row
+        if self.index is None or row is None:
             return "?"
-        return f"{int(self.index.chunk_index[self.row])} of {self.index.doc_ids[int(self.index.chunk_doc[self.row])]}"
+        return f"{int(self.index.chunk_index[row])} of {self.index.doc_ids[int(self.index.chunk_doc[row])]}"
 
     def _has_next_in_doc(self, row: int) -> bool:
         assert self.index is not None
         return row + 1 < self.index.n_chunks and self.index.chunk_doc[row + 1] == self.index.chunk_doc[row]
 
     def _record(self, kind: str, *, text: str, reason: str | None = None, note: str | None = None,
-                boundary: bool = False) -> bool:
+                boundary: bool = False, row: int | None = None) -> bool:
         if not self.can_record:
             if self.index is not None and self.ledger is None:
                 self.failed.emit(self.ledger_problem or "no review ledger is open; decisions cannot be recorded")
             return False
         assert self.index is not None and self.ledger is not None and self.row is not None
-        row = self.row
+        row = self.row if row is None else row
         try:
             event = self._give(kind, self.index.target(row, boundary=boundary), reason=reason, note=note)
         except ChunkyardError as exc:

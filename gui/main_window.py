@@ -92,12 +92,12 @@ class _ElidedLabel(QLabel):
         painter.end()
 
 
-def ask_note(parent: QWidget, text: str) -> tuple[str, bool]:
+def ask_note(parent: QWidget, text: str, what: str = "this chunk") -> tuple[str, bool]:
     """The note dialog: (text, saved). Unlike Qt's multi-line input dialog (where Tab types a tab and
     Ctrl+Return does nothing) it works from the keyboard alone: Tab leaves the text, Ctrl+Return
     saves, Escape cancels."""
     dialog = QDialog(parent)
-    dialog.setWindowTitle("Note")
+    dialog.setWindowTitle(f"Note on {what}")
     edit = QPlainTextEdit(text)
     edit.setTabChangesFocus(True)
     buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
@@ -106,7 +106,10 @@ def ask_note(parent: QWidget, text: str) -> tuple[str, bool]:
     for keys in ("Ctrl+Return", "Ctrl+Enter"):
         QShortcut(QKeySequence(keys), dialog, activated=dialog.accept)
     layout = QVBoxLayout(dialog)
-    layout.addWidget(QLabel("Note on this chunk (Ctrl+Enter saves, Esc cancels):"))
+    label = QLabel(f"Note on {what} (Ctrl+Enter saves, Esc cancels):")
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setWordWrap(True)
+    layout.addWidget(label)
     layout.addWidget(edit)
     layout.addWidget(buttons)
     edit.setFocus()
@@ -641,9 +644,13 @@ class MainWindow(QMainWindow):
             if self.controller.index is not None and self.controller.row is not None:
                 self.show_error(self.controller.ledger_problem or "no review ledger is open")
             return
-        text, accepted = ask_note(self, self.controller.current_note())
+        row = self.controller.note_row()
+        if row is None:
+            return
+        # The chunk is fixed before the dialog opens and named in it: the note reaches that chunk.
+        text, accepted = ask_note(self, self.controller.current_note(row), self.controller.describe_row(row))
         if accepted:
-            self.controller.set_note(text)
+            self.controller.set_note(text, row)
 
     def constrain_selection(self, kind: str) -> None:
         """Turn the source view's selection (keep) or cursor (break) into a constraint."""

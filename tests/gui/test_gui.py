@@ -931,3 +931,41 @@ def test_the_first_keys_after_opening_review_instead_of_filtering(qtbot, dataset
     for _ in range(8):
         qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
         assert QApplication.focusWidget() not in (window.filter_box, window.reviewer_box)
+
+
+def test_a_note_after_a_flag_reaches_the_flagged_chunk_and_names_it(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """A verdict moves on first; E then wrote its note on the next chunk, maybe in another document. The
+    note now goes to the chunk just decided, and the dialog (real, typed into) says which one it is."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QLabel, QPlainTextEdit
+
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    assert index is not None
+    last = index.doc_rows(0).stop - 1  # the last chunk of a document: the flag moves on into the next one
+    controller.select_row(last)
+    press(qtbot, window, Qt.Key.Key_2)
+    assert controller.row == last + 1 and index.chunk_doc[controller.row] == 1
+    seen: dict[str, str] = {}
+
+    def type_note() -> None:
+        dialog = QApplication.activeModalWidget()
+        if dialog is None:
+            return
+        seen["title"] = dialog.windowTitle()
+        seen["label"] = " ".join(label.text() for label in dialog.findChildren(QLabel))
+        edit = dialog.findChild(QPlainTextEdit)
+        qtbot.keyClicks(edit, "cut mid-sentence")
+        qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+
+    QTimer.singleShot(100, type_note)
+    press(qtbot, window, Qt.Key.Key_E)
+    name = f"chunk {int(index.chunk_index[last])} of {index.doc_ids[0]} (flagged: mid_sentence)"
+    assert name in seen.get("title", "") and name in seen.get("label", ""), seen
+    assert index.state(last).note == "cut mid-sentence" and index.state(last + 1).note == ""
+    # Once the reviewer moves, E is about the chunk shown.
+    window.activateWindow()  # the offscreen platform does not give the window back after the dialog
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    press(qtbot, window, Qt.Key.Key_J)
+    assert controller.note_row() == controller.row == last + 2
