@@ -13,6 +13,7 @@ first (``flush``), or says what could not be written.
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,8 @@ class Loader(QThread):
         try:
             ledger = open_ledger_for(index)
             index.reload_state(ledger)
+            # Opened, but perhaps only for reading: then say so now, not at the first decision.
+            problem = ledger.write_problem() or ""
         except ChunkyardError as exc:
             problem = str(exc)
             if ledger is not None:
@@ -139,12 +142,15 @@ class ReviewController(QObject):
     boundary_mode_changed = Signal(bool)
     notice = Signal(str)  # a short message for the status bar (nothing went wrong, nothing was done)
     pending_changed = Signal(int, str)  # decisions waiting to be written, and why ("" once none wait)
+    read_only_changed = Signal(str)  # why decisions cannot be recorded ("" when they can)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self.index: ReviewIndex | None = None
         self.ledger: Ledger | None = None
         self.ledger_problem = ""
+        self.read_only = ""  # why decisions cannot be recorded (no ledger, a read-only one, the dataset deleted)
+        self._ledger_identity: tuple[int, int] | None = None  # (device, inode) of the ledger file opened
         self.undo_stack = QUndoStack(self)
         self.doc: int | None = None
         self.row: int | None = None
@@ -205,11 +211,14 @@ class ReviewController(QObject):
             return
         self.close()
         self.index, self.ledger, self.ledger_problem = index, ledger, problem
+        self.read_only = problem or ("" if ledger is not None else "no review ledger is open")
+        self._ledger_identity = self._identity(ledger)
         if not self.reviewer_edited:
             self.reviewer = reviewer_name(index)
         self._seen_event = ledger.last_event_id() if ledger is not None else 0
         self.doc = self.row = None
         self.loaded.emit()
+        self.read_only_changed.emit(self.read_only)
         if problem:
             self.failed.emit(f"{problem}\n\nThe dataset is open read-only: decisions cannot be recorded.")
         if ledger is not None:
@@ -233,6 +242,38 @@ class ReviewController(QObject):
         if self.ledger is not None:
             self.ledger.close()
         self.index, self.ledger = None, None
+
+    # -- the ledger file: still the one opened? ---------------------------------------------------
+
+    @staticmethod
+    def _identity(ledger: Ledger | None) -> tuple[int, int] | None:
+        if ledger is None:
+            return None
+        try:
+            info = os.stat(ledger.path)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
+
+    def check_ledger_file(self) -> bool:
+        """False (and read-only from now on, said once) when the ledger file opened is gone or replaced:
+        the dataset was deleted or rebuilt while the window was open. SQLite would go on writing to the
+        unlinked file, and every decision would be lost without a word."""
+        if self.ledger is None or self._ledger_identity is None:
+            return True
+        if self._identity(self.ledger) == self._ledger_identity:
+            return True
+        if not self.read_only.startswith("the dataset was deleted"):
+            waiting = f" {self.pending_text()}, which cannot be saved now." if self._pending else ""
+            self.read_only = (f"the dataset was deleted or replaced while it was open ({self.ledger.path} is gone): "
+                              "decisions cannot be recorded; reopen the dataset to go on reviewing")
+            self._poll.stop()
+            self.undo_stack.clear()  # an undo would have to be recorded too
+            self.read_only_changed.emit(self.read_only)
+            self.failed.emit(f"{self.read_only[0].upper()}{self.read_only[1:]}.{waiting}\n\nEvery decision "
+                             "given before it was deleted had been saved; nothing more is recorded in this "
+                             "window.")
+        return False
 
     # -- writing: at once, or queued while another program holds the ledger's lock ----------------
 
@@ -275,6 +316,10 @@ class ReviewController(QObject):
         if ledger is None or not self._pending:
             self._retry.stop()
             return not self._pending
+        if not self.check_ledger_file():  # never write to a deleted dataset's ledger
+            self._retry.stop()
+            self.pending_changed.emit(len(self._pending), self.read_only)
+            return False
         if patience_ms is not None:
             ledger.set_patience(patience_ms, retries=0)
         problem = ""
@@ -401,7 +446,7 @@ class ReviewController(QObject):
 
     @property
     def can_record(self) -> bool:
-        return self.index is not None and self.ledger is not None and self.row is not None
+        return self.index is not None and self.ledger is not None and self.row is not None and not self.read_only
 
     def set_boundary_mode(self, on: bool) -> None:
         """B: the next flag targets the boundary after the current chunk instead of the chunk."""
@@ -480,9 +525,12 @@ class ReviewController(QObject):
 
     def _record(self, kind: str, *, text: str, reason: str | None = None, note: str | None = None,
                 boundary: bool = False, row: int | None = None) -> bool:
+        if self.index is not None and self.ledger is not None and not self.read_only:
+            self.check_ledger_file()
         if not self.can_record:
-            if self.index is not None and self.ledger is None:
-                self.failed.emit(self.ledger_problem or "no review ledger is open; decisions cannot be recorded")
+            if self.index is not None and self.read_only:
+                # Said in a dialog once (at open, or when it happened) and in the window: a line here per key.
+                self.notice.emit(f"Read-only, nothing recorded: {self.read_only}")
             return False
         assert self.index is not None and self.ledger is not None and self.row is not None
         row = self.row if row is None else row
@@ -504,8 +552,13 @@ class ReviewController(QObject):
         from chunkyard.chunking.constraints import anchor
         from chunkyard.chunking.decisions import constraint_target
 
+        if self.index is not None and self.ledger is not None and not self.read_only:
+            self.check_ledger_file()
         if not self.can_record or self.doc is None:
-            self.failed.emit(self.ledger_problem or "open a document with a review ledger to set a constraint")
+            if self.read_only:
+                self.notice.emit(f"Read-only, nothing recorded: {self.read_only}")
+            else:
+                self.notice.emit("Open a document to set a constraint")
             return False
         assert self.index is not None and self.ledger is not None
         index, doc = self.index, self.doc
@@ -525,7 +578,7 @@ class ReviewController(QObject):
         return True
 
     def _write_retract(self, event: PendingEvent, row: int) -> PendingEvent | None:
-        if self.ledger is None:
+        if self.ledger is None or not self.check_ledger_file():
             return None
         try:
             retract = self._give("retract", event.target, retracts=event)
@@ -546,7 +599,7 @@ class ReviewController(QObject):
 
     def poll_ledger(self) -> None:
         """Pick up events other reviewers wrote since we last looked."""
-        if self.index is None or self.ledger is None:
+        if self.index is None or self.ledger is None or not self.check_ledger_file():
             return
         try:
             events = self.ledger.events(self.index.dataset, self.index.version, after=self._seen_event)

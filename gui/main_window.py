@@ -160,6 +160,10 @@ class MainWindow(QMainWindow):
         self.pending_label.setStyleSheet("QLabel { color: #b35900; font-weight: bold; }")
         self.pending_label.hide()
         self.statusBar().addPermanentWidget(self.pending_label)
+        self.read_only_label = QLabel("READ-ONLY: decisions are not recorded")
+        self.read_only_label.setStyleSheet("QLabel { color: #b91c1c; font-weight: bold; }")
+        self.read_only_label.hide()
+        self.statusBar().addPermanentWidget(self.read_only_label)
         self.unsaved_box: QMessageBox | None = None
         self._close_when_saved = False
         self.chunks_view.setFocus(Qt.FocusReason.OtherFocusReason)
@@ -317,6 +321,7 @@ class MainWindow(QMainWindow):
             self.addAction(action)
             return action
 
+        self.decision_actions: list[QAction] = []  # disabled while the dataset is open read-only
         add("Next chunk", "J", lambda: controller.step_chunk(1))
         add("Previous chunk", "K", lambda: controller.step_chunk(-1))
         add("Next suspicious chunk", "N", lambda: self._step_suspicious(1))
@@ -329,13 +334,17 @@ class MainWindow(QMainWindow):
             action.triggered.connect(lambda _=False, n=number: controller.flag_number(n))
             flag_menu.addAction(action)
             self.addAction(action)
+            self.decision_actions.append(action)
         self.boundary_action = add("Flag the boundary after this chunk (next flag)", "B",
                                    lambda: controller.set_boundary_mode(not controller.boundary_mode))
         self.boundary_action.setCheckable(True)
-        add("Mark OK", "O", controller.mark_ok)
-        add("Keep the selected text together", "T", lambda: self.constrain_selection("keep_together"))
-        add("Break here (at the text cursor)", "H", lambda: self.constrain_selection("break_here"))
-        add("Edit note…", "E", self.edit_note)
+        self.decision_actions += [
+            self.boundary_action,
+            add("Mark OK", "O", controller.mark_ok),
+            add("Keep the selected text together", "T", lambda: self.constrain_selection("keep_together")),
+            add("Break here (at the text cursor)", "H", lambda: self.constrain_selection("break_here")),
+            add("Edit note… (on the chunk just decided, else this one)", "E", self.edit_note),
+        ]
         review.addSeparator()
         undo = controller.undo_stack.createUndoAction(self, "Undo")
         undo.setShortcut(QKeySequence("Ctrl+Z"))
@@ -345,6 +354,7 @@ class MainWindow(QMainWindow):
             review.addAction(action)
             self.addAction(action)
         self.undo_action, self.redo_action = undo, redo
+        self.decision_actions += [undo, redo]
 
         view = self.menuBar().addMenu("&View")
         stats = QAction("Statistics", self, shortcut=QKeySequence("Ctrl+T"))
@@ -368,6 +378,7 @@ class MainWindow(QMainWindow):
         controller.boundary_mode_changed.connect(self._on_boundary_mode)
         controller.notice.connect(lambda message: self.statusBar().showMessage(message, 5000))
         controller.pending_changed.connect(self._on_pending)
+        controller.read_only_changed.connect(self._on_read_only)
         self.source_view.chunk_clicked.connect(controller.select_row)
         self.documents_view.selectionModel().currentRowChanged.connect(self._on_document_clicked)
         self.chunks_view.selectionModel().currentRowChanged.connect(self._on_chunk_clicked)
@@ -444,7 +455,7 @@ class MainWindow(QMainWindow):
         stale = stale_constraints(index.snapshot.manifest)
         self.statusBar().showMessage(
             f"{index.snapshot.path}: {plural(index.n_documents, 'document')}, {plural(index.n_chunks, 'chunk')}"
-            + ("" if self.controller.ledger else " — read-only (no review ledger)")
+            + (f" — read-only: {self.controller.read_only}" if self.controller.read_only else "")
             + (f" — {len(stale)} stale constraint(s), their text is gone: "
                + ", ".join(sorted({entry['doc_id'] for entry in stale})) if stale else ""))
 
@@ -535,6 +546,16 @@ class MainWindow(QMainWindow):
         self._update_progress()
         if self.controller.row is not None:
             self._show_detail(self.controller.row)
+
+    def _on_read_only(self, reason: str) -> None:
+        """Read-only (no ledger, a read-only one, the dataset deleted while open): said in the title and
+        the status bar, and every decision key and menu entry is disabled."""
+        for action in self.decision_actions:
+            action.setEnabled(not reason)
+        self.read_only_label.setVisible(bool(reason))
+        self.read_only_label.setToolTip(reason)
+        title = self.windowTitle().removesuffix(" (read-only)")
+        self.setWindowTitle(f"{title} (read-only)" if reason else title)
 
     def _on_boundary_mode(self, on: bool) -> None:
         self.boundary_action.setChecked(on)

@@ -969,3 +969,90 @@ def test_a_note_after_a_flag_reaches_the_flagged_chunk_and_names_it(qtbot, datas
     qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
     press(qtbot, window, Qt.Key.Key_J)
     assert controller.note_row() == controller.row == last + 2
+
+
+def _immutable(*paths: Path):  # type: ignore[no-untyped-def]
+    """Make ``paths`` unwritable even for root (``chattr +i``); the caller undoes it with the returned function."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed: cannot make a file read-only for root")
+    result = subprocess.run(["chattr", "+i", *map(str, paths)], capture_output=True, text=True)
+    if result.returncode:
+        pytest.skip(f"chattr +i is not supported here: {result.stderr.strip()}")
+    return lambda: subprocess.run(["chattr", "-i", *map(str, paths)], check=True)
+
+
+def test_a_read_only_ledger_says_so_at_open_and_disables_decisions(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """Flags used to show as recorded, then wait forever "until the ledger is free"."""
+    snapshot = ReviewIndex.load(dataset).snapshot.path
+    Ledger(ledger_path(snapshot)).close()
+    undo = _immutable(ledger_path(snapshot), dataset)
+    try:
+        window = MainWindow(ReviewController())
+        qtbot.addWidget(window)
+        window.show()
+        errors: list[str] = []
+        window.controller.failed.connect(errors.append)
+        with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+            window.open_dataset(dataset)
+        assert len(errors) == 1 and "read-only" in errors[0], errors
+        assert window.windowTitle().endswith("(read-only)")
+        assert not window.read_only_label.isHidden()
+        controller = window.controller
+        controller.select_row(0)
+        window.activateWindow()
+        for key in (Qt.Key.Key_2, Qt.Key.Key_O, Qt.Key.Key_3, Qt.Key.Key_E):
+            press(qtbot, window, key)
+        assert all(not action.isEnabled() for action in window.decision_actions)
+        assert not controller.flag("other") and controller.pending_count == 0
+        assert controller.index.state(0).verdict is None
+        assert len(errors) == 1  # one dialog at open, not one more per key
+        assert "Read-only" in window.statusBar().currentMessage()
+        window.close()
+    finally:
+        undo()
+    assert Ledger(ledger_path(snapshot)).events() == []
+
+
+def test_a_read_only_folder_without_a_ledger_is_one_dialog_not_one_per_key(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    undo = _immutable(dataset)
+    try:
+        window = MainWindow(ReviewController())
+        qtbot.addWidget(window)
+        window.show()
+        errors: list[str] = []
+        window.controller.failed.connect(errors.append)
+        with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+            window.open_dataset(dataset)
+        window.controller.select_row(0)
+        for _ in range(3):
+            assert not window.controller.flag("other")
+            assert not window.controller.mark_ok()
+        assert len(errors) == 1, errors
+        window.close()
+    finally:
+        undo()
+
+
+def test_decisions_are_refused_once_the_dataset_is_deleted_while_open(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """They used to go on into the unlinked ledger file: lost without a word."""
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    assert index is not None
+    controller.select_row(0)
+    press(qtbot, window, Qt.Key.Key_2)
+    assert index.state(0).reasons == ["mid_sentence"]
+    kept = dataset.parent / "kept"
+    shutil.copytree(dataset, kept)  # what a backup holds: the flag given before the deletion
+    shutil.rmtree(dataset)
+    errors: list[str] = []
+    controller.failed.connect(errors.append)
+    press(qtbot, window, Qt.Key.Key_3)
+    assert controller.read_only.startswith("the dataset was deleted")
+    assert len(errors) == 1 and "deleted" in errors[0]
+    assert controller.index.state(1).verdict is None and controller.pending_count == 0
+    assert window.windowTitle().endswith("(read-only)")
+    assert all(not action.isEnabled() for action in window.decision_actions)
+    assert not controller.mark_ok() and len(errors) == 1
+    assert Ledger(ledger_path(next(kept.glob("v1/0*")))).events()[0].reason == "mid_sentence"
+    window.close()
