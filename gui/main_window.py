@@ -148,6 +148,7 @@ class MainWindow(QMainWindow):
         self.controller = controller or ReviewController(self)
         self.last_error = ""
         self._filtering = False  # filtering moves the list's current row; that is not a user's choice
+        self._syncing = False  # the window moves a table's current row to the controller's: not a user's choice
         self.setWindowTitle("chunkyard review")
         self._fit_to_screen(1500, 900)
         self._build_widgets()
@@ -513,10 +514,14 @@ class MainWindow(QMainWindow):
         row = self.documents_model.row_of(doc) if doc is not None else None
         if row is not None:
             proxy = self.documents_model.index(row, 0)
-            self.documents_view.selectionModel().blockSignals(True)
-            self.documents_view.selectionModel().setCurrentIndex(
-                proxy, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
-            self.documents_view.selectionModel().blockSignals(False)
+            # Not by blocking the selection model's signals: the view then never hears that the previous
+            # row was deselected and leaves it painted as selected (two or three rows after N or K).
+            self._syncing = True
+            try:
+                self.documents_view.selectionModel().setCurrentIndex(
+                    proxy, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+            finally:
+                self._syncing = False
             self.documents_view.scrollTo(proxy)
 
     def _on_current(self, row: int) -> None:
@@ -528,13 +533,15 @@ class MainWindow(QMainWindow):
         table_row = self.chunks_model.table_row(row)
         if table_row is not None:
             model_index = self.chunks_model.index(table_row, 0)
-            selection = self.chunks_view.selectionModel()
-            selection.blockSignals(True)
-            selection.setCurrentIndex(
-                model_index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
-            selection.blockSignals(False)
+            self._syncing = True  # as for the document list: the view must hear of the change
+            try:
+                self.chunks_view.selectionModel().setCurrentIndex(
+                    model_index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+            finally:
+                self._syncing = False
             self.chunks_view.scrollTo(model_index)
-            self.chunks_view.viewport().update()
+        else:
+            self.chunks_view.clearSelection()
         self.source_view.select_row(row)
         self._show_detail(row)
 
@@ -640,14 +647,14 @@ class MainWindow(QMainWindow):
         self.documents_view.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def _on_document_clicked(self, current: QModelIndex, _previous: QModelIndex) -> None:
-        if self._filtering:
+        if self._filtering or self._syncing:
             return
         doc = current.data(DOC_ROLE)
         if doc is not None and doc != self.controller.doc:
             self.controller.select_document(int(doc))
 
     def _on_chunk_clicked(self, current: QModelIndex, _previous: QModelIndex) -> None:
-        if current.isValid():
+        if current.isValid() and not self._syncing:
             self.controller.select_row(self.chunks_model.dataset_row(current.row()))
 
     def _on_order(self, number: int) -> None:

@@ -1056,3 +1056,52 @@ def test_decisions_are_refused_once_the_dataset_is_deleted_while_open(qtbot, dat
     assert not controller.mark_ok() and len(errors) == 1
     assert Ledger(ledger_path(next(kept.glob("v1/0*")))).events()[0].reason == "mid_sentence"
     window.close()
+
+
+def _painted_selected_rows(view) -> list[int]:  # type: ignore[no-untyped-def]
+    """Rows of ``view`` painted in the selection colour (sampled at the left edge of each visible row)."""
+    from PySide6.QtGui import QPalette
+
+    # What is on the screen (the window's backing store), not a fresh rendering: grab() repaints everything,
+    # so it would never show a row left painted as selected.
+    QApplication.processEvents()
+    viewport = view.viewport()
+    window = viewport.window()
+    corner = viewport.mapTo(window, QPoint(0, 0))
+    image = window.screen().grabWindow(window.winId(), corner.x(), corner.y(), viewport.width(),
+                                       viewport.height()).toImage()
+    highlight = view.palette().color(QPalette.ColorGroup.Active, QPalette.ColorRole.Highlight)
+    inactive = view.palette().color(QPalette.ColorGroup.Inactive, QPalette.ColorRole.Highlight)
+    model = view.model()
+    painted = []
+    for row in range(model.rowCount()):
+        rect = view.visualRect(model.index(row, 0))
+        if rect.height() <= 0 or rect.top() >= image.height() or rect.bottom() < 0:
+            continue
+        colour = image.pixelColor(rect.left() + 2, min(max(rect.center().y(), 0), image.height() - 1))
+        if any(abs(colour.red() - c.red()) + abs(colour.green() - c.green()) + abs(colour.blue() - c.blue()) < 30
+               for c in (highlight, inactive)):
+            painted.append(row)
+    return painted
+
+
+@pytest.mark.parametrize("key", [Qt.Key.Key_N, Qt.Key.Key_J, Qt.Key.Key_K])
+def test_only_the_current_rows_are_highlighted_after_crossing_documents(qtbot, dataset: Path, key: Qt.Key) -> None:  # type: ignore[no-untyped-def]
+    """After N/K crossed into another document, rows of the previous one stayed painted as selected."""
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    assert index is not None
+    first_of_second = index.doc_rows(1).start
+    start = first_of_second if key == Qt.Key.Key_K else max(
+        int(r) for r in np.flatnonzero(index.suspicious) if index.chunk_doc[r] == 0) if key == Qt.Key.Key_N \
+        else first_of_second - 1
+    controller.select_row(start)
+    QApplication.processEvents()
+    press(qtbot, window, key)
+    QApplication.processEvents()
+    assert controller.doc != int(index.chunk_doc[start])
+    documents = _painted_selected_rows(window.documents_view)
+    assert documents == [window.documents_model.row_of(controller.doc)], documents
+    chunks = _painted_selected_rows(window.chunks_view)
+    assert chunks == [window.chunks_model.table_row(controller.row)], chunks
