@@ -14,8 +14,8 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen, QTextCursor
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QKeySequence, QPainter, QPaintEvent, QPen, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -74,10 +74,18 @@ class CompareSourceView(SourceView):
 
 
 class CompareWindow(QWidget):
-    """Snapshot A (left) and B (right) of one document, and the document's decisions."""
+    """Snapshot A (left) and B (right) of one document, and the document's decisions.
+
+    Esc and Ctrl+W close it; Quit (Ctrl+Q) here asks the reviewer to quit (``quit_requested``), and the
+    main window closes it when it closes, so it never outlives the reviewer."""
+
+    quit_requested = Signal()
 
     def __init__(self, path_a: str | Path, path_b: str | Path, doc_id: str, parent: QWidget | None = None):
         super().__init__(parent)
+        for keys in (QKeySequence(Qt.Key.Key_Escape), QKeySequence("Ctrl+W")):
+            QShortcut(keys, self, activated=self.close)
+        QShortcut(QKeySequence("Ctrl+Q"), self, activated=self.quit_requested.emit)
         self.setWindowTitle(f"Compare — {doc_id}")
         self.resize(1400, 850)
         self._indexes: dict[Path, ReviewIndex] = {}

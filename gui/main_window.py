@@ -148,6 +148,7 @@ class MainWindow(QMainWindow):
         self.controller = controller or ReviewController(self)
         self.last_error = ""
         self._filtering = False  # filtering moves the list's current row; that is not a user's choice
+        self.compare_window: QWidget | None = None  # the Compare window (gui.compare_view.CompareWindow), if open
         self._syncing = False  # the window moves a table's current row to the controller's: not a user's choice
         self.setWindowTitle("chunkyard review")
         self._fit_to_screen(1500, 900)
@@ -304,7 +305,8 @@ class MainWindow(QMainWindow):
         self.recent_menu = file_menu.addMenu("Open &recent")
         self._fill_recent()
         file_menu.addSeparator()
-        quit_action = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit)
+        # Ctrl+Q spelled out: the standard Quit key is empty on some platforms (offscreen), and Compare uses it too.
+        quit_action = QAction("&Quit", self, shortcut=QKeySequence("Ctrl+Q"))
         quit_action.triggered.connect(self.close)
         file_menu.addAction(quit_action)
 
@@ -703,7 +705,10 @@ class MainWindow(QMainWindow):
         if parent is None:
             self.statusBar().showMessage("This snapshot has no parent snapshot to compare with", 5000)
             return
+        if self.compare_window is not None:
+            self.compare_window.close()
         self.compare_window = CompareWindow(parent, index.snapshot.path, index.doc_ids[doc])
+        self.compare_window.quit_requested.connect(self.close)
         self.compare_window.show()
 
     def showEvent(self, event: QShowEvent) -> None:
@@ -740,6 +745,9 @@ class MainWindow(QMainWindow):
             self._ask_about_unsaved()
             return
         self._close_anyway = False
+        if self.compare_window is not None:  # it kept the process running after Quit
+            self.compare_window.close()
+            self.compare_window = None
         controller.close()
         super().closeEvent(event)
 

@@ -195,3 +195,42 @@ def test_compare_paints_only_the_moved_boundaries_on_screen(qtbot, tmp_path: Pat
     assert -1 not in placed or len(placed) < 60
     assert all(first_visible <= p <= last_visible for p in placed)  # nothing is placed off screen
     assert set(on_screen) <= set(placed)
+
+
+@pytest.mark.parametrize("how", ["escape", "ctrl+w", "quit here", "quit in the main window"])
+def test_the_compare_window_closes_with_esc_ctrl_w_and_quit(qtbot, reprocessed, how: str) -> None:  # type: ignore[no-untyped-def]
+    """It outlived Quit (the process kept running) and Esc and Ctrl+W did not close it."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+
+    from chunkyard.gui.controller import ReviewController
+    from chunkyard.gui.main_window import MainWindow
+
+    _first, second, _ = reprocessed
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    window.show()
+    with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+        window.open_dataset(second.path)
+    window.controller.select_document(window.controller.index.doc_number(DOC))
+    window.compare_with_parent()
+    compare = window.compare_window
+    qtbot.addWidget(compare)
+    qtbot.waitExposed(compare)
+    compare.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is compare)
+    if how == "escape":
+        qtbot.keyClick(compare.left, Qt.Key.Key_Escape)
+    elif how == "ctrl+w":
+        qtbot.keyClick(compare.left, Qt.Key.Key_W, Qt.KeyboardModifier.ControlModifier)
+    elif how == "quit here":
+        qtbot.keyClick(compare.left, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+        assert not window.isVisible()
+    else:
+        window.activateWindow()
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+        qtbot.keyClick(window.chunks_view, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+        assert not window.isVisible()
+    assert not compare.isVisible()
+    if how.startswith("quit"):
+        assert [w for w in QApplication.topLevelWidgets() if w.isVisible() and w in (window, compare)] == []
