@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,34 @@ def display_text(text: str) -> str:
     LF is shown as a space instead (same length in code points and in UTF-16).
     """
     return text.replace("\r\n", " \n")
+
+
+def elide_path(path: str, width: float, measure: Callable[[str], float], ellipsis: str = "…") -> str:
+    """A document id cut to fit ``width`` (as ``measure`` counts it), keeping the beginning of its names.
+
+    Whole top folders go first ("…/2400-node-swap/README.md"), so what is left starts where a name starts
+    (a leading number stays in view, and ids sharing a file name stay apart); when even the last folder
+    and the file name are too wide, they are cut at their end ("…/2400-node-sw…"), the file name alone
+    ("…/12-returns-and-ref…") unless it is a generic one (README, index) that says less than its folder.
+    """
+    if measure(path) <= width:
+        return path
+    parts = path.split("/")
+    generic = len(parts) > 1 and parts[-1].split(".", 1)[0].lower() in {"readme", "index", "_index", "main", "__init__"}
+    kept = 2 if generic else 1  # the names always shown: the file's, and its folder's when the file's is generic
+    for first in range(1, len(parts) - kept + 1):
+        candidate = ellipsis + "/" + "/".join(parts[first:])
+        if measure(candidate) <= width:
+            return candidate
+    rest, prefix = "/".join(parts[-kept:]), ellipsis + "/" if len(parts) > kept else ""
+    low, high = 0, len(rest)  # the longest beginning of ``rest`` that fits with the ellipsis after it
+    while low < high:
+        middle = (low + high + 1) // 2
+        if measure(prefix + rest[:middle] + ellipsis) <= width:
+            low = middle
+        else:
+            high = middle - 1
+    return prefix + rest[:low] + ellipsis
 
 
 # ---------------------------------------------------------------------------------------------
@@ -480,6 +508,6 @@ def reviewer_name(index: ReviewIndex | None = None) -> str:
 
 
 __all__ = [
-    "QUEUES", "ChunkDetail", "Budget", "LedgerError", "OffsetMap", "ReviewIndex", "display_text",
+    "QUEUES", "ChunkDetail", "Budget", "LedgerError", "OffsetMap", "ReviewIndex", "display_text", "elide_path",
     "open_ledger_for", "reviewer_name",
 ]

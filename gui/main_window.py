@@ -17,6 +17,7 @@ from PySide6.QtGui import (
     QKeySequence,
     QPainter,
     QPaintEvent,
+    QResizeEvent,
     QShortcut,
     QShowEvent,
     QTextCursor,
@@ -36,6 +37,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QSizePolicy,
     QSplitter,
+    QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableView,
@@ -45,7 +47,7 @@ from PySide6.QtWidgets import (
 )
 
 from chunkyard.chunking.ledger import REASON_TEXT, REASONS
-from chunkyard.chunking.review import QUEUES, ReviewIndex
+from chunkyard.chunking.review import QUEUES, ReviewIndex, elide_path
 from chunkyard.chunking.words import plural
 from chunkyard.gui.controller import CLOSE_PATIENCE_MS, ReviewController
 from chunkyard.gui.models import DOC_ROLE, ChunksModel, DocumentsModel
@@ -63,6 +65,62 @@ class _ElideRight(QStyledItemDelegate):
     def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:
         super().initStyleOption(option, index)
         option.textElideMode = Qt.TextElideMode.ElideRight
+
+
+class _ElidePath(QStyledItemDelegate):
+    """Document ids cut by ``elide_path``: top folders first, then the end, so a name keeps its beginning
+    (a leading number) and ids that share a file name stay apart."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        super().initStyleOption(option, index)
+        margin = 2 * (option.widget.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1) \
+            if option.widget is not None else 6
+        metrics = option.fontMetrics
+        option.text = elide_path(option.text, max(0, option.rect.width() - margin), metrics.horizontalAdvance)
+        option.textElideMode = Qt.TextElideMode.ElideRight
+
+
+class _FittingTable(QTableView):
+    """A table whose ``main`` column keeps at least ``share`` of the width: when the pane is narrow (a
+    small screen, 2x scaling) the other columns shrink to their header text and then, from the right,
+    the ones in ``optional`` are hidden — every name read "…" when the count columns took the pane."""
+
+    def __init__(self, main: int, share: float, optional: tuple[int, ...] = ()):
+        super().__init__()
+        self.main, self.share, self.optional = main, share, optional
+        self.preferred: dict[int, int] = {}  # column -> width it gets when there is room
+        self.least: dict[int, int] = {}  # column -> width it keeps however narrow (else its header text's)
+
+    def fit_columns(self) -> None:
+        header = self.horizontalHeader()
+        width = self.viewport().width()
+        if width <= 0 or not self.preferred:
+            return
+        columns = sorted(self.preferred)
+        floor = {c: self.least.get(c) or header.fontMetrics().horizontalAdvance(
+                     str(self.model().headerData(c, Qt.Orientation.Horizontal))) + 14 for c in columns}
+        room = width * (1 - self.share)  # what the other columns may take together
+        hidden: set[int] = set()
+        for column in (None, *self.optional):
+            if column is not None:
+                hidden.add(column)
+            shown = [c for c in columns if c not in hidden]
+            if sum(min(floor[c], self.preferred[c]) for c in shown) <= room:
+                break
+        shown = [c for c in columns if c not in hidden]
+        wanted = sum(self.preferred[c] for c in shown)
+        low = sum(min(floor[c], self.preferred[c]) for c in shown)
+        # Between their header text and their preferred width, in proportion to the room there is.
+        scale = 1.0 if wanted <= room else max(0.0, (room - low) / max(1, wanted - low))
+        for column in columns:
+            header.setSectionHidden(column, column in hidden)
+            if column not in hidden:
+                least = min(floor[column], self.preferred[column])
+                header.resizeSection(column, round(least + (self.preferred[column] - least) * min(1.0, scale)))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.fit_columns()
 
 
 class _ElidedLabel(QLabel):
@@ -185,13 +243,15 @@ class MainWindow(QMainWindow):
 
     def _build_widgets(self) -> None:
         self.documents_model = DocumentsModel(self)
-        self.documents_view = QTableView()
+        # The name keeps 40% of the list; Reviewed, then Flagged, then Findings give way when it is narrow.
+        self.documents_view = _FittingTable(0, 0.4, optional=(4, 3, 2))
         self.documents_view.setModel(self.documents_model)
         _fixed_rows(self.documents_view)
         self.documents_view.setSortingEnabled(True)
-        # Cut from the left: the file name and the folders just above it tell documents apart
-        # ("…node-swap/README.md"), the top folders do not ("keps/s…DME.md" for every KEP).
-        self.documents_view.setTextElideMode(Qt.TextElideMode.ElideLeft)
+        # Cut by whole top folders, then at the end ("…/2400-node-swap/README.md", "…/12-returns-and-…"):
+        # cut from the left a name lost its leading number, cut in the middle every KEP read "keps/s…DME.md".
+        self._path_delegate = _ElidePath(self.documents_view)
+        self.documents_view.setItemDelegateForColumn(0, self._path_delegate)
         self.documents_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
         header = self.documents_view.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -199,7 +259,8 @@ class MainWindow(QMainWindow):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
             # Wide enough for the header text, measured once (not resize-to-contents over the rows).
             text_width = header.fontMetrics().horizontalAdvance(DocumentsModel.HEADERS[column])
-            header.resizeSection(column, max(48, text_width + 14))
+            self.documents_view.preferred[column] = max(48, text_width + 14)
+            header.resizeSection(column, self.documents_view.preferred[column])
         self.filter_box = QLineEdit()
         self.filter_box.setPlaceholderText("Filter documents…")
         self.filter_box.setClearButtonEnabled(True)
@@ -226,12 +287,22 @@ class MainWindow(QMainWindow):
         centre_layout.addWidget(self.source_view, 1)
 
         self.chunks_model = ChunksModel(self)
-        self.chunks_view = QTableView()
+        # The section path keeps a quarter of the table; the other columns shrink towards their header text.
+        self.chunks_view = _FittingTable(ChunksModel.HEADERS.index("Section"), 0.25)
         self.chunks_view.setModel(self.chunks_model)
         _fixed_rows(self.chunks_view)
         chunk_header = self.chunks_view.horizontalHeader()
         for column, width in enumerate((34, 84, 170, 100, 100)):
             chunk_header.resizeSection(column, width)
+            if column != self.chunks_view.main:
+                self.chunks_view.preferred[column] = width
+        # Never fewer than six rows in view, whatever the splitter or the screen (at 2x it showed two).
+        row_height = self.chunks_view.verticalHeader().defaultSectionSize()
+        self.chunks_view.setMinimumHeight(6 * row_height + self.chunks_view.horizontalHeader().sizeHint().height()
+                                          + 2 * self.chunks_view.frameWidth()
+                                          + self.chunks_view.horizontalScrollBar().sizeHint().height())
+        # A size is read whole or not at all ("… chars" said nothing).
+        self.chunks_view.least[1] = self.chunks_view.fontMetrics().horizontalAdvance("8,888 tokens") + 14
         # The section path takes what the pane has left (it is elided from the left): all columns,
         # the Review column included, stay in view at every pane width.
         chunk_header.setSectionResizeMode(ChunksModel.HEADERS.index("Section"), QHeaderView.ResizeMode.Stretch)
@@ -257,6 +328,10 @@ class MainWindow(QMainWindow):
         right.addWidget(self.chunks_view)
         right.addWidget(self.tabs)
         right.setSizes([380, 480])
+        # The chunk table gets the larger share of every height (at 2x scaling it showed two rows).
+        right.setStretchFactor(0, 3)
+        right.setStretchFactor(1, 2)
+        self._right_panes = right
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
@@ -504,7 +579,8 @@ class MainWindow(QMainWindow):
         n = len(index.doc_rows(doc))
         # The "#" column fits the largest chunk number (it would show "…2" for chunk 8872).
         digits = self.chunks_view.fontMetrics().horizontalAdvance("8" * len(str(max(n - 1, 0))))
-        self.chunks_view.horizontalHeader().resizeSection(0, max(34, digits + 14))
+        self.chunks_view.preferred[0] = max(34, digits + 14)
+        self.chunks_view.fit_columns()
         # Each name in its own bidi isolate: a right-to-left title would otherwise take the count with it.
         name = _isolate(index.doc_ids[doc])
         count = plural(n, "chunk")
@@ -717,6 +793,8 @@ class MainWindow(QMainWindow):
             self._panes_placed = True
             splitter = self.centralWidget()
             splitter.setSizes([round(splitter.width() * share) for _stretch, share in PANES])
+            height = self._right_panes.height()
+            self._right_panes.setSizes([round(height * 0.55), height - round(height * 0.55)])
 
     def _on_pending(self, count: int, problem: str) -> None:
         """The status bar says how many decisions wait for the ledger; the window closes once they are

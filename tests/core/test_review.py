@@ -14,7 +14,7 @@ import pytest
 
 from chunkyard.chunking.errors import ChunkyardError, DatasetError
 from chunkyard.chunking.ledger import Ledger, ledger_path
-from chunkyard.chunking.review import OffsetMap, ReviewIndex, display_text
+from chunkyard.chunking.review import OffsetMap, ReviewIndex, display_text, elide_path
 
 from support.review_fixtures import EMOJI_DOC, REPO, build_dataset
 
@@ -157,3 +157,24 @@ def test_review_modules_import_neither_qt_nor_prefect() -> None:
     """)
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+def test_elide_path_drops_top_folders_first_and_keeps_the_beginning_of_names() -> None:
+    width = len  # one unit per character
+    kep = "keps/sig-node/2400-node-swap/README.md"
+    assert elide_path(kep, 100, width) == kep
+    assert elide_path(kep, 30, width) == "…/2400-node-swap/README.md"
+    assert elide_path(kep, 20, width) == "…/2400-node-swap/RE…"  # README says less than its folder
+    assert elide_path("handbook/12-returns-and-refunds.md", 18, width) == "…/12-returns-and-…"
+    assert elide_path("12-returns-and-refunds.md", 10, width) == "12-return…"
+    assert elide_path("a/b", 0, width) == "…/…"
+    assert elide_path("guides/README.md", 10, width) == "guides/RE…"
+    ids = ["keps/sig-api-machinery/5073-declarative-validation-with-validation-gen/README.md",
+           "keps/sig-api-machinery/4020-unknown-version-interoperability-proxy/README.md",
+           "keps/sig-apps/1847-autoremove-statefulset-pvcs/README.md", "keps/sig-node/2400-node-swap/README.md"]
+    for room in (12, 20, 40):
+        shown = [elide_path(doc_id, room, width) for doc_id in ids]
+        assert all(len(text) <= room for text in shown)
+        assert len(set(shown)) == len(ids), shown  # told apart at every width
+        # The leading number in view wherever folders were dropped.
+        assert all(text.lstrip("…/")[:4].isdigit() for text in shown if text.startswith("…")), shown

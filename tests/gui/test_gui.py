@@ -602,10 +602,22 @@ def test_a_long_document_id_and_title_do_not_widen_the_window(qtbot, tmp_path: P
     assert LONG_TITLE in window.doc_label.text() and LONG_TITLE in window.doc_label.toolTip()
 
 
+def _shown_text(view, index) -> str:  # type: ignore[no-untyped-def]
+    """The text a cell is painted with, as its delegate sets it up (elided to the cell's width)."""
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    option = QStyleOptionViewItem()
+    option.initFrom(view)
+    option.rect = view.visualRect(index)
+    option.widget = view
+    view.itemDelegateForIndex(index).initStyleOption(option, index)
+    return view.fontMetrics().elidedText(option.text, option.textElideMode, option.rect.width() - 6)
+
+
 def test_document_ids_that_share_a_file_name_stay_apart_when_cut(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """On the k8s-enhancements corpus every document is keps/SIG/NNNN-name/README.md; cut in the middle
-    to fit the list they all read "keps/s…DME.md". Cut from the left they keep the end of their own
-    folder's name ("…swap/README.md")."""
+    to fit the list they all read "keps/s…DME.md"; cut from the left ("…swap/README.md") a name lost its
+    leading number. Top folders go first now: "…/2400-node-swap/README.md", then the end is cut."""
     ids = ["keps/sig-api-machinery/5073-declarative-validation-with-validation-gen/README.md",
            "keps/sig-api-machinery/4020-unknown-version-interoperability-proxy/README.md",
            "keps/sig-apps/1847-autoremove-statefulset-pvcs/README.md",
@@ -617,13 +629,10 @@ def test_document_ids_that_share_a_file_name_stay_apart_when_cut(qtbot, tmp_path
     view, model = window.documents_view, window.documents_model
     width = view.columnWidth(0) - 8  # the cell's text margins
     assert width < max(view.fontMetrics().horizontalAdvance(doc_id) for doc_id in ids)  # the ids are cut
-    shown = []
-    for row in range(model.rowCount()):
-        index = model.index(row, 0)
-        if index.data() in ids:  # cut the way the view tells its delegate to (no delegate overrides it)
-            assert view.itemDelegateForColumn(0) is None
-            shown.append(view.fontMetrics().elidedText(index.data(), view.textElideMode(), width))
+    shown = [_shown_text(view, model.index(row, 0)) for row in range(model.rowCount())
+             if model.index(row, 0).data() in ids]
     assert len(shown) == len(ids) and len(set(shown)) == len(ids), shown
+    assert all(text.startswith("…/") and text[2:6].isdigit() for text in shown), shown
 
 
 @pytest.mark.parametrize("between", [Qt.Key.Key_O, Qt.Key.Key_J])
@@ -1105,3 +1114,28 @@ def test_only_the_current_rows_are_highlighted_after_crossing_documents(qtbot, d
     assert documents == [window.documents_model.row_of(controller.doc)], documents
     chunks = _painted_selected_rows(window.chunks_view)
     assert chunks == [window.chunks_model.table_row(controller.row)], chunks
+
+
+def test_at_2x_scaling_names_are_readable_and_the_chunk_table_shows_rows(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """QT_SCALE_FACTOR=2 on 1920x1080 leaves 960x540 logical pixels (the window opens at 944x492 in
+    them): every document name read "…" (the count columns took the list) and the chunk table showed
+    two rows."""
+    window = open_window(qtbot, dataset)
+    window.resize(944, 492)
+    QApplication.processEvents()
+    window.controller.select_document(0, 3)
+    QApplication.processEvents()
+    view, model = window.documents_view, window.documents_model
+    for row in range(model.rowCount()):
+        text = _shown_text(view, model.index(row, 0))
+        assert len(text.replace("…", "").replace("/", "")) >= 12, text
+    rows_shown = window.chunks_view.viewport().height() // window.chunks_view.verticalHeader().defaultSectionSize()
+    assert rows_shown >= 6
+    header = window.chunks_view.horizontalHeader()
+    assert not any(header.isSectionHidden(c) for c in range(header.count()))  # the Review column included
+    size = _shown_text(window.chunks_view, window.chunks_model.index(0, 1))
+    assert "…" not in size and size.endswith("chars")
+    # Back at full size every column is back.
+    window.resize(1500, 900)
+    QApplication.processEvents()
+    assert not any(view.horizontalHeader().isSectionHidden(c) for c in range(5))
