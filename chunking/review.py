@@ -453,6 +453,36 @@ class ReviewIndex:
     def next_suspicious(self, row: int | None, step: int = 1) -> int | None:
         return self.next_row(self.suspicious, row, step)
 
+    def next_to_review(self, row: int | None, step: int = 1) -> int | None:
+        """N/P: the nearest suspicious chunk no one has decided yet (flagged or OK chunks are passed over)."""
+        return self.next_row(self.suspicious & (self.verdict == UNREVIEWED), row, step)
+
+    def row_of_chunk_id(self, chunk_id: str | None) -> int | None:
+        if chunk_id is None or not self.n_chunks:
+            return None
+        position = pc.index(self.chunk_ids, chunk_id).as_py()
+        return None if position is None or position < 0 else int(position)
+
+    def resume_row(self, events: Sequence[Event], reviewer: str | None = None) -> int | None:
+        """Where a reviewer picks up: the next chunk to review after the chunk of their latest decision (a
+        flag, OK or note on this snapshot's chunks; anyone's when they have none), else that chunk's
+        successor; with no decisions at all, the first chunk to review. None for an empty snapshot."""
+        decisions = [e for e in events if e.kind in ("flag", "mark_ok", "note", "unflag")
+                     and e.dataset == self.dataset and e.version == self.version]
+        mine = [e for e in decisions if reviewer is not None and e.reviewer == reviewer] or decisions
+        for event in sorted(mine, key=lambda e: e.id, reverse=True):
+            row = self.row_of_chunk_id(event.chunk_id)
+            if row is not None:
+                after = self.next_to_review(row)
+                if after is not None:
+                    return after
+                later = self.next_row(self.verdict == UNREVIEWED, row)
+                return later if later is not None else row
+        if not self.n_chunks:
+            return None
+        first = self.next_to_review(None)
+        return first if first is not None else 0
+
     # -- statistics ------------------------------------------------------------------------------
 
     def other_units(self) -> dict[str, int]:

@@ -151,6 +151,11 @@ def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: 
                 usage["refused"] = True
                 return False
         elif index.n_documents:
+            # Resume after the reviewer's latest decision (the first chunk to review on a fresh ledger).
+            row = controller.start_row()
+            if row is not None:
+                controller.select_row(row)
+                return True
             number = 0
         else:
             return True

@@ -201,6 +201,18 @@ class ReviewController(QObject):
             self.load_refused = loader.usage
             self.failed.emit(message)
 
+    def start_row(self) -> int | None:
+        """Where reviewing resumes: after this reviewer's latest decision in the ledger (``ReviewIndex.resume_row``)."""
+        if self.index is None:
+            return None
+        events: list[Event] = []
+        if self.ledger is not None:
+            try:
+                events = self.ledger.events(self.index.dataset, self.index.version)
+            except ChunkyardError:
+                events = []
+        return self.index.resume_row(events, self.reviewer)
+
     def wait_loaded(self, timeout_ms: int = 60000) -> bool:
         return self._loader is None or self._loader.wait(timeout_ms)
 
@@ -403,10 +415,11 @@ class ReviewController(QObject):
         self.select_row(min(max(self.row + step, 0), self.index.n_chunks - 1))
 
     def step_suspicious(self, step: int) -> bool:
-        """N/P: the next or previous chunk with a finding, across documents."""
+        """N/P: the next or previous chunk with a finding that no one has decided yet, across documents
+        (a flagged or OK chunk is passed over: N used to land on it, and 2 flagged it twice)."""
         if self.index is None:
             return False
-        row = self.index.next_suspicious(self._anchor(step), step)
+        row = self.index.next_to_review(self._anchor(step), step)
         if row is not None:
             self.select_row(row)
         return row is not None

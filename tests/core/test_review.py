@@ -178,3 +178,24 @@ def test_elide_path_drops_top_folders_first_and_keeps_the_beginning_of_names() -
         assert len(set(shown)) == len(ids), shown  # told apart at every width
         # The leading number in view wherever folders were dropped.
         assert all(text.lstrip("…/")[:4].isdigit() for text in shown if text.startswith("…")), shown
+
+
+def test_next_to_review_passes_over_decided_chunks_and_resume_picks_up_after_the_last(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    suspicious = [int(r) for r in np.flatnonzero(index.suspicious)]
+    assert index.resume_row([], "ann") == suspicious[0]  # nothing decided: the first chunk to review
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        ledger.flag(index.target(suspicious[1]), "mid_sentence", reviewer="ann")
+        ledger.mark_ok(index.target(suspicious[2]), reviewer="ann")
+        ledger.mark_ok(index.target(suspicious[0]), reviewer="bob")
+        index.reload_state(ledger)
+        events = ledger.events()
+    # N from the first suspicious chunk skips the flagged and the OK one; P from beyond comes back past them.
+    assert index.next_to_review(suspicious[0]) == suspicious[3]
+    assert index.next_to_review(suspicious[3], -1) is None  # suspicious[0..2] are all decided
+    assert index.next_suspicious(suspicious[0]) == suspicious[1]  # the plain order is unchanged
+    # ann stopped at suspicious[2]: she resumes at the next chunk to review after it; bob after his.
+    assert index.resume_row(events, "ann") == suspicious[3]
+    assert index.resume_row(events, "bob") == suspicious[3]
+    assert index.resume_row(events, "carol") == suspicious[3]  # no decisions of hers: after anyone's latest
+    assert index.row_of_chunk_id(index.chunk_id(5)) == 5 and index.row_of_chunk_id("nope") is None

@@ -1139,3 +1139,24 @@ def test_at_2x_scaling_names_are_readable_and_the_chunk_table_shows_rows(qtbot, 
     window.resize(1500, 900)
     QApplication.processEvents()
     assert not any(view.horizontalHeader().isSectionHidden(c) for c in range(5))
+
+
+def test_n_and_p_pass_over_decided_chunks_and_reopening_resumes(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """Reopened, N landed on a flagged chunk and 2 flagged it twice; reopening started at the first document."""
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    suspicious = [int(r) for r in np.flatnonzero(index.suspicious)]
+    controller.select_row(suspicious[1])
+    press(qtbot, window, Qt.Key.Key_2)
+    controller.select_row(suspicious[2])
+    press(qtbot, window, Qt.Key.Key_O)
+    window.close()
+    again = open_window(qtbot, dataset)
+    controller = again.controller
+    assert controller.start_row() == suspicious[3]  # after the latest decision
+    controller.select_row(suspicious[0])
+    press(qtbot, again, Qt.Key.Key_N)
+    assert controller.row == suspicious[3]
+    press(qtbot, again, Qt.Key.Key_P)
+    assert controller.row == suspicious[0]

@@ -67,23 +67,20 @@ def _xdotool(display: str, *args: str, timeout: float = 60) -> str:
     return result.stdout.strip()
 
 
-def test_the_first_keys_in_a_real_window_review(xvfb: str, tmp_path: Path) -> None:
-    """Open the reviewer in an X window, and from the very first key: N, 2, Ctrl+Q. The flag is in the
-    ledger (focus used to start in the filter box, which swallowed N and 2)."""
-    dataset = build_dataset(tmp_path)
+def _review_session(display: str, dataset: Path, home: Path, keys: list[str]) -> str:
+    """Start `chunkyard review DATASET` in a window on ``display``, type ``keys`` from the first key the
+    loaded window can take, quit with Ctrl+Q; the reviewer's standard error."""
     env = {key: value for key, value in os.environ.items() if key not in ("QT_QPA_PLATFORM", "WAYLAND_DISPLAY")}
-    env.update(DISPLAY=xvfb, QT_QPA_PLATFORM="xcb", XDG_CONFIG_HOME=str(tmp_path / "config"))
+    env.update(DISPLAY=display, QT_QPA_PLATFORM="xcb", XDG_CONFIG_HOME=str(home))
     reviewer = subprocess.Popen([sys.executable, "-m", "chunkyard.flows.cli", "review", str(dataset)], cwd=REPO,
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # The title names the snapshot once it is loaded: the keys go to a window that can take them.
-        window = _xdotool(xvfb, "search", "--sync", "--onlyvisible", "--name", "chunkyard review — fixture-kb")
-        window = window.splitlines()[0]
-        _xdotool(xvfb, "windowfocus", "--sync", window)
-        index = ReviewIndex.load(dataset)
+        window = _xdotool(display, "search", "--sync", "--onlyvisible", "--name", "chunkyard review — fixture-kb")
+        _xdotool(display, "windowfocus", "--sync", window.splitlines()[0])
         # Real key events through XTEST to the focused window (not synthetic events sent to it).
-        _xdotool(xvfb, "key", "--delay", "150", "n", "2")
-        _xdotool(xvfb, "key", "ctrl+q")
+        _xdotool(display, "key", "--delay", "150", *keys)
+        _xdotool(display, "key", "ctrl+q")
         try:
             reviewer.wait(30)
         except subprocess.TimeoutExpired:
@@ -92,14 +89,29 @@ def test_the_first_keys_in_a_real_window_review(xvfb: str, tmp_path: Path) -> No
         _stop(reviewer)
     stderr = reviewer.stderr.read() if reviewer.stderr else ""
     assert reviewer.returncode == 0, stderr
+    return stderr
+
+
+def _flagged_rows(index: ReviewIndex) -> list[tuple[int, str | None]]:
     with Ledger(ledger_path(index.snapshot.path)) as ledger:
         events = ledger.events()
-    assert [(event.kind, event.reason) for event in events] == [("flag", "mid_sentence")], stderr
+    return [(index.row_of_chunk_id(event.chunk_id), event.reason) for event in events]
+
+
+def test_the_first_keys_in_a_real_window_review(xvfb: str, tmp_path: Path) -> None:
+    """Open the reviewer in an X window, and from the very first key: N, 2, Ctrl+Q. The flag is in the
+    ledger (focus used to start in the filter box, which swallowed N and 2). Reopened, it resumes after
+    that flag: 2 at once flags the next chunk to review (it used to start over at the first document)."""
+    dataset = build_dataset(tmp_path)
+    index = ReviewIndex.load(dataset)
+    stderr = _review_session(xvfb, dataset, tmp_path / "config", ["n", "2"])
     # The window opened on the first suspicious chunk and N moved on to the next one: that one is flagged.
     first = index.next_suspicious(None)
     assert first is not None and index.chunk_doc[first] == 0
-    flagged = next(row for row in range(index.n_chunks) if index.chunk_id(row) == events[0].chunk_id)
-    assert flagged == index.next_suspicious(first)
+    second = index.next_suspicious(first)
+    assert _flagged_rows(index) == [(second, "mid_sentence")], stderr
+    stderr = _review_session(xvfb, dataset, tmp_path / "config", ["3"])
+    assert _flagged_rows(index) == [(second, "mid_sentence"), (index.next_suspicious(second), "split_table")], stderr
 
 
 def test_no_display_is_one_line_not_an_abort(tmp_path: Path) -> None:
