@@ -801,6 +801,7 @@ def _eval_chunk(config: Any) -> Path:  # a chunkyard.chunking.config.Config
 def cmd_reprocess(args: argparse.Namespace) -> int:
     """Apply review decisions: flagged documents rechunked under their constraints, the rest carried over."""
     config = _load(args.config)
+    from chunkyard.chunking.decisions import reviewer_constraint_lines
     from chunkyard.chunking.reprocess import open_flags_of_other_versions, prepare_reprocess
     from chunkyard.chunking.words import plural
 
@@ -835,6 +836,8 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
                   f"{flag['status']}{_unmet_hint(constraints.get(flag.get('constraint')), flag['status'], constraints)}")
         for item in stale:
             print(f"  stale constraint {item['id']} ({item['kind']}) on {item['doc_id']}: its text is gone")
+        for line in reviewer_constraint_lines(manifest):  # T/H constraints set in the reviewer (no flag line)
+            print(line)
         for version, count in open_flags_of_other_versions(context).items():
             print(f"  note: {plural(count, 'open flag')} on v{version} not applied here (flags belong to the "
                   f"version they were made on; review v{config.version} to flag its chunks)")

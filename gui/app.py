@@ -174,6 +174,9 @@ def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: 
     def fail(message: str) -> None:
         # The first message wins (a --doc that names no document sets it before calling here).
         code = 2 if usage["refused"] or (controller.index is None and controller.load_refused) else 1
+        if path is None and controller.index is None and not outcome["message"]:
+            # The user typed no path: say that the current folder was tried, not only a folder found in it.
+            message = f"no PATH given, and the current folder ({Path.cwd()}) is not a dataset to open: {message}"
         outcome["code"], outcome["message"] = code, outcome["message"] or message
         app.exit(code)
 

@@ -528,6 +528,7 @@ class MainWindow(QMainWindow):
         self._apply_queue()
         self._remember(str(index.snapshot.path.parent.parent))
         self.give_keys_to_review()
+        self.source_view.setPlaceholderText(self._why_empty(index) if not index.n_chunks else "")
         from chunkyard.chunking.decisions import stale_constraints
 
         stale = stale_constraints(index.snapshot.manifest)
@@ -536,6 +537,18 @@ class MainWindow(QMainWindow):
             + (f" — read-only: {self.controller.read_only}" if self.controller.read_only else "")
             + (f" — {len(stale)} stale constraint(s), their text is gone: "
                + ", ".join(sorted({entry['doc_id'] for entry in stale})) if stale else ""))
+
+    @staticmethod
+    def _why_empty(index: ReviewIndex) -> str:
+        """What the text pane says about a snapshot without chunks: each file skipped and why."""
+        skipped = [item for item in index.snapshot.manifest.get("skipped") or [] if isinstance(item, dict)]
+        head = (f"This snapshot has no chunks: {plural(index.n_documents, 'document')} with text"
+                + (f", and {plural(len(skipped), 'file')} skipped:" if skipped else
+                   "; no file was skipped (the source folder held none the config includes)."))
+        lines = [f"  {item.get('doc_id')}: {item.get('reason')}" for item in skipped[:200]]
+        if len(skipped) > 200:
+            lines.append(f"  … and {len(skipped) - 200} more (manifest.json, `skipped`)")
+        return "\n".join([head, *lines, "", f"Snapshot: {index.snapshot.path}"])
 
     def give_keys_to_review(self) -> None:
         """Put the keyboard focus where review keys work (the chunk table), unless the reviewer is typing
@@ -740,6 +753,8 @@ class MainWindow(QMainWindow):
             self.documents_view.sortByColumn(2, Qt.SortOrder.DescendingOrder)
         else:
             self.documents_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+        # The new order is read from its top ("Most suspicious" first): it used to stay scrolled where it was.
+        self.documents_view.scrollToTop()
 
     def _step_suspicious(self, step: int) -> None:
         if not self.controller.step_suspicious(step):

@@ -133,6 +133,13 @@ def test_select_text_and_keep_it_together(qtbot, tmp_path: Path) -> None:  # typ
     spans = [(r["start"], r["end"]) for r in Snapshot.open(result.snapshot).chunks(["doc_id", "start", "end"]).to_pylist()
              if r["doc_id"] == DOC]
     assert any(a <= constraint.start and b >= constraint.end for a, b in spans)
+    # What `chunkyard reprocess` prints about it (the flag lines never named a constraint set with T or H).
+    from chunkyard.chunking.decisions import reviewer_constraint_lines
+
+    placed = result.manifest["constraints"][0]["placed"]
+    assert reviewer_constraint_lines(result.manifest) == [
+        f"  constraint {constraint.id} (T, keep together, set in the reviewer) on {DOC} [{placed[0]}:{placed[1]}): "
+        "applied"]
 
 
 def test_selecting_a_resolved_chunk_flag_scrolls_both_sides_to_the_chunk(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -1160,3 +1160,73 @@ def test_n_and_p_pass_over_decided_chunks_and_reopening_resumes(qtbot, dataset: 
     assert controller.row == suspicious[3]
     press(qtbot, again, Qt.Key.Key_P)
     assert controller.row == suspicious[0]
+
+
+def test_most_suspicious_moves_to_the_top_of_the_list(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    extra = {f"many/{n:03d}-page.md": f"# Page {n}\n\nShort.\n" for n in range(80)}
+    window = open_window(qtbot, build_dataset(tmp_path, extra=extra))
+    QApplication.processEvents()
+    bar = window.documents_view.verticalScrollBar()
+    assert window.documents_model.rowCount() == 84 and bar.maximum() > 0
+    bar.setValue(bar.maximum())
+    window.order_box.setCurrentIndex(1)
+    assert bar.value() == 0
+    bar.setValue(bar.maximum())
+    window.order_box.setCurrentIndex(0)
+    assert bar.value() == 0
+
+
+def _empty_dataset(root: Path) -> Path:
+    """A snapshot whose every file was skipped (empty, binary): no documents, no chunks."""
+    from chunkyard.chunking.config import load_config_text
+    from chunkyard.chunking.dataset import SnapshotWriter
+    from chunkyard.chunking.pipeline import (
+        RunStats,
+        build_manifest,
+        chunk_files,
+        discover_files,
+        make_batches,
+        prepare_run,
+    )
+
+    from support.review_fixtures import CONFIG
+
+    source = root / "src"
+    source.mkdir(parents=True)
+    (source / "empty.md").write_text("")
+    (source / "binary.md").write_bytes(b"\x00\x01\x02\xff" * 64)
+    config = load_config_text(CONFIG.replace("SOURCE", str(source)).replace("OUTPUT", str(root / "out")),
+                              root / "config.yaml")
+    context = prepare_run(config)
+    writer = SnapshotWriter(context.version_path)
+    stats = RunStats()
+    for files, skipped in make_batches(discover_files(context)):
+        stats.skipped.extend(skipped)
+        result = chunk_files(config, files, {})
+        stats.skipped.extend(result.skipped)
+        writer.write(result.documents, result.chunks)
+        stats.add(result.documents, result.chunks)
+    writer.publish(build_manifest(context, stats, "full", []))
+    return root / "out" / "fixture-kb"
+
+
+def test_an_empty_dataset_says_why_instead_of_blank_panes(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(qtbot, _empty_dataset(tmp_path))
+    assert window.controller.index.n_chunks == 0
+    why = window.source_view.placeholderText()
+    assert why.startswith("This snapshot has no chunks"), why
+    assert "  binary.md: " in why and "  empty.md: " in why, why
+    window.source_view.viewport().repaint()  # the placeholder is painted without error
+
+
+def test_review_without_a_path_names_the_current_folder(tmp_path: Path) -> None:
+    """It named a folder found below the current one, which the user never typed."""
+    (tmp_path / "only" / "v1").mkdir(parents=True)  # one dataset-like folder, with no snapshot
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    result = subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "review", "--screenshot",
+                             str(tmp_path / "shot.png")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"chunkyard: error: no PATH given, and the current folder ({tmp_path}) is not a dataset to open: "), lines
