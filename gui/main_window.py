@@ -402,14 +402,16 @@ class MainWindow(QMainWindow):
         self.decision_actions: list[QAction] = []  # disabled while the dataset is open read-only
         add("Next chunk", "J", lambda: controller.step_chunk(1))
         add("Previous chunk", "K", lambda: controller.step_chunk(-1))
-        add("Next suspicious chunk", "N", lambda: self._step_suspicious(1))
-        add("Previous suspicious chunk", "P", lambda: self._step_suspicious(-1))
+        add("Next suspicious chunk not decided yet", "N", lambda: self._step_suspicious(1))
+        add("Previous suspicious chunk not decided yet", "P", lambda: self._step_suspicious(-1))
         review.addSeparator()
         flag_menu = review.addMenu("Flag")
         for number, reason in enumerate(REASONS, start=1):
             action = QAction(f"{reason} — {REASON_TEXT[reason]}", self)
             action.setShortcut(QKeySequence(str(number)))
             action.triggered.connect(lambda _=False, n=number: controller.flag_number(n))
+            action.setIconText(f"{number} {reason}")  # on the Decide toolbar: the key and its reason, in view
+            action.setToolTip(f"{number}: flag {reason} — {REASON_TEXT[reason]}")
             flag_menu.addAction(action)
             self.addAction(action)
             self.decision_actions.append(action)
@@ -433,6 +435,8 @@ class MainWindow(QMainWindow):
             self.addAction(action)
         self.undo_action, self.redo_action = undo, redo
         self.decision_actions += [undo, redo]
+        self.flag_actions = [a for a in flag_menu.actions() if not a.isSeparator()]
+        self._review_menu, self._flag_menu, self._file_menu = review, flag_menu, file_menu
 
         view = self.menuBar().addMenu("&View")
         stats = QAction("Statistics", self, shortcut=QKeySequence("Ctrl+T"))
@@ -444,6 +448,51 @@ class MainWindow(QMainWindow):
         find = QAction("Filter documents", self, shortcut=QKeySequence.StandardKey.Find)
         find.triggered.connect(lambda: (self.filter_box.setFocus(), self.filter_box.selectAll()))
         view.addAction(find)
+        self._view_menu = view
+
+        help_menu = self.menuBar().addMenu("&Help")
+        keys = QAction("Keys and colours", self)
+        keys.setShortcuts([QKeySequence("?"), QKeySequence("F1")])
+        keys.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        keys.triggered.connect(self.show_keys)
+        help_menu.addAction(keys)
+        self.addAction(keys)
+        self.keys_action = keys
+        self._build_decide_toolbar()
+
+    def _build_decide_toolbar(self) -> None:
+        """A second toolbar row: each verdict as a button that shows its key ("2 mid_sentence", "O OK")."""
+        self.addToolBarBreak()
+        bar = self.addToolBar("Decide")
+        bar.setObjectName("decide-toolbar")
+        bar.setMovable(False)
+        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        for action in self.flag_actions:
+            bar.addAction(action)
+        bar.addSeparator()
+        for action in self.decision_actions:
+            if action.shortcut().toString() in ("B", "O", "E"):
+                action.setIconText({"B": "B boundary", "O": "O OK", "E": "E note"}[action.shortcut().toString()])
+                bar.addAction(action)
+        bar.addSeparator()
+        bar.addAction(self.keys_action)
+        self.keys_action.setIconText("? keys")
+        self.decide_bar = bar
+
+    def key_sections(self) -> list[tuple[str, list[QAction]]]:
+        """The window's actions by menu, for the `?` overlay (read from the menus: it cannot drift)."""
+        review = [a for a in self._review_menu.actions() if a.menu() is None]
+        return [("Review", review), ("Flag the chunk (B first: the boundary after it)", self._flag_menu.actions()),
+                ("View", self._view_menu.actions()), ("File", self._file_menu.actions()),
+                ("Help", [self.keys_action]),
+                ("In the filter box", [self._leave_filter_action])]
+
+    def show_keys(self) -> None:
+        from chunkyard.gui.keys_overlay import KeysOverlay
+
+        if getattr(self, "keys_overlay", None) is None:
+            self.keys_overlay = KeysOverlay(self, self.key_sections())
+        self.keys_overlay.toggle()
 
     def _connect(self) -> None:
         controller = self.controller
@@ -462,7 +511,8 @@ class MainWindow(QMainWindow):
         self.chunks_view.selectionModel().currentRowChanged.connect(self._on_chunk_clicked)
         self.filter_box.textChanged.connect(self._filter_documents)
         self.filter_box.returnPressed.connect(self._leave_filter)
-        leave_filter = QAction(self.filter_box)
+        leave_filter = QAction("Back to the list (also Return)", self.filter_box)
+        self._leave_filter_action = leave_filter
         leave_filter.setShortcut(QKeySequence(Qt.Key.Key_Escape))
         leave_filter.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
         leave_filter.triggered.connect(self._leave_filter)

@@ -1230,3 +1230,31 @@ def test_review_without_a_path_names_the_current_folder(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
         f"chunkyard: error: no PATH given, and the current folder ({tmp_path}) is not a dataset to open: "), lines
+
+
+def test_question_mark_lists_every_key_and_the_colours_and_the_toolbar_shows_keys(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtWidgets import QToolButton
+
+    from chunkyard.gui.keys_overlay import LEGEND
+
+    window = open_window(qtbot, dataset)
+    press(qtbot, window, Qt.Key.Key_Question)
+    overlay = window.keys_overlay
+    assert overlay.isVisible() and overlay.geometry() == window.rect()
+    listed = {keys: what for _title, entries in overlay.rows() for keys, what in entries}
+    # Every action of the window that has a key is listed with that key.
+    for action in window.actions():
+        if action.shortcuts():
+            keys = ", ".join(k.toString() for k in action.shortcuts())
+            assert listed.get(keys) == action.text().replace("&", ""), keys
+    assert listed["2"].startswith("mid_sentence") and listed["N"].startswith("Next suspicious")
+    assert len(LEGEND) == 8
+    overlay.repaint()  # paints without error
+    qtbot.keyClick(overlay, Qt.Key.Key_Escape)
+    assert not overlay.isVisible() and QApplication.focusWidget() is window.chunks_view
+    # The Decide toolbar: every verdict with its key, and its buttons act.
+    buttons = {b.text(): b for b in window.decide_bar.findChildren(QToolButton) if b.text()}
+    assert {"1 split_procedure", "2 mid_sentence", "9 other", "B boundary", "O OK", "E note", "? keys"} <= set(buttons)
+    window.controller.select_row(0)
+    qtbot.mouseClick(buttons["3 split_table"], Qt.MouseButton.LeftButton)
+    assert window.controller.index.state(0).reasons == ["split_table"]
