@@ -40,6 +40,51 @@ from chunkyard.chunking.ledger import (
 
 UNREVIEWED, OK, FLAGGED = 0, 1, 2
 QUEUES: tuple[str, ...] = ("All", "Unreviewed", "Suspicious", "Flagged", "OK")
+# A queue of one finding: "finding:undersized" holds the chunks with that finding no one has decided yet.
+FINDING_QUEUE = "finding:"
+
+
+def finding_queue(code: str) -> str:
+    return FINDING_QUEUE + code
+
+
+def queue_title(queue: str) -> str:
+    """What the window calls a queue ("Finding undersized", "Unreviewed")."""
+    return f"Finding {queue[len(FINDING_QUEUE):]}" if queue.startswith(FINDING_QUEUE) else queue
+
+
+class ReviewPace:
+    """Decisions per minute over the reviewer's latest ones, and the time the rest of a queue would take.
+
+    Counted over the last ``window`` decisions of this session (the pace of the last minutes, not of the
+    morning); a pause longer than ``pause_s`` between two decisions is not counted as reviewing time."""
+
+    def __init__(self, window: int = 30, pause_s: float = 300.0):
+        self.window, self.pause_s = window, pause_s
+        self.times: list[float] = []
+
+    def record(self, now: float, count: int = 1) -> None:
+        self.times.extend([now] * max(1, count))
+        del self.times[:-self.window - 1]
+
+    def per_minute(self) -> float | None:
+        if len(self.times) < 2:
+            return None
+        busy = sum(min(b - a, self.pause_s) for a, b in zip(self.times, self.times[1:], strict=False))
+        return None if busy <= 0 else (len(self.times) - 1) * 60.0 / busy
+
+    def time_left_s(self, remaining: int) -> float | None:
+        rate = self.per_minute()
+        return None if rate is None or rate <= 0 else remaining * 60.0 / rate
+
+
+def format_duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    if minutes < 1:
+        return "under a minute"
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,7 +463,34 @@ class ReviewIndex:
         reviewed, total, flagged = self.progress()
         return f"{reviewed:,} of {total:,} reviewed · {flagged:,} flagged"
 
+    def finding_mask(self, code: str) -> np.ndarray:
+        """Chunks that carry finding ``code`` (none when no chunk does)."""
+        if code not in self.finding_codes:
+            return np.zeros(self.n_chunks, dtype=bool)
+        bit = np.uint64(1) << np.uint64(self.finding_codes.index(code))
+        return (self.finding_bits & bit) != 0
+
+    def finding_queues(self) -> list[tuple[str, int]]:
+        """(queue, chunks with the finding) for each finding some chunk has, largest first."""
+        return [(finding_queue(code), count) for code, count in self.finding_counts().items()]
+
+    def queue_progress(self, queue: str) -> tuple[int, int]:
+        """(decided, total) of a queue: a finding queue counts every chunk with the finding, decided or
+        not; Unreviewed and All count the whole dataset, Suspicious its suspicious chunks."""
+        if queue.startswith(FINDING_QUEUE):
+            scope = self.finding_mask(queue[len(FINDING_QUEUE):])
+        elif queue == "Suspicious":
+            scope = self.suspicious
+        elif queue in ("Flagged", "OK"):
+            count = int(np.count_nonzero(self.queue_mask(queue)))
+            return count, count
+        else:
+            scope = np.ones(self.n_chunks, dtype=bool)
+        return int(np.count_nonzero(scope & (self.verdict != UNREVIEWED))), int(np.count_nonzero(scope))
+
     def queue_mask(self, queue: str) -> np.ndarray:
+        if queue.startswith(FINDING_QUEUE):
+            return self.finding_mask(queue[len(FINDING_QUEUE):]) & (self.verdict == UNREVIEWED)
         if queue == "Unreviewed":
             return self.verdict == UNREVIEWED
         if queue == "Suspicious":
@@ -538,6 +610,6 @@ def reviewer_name(index: ReviewIndex | None = None) -> str:
 
 
 __all__ = [
-    "QUEUES", "ChunkDetail", "Budget", "LedgerError", "OffsetMap", "ReviewIndex", "display_text", "elide_path",
+    "FINDING_QUEUE", "QUEUES", "ChunkDetail", "ReviewPace", "finding_queue", "format_duration", "queue_title", "Budget", "LedgerError", "OffsetMap", "ReviewIndex", "display_text", "elide_path",
     "open_ledger_for", "reviewer_name",
 ]

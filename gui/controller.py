@@ -14,6 +14,7 @@ first (``flush``), or says what could not be written.
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,16 @@ from chunkyard.chunking.ledger import (
     check_event,
     now_stamp,
 )
-from chunkyard.chunking.review import QUEUES, ReviewIndex, open_ledger_for, reviewer_name
+from chunkyard.chunking.review import (
+    FINDING_QUEUE,
+    QUEUES,
+    ReviewIndex,
+    ReviewPace,
+    format_duration,
+    open_ledger_for,
+    queue_title,
+    reviewer_name,
+)
 
 # How long one write waits for another program's lock before its decision joins the queue (the
 # window does not respond meanwhile), how often the queue is retried, and how long closing waits.
@@ -162,6 +172,7 @@ class ReviewController(QObject):
         # The chunk a verdict was just given on, while the reviewer has not moved since the verdict moved on:
         # a note typed now is about it, not about the chunk the verdict moved to (maybe in another document).
         self.decided_row: int | None = None
+        self.pace = ReviewPace()  # decisions per minute, for the queue's time left
         self._loader: Loader | None = None
         self.load_refused = False  # the last load failed on the path given (the CLI exits 2), not a damaged dataset
         self._seen_event = 0
@@ -425,10 +436,33 @@ class ReviewController(QObject):
         return row is not None
 
     def set_queue(self, queue: str) -> None:
-        if queue not in QUEUES:
+        if queue not in QUEUES and not queue.startswith(FINDING_QUEUE):
             raise ValueError(f"unknown queue {queue!r}")
         self.queue = queue
         self.states_changed.emit()
+
+    def first_in_queue(self) -> bool:
+        """Go to the first chunk of the queue still to decide (a finding queue's first undecided chunk)."""
+        if self.index is None:
+            return False
+        row = self.index.next_row(self.index.queue_mask(self.queue), None)
+        if row is not None:
+            self.select_row(row)
+        return row is not None
+
+    def queue_progress_text(self) -> str:
+        """"Finding undersized: 12 of 180 decided · 6.0/min · 28 min left" for the current queue."""
+        if self.index is None:
+            return ""
+        decided, total = self.index.queue_progress(self.queue)
+        parts = [f"{queue_title(self.queue)}: {decided:,} of {total:,} decided"]
+        rate = self.pace.per_minute()
+        if rate is not None:
+            parts.append(f"{rate:.1f}/min")
+            left = self.pace.time_left_s(total - decided)
+            if left is not None and total > decided:
+                parts.append(f"{format_duration(left)} left")
+        return " · ".join(parts)
 
     def _anchor(self, step: int) -> int | None:
         if self.row is not None:
@@ -552,6 +586,8 @@ class ReviewController(QObject):
         except ChunkyardError as exc:
             self.failed.emit(f"The decision was not recorded: {exc}")
             return False
+        if kind in ("flag", "mark_ok"):
+            self.pace.record(time.monotonic())
         self._refresh_doc(row)
         self.undo_stack.push(_Decision(self, row, event, text))
         return True

@@ -47,7 +47,14 @@ from PySide6.QtWidgets import (
 )
 
 from chunkyard.chunking.ledger import REASON_TEXT, REASONS
-from chunkyard.chunking.review import QUEUES, ReviewIndex, elide_path
+from chunkyard.chunking.review import (
+    FINDING_QUEUE,
+    QUEUES,
+    ReviewIndex,
+    elide_path,
+    finding_queue,
+    queue_title,
+)
 from chunkyard.chunking.words import plural
 from chunkyard.gui.controller import CLOSE_PATIENCE_MS, ReviewController
 from chunkyard.gui.models import DOC_ROLE, ChunksModel, DocumentsModel
@@ -350,9 +357,15 @@ class MainWindow(QMainWindow):
         self.progress_label = QLabel("")
         self.progress_label.setTextFormat(Qt.TextFormat.PlainText)
         self.queue_box = QComboBox()
-        self.queue_box.addItems(list(QUEUES))
+        for queue in QUEUES:
+            self.queue_box.addItem(queue, queue)
         self.queue_box.setCurrentText(self.controller.queue)
-        self.queue_box.setToolTip("Queue: which documents are listed and where a verdict moves on to")
+        self.queue_box.setToolTip("Queue: which documents are listed and where a verdict moves on to; a finding's "
+                                  "queue holds its chunks not decided yet (or click its bar under Statistics)")
+        self.queue_progress_label = QLabel("")
+        self.queue_progress_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.queue_progress_label.setToolTip("This queue: chunks decided of all it covers, your pace over the "
+                                             "last decisions, and the time the rest would take at that pace")
         self.reviewer_box = QLineEdit(self.controller.reviewer)
         self.reviewer_box.setMaximumWidth(160)
         self.reviewer_box.setToolTip("Reviewer name recorded with each decision")
@@ -360,6 +373,8 @@ class MainWindow(QMainWindow):
         self.target_label = QLabel("")
         toolbar.addWidget(QLabel(" Queue: "))
         toolbar.addWidget(self.queue_box)
+        toolbar.addWidget(QLabel(" "))
+        toolbar.addWidget(self.queue_progress_label)
         toolbar.addSeparator()
         toolbar.addWidget(QLabel(" Reviewer: "))
         toolbar.addWidget(self.reviewer_box)
@@ -518,7 +533,8 @@ class MainWindow(QMainWindow):
         leave_filter.triggered.connect(self._leave_filter)
         self.filter_box.addAction(leave_filter)
         self.order_box.currentIndexChanged.connect(self._on_order)
-        self.queue_box.currentTextChanged.connect(controller.set_queue)
+        self.queue_box.currentIndexChanged.connect(self._on_queue_chosen)
+        self.stats.findings.finding_clicked.connect(self.review_finding)
         self.reviewer_box.editingFinished.connect(self._on_reviewer_edited)
         # Return takes the name; Escape drops the edit. Either way the keys go back to the review.
         self.reviewer_box.returnPressed.connect(lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason))
@@ -574,6 +590,7 @@ class MainWindow(QMainWindow):
         self.stats.set_index(index)
         self._show_evaluation(index.snapshot.path)
         self.reviewer_box.setText(self.controller.reviewer)
+        self._fill_finding_queues(index)
         self._update_progress()
         self._apply_queue()
         self._remember(str(index.snapshot.path.parent.parent))
@@ -712,6 +729,39 @@ class MainWindow(QMainWindow):
     def _update_progress(self) -> None:
         index = self.controller.index
         self.progress_label.setText(index.progress_text() if index is not None else "")
+        self.queue_progress_label.setText(self.controller.queue_progress_text())
+
+    def _fill_finding_queues(self, index: ReviewIndex) -> None:
+        """The queue box: the fixed queues, then one per finding the snapshot has ("Finding undersized (180)")."""
+        self.queue_box.blockSignals(True)  # refilling is not the user choosing a queue
+        try:
+            while self.queue_box.count() > len(QUEUES):
+                self.queue_box.removeItem(len(QUEUES))
+            for queue, count in index.finding_queues():
+                self.queue_box.addItem(f"{queue_title(queue)} ({count:,})", queue)
+            position = self.queue_box.findData(self.controller.queue)
+            if position < 0:
+                self.controller.queue = "Unreviewed"
+                position = self.queue_box.findData("Unreviewed")
+            self.queue_box.setCurrentIndex(position)
+        finally:
+            self.queue_box.blockSignals(False)
+
+    def _on_queue_chosen(self, position: int) -> None:
+        queue = self.queue_box.itemData(position)
+        if queue is None:
+            return
+        self.controller.set_queue(queue)
+        if queue.startswith(FINDING_QUEUE):  # a finding's queue starts at its first chunk to decide
+            if not self.controller.first_in_queue():
+                self.statusBar().showMessage(f"Every chunk with {queue_title(queue).lower()} is decided", 5000)
+            self.give_keys_to_review()
+
+    def review_finding(self, code: str) -> None:
+        """Review the chunks of one finding (a click on its bar in the findings chart)."""
+        position = self.queue_box.findData(finding_queue(code))
+        if position >= 0:
+            self.queue_box.setCurrentIndex(position)
 
     def _apply_queue(self) -> None:
         index = self.controller.index

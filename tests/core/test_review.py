@@ -14,7 +14,14 @@ import pytest
 
 from chunkyard.chunking.errors import ChunkyardError, DatasetError
 from chunkyard.chunking.ledger import Ledger, ledger_path
-from chunkyard.chunking.review import OffsetMap, ReviewIndex, display_text, elide_path
+from chunkyard.chunking.review import (
+    OffsetMap,
+    ReviewIndex,
+    ReviewPace,
+    display_text,
+    elide_path,
+    format_duration,
+)
 
 from support.review_fixtures import EMOJI_DOC, REPO, build_dataset
 
@@ -199,3 +206,30 @@ def test_next_to_review_passes_over_decided_chunks_and_resume_picks_up_after_the
     assert index.resume_row(events, "bob") == suspicious[3]
     assert index.resume_row(events, "carol") == suspicious[3]  # no decisions of hers: after anyone's latest
     assert index.row_of_chunk_id(index.chunk_id(5)) == 5 and index.row_of_chunk_id("nope") is None
+
+
+def test_finding_queues_and_their_progress(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    code, count = next(iter(index.finding_counts().items()))
+    queue = f"finding:{code}"
+    assert (queue, count) == index.finding_queues()[0]
+    rows = [int(r) for r in np.flatnonzero(index.finding_mask(code))]
+    assert len(rows) == count and all(code in index.findings(r) for r in rows)
+    assert index.queue_progress(queue) == (0, count)
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        ledger.mark_ok(index.target(rows[0]), reviewer="ann")
+        index.reload_state(ledger)
+    assert index.queue_progress(queue) == (1, count)
+    assert index.next_row(index.queue_mask(queue), None) == rows[1]  # decided ones leave the queue
+    assert not index.finding_mask("no_such_finding").any()
+
+
+def test_review_pace_counts_recent_decisions_and_skips_pauses() -> None:
+    pace = ReviewPace(window=3, pause_s=60)
+    assert pace.per_minute() is None and pace.time_left_s(10) is None
+    for t in (0, 10, 20):
+        pace.record(t)
+    assert pace.per_minute() == 6.0 and pace.time_left_s(12) == 120.0
+    pace.record(1000)  # a long pause counts as 60 s, not 980
+    assert pace.per_minute() == 3 * 60 / (10 + 10 + 60)
+    assert format_duration(20) == "under a minute" and format_duration(125 * 60) == "2 h 05 min"

@@ -744,6 +744,8 @@ def test_a_note_can_be_written_and_saved_with_the_keyboard_alone(qtbot, dataset:
         seen["dialog"] = dialog is not None
         if dialog is None:
             return
+        # Its shortcuts (Ctrl+Return) work once it is the active window: under load that comes later.
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=10000)
         edit = dialog.findChild(QPlainTextEdit)
         qtbot.keyClicks(edit, "split the table")
         qtbot.keyClick(edit, Qt.Key.Key_Tab)
@@ -964,6 +966,7 @@ def test_a_note_after_a_flag_reaches_the_flagged_chunk_and_names_it(qtbot, datas
             return
         seen["title"] = dialog.windowTitle()
         seen["label"] = " ".join(label.text() for label in dialog.findChildren(QLabel))
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=10000)  # for its Ctrl+Return
         edit = dialog.findChild(QPlainTextEdit)
         qtbot.keyClicks(edit, "cut mid-sentence")
         qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
@@ -1258,3 +1261,34 @@ def test_question_mark_lists_every_key_and_the_colours_and_the_toolbar_shows_key
     window.controller.select_row(0)
     qtbot.mouseClick(buttons["3 split_table"], Qt.MouseButton.LeftButton)
     assert window.controller.index.state(0).reasons == ["split_table"]
+
+
+def test_a_finding_queue_from_the_chart_with_progress_rate_and_time_left(qtbot, dataset: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Click a bar of the findings chart: review just that finding's chunks, with n of N, rate, time left."""
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    code, count = next(iter(index.finding_counts().items()))
+    window.tabs.setCurrentWidget(window.stats)
+    QApplication.processEvents()
+    chart = window.stats.findings
+    qtbot.mouseClick(chart, Qt.MouseButton.LeftButton, pos=chart.bar_centre(code).toPoint())
+    assert controller.queue == f"finding:{code}"
+    assert window.queue_box.currentText() == f"Finding {code} ({count:,})"
+    mask = index.finding_mask(code)
+    first = int(np.flatnonzero(mask)[0])
+    assert controller.row == first
+    assert window.queue_progress_label.text() == f"Finding {code}: 0 of {count} decided"
+    clock = iter([100.0, 110.0, 120.0])
+    monkeypatch.setattr("chunkyard.gui.controller.time.monotonic", lambda: next(clock))
+    for _ in range(3):  # one verdict each 10 s: 6 a minute
+        press(qtbot, window, Qt.Key.Key_O)
+        assert mask[controller.row] and index.state(controller.row).verdict is None  # the next of the queue
+    left = round((count - 3) * 10 / 60)
+    expected = f"Finding {code}: 3 of {count} decided · 6.0/min · "
+    assert window.queue_progress_label.text().startswith(expected), window.queue_progress_label.text()
+    assert window.queue_progress_label.text().endswith("left") and (left < 1 or f"{left} min" in
+                                                                    window.queue_progress_label.text())
+    # Only documents with chunks of the finding left to decide are listed.
+    listed = {window.documents_model.doc_at(r) for r in range(window.documents_model.rowCount())}
+    assert listed == {int(index.chunk_doc[r]) for r in np.flatnonzero(index.queue_mask(controller.queue))}
