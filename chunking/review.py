@@ -555,6 +555,60 @@ class ReviewIndex:
         first = self.next_to_review(None)
         return first if first is not None else 0
 
+    # -- bulk selections -------------------------------------------------------------------------
+
+    def section_titles(self) -> np.ndarray:
+        """Per row, the chunk's innermost section title ("" when it has none); read once, on demand (one
+        column of Arrow for the whole snapshot)."""
+        cached = getattr(self, "_section_titles", None)
+        if cached is not None:
+            return cached
+        titles = np.full(self.n_chunks, "", dtype=object)
+        if self.n_chunks:
+            try:
+                table = self.snapshot.chunks(["doc_id", "chunk_index", "section_path"])
+                ordinal = pc.index_in(table.column("doc_id"), value_set=pa.array(self.doc_ids, pa.string()))
+                known = pc.is_valid(ordinal).to_numpy(zero_copy_only=False)
+                doc = ordinal.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)[known]
+                chunk_index = table.column("chunk_index").to_numpy().astype(np.int64)[known]
+                paths = table.column("section_path").to_pylist()
+            except pa.ArrowException as exc:
+                raise DatasetError(f"{self.snapshot.path}: malformed section paths: {exc}") from None
+            # Rows are ordered by (document, chunk_index): each chunk's row is found by that key.
+            scale = int(max(self.chunk_index.max(), chunk_index.max() if len(chunk_index) else 0)) + 1
+            keys = self.chunk_doc.astype(np.int64) * scale + self.chunk_index
+            wanted = doc * scale + chunk_index
+            rows = np.minimum(np.searchsorted(keys, wanted), self.n_chunks - 1)
+            hit = keys[rows] == wanted
+            kept_paths = [path for path, keep in zip(paths, known, strict=True) if keep]
+            for row, path, ok in zip(rows.tolist(), kept_paths, hit.tolist(), strict=True):
+                if ok and path:
+                    titles[row] = str(path[-1])
+        self._section_titles = titles
+        return titles
+
+    def same_section_mask(self, row: int) -> np.ndarray:
+        """Chunks whose innermost section title is this chunk's (none when it has no title)."""
+        titles = self.section_titles()
+        title = titles[row]
+        if not title:
+            return np.zeros(self.n_chunks, dtype=bool)
+        return titles == title
+
+    def same_findings_mask(self, row: int) -> np.ndarray:
+        """Chunks that carry every finding this chunk carries (none when it has no finding)."""
+        bits = self.finding_bits[row]
+        if not bits:
+            return np.zeros(self.n_chunks, dtype=bool)
+        return (self.finding_bits & bits) == bits
+
+    def range_mask(self, first: int, last: int) -> np.ndarray:
+        """The rows from ``first`` to ``last`` (either order), across documents."""
+        low, high = sorted((first, last))
+        mask = np.zeros(self.n_chunks, dtype=bool)
+        mask[low:high + 1] = True
+        return mask
+
     # -- statistics ------------------------------------------------------------------------------
 
     def other_units(self) -> dict[str, int]:

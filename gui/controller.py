@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
@@ -153,6 +154,7 @@ class ReviewController(QObject):
     notice = Signal(str)  # a short message for the status bar (nothing went wrong, nothing was done)
     pending_changed = Signal(int, str)  # decisions waiting to be written, and why ("" once none wait)
     read_only_changed = Signal(str)  # why decisions cannot be recorded ("" when they can)
+    bulk_changed = Signal(int, str)  # chunks in the bulk selection, and how they were chosen (0, "" for none)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -173,6 +175,10 @@ class ReviewController(QObject):
         # a note typed now is about it, not about the chunk the verdict moved to (maybe in another document).
         self.decided_row: int | None = None
         self.pace = ReviewPace()  # decisions per minute, for the queue's time left
+        # Bulk decisions: chunks chosen together (same findings, same section title, a range), not decided yet.
+        self.bulk: np.ndarray | None = None
+        self.bulk_what = ""
+        self.bulk_anchor: int | None = None  # where a range starts (the first Ctrl+Shift+R)
         self._loader: Loader | None = None
         self.load_refused = False  # the last load failed on the path given (the CLI exits 2), not a damaged dataset
         self._seen_event = 0
@@ -591,6 +597,87 @@ class ReviewController(QObject):
         self._refresh_doc(row)
         self.undo_stack.push(_Decision(self, row, event, text))
         return True
+
+    # -- bulk decisions ----------------------------------------------------------------------------
+
+    def bulk_select(self, how: str) -> int:
+        """Choose chunks to decide together, from the current one: ``findings`` (every chunk with all of
+        its findings), ``section`` (its innermost section title), ``range`` (from the chunk where the
+        first call was made to this one; that first call only marks it). Only chunks no one has decided
+        are taken; a second choice narrows the first ("undersized" and then "Unresolved questions").
+        Returns how many are chosen."""
+        index, row = self.index, self.row
+        if index is None or row is None:
+            return 0
+        if how == "range" and self.bulk_anchor is None:
+            self.bulk_anchor = row
+            self.notice.emit(f"A range starts at chunk {self._chunk_label(row)}: go to its last chunk and "
+                             "press Ctrl+Shift+R again")
+            return 0
+        if how == "findings":
+            mask, what = index.same_findings_mask(row), "with " + " + ".join(index.findings(row) or ["no finding"])
+        elif how == "section":
+            title = index.section_titles()[row]
+            mask, what = index.same_section_mask(row), f"in sections titled {title!r}" if title else "(no title)"
+        elif how == "range":
+            assert self.bulk_anchor is not None
+            mask = index.range_mask(self.bulk_anchor, row)
+            what = f"from chunk {self._chunk_label(self.bulk_anchor)} to chunk {self._chunk_label(row)}"
+            self.bulk_anchor = None
+        else:
+            raise ValueError(f"unknown bulk selection {how!r}")
+        mask = mask & (index.verdict == 0)
+        if self.bulk is not None:
+            mask &= self.bulk
+            what = f"{self.bulk_what}, {what}"
+        self.bulk, self.bulk_what = mask, what
+        count = int(np.count_nonzero(mask))
+        self.bulk_changed.emit(count, what)
+        return count
+
+    def clear_bulk(self) -> None:
+        self.bulk, self.bulk_what, self.bulk_anchor = None, "", None
+        self.bulk_changed.emit(0, "")
+
+    def bulk_rows(self) -> list[int]:
+        return [] if self.bulk is None else [int(r) for r in np.flatnonzero(self.bulk)]
+
+    def bulk_decide(self, kind: str, reason: str | None = None) -> int:
+        """Flag (``kind`` "flag" with ``reason``) or mark OK every chunk of the bulk selection, as one
+        step of the undo stack; the selection is used up. Returns how many were decided."""
+        rows = self.bulk_rows()
+        if not rows or self.index is None:
+            return 0
+        if self.ledger is not None and not self.read_only:
+            self.check_ledger_file()
+        if self.read_only or self.ledger is None:
+            self.notice.emit(f"Read-only, nothing recorded: {self.read_only}")
+            return 0
+        index = self.index
+        what = f"flag {len(rows)} chunks as {reason}" if kind == "flag" else f"mark {len(rows)} chunks OK"
+        done = 0
+        self.undo_stack.beginMacro(what)
+        try:
+            for row in rows:
+                try:
+                    event = self._give(kind, index.target(row), reason=reason)
+                except ChunkyardError as exc:
+                    self.failed.emit(f"Stopped after {done} of {len(rows)}: the decision was not recorded: {exc}")
+                    break
+                self.undo_stack.push(_Decision(self, row, event, f"{kind} chunk {self._chunk_label(row)}"))
+                done += 1
+        finally:
+            self.undo_stack.endMacro()
+        self.pace.record(time.monotonic(), done)
+        docs = sorted({int(index.chunk_doc[row]) for row in rows})
+        try:
+            index.reload_state(self.ledger, docs, self._pending_events())
+        except ChunkyardError as exc:
+            self.failed.emit(str(exc))
+        self.clear_bulk()
+        self.states_changed.emit()
+        self.notice.emit(f"{what[0].upper()}{what[1:]} (one step: Ctrl+Z undoes them all)")
+        return done
 
     def add_constraint(self, kind: str, start: int, end: int | None = None) -> bool:
         """Record an explicit constraint on the current document at code points [start, end); undoable.

@@ -231,6 +231,11 @@ class MainWindow(QMainWindow):
         self.read_only_label.setStyleSheet("QLabel { color: #b91c1c; font-weight: bold; }")
         self.read_only_label.hide()
         self.statusBar().addPermanentWidget(self.read_only_label)
+        self.bulk_label = QLabel("")
+        self.bulk_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.bulk_label.setStyleSheet("QLabel { color: #1d4ed8; font-weight: bold; }")
+        self.bulk_label.hide()
+        self.statusBar().addPermanentWidget(self.bulk_label)
         self.unsaved_box: QMessageBox | None = None
         self._close_when_saved = False
         self.chunks_view.setFocus(Qt.FocusReason.OtherFocusReason)
@@ -441,6 +446,32 @@ class MainWindow(QMainWindow):
             add("Edit note… (on the chunk just decided, else this one)", "E", self.edit_note),
         ]
         review.addSeparator()
+        bulk = review.addMenu("Bulk")
+        self._bulk_menu = bulk
+        bulk_actions = []
+        for text, keys, how in (("Choose the chunks with this chunk's findings", "Ctrl+Shift+F", "findings"),
+                                ("Choose the chunks with this chunk's section title", "Ctrl+Shift+S", "section"),
+                                ("Choose a range: press at its first chunk, then at its last", "Ctrl+Shift+R",
+                                 "range")):
+            action = QAction(text, self, shortcut=QKeySequence(keys))
+            action.triggered.connect(lambda _=False, h=how: self.controller.bulk_select(h))
+            bulk_actions.append(action)
+        clear = QAction("Clear the chosen chunks", self, shortcut=QKeySequence("Ctrl+Shift+X"))
+        clear.triggered.connect(controller.clear_bulk)
+        bulk_actions.append(clear)
+        for number, reason in enumerate(REASONS, start=1):
+            action = QAction(f"Flag all chosen as {reason}", self, shortcut=QKeySequence(f"Ctrl+{number}"))
+            action.triggered.connect(lambda _=False, r=reason: self.controller.bulk_decide("flag", r))
+            bulk_actions.append(action)
+        ok_all = QAction("Mark all chosen OK", self, shortcut=QKeySequence("Ctrl+Shift+O"))
+        ok_all.triggered.connect(lambda: self.controller.bulk_decide("mark_ok"))
+        bulk_actions.append(ok_all)
+        for action in bulk_actions:
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            bulk.addAction(action)
+            self.addAction(action)
+        self.decision_actions += bulk_actions
+        review.addSeparator()
         undo = controller.undo_stack.createUndoAction(self, "Undo")
         undo.setShortcut(QKeySequence("Ctrl+Z"))
         redo = controller.undo_stack.createRedoAction(self, "Redo")
@@ -498,6 +529,7 @@ class MainWindow(QMainWindow):
         """The window's actions by menu, for the `?` overlay (read from the menus: it cannot drift)."""
         review = [a for a in self._review_menu.actions() if a.menu() is None]
         return [("Review", review), ("Flag the chunk (B first: the boundary after it)", self._flag_menu.actions()),
+                ("Bulk: choose chunks, decide them in one step", self._bulk_menu.actions()),
                 ("View", self._view_menu.actions()), ("File", self._file_menu.actions()),
                 ("Help", [self.keys_action]),
                 ("In the filter box", [self._leave_filter_action])]
@@ -521,6 +553,7 @@ class MainWindow(QMainWindow):
         controller.notice.connect(lambda message: self.statusBar().showMessage(message, 5000))
         controller.pending_changed.connect(self._on_pending)
         controller.read_only_changed.connect(self._on_read_only)
+        controller.bulk_changed.connect(self._on_bulk)
         self.source_view.chunk_clicked.connect(controller.select_row)
         self.documents_view.selectionModel().currentRowChanged.connect(self._on_document_clicked)
         self.chunks_view.selectionModel().currentRowChanged.connect(self._on_chunk_clicked)
@@ -590,6 +623,7 @@ class MainWindow(QMainWindow):
         self.stats.set_index(index)
         self._show_evaluation(index.snapshot.path)
         self.reviewer_box.setText(self.controller.reviewer)
+        self.controller.clear_bulk()
         self._fill_finding_queues(index)
         self._update_progress()
         self._apply_queue()
@@ -721,6 +755,12 @@ class MainWindow(QMainWindow):
         self.read_only_label.setToolTip(reason)
         title = self.windowTitle().removesuffix(" (read-only)")
         self.setWindowTitle(f"{title} (read-only)" if reason else title)
+
+    def _on_bulk(self, count: int, what: str) -> None:
+        self.bulk_label.setVisible(bool(what))
+        self.bulk_label.setText(f"{plural(count, 'chunk')} chosen {what} — Ctrl+1–9 flag them, Ctrl+Shift+O "
+                                "marks them OK, Ctrl+Shift+X clears" if what else "")
+        self.chunks_model.set_marked(self.controller.bulk)
 
     def _on_boundary_mode(self, on: bool) -> None:
         self.boundary_action.setChecked(on)

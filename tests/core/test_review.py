@@ -233,3 +233,18 @@ def test_review_pace_counts_recent_decisions_and_skips_pauses() -> None:
     pace.record(1000)  # a long pause counts as 60 s, not 980
     assert pace.per_minute() == 3 * 60 / (10 + 10 + 60)
     assert format_duration(20) == "under a minute" and format_duration(125 * 60) == "2 h 05 min"
+
+
+def test_section_titles_and_bulk_masks_follow_the_rows(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    titles = index.section_titles()
+    for doc in range(index.n_documents):
+        details = index.chunk_details(doc)
+        for row, detail in zip(index.doc_rows(doc), details, strict=True):
+            assert titles[row] == (detail.section_path[-1] if detail.section_path else "")
+    row = next(r for r in range(index.n_chunks) if titles[r] and index.findings(r))
+    assert index.same_section_mask(row)[row] and all(titles[r] == titles[row]
+                                                     for r in np.flatnonzero(index.same_section_mask(row)))
+    same = np.flatnonzero(index.same_findings_mask(row))
+    assert all(set(index.findings(row)) <= set(index.findings(int(r))) for r in same)
+    assert np.flatnonzero(index.range_mask(7, 3)).tolist() == [3, 4, 5, 6, 7]

@@ -1292,3 +1292,45 @@ def test_a_finding_queue_from_the_chart_with_progress_rate_and_time_left(qtbot, 
     # Only documents with chunks of the finding left to decide are listed.
     listed = {window.documents_model.doc_at(r) for r in range(window.documents_model.rowCount())}
     assert listed == {int(index.chunk_doc[r]) for r in np.flatnonzero(index.queue_mask(controller.queue))}
+
+
+def test_bulk_flag_the_chunks_of_one_section_title_with_one_finding_and_undo_them_as_one(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """152 of one dataset's 180 undersized findings were the same "Unresolved questions: None." section:
+    choose them (same finding, then same section title), flag them in one step, undo them in one step."""
+    kep = "# KEP {n}\n\n## Summary\n\n" + "Text of the proposal that is long enough to be one chunk. " * 6 + \
+          "\n\n## Unresolved questions\n\nNone.\n"
+    extra = {f"keps/{n:04d}/README.md": kep.format(n=n) for n in range(12)}
+    window = open_window(qtbot, build_dataset(tmp_path, extra=extra))
+    controller = window.controller
+    index = controller.index
+    titles = index.section_titles()
+    targets = [r for r in range(index.n_chunks) if titles[r] == "Unresolved questions"]
+    assert len(targets) == 12
+    controller.select_row(targets[0])
+    findings = index.findings(targets[0])
+    assert findings  # the tiny "None." section carries a finding
+    press(qtbot, window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    with_findings = int(np.count_nonzero(index.same_findings_mask(targets[0])))
+    assert len(controller.bulk_rows()) == with_findings >= 12
+    press(qtbot, window, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert controller.bulk_rows() == targets  # narrowed to the section title
+    assert "12 chunks chosen with" in window.bulk_label.text() and "'Unresolved questions'" in window.bulk_label.text()
+    assert window.chunks_model.index(window.chunks_model.table_row(targets[0]), 0).data().startswith("● ")
+    press(qtbot, window, Qt.Key.Key_9, Qt.KeyboardModifier.ControlModifier)  # all 12 flagged "other"
+    assert all(index.state(r).reasons == ["other"] for r in targets)
+    assert controller.bulk is None and window.bulk_label.isHidden()
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        assert [e.kind for e in ledger.events()] == ["flag"] * 12
+    press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)  # one undo takes all 12 back
+    assert all(index.state(r).verdict is None for r in targets)
+    assert window.progress_label.text().startswith("0 of")
+    press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert all(index.state(r).reasons == ["other"] for r in targets)
+    # A range, then OK: decided chunks are left out of a new choice.
+    controller.select_row(0)
+    press(qtbot, window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    controller.select_row(4)
+    press(qtbot, window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert controller.bulk_rows() == [0, 1, 2, 3, 4]
+    press(qtbot, window, Qt.Key.Key_O, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert all(index.state(r).verdict == "ok" for r in range(5))
