@@ -564,28 +564,37 @@ class ReviewIndex:
         if cached is not None:
             return cached
         titles = np.full(self.n_chunks, "", dtype=object)
-        if self.n_chunks:
-            try:
-                table = self.snapshot.chunks(["doc_id", "chunk_index", "section_path"])
-                ordinal = pc.index_in(table.column("doc_id"), value_set=pa.array(self.doc_ids, pa.string()))
-                known = pc.is_valid(ordinal).to_numpy(zero_copy_only=False)
-                doc = ordinal.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)[known]
-                chunk_index = table.column("chunk_index").to_numpy().astype(np.int64)[known]
-                paths = table.column("section_path").to_pylist()
-            except pa.ArrowException as exc:
-                raise DatasetError(f"{self.snapshot.path}: malformed section paths: {exc}") from None
-            # Rows are ordered by (document, chunk_index): each chunk's row is found by that key.
-            scale = int(max(self.chunk_index.max(), chunk_index.max() if len(chunk_index) else 0)) + 1
-            keys = self.chunk_doc.astype(np.int64) * scale + self.chunk_index
-            wanted = doc * scale + chunk_index
-            rows = np.minimum(np.searchsorted(keys, wanted), self.n_chunks - 1)
-            hit = keys[rows] == wanted
-            kept_paths = [path for path, keep in zip(paths, known, strict=True) if keep]
-            for row, path, ok in zip(rows.tolist(), kept_paths, hit.tolist(), strict=True):
-                if ok and path:
-                    titles[row] = str(path[-1])
+        for row, path in enumerate(self.chunk_column("section_path")):
+            if path:
+                titles[row] = str(path[-1])
         self._section_titles = titles
         return titles
+
+    def chunk_column(self, name: str) -> list[Any]:
+        """One column of ``chunks.parquet`` for every row, in row order (read whole: a few columns of
+        the snapshot at once, for a search or a selection over all chunks, not per document)."""
+        values: list[Any] = [None] * self.n_chunks
+        if not self.n_chunks:
+            return values
+        try:
+            table = self.snapshot.chunks(["doc_id", "chunk_index", name])
+            ordinal = pc.index_in(table.column("doc_id"), value_set=pa.array(self.doc_ids, pa.string()))
+            known = pc.is_valid(ordinal).to_numpy(zero_copy_only=False)
+            doc = ordinal.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            chunk_index = table.column("chunk_index").to_numpy().astype(np.int64)
+            column = table.column(name).to_pylist()
+        except pa.ArrowException as exc:
+            raise DatasetError(f"{self.snapshot.path}: malformed column {name!r} in chunks.parquet: {exc}") from None
+        # Rows are ordered by (document, chunk_index): each chunk's row is found by that key.
+        scale = int(max(self.chunk_index.max(), chunk_index.max() if len(chunk_index) else 0)) + 1
+        keys = self.chunk_doc.astype(np.int64) * scale + self.chunk_index
+        wanted = doc * scale + chunk_index
+        rows = np.minimum(np.searchsorted(keys, wanted), self.n_chunks - 1)
+        hit = (keys[rows] == wanted) & known
+        for row, value, ok in zip(rows.tolist(), column, hit.tolist(), strict=True):
+            if ok:
+                values[row] = value
+        return values
 
     def same_section_mask(self, row: int) -> np.ndarray:
         """Chunks whose innermost section title is this chunk's (none when it has no title)."""
@@ -632,6 +641,64 @@ class ReviewIndex:
         return np.histogram(sizes, bins=bins, range=(0, max(1, top)))
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One chunk a retriever ranks for a question: its rank (1 = best), row and score."""
+
+    retriever: str
+    rank: int
+    row: int
+    score: float
+
+
+class QuestionBox:
+    """The reviewer's question box: the top k chunks of a snapshot for a question, by BM25 and by dense
+    retrieval (``chunkyard.chunking.evaluation``'s retrievers, over ``embed_text`` as `chunkyard eval`
+    ranks them; the dense embeddings come from the snapshot's cache, or are computed and stored there).
+    Each retriever is built at its first question."""
+
+    RETRIEVERS = ("bm25", "dense")
+
+    def __init__(self, index: ReviewIndex):
+        self.index = index
+        self._texts: list[str] | None = None
+        self._retrievers: dict[str, Any] = {}
+
+    def texts(self) -> list[str]:
+        if self._texts is None:
+            self._texts = [text or "" for text in self.index.chunk_column("embed_text")]
+        return self._texts
+
+    def retriever(self, name: str) -> Any:
+        if name not in self._retrievers:
+            from chunkyard.chunking.evaluation import retrievers
+
+            if name == "bm25":
+                self._retrievers[name] = retrievers.BM25Retriever(self.texts())
+            elif name == "dense":
+                chunk_ids = self.index.chunk_ids.to_pylist()
+                cached = retrievers.cached_embeddings(self.index.snapshot.path, chunk_ids, self.texts())
+                self._retrievers[name] = retrievers.DenseRetriever(cached.vectors)
+            else:
+                raise ValueError(f"unknown retriever {name!r} (one of {', '.join(self.RETRIEVERS)})")
+        return self._retrievers[name]
+
+    def ask(self, question: str, k: int = 5, names: Sequence[str] = RETRIEVERS) -> dict[str, list[Answer]]:
+        """Per retriever, its top ``k`` chunks for ``question``, best first (none for an empty question)."""
+        from chunkyard.chunking.evaluation.retrievers import top_k
+
+        question = question.strip()
+        answers: dict[str, list[Answer]] = {}
+        for name in names:
+            if not question or not self.index.n_chunks:
+                answers[name] = []
+                continue
+            scores = self.retriever(name).scores([question])[0]
+            answers[name] = [Answer(name, rank, row, float(scores[row]))
+                             for rank, row in enumerate(top_k(scores, k), start=1)]
+        return answers
+
+
 def open_ledger_for(index: ReviewIndex) -> Ledger:
     """The ledger of the index's dataset (created when absent)."""
     return Ledger(ledger_path(index.snapshot.path))
@@ -664,6 +731,6 @@ def reviewer_name(index: ReviewIndex | None = None) -> str:
 
 
 __all__ = [
-    "FINDING_QUEUE", "QUEUES", "ChunkDetail", "ReviewPace", "finding_queue", "format_duration", "queue_title", "Budget", "LedgerError", "OffsetMap", "ReviewIndex", "display_text", "elide_path",
+    "FINDING_QUEUE", "QUEUES", "Answer", "ChunkDetail", "QuestionBox", "ReviewPace", "finding_queue", "format_duration", "queue_title", "Budget", "LedgerError", "OffsetMap", "ReviewIndex", "display_text", "elide_path",
     "open_ledger_for", "reviewer_name",
 ]

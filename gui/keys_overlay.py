@@ -22,6 +22,8 @@ LEGEND: tuple[tuple[QColor, str], ...] = (
     (source_view.FINDING, "margin ! : a finding at this boundary (hover it)"),
     (source_view.FLAG, "margin ⚑ : flagged by a reviewer"),
     (source_view.OK_MARK, "margin ✓ : marked OK"),
+    (source_view.ANSWER, "margin 1–9 : the question box ranks this chunk"),
+    (QColor("#1d4ed8"), "● before a number: chosen for a bulk decision"),
 )
 
 

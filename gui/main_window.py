@@ -336,6 +336,11 @@ class MainWindow(QMainWindow):
         self.evaluation.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.evaluation.setPlaceholderText("No evaluation of this dataset yet: run `chunkyard eval CONFIG --questions FILE`")
         self.tabs.addTab(self.evaluation, "Evaluation")
+        from chunkyard.gui.question_view import QuestionPanel
+
+        self.question_panel = QuestionPanel()
+        self.question_panel.question.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # never takes review keys by Tab
+        self.tabs.addTab(self.question_panel, "Question")
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.chunks_view)
         right.addWidget(self.tabs)
@@ -494,6 +499,9 @@ class MainWindow(QMainWindow):
         find = QAction("Filter documents", self, shortcut=QKeySequence.StandardKey.Find)
         find.triggered.connect(lambda: (self.filter_box.setFocus(), self.filter_box.selectAll()))
         view.addAction(find)
+        ask = QAction("Ask a question (the chunks that answer it)", self, shortcut=QKeySequence("Ctrl+K"))
+        ask.triggered.connect(self.focus_question)
+        view.addAction(ask)
         self._view_menu = view
 
         help_menu = self.menuBar().addMenu("&Help")
@@ -534,6 +542,11 @@ class MainWindow(QMainWindow):
                 ("Help", [self.keys_action]),
                 ("In the filter box", [self._leave_filter_action])]
 
+    def focus_question(self) -> None:
+        self.tabs.setCurrentWidget(self.question_panel)
+        self.question_panel.question.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.question_panel.question.selectAll()
+
     def show_keys(self) -> None:
         from chunkyard.gui.keys_overlay import KeysOverlay
 
@@ -566,6 +579,13 @@ class MainWindow(QMainWindow):
         leave_filter.triggered.connect(self._leave_filter)
         self.filter_box.addAction(leave_filter)
         self.order_box.currentIndexChanged.connect(self._on_order)
+        self.question_panel.answered.connect(lambda: self.source_view.set_answers(self.question_panel.margin_marks()))
+        self.question_panel.chunk_chosen.connect(controller.select_row)
+        leave_question = QAction("Back to reviewing", self.question_panel.question)
+        leave_question.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        leave_question.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        leave_question.triggered.connect(lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason))
+        self.question_panel.question.addAction(leave_question)
         self.queue_box.currentIndexChanged.connect(self._on_queue_chosen)
         self.stats.findings.finding_clicked.connect(self.review_finding)
         self.reviewer_box.editingFinished.connect(self._on_reviewer_edited)
@@ -621,6 +641,8 @@ class MainWindow(QMainWindow):
         self.chunks_model.set_document(None, None)
         self.source_view.show_document(None, None)
         self.stats.set_index(index)
+        self.question_panel.set_index(index)
+        self.source_view.set_answers({})
         self._show_evaluation(index.snapshot.path)
         self.reviewer_box.setText(self.controller.reviewer)
         self.controller.clear_bulk()

@@ -248,3 +248,23 @@ def test_section_titles_and_bulk_masks_follow_the_rows(dataset: Path) -> None:
     same = np.flatnonzero(index.same_findings_mask(row))
     assert all(set(index.findings(row)) <= set(index.findings(int(r))) for r in same)
     assert np.flatnonzero(index.range_mask(7, 3)).tolist() == [3, 4, 5, 6, 7]
+
+
+def test_question_box_ranks_by_bm25_and_dense_like_the_evaluation(dataset: Path) -> None:
+    from chunkyard.chunking.evaluation.retrievers import BM25Retriever
+    from chunkyard.chunking.review import QuestionBox
+
+    index = ReviewIndex.load(dataset)
+    box = QuestionBox(index)
+    answers = box.ask("How many days do I have to return a tent?", 4)
+    assert set(answers) == {"bm25", "dense"}
+    texts = box.texts()
+    details = [d.embed_text for doc in range(index.n_documents) for d in index.chunk_details(doc)]
+    assert texts == details  # embed_text, in row order
+    expected = BM25Retriever(texts).search(["How many days do I have to return a tent?"], 4)[0]
+    assert [a.row for a in answers["bm25"]] == expected
+    for ranked in answers.values():
+        assert [a.rank for a in ranked] == [1, 2, 3, 4]
+        assert [a.score for a in ranked] == sorted((a.score for a in ranked), reverse=True)
+    assert index.doc_ids[int(index.chunk_doc[answers["dense"][0].row])] == "handbook/returns-and-refunds.md"
+    assert box.ask("   ", 4) == {"bm25": [], "dense": []}

@@ -1251,7 +1251,7 @@ def test_question_mark_lists_every_key_and_the_colours_and_the_toolbar_shows_key
             keys = ", ".join(k.toString() for k in action.shortcuts())
             assert listed.get(keys) == action.text().replace("&", ""), keys
     assert listed["2"].startswith("mid_sentence") and listed["N"].startswith("Next suspicious")
-    assert len(LEGEND) == 8
+    assert len(LEGEND) == 10
     overlay.repaint()  # paints without error
     qtbot.keyClick(overlay, Qt.Key.Key_Escape)
     assert not overlay.isVisible() and QApplication.focusWidget() is window.chunks_view
@@ -1334,3 +1334,33 @@ def test_bulk_flag_the_chunks_of_one_section_title_with_one_finding_and_undo_the
     assert controller.bulk_rows() == [0, 1, 2, 3, 4]
     press(qtbot, window, Qt.Key.Key_O, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
     assert all(index.state(r).verdict == "ok" for r in range(5))
+
+
+def test_the_question_box_lists_bm25_and_dense_answers_marks_and_opens_them(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    from chunkyard.chunking.review import QuestionBox
+
+    window = open_window(qtbot, dataset)
+    index = window.controller.index
+    press(qtbot, window, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
+    panel = window.question_panel
+    assert window.tabs.currentWidget() is panel and panel.question.hasFocus()
+    qtbot.keyClicks(panel.question, "how many days do I have to return a tent")
+    qtbot.keyClick(panel.question, Qt.Key.Key_Return)
+    expected = QuestionBox(index).ask("how many days do I have to return a tent", 5)
+    assert {name: [(a.row, round(a.score, 6)) for a in answers] for name, answers in panel.answers.items()} == \
+        {name: [(a.row, round(a.score, 6)) for a in answers] for name, answers in expected.items()}
+    assert len(panel.answers["bm25"]) == len(panel.answers["dense"]) == 5
+    best = panel.answers["bm25"][0]
+    assert index.doc_ids[int(index.chunk_doc[best.row])] == "handbook/returns-and-refunds.md"
+    lines = [panel.results.topLevelItem(i).text(0) for i in range(panel.results.topLevelItemCount())]
+    assert lines[0].startswith("BM25") and lines[1].startswith(f"1.  {best.score:.3f}  handbook/returns-and-refunds.md")
+    # Choosing an answer shows its chunk; the margin carries each answer's best rank.
+    panel.results.setCurrentItem(panel.results.topLevelItem(1))
+    assert window.controller.row == best.row
+    marks = window.source_view.answers
+    assert marks[best.row][0] == "1" and "bm25 #1" in marks[best.row][1]
+    assert any(m.kind == "answer" and m.row == best.row for m in window.source_view._markers)
+    window.source_view.viewport().repaint()
+    window.source_view.margin.repaint()
+    qtbot.keyClick(panel.question, Qt.Key.Key_Escape)
+    assert QApplication.focusWidget() is window.chunks_view
