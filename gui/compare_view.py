@@ -111,6 +111,21 @@ class CompareWindow(QWidget):
         layout.addWidget(panes, 1)
         layout.addWidget(QLabel("Decisions on this document (select a resolved flag to see its before/after):"))
         layout.addWidget(self.decisions)
+        # The question box for both snapshots: one question, each side's top k (did a rechunk change which
+        # chunk answers?); the question line is the left panel's, the right one follows it.
+        from chunkyard.gui.question_view import QuestionPanel
+
+        self.question_a, self.question_b = QuestionPanel(label="Question:"), QuestionPanel()
+        self.question_b.question.hide()
+        self.question_b.k.hide()
+        answers = QSplitter(Qt.Orientation.Horizontal)
+        answers.addWidget(self.question_a)
+        answers.addWidget(self.question_b)
+        layout.addWidget(answers)
+        self.question_a.question.returnPressed.connect(self._ask_both)
+        for panel, view in ((self.question_a, self.left), (self.question_b, self.right)):
+            panel.chunk_chosen.connect(lambda row, v=view: v.select_row(row))
+            panel.answered.connect(lambda p=panel, v=view: v.set_answers(p.margin_marks()))
         self.decisions.currentItemChanged.connect(self._on_decision)
         # Scrolling one side scrolls the other: the same text lines up when it is unchanged.
         self.left.verticalScrollBar().valueChanged.connect(self.right.verticalScrollBar().setValue)
@@ -154,9 +169,18 @@ class CompareWindow(QWidget):
                                  "boundaries are not compared")
         self.left.set_moved(self.moved_a)
         self.right.set_moved(self.moved_b)
+        if getattr(self, "question_a", None) is not None:
+            for panel, index in ((self.question_a, self.index_a), (self.question_b, self.index_b)):
+                if panel.index is not index:
+                    panel.set_index(index)
         if focus is not None:
             self.left.scroll_to(focus)
             self.right.scroll_to(focus)
+
+    def _ask_both(self) -> None:
+        """The left panel's question, asked of both snapshots (each panel ranks its own snapshot's chunks)."""
+        self.question_b.k.setValue(self.question_a.k.value())
+        self.question_b.ask(self.question_a.question.text())
 
     def _fill_decisions(self) -> None:
         self.decisions.clear()

@@ -241,3 +241,29 @@ def test_the_compare_window_closes_with_esc_ctrl_w_and_quit(qtbot, reprocessed, 
     assert not compare.isVisible()
     if how.startswith("quit"):
         assert [w for w in QApplication.topLevelWidgets() if w.isVisible() and w in (window, compare)] == []
+
+
+def test_the_question_box_in_compare_ranks_both_snapshots(qtbot, reprocessed) -> None:  # type: ignore[no-untyped-def]
+    """One question, each snapshot's top k side by side: does the rechunk change which chunk answers?"""
+    from PySide6.QtCore import Qt
+
+    from chunkyard.chunking.review import QuestionBox
+
+    first, second, _ = reprocessed
+    window = CompareWindow(first.path, second.path, DOC)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    question = "what happens when the primary database fails"
+    qtbot.keyClicks(window.question_a.question, question)
+    qtbot.keyClick(window.question_a.question, Qt.Key.Key_Return)
+    for panel, index in ((window.question_a, window.index_a), (window.question_b, window.index_b)):
+        expected = QuestionBox(index).ask(question, 5)
+        assert {n: [a.row for a in r] for n, r in panel.answers.items()} == {n: [a.row for a in r]
+                                                                            for n, r in expected.items()}
+        assert panel.results.topLevelItemCount() == 12  # two headers, five answers each
+    best = window.question_b.answers["bm25"][0]
+    assert window.index_b.doc_ids[int(window.index_b.chunk_doc[best.row])] == DOC
+    assert window.right.answers[best.row][0] == "1"
+    window.question_b.results.setCurrentItem(window.question_b.results.topLevelItem(1))
+    assert window.right.selected_row == best.row
