@@ -576,13 +576,21 @@ class ReviewIndex:
         values: list[Any] = [None] * self.n_chunks
         if not self.n_chunks:
             return values
+        table, rows, hit = self._column_rows(name)
+        for row, value, ok in zip(rows.tolist(), table.column(name).to_pylist(), hit.tolist(), strict=True):
+            if ok:
+                values[row] = value
+        return values
+
+    def _column_rows(self, name: str) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+        """``chunks.parquet``'s doc_id, chunk_index and ``name``, with the row of each of its chunks (and
+        whether it has one: a chunk of a document the snapshot does not list has none)."""
         try:
             table = self.snapshot.chunks(["doc_id", "chunk_index", name])
             ordinal = pc.index_in(table.column("doc_id"), value_set=pa.array(self.doc_ids, pa.string()))
             known = pc.is_valid(ordinal).to_numpy(zero_copy_only=False)
             doc = ordinal.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
             chunk_index = table.column("chunk_index").to_numpy().astype(np.int64)
-            column = table.column(name).to_pylist()
         except pa.ArrowException as exc:
             raise DatasetError(f"{self.snapshot.path}: malformed column {name!r} in chunks.parquet: {exc}") from None
         # Rows are ordered by (document, chunk_index): each chunk's row is found by that key.
@@ -590,11 +598,53 @@ class ReviewIndex:
         keys = self.chunk_doc.astype(np.int64) * scale + self.chunk_index
         wanted = doc * scale + chunk_index
         rows = np.minimum(np.searchsorted(keys, wanted), self.n_chunks - 1)
-        hit = (keys[rows] == wanted) & known
-        for row, value, ok in zip(rows.tolist(), column, hit.tolist(), strict=True):
-            if ok:
-                values[row] = value
-        return values
+        return table, rows, (keys[rows] == wanted) & known
+
+    def text_matches(self, needle: str) -> np.ndarray:
+        """Per row, whether the chunk's text contains ``needle`` (case-insensitive; Arrow's substring
+        search over the whole text column, read once per search)."""
+        mask = np.zeros(self.n_chunks, dtype=bool)
+        if not needle or not self.n_chunks:
+            return mask
+        table, rows, hit = self._column_rows("text")
+        found = pc.fill_null(pc.match_substring(table.column("text"), needle, ignore_case=True), False)
+        found = found.to_numpy(zero_copy_only=False).astype(bool) & hit
+        mask[rows[found]] = True
+        return mask
+
+    def go_to(self, spec: str, doc: int | None = None) -> tuple[int | None, int | None, str]:
+        """Where "Go to" takes the reviewer: ``12`` (chunk 12 of document ``doc``), ``guides/refunds.md``
+        (a document), ``guides/refunds.md#12`` or ``guides/refunds.md 12`` (a chunk of it); a unique
+        part of a doc_id names it too. Returns (document, row or None, "") or (None, None, why not)."""
+        spec = spec.strip()
+        if not spec:
+            return None, None, "type a chunk number or a document id"
+        name, number = spec, None
+        for separator in ("#", " "):
+            head, sep, tail = spec.rpartition(separator)
+            if sep and tail.strip().isdigit() and head.strip():
+                name, number = head.strip(), int(tail)
+                break
+        if spec.isdigit():
+            if doc is None:
+                return None, None, "open a document first, or give its id: DOC_ID#N"
+            name, number = self.doc_ids[doc], int(spec)
+        target = self.doc_number(name)
+        if target is None:
+            matches = [i for i, doc_id in enumerate(self.doc_ids) if name.lower() in doc_id.lower()]
+            if len(matches) != 1:
+                return None, None, (f"no document {name!r}" if not matches else
+                                    f"{len(matches)} documents match {name!r}: "
+                                    + ", ".join(self.doc_ids[i] for i in matches[:5]) + (" …" if len(matches) > 5 else ""))
+            target = matches[0]
+        if number is None:
+            return target, None, ""
+        row = self.row_of(target, number)
+        if row is None:
+            rows = self.doc_rows(target)
+            return None, None, (f"{self.doc_ids[target]} has no chunk {number} (chunks 0–{len(rows) - 1})"
+                                if len(rows) else f"{self.doc_ids[target]} has no chunks")
+        return target, row, ""
 
     def same_section_mask(self, row: int) -> np.ndarray:
         """Chunks whose innermost section title is this chunk's (none when it has no title)."""

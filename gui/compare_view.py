@@ -86,6 +86,10 @@ class CompareWindow(QWidget):
         for keys in (QKeySequence(Qt.Key.Key_Escape), QKeySequence("Ctrl+W")):
             QShortcut(keys, self, activated=self.close)
         QShortcut(QKeySequence("Ctrl+Q"), self, activated=self.quit_requested.emit)
+        # N / P: the next / previous document whose chunks differ between the two snapshots.
+        QShortcut(QKeySequence("N"), self, activated=lambda: self.step_changed(1))
+        QShortcut(QKeySequence("P"), self, activated=lambda: self.step_changed(-1))
+        self._changed: list[str] | None = None
         self.setWindowTitle(f"Compare — {doc_id}")
         self.resize(1400, 850)
         self._indexes: dict[Path, ReviewIndex] = {}
@@ -176,6 +180,32 @@ class CompareWindow(QWidget):
         if focus is not None:
             self.left.scroll_to(focus)
             self.right.scroll_to(focus)
+
+    def changed_documents(self) -> list[str]:
+        """doc_ids whose chunks differ between the left and the right snapshot (``chunkyard diff``'s rule)."""
+        if self._changed is None:
+            from chunkyard.chunking.versions import diff_snapshots
+
+            diff = diff_snapshots(self.index_a.snapshot, self.index_b.snapshot)
+            self._changed = [d.doc_id for d in diff.documents if d.status != "unchanged"]
+        return self._changed
+
+    def step_changed(self, step: int) -> bool:
+        """Show the next (``step`` 1) or previous changed document after this one, in doc_id order."""
+        changed = self.changed_documents()
+        later = [d for d in changed if d > self.doc_id] if step > 0 else [d for d in changed if d < self.doc_id]
+        if not later:
+            self.summary.setText(f"{self.doc_id}: no changed document {'after' if step > 0 else 'before'} this one "
+                                 f"({plural(len(changed), 'changed document')})")
+            return False
+        self.show_document(later[0] if step > 0 else later[-1])
+        return True
+
+    def show_document(self, doc_id: str) -> None:
+        self.doc_id = doc_id
+        self.setWindowTitle(f"Compare — {doc_id}")
+        self.show_pair(self.index_a.snapshot.path, self.index_b.snapshot.path)
+        self._fill_decisions()
 
     def _ask_both(self) -> None:
         """The left panel's question, asked of both snapshots (each panel ranks its own snapshot's chunks)."""

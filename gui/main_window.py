@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, QSize, Qt
 from PySide6.QtGui import (
     QAction,
@@ -390,6 +391,14 @@ class MainWindow(QMainWindow):
         toolbar.addWidget(self.reviewer_box)
         toolbar.addSeparator()
         toolbar.addWidget(self.target_label)
+        self.search_box = QLineEdit()
+        self.search_box.setPlaceholderText("Find in chunk text… (/)")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.setMaximumWidth(240)
+        self.search_box.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # as the filter box: never takes review keys
+        self.search_box.setToolTip("Return finds the next chunk whose text contains this (any case); F3 / Shift+F3 "
+                                   "the next / previous one; Esc goes back to reviewing")
+        toolbar.addWidget(self.search_box)
         spacer = QWidget()
         spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         toolbar.addWidget(spacer)
@@ -499,6 +508,19 @@ class MainWindow(QMainWindow):
         find = QAction("Filter documents", self, shortcut=QKeySequence.StandardKey.Find)
         find.triggered.connect(lambda: (self.filter_box.setFocus(), self.filter_box.selectAll()))
         view.addAction(find)
+        find_text = QAction("Find in chunk text", self, shortcut=QKeySequence("/"))
+        find_text.triggered.connect(lambda: (self.search_box.setFocus(Qt.FocusReason.ShortcutFocusReason),
+                                             self.search_box.selectAll()))
+        view.addAction(find_text)
+        next_hit = QAction("Next chunk with the text found", self, shortcut=QKeySequence("F3"))
+        next_hit.triggered.connect(lambda: self.step_hit(1))
+        view.addAction(next_hit)
+        previous_hit = QAction("Previous chunk with the text found", self, shortcut=QKeySequence("Shift+F3"))
+        previous_hit.triggered.connect(lambda: self.step_hit(-1))
+        view.addAction(previous_hit)
+        go = QAction("Go to a chunk or document (N, DOC_ID, DOC_ID#N)", self, shortcut=QKeySequence("Ctrl+G"))
+        go.triggered.connect(self.ask_go_to)
+        view.addAction(go)
         ask = QAction("Ask a question (the chunks that answer it)", self, shortcut=QKeySequence("Ctrl+K"))
         ask.triggered.connect(self.focus_question)
         view.addAction(ask)
@@ -542,6 +564,62 @@ class MainWindow(QMainWindow):
                 ("Help", [self.keys_action]),
                 ("In the filter box", [self._leave_filter_action])]
 
+    def _on_search(self) -> None:
+        """Return in the search box: find the chunks containing the text, go to the next one after the
+        current chunk, and give the keys back to the review (F3 goes on)."""
+        index = self.controller.index
+        needle = self.search_box.text()
+        self.hits = index.text_matches(needle) if index is not None and needle else None
+        self.hits_needle = needle
+        self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.step_hit(1)
+
+    hits = None
+    hits_needle = ""
+
+    def step_hit(self, step: int) -> bool:
+        index, hits = self.controller.index, self.hits
+        if index is None or hits is None:
+            self.statusBar().showMessage("Nothing searched yet: / then the text and Return", 5000)
+            return False
+        total = int(np.count_nonzero(hits))
+        if not total:
+            self.statusBar().showMessage(f"No chunk contains “{self.hits_needle}”", 5000)
+            return False
+        row = index.next_row(hits, self.controller.row, step)
+        wrapped = row is None
+        if wrapped:  # round again from the other end
+            row = index.next_row(hits, None, step)
+        assert row is not None
+        self.controller.select_row(row)
+        number = int(np.count_nonzero(hits[:row + 1]))
+        self.statusBar().showMessage(f"“{self.hits_needle}”: chunk {number} of {total} that contain it"
+                                     + (" (from the other end)" if wrapped else "") + " — F3 next, Shift+F3 previous",
+                                     8000)
+        return True
+
+    def go_to(self, spec: str) -> bool:
+        index = self.controller.index
+        if index is None:
+            return False
+        doc, row, problem = index.go_to(spec, self.controller.doc)
+        if problem:
+            self.statusBar().showMessage(f"Go to {spec!r}: {problem}", 8000)
+            return False
+        if row is not None:
+            self.controller.select_row(row)
+        else:
+            self.controller.select_document(doc)
+        return True
+
+    def ask_go_to(self) -> None:
+        from PySide6.QtWidgets import QInputDialog
+
+        spec, accepted = QInputDialog.getText(self, "Go to", "Chunk number (this document), DOC_ID, or DOC_ID#N:")
+        if accepted:
+            self.go_to(spec)
+        self.give_keys_to_review()
+
     def focus_question(self) -> None:
         self.tabs.setCurrentWidget(self.question_panel)
         self.question_panel.question.setFocus(Qt.FocusReason.ShortcutFocusReason)
@@ -579,6 +657,12 @@ class MainWindow(QMainWindow):
         leave_filter.triggered.connect(self._leave_filter)
         self.filter_box.addAction(leave_filter)
         self.order_box.currentIndexChanged.connect(self._on_order)
+        self.search_box.returnPressed.connect(self._on_search)
+        leave_search = QAction("Back to reviewing", self.search_box)
+        leave_search.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        leave_search.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        leave_search.triggered.connect(lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason))
+        self.search_box.addAction(leave_search)
         self.question_panel.answered.connect(lambda: self.source_view.set_answers(self.question_panel.margin_marks()))
         self.question_panel.chunk_chosen.connect(controller.select_row)
         leave_question = QAction("Back to reviewing", self.question_panel.question)

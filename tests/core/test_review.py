@@ -268,3 +268,23 @@ def test_question_box_ranks_by_bm25_and_dense_like_the_evaluation(dataset: Path)
         assert [a.score for a in ranked] == sorted((a.score for a in ranked), reverse=True)
     assert index.doc_ids[int(index.chunk_doc[answers["dense"][0].row])] == "handbook/returns-and-refunds.md"
     assert box.ask("   ", 4) == {"bm25": [], "dense": []}
+
+
+def test_text_search_and_go_to(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    hits = np.flatnonzero(index.text_matches("TENTS"))
+    assert len(hits) > 0
+    for row in range(index.n_chunks):
+        doc = int(index.chunk_doc[row])
+        text = index.document_text(doc)[int(index.start[row]):int(index.end[row])]
+        assert ("tents" in text.lower()) == (row in hits)
+    assert not index.text_matches("").any()
+    doc = index.doc_number("notes/emoji.md")
+    assert index.go_to("1", doc) == (doc, index.row_of(doc, 1), "")
+    assert index.go_to("notes/emoji.md#2") == (doc, index.row_of(doc, 2), "")
+    assert index.go_to("emoji 1") == (doc, index.row_of(doc, 1), "")
+    assert index.go_to("emoji") == (doc, None, "")
+    assert index.go_to("notes/emoji.md#99")[2].startswith("notes/emoji.md has no chunk 99 (chunks 0–")
+    assert index.go_to("nope.md") == (None, None, "no document 'nope.md'")
+    assert index.go_to(".md")[2].startswith("4 documents match '.md'")
+    assert index.go_to("3")[2].startswith("open a document first")

@@ -267,3 +267,27 @@ def test_the_question_box_in_compare_ranks_both_snapshots(qtbot, reprocessed) ->
     assert window.right.answers[best.row][0] == "1"
     window.question_b.results.setCurrentItem(window.question_b.results.topLevelItem(1))
     assert window.right.selected_row == best.row
+
+
+def test_n_and_p_in_compare_go_to_the_next_changed_document(qtbot, reprocessed) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtCore import Qt
+
+    from chunkyard.chunking.versions import diff_snapshots
+
+    first, second, _ = reprocessed
+    changed = [d.doc_id for d in diff_snapshots(first, second).documents if d.status != "unchanged"]
+    assert changed == [DOC]  # only the flagged document was rechunked
+    from PySide6.QtWidgets import QApplication
+
+    window = CompareWindow(first.path, second.path, "handbook/returns-and-refunds.md")
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    qtbot.keyClick(window.left, Qt.Key.Key_N)
+    assert window.doc_id == DOC and window.windowTitle() == f"Compare — {DOC}"
+    assert window.moved_b  # its moved boundaries are shown
+    qtbot.keyClick(window.left, Qt.Key.Key_N)
+    assert window.doc_id == DOC and "no changed document after this one" in window.summary.text()
+    assert not window.step_changed(-1)

@@ -1364,3 +1364,37 @@ def test_the_question_box_lists_bm25_and_dense_answers_marks_and_opens_them(qtbo
     window.source_view.margin.repaint()
     qtbot.keyClick(panel.question, Qt.Key.Key_Escape)
     assert QApplication.focusWidget() is window.chunks_view
+
+
+def test_find_in_chunk_text_and_go_to(qtbot, dataset: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    hits = [int(r) for r in np.flatnonzero(index.text_matches("stove"))]
+    assert len(hits) >= 2
+    press(qtbot, window, Qt.Key.Key_Slash)
+    assert window.search_box.hasFocus()
+    qtbot.keyClicks(window.search_box, "Stove")
+    qtbot.keyClick(window.search_box, Qt.Key.Key_Return)
+    assert controller.row == hits[0] and QApplication.focusWidget() is window.chunks_view
+    assert f"chunk 1 of {len(hits)} that contain it" in window.statusBar().currentMessage()
+    press(qtbot, window, Qt.Key.Key_F3)
+    assert controller.row == hits[1]
+    press(qtbot, window, Qt.Key.Key_F3, Qt.KeyboardModifier.ShiftModifier)
+    assert controller.row == hits[0]
+    press(qtbot, window, Qt.Key.Key_F3, Qt.KeyboardModifier.ShiftModifier)  # round to the last one
+    assert controller.row == hits[-1] and "from the other end" in window.statusBar().currentMessage()
+    # Ctrl+G: a chunk of the document shown, a document, a chunk of another one; a bad one says why.
+    answers = iter([("2", True), ("policies/expenses.md", True), ("emoji#1", True), ("nope.md", True)])
+    monkeypatch.setattr("PySide6.QtWidgets.QInputDialog.getText", lambda *args, **kwargs: next(answers))
+    controller.select_row(5)
+    press(qtbot, window, Qt.Key.Key_G, Qt.KeyboardModifier.ControlModifier)
+    assert controller.row == index.row_of(int(index.chunk_doc[5]), 2)
+    press(qtbot, window, Qt.Key.Key_G, Qt.KeyboardModifier.ControlModifier)
+    assert index.doc_ids[controller.doc] == "policies/expenses.md"
+    press(qtbot, window, Qt.Key.Key_G, Qt.KeyboardModifier.ControlModifier)
+    emoji = index.doc_number("notes/emoji.md")
+    assert controller.row == index.row_of(emoji, 1)
+    press(qtbot, window, Qt.Key.Key_G, Qt.KeyboardModifier.ControlModifier)
+    assert controller.row == index.row_of(emoji, 1)
+    assert "no document 'nope.md'" in window.statusBar().currentMessage()
