@@ -59,8 +59,8 @@ class ReviewPace:
     Counted over the last ``window`` decisions of this session (the pace of the last minutes, not of the
     morning); a pause longer than ``pause_s`` between two decisions is not counted as reviewing time."""
 
-    def __init__(self, window: int = 30, pause_s: float = 300.0):
-        self.window, self.pause_s = window, pause_s
+    def __init__(self, window: int = 30, pause_s: float = 300.0, least_s: float = 20.0):
+        self.window, self.pause_s, self.least_s = window, pause_s, least_s
         self.times: list[float] = []
 
     def record(self, now: float, count: int = 1) -> None:
@@ -68,10 +68,12 @@ class ReviewPace:
         del self.times[:-self.window - 1]
 
     def per_minute(self) -> float | None:
-        if len(self.times) < 2:
+        """None until there are three decisions over ``least_s`` seconds of reviewing (two quick keys
+        said 9,500 a minute)."""
+        if len(self.times) < 3:
             return None
         busy = sum(min(b - a, self.pause_s) for a, b in zip(self.times, self.times[1:], strict=False))
-        return None if busy <= 0 else (len(self.times) - 1) * 60.0 / busy
+        return None if busy < self.least_s else (len(self.times) - 1) * 60.0 / busy
 
     def time_left_s(self, remaining: int) -> float | None:
         rate = self.per_minute()

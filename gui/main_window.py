@@ -370,6 +370,9 @@ class MainWindow(QMainWindow):
         self.queue_box = QComboBox()
         for queue in QUEUES:
             self.queue_box.addItem(queue, queue)
+        # Wide enough for "Finding split_procedure (8)" (it read "Finding split").
+        self.queue_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.queue_box.setMinimumContentsLength(24)
         self.queue_box.setCurrentText(self.controller.queue)
         self.queue_box.setToolTip("Queue: which documents are listed and where a verdict moves on to; a finding's "
                                   "queue holds its chunks not decided yet (or click its bar under Statistics)")

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QSizePolicy,
     QSpinBox,
     QTreeWidget,
     QTreeWidgetItem,
@@ -61,6 +62,9 @@ class QuestionPanel(QWidget):
         self.results.setUniformRowHeights(True)
         self.status = QLabel("")
         self.status.setTextFormat(Qt.TextFormat.PlainText)
+        # Wrapped within the pane: a long question on one line widened the pane and squeezed the text.
+        self.status.setWordWrap(True)
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         row = QHBoxLayout()
         if label:
             row.addWidget(QLabel(label))

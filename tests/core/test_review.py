@@ -227,6 +227,10 @@ def test_finding_queues_and_their_progress(dataset: Path) -> None:
 def test_review_pace_counts_recent_decisions_and_skips_pauses() -> None:
     pace = ReviewPace(window=3, pause_s=60)
     assert pace.per_minute() is None and pace.time_left_s(10) is None
+    pace.record(0)
+    pace.record(1)
+    assert pace.per_minute() is None  # two quick keys are no pace yet
+    pace.times.clear()
     for t in (0, 10, 20):
         pace.record(t)
     assert pace.per_minute() == 6.0 and pace.time_left_s(12) == 120.0
