@@ -79,12 +79,22 @@ class _ElidePath(QStyledItemDelegate):
     """Document ids cut by ``elide_path``: top folders first, then the end, so a name keeps its beginning
     (a leading number) and ids that share a file name stay apart."""
 
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._cut: dict[tuple[str, int, str], str] = {}  # (id, width, font) -> text: a repaint measures nothing
+
     def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:
         super().initStyleOption(option, index)
         margin = 2 * (option.widget.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1) \
             if option.widget is not None else 6
-        metrics = option.fontMetrics
-        option.text = elide_path(option.text, max(0, option.rect.width() - margin), metrics.horizontalAdvance)
+        width = max(0, option.rect.width() - margin)
+        key = (option.text, width, option.font.key())
+        text = self._cut.get(key)
+        if text is None:
+            if len(self._cut) > 20_000:
+                self._cut.clear()
+            text = self._cut[key] = elide_path(option.text, width, option.fontMetrics.horizontalAdvance)
+        option.text = text
         option.textElideMode = Qt.TextElideMode.ElideRight
 
 
