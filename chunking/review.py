@@ -33,15 +33,41 @@ from chunkyard.chunking.ledger import (
     Ledger,
     LedgerError,
     Target,
+    active_events,
     default_reviewer,
     derive_state,
     ledger_path,
 )
 
 UNREVIEWED, OK, FLAGGED = 0, 1, 2
-QUEUES: tuple[str, ...] = ("All", "Unreviewed", "Suspicious", "Flagged", "OK")
+QUEUES: tuple[str, ...] = ("All", "Unreviewed", "Suspicious", "Flagged", "OK", "Disagreements")
 # A queue of one finding: "finding:undersized" holds the chunks with that finding no one has decided yet.
 FINDING_QUEUE = "finding:"
+
+
+def reviewer_verdicts(events: Sequence[Event], doc_sha256: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """Per chunk_id, each reviewer's own verdict ("OK", "flagged: mid_sentence, boundary: split_table"),
+    derived from that reviewer's events alone (the combined state keeps only the latest verdict, so a
+    second reviewer's OK hides the first one's flag)."""
+    by_reviewer: dict[str, list[Event]] = {}
+    for event in active_events(events):
+        by_reviewer.setdefault(event.reviewer, []).append(event)
+    verdicts: dict[str, dict[str, str]] = {}
+    for reviewer, own in by_reviewer.items():
+        for chunk_id, state in derive_state(own, doc_sha256).items():
+            if state.flagged:
+                text = "flagged: " + ", ".join(state.reasons + [f"boundary: {r}" for r in state.boundary_reasons])
+            elif state.verdict == "ok":
+                text = "OK"
+            else:
+                continue
+            verdicts.setdefault(chunk_id, {})[reviewer] = text
+    return verdicts
+
+
+def disagreements(verdicts: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The chunks two or more reviewers decided differently, with each one's verdict."""
+    return {chunk_id: by for chunk_id, by in verdicts.items() if len(set(by.values())) > 1}
 
 
 def finding_queue(code: str) -> str:
@@ -208,6 +234,8 @@ class ReviewIndex:
             raise DatasetError(f"{snapshot.path}: malformed dataset: {exc}") from None
         self.verdict = np.zeros(self.n_chunks, dtype=np.int8)
         self.states: dict[int, ChunkState] = {}
+        self.disagree = np.zeros(self.n_chunks, dtype=bool)  # reviewers decided the chunk differently
+        self.verdicts_by_reviewer: dict[int, dict[str, str]] = {}  # row -> reviewer -> verdict, where they differ
         self._details: OrderedDict[int, list[ChunkDetail]] = OrderedDict()
         self._texts: OrderedDict[int, str] = OrderedDict()
         self.config_reviewer, self.budgets = config_facts(snapshot.manifest)
@@ -454,7 +482,31 @@ class ReviewIndex:
                 events.extend(ledger.events(self.dataset, self.version, doc_id=self.doc_ids[doc]))
         events.extend(e for e in pending if e.dataset == self.dataset and e.version == self.version
                       and (docs is None or self.doc_number(e.doc_id) in docs))
-        self.apply_states(derive_state(events, self.doc_sha_map()), docs)
+        sha = self.doc_sha_map()
+        self.apply_states(derive_state(events, sha), docs)
+        self._apply_disagreements(disagreements(reviewer_verdicts(events, sha)), docs)
+
+    def _apply_disagreements(self, found: dict[str, dict[str, str]], docs: list[int] | None) -> None:
+        """Install where reviewers differ (by chunk_id), for the whole dataset or ``docs``."""
+        if docs is None:
+            self.disagree = np.zeros(self.n_chunks, dtype=bool)
+            self.verdicts_by_reviewer = {}
+            scopes = [(0, self.n_chunks)]
+        else:
+            scopes = [(int(self.doc_first[d]), int(self.doc_first[d + 1])) for d in docs]
+        for first, last in scopes:
+            self.disagree[first:last] = False
+            for row in [r for r in self.verdicts_by_reviewer if first <= r < last]:
+                del self.verdicts_by_reviewer[row]
+        if not found:
+            return
+        value_set = pa.array(list(found), pa.string())
+        for first, last in scopes:
+            positions = pc.index_in(self.chunk_ids.slice(first, last - first), value_set=value_set)
+            for position in np.flatnonzero(pc.is_valid(positions).to_numpy(zero_copy_only=False)):
+                row = first + int(position)
+                self.disagree[row] = True
+                self.verdicts_by_reviewer[row] = found[self.chunk_id(row)]
 
     def progress(self) -> tuple[int, int, int]:
         """(reviewed, total, flagged) chunks."""
@@ -483,7 +535,7 @@ class ReviewIndex:
             scope = self.finding_mask(queue[len(FINDING_QUEUE):])
         elif queue == "Suspicious":
             scope = self.suspicious
-        elif queue in ("Flagged", "OK"):
+        elif queue in ("Flagged", "OK", "Disagreements"):
             count = int(np.count_nonzero(self.queue_mask(queue)))
             return count, count
         else:
@@ -503,6 +555,8 @@ class ReviewIndex:
             return self.verdict == OK
         if queue == "All":
             return np.ones(self.n_chunks, dtype=bool)
+        if queue == "Disagreements":
+            return self.disagree.copy()
         raise ValueError(f"unknown queue {queue!r} (one of {', '.join(QUEUES)})")
 
     def documents_in_queue(self, queue: str) -> np.ndarray:
@@ -783,6 +837,7 @@ def reviewer_name(index: ReviewIndex | None = None) -> str:
 
 
 __all__ = [
-    "FINDING_QUEUE", "QUEUES", "Answer", "ChunkDetail", "QuestionBox", "ReviewPace", "finding_queue", "format_duration", "queue_title", "Budget", "LedgerError", "OffsetMap", "ReviewIndex", "display_text", "elide_path",
+    "FINDING_QUEUE", "QUEUES", "Answer", "ChunkDetail", "QuestionBox", "ReviewPace", "finding_queue", "format_duration", "queue_title", "Budget", "LedgerError", "OffsetMap", "ReviewIndex", "display_text", "elide_path", "disagreements",
+    "reviewer_verdicts",
     "open_ledger_for", "reviewer_name",
 ]

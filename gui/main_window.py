@@ -968,6 +968,9 @@ class MainWindow(QMainWindow):
         lines.append(f"Review     {verdict}")
         if state.note:
             lines.append(f"Note       {state.note}")
+        differ = index.verdicts_by_reviewer.get(row)
+        if differ:
+            lines.append("Reviewers  differ: " + " · ".join(f"{who}: {what}" for who, what in sorted(differ.items())))
         findings = index.explain_findings(row)
         lines.append("")
         lines.append("Findings" if findings else "Findings   none")

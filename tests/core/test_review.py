@@ -292,3 +292,26 @@ def test_text_search_and_go_to(dataset: Path) -> None:
     assert index.go_to("nope.md") == (None, None, "no document 'nope.md'")
     assert index.go_to(".md")[2].startswith("4 documents match '.md'")
     assert index.go_to("3")[2].startswith("open a document first")
+
+
+def test_two_reviewers_disagreements_are_a_queue_with_each_verdict(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        ledger.flag(index.target(3), "mid_sentence", reviewer="ann")
+        ledger.mark_ok(index.target(3), reviewer="bob")  # the combined state says OK: bob's is the latest
+        ledger.flag(index.target(5), "split_table", reviewer="ann")
+        ledger.flag(index.target(5), "split_table", reviewer="bob")  # they agree
+        ledger.flag(index.target(7), "too_small", reviewer="ann")
+        ledger.flag(index.target(7), "other", reviewer="bob")
+        undone = ledger.mark_ok(index.target(9), reviewer="bob")
+        ledger.flag(index.target(9), "other", reviewer="ann")
+        ledger.retract(undone, reviewer="bob")  # bob took his back: no disagreement left
+        index.reload_state(ledger)
+        assert index.state(3).verdict == "ok"
+        assert np.flatnonzero(index.queue_mask("Disagreements")).tolist() == [3, 7]
+        assert index.verdicts_by_reviewer[3] == {"ann": "flagged: mid_sentence", "bob": "OK"}
+        assert index.verdicts_by_reviewer[7] == {"ann": "flagged: too_small", "bob": "flagged: other"}
+        assert index.queue_progress("Disagreements") == (2, 2)
+        ledger.flag(index.target(3), "mid_sentence", reviewer="bob")  # bob comes round: they agree on a flag
+        index.reload_state(ledger, [int(index.chunk_doc[3])])
+    assert np.flatnonzero(index.disagree).tolist() == [7] and 3 not in index.verdicts_by_reviewer

@@ -1398,3 +1398,20 @@ def test_find_in_chunk_text_and_go_to(qtbot, dataset: Path, monkeypatch) -> None
     press(qtbot, window, Qt.Key.Key_G, Qt.KeyboardModifier.ControlModifier)
     assert controller.row == index.row_of(emoji, 1)
     assert "no document 'nope.md'" in window.statusBar().currentMessage()
+
+
+def test_where_two_reviewers_disagree_is_a_queue_and_the_detail_says_who_said_what(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    controller.select_row(4)
+    press(qtbot, window, Qt.Key.Key_2)  # test-reviewer flags chunk 4 mid_sentence
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        ledger.mark_ok(index.target(4), reviewer="bob")  # another reviewer, at the same time
+    controller.poll_ledger()  # what the window does every few seconds
+    window.queue_box.setCurrentIndex(window.queue_box.findData("Disagreements"))
+    assert controller.queue == "Disagreements"
+    assert window.documents_model.rowCount() == 1 and window.documents_model.doc_at(0) == int(index.chunk_doc[4])
+    controller.select_row(4)
+    assert "Reviewers  differ: bob: OK · test-reviewer: flagged: mid_sentence" in window.detail.toPlainText()
+    assert window.queue_progress_label.text().startswith("Disagreements: 1 of 1")
