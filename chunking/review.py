@@ -40,7 +40,7 @@ from chunkyard.chunking.ledger import (
 )
 
 UNREVIEWED, OK, FLAGGED = 0, 1, 2
-QUEUES: tuple[str, ...] = ("All", "Unreviewed", "Suspicious", "Flagged", "OK", "Disagreements")
+QUEUES: tuple[str, ...] = ("All", "Unreviewed", "Suspicious", "Flagged", "OK", "Disagreements", "Re-check")
 # A queue of one finding: "finding:undersized" holds the chunks with that finding no one has decided yet.
 FINDING_QUEUE = "finding:"
 
@@ -235,6 +235,7 @@ class ReviewIndex:
         self.verdict = np.zeros(self.n_chunks, dtype=np.int8)
         self.states: dict[int, ChunkState] = {}
         self.disagree = np.zeros(self.n_chunks, dtype=bool)  # reviewers decided the chunk differently
+        self.recheck = np.zeros(self.n_chunks, dtype=bool)  # rechunked for a reviewer's flags (``set_recheck``)
         self.verdicts_by_reviewer: dict[int, dict[str, str]] = {}  # row -> reviewer -> verdict, where they differ
         self._details: OrderedDict[int, list[ChunkDetail]] = OrderedDict()
         self._texts: OrderedDict[int, str] = OrderedDict()
@@ -517,6 +518,30 @@ class ReviewIndex:
         reviewed, total, flagged = self.progress()
         return f"{reviewed:,} of {total:,} reviewed · {flagged:,} flagged"
 
+    def set_recheck(self, reviewer: str) -> int:
+        """After a reprocess: mark the chunks to re-check, those of documents rechunked for ``reviewer``'s
+        flags that the parent snapshot did not have (new chunk ids). Returns how many; none unless this
+        snapshot is a reprocess."""
+        self.recheck = np.zeros(self.n_chunks, dtype=bool)
+        manifest = self.snapshot.manifest
+        parent = manifest.get("parent_snapshot")
+        if manifest.get("kind") != "reprocess" or not isinstance(parent, int) or not self.n_chunks:
+            return 0
+        docs = {entry.get("doc_id") for entry in manifest.get("applied_flags") or []
+                if isinstance(entry, dict) and entry.get("reviewer") == reviewer}
+        numbers = [number for doc_id in docs if (number := self.doc_number(str(doc_id))) is not None]
+        if not numbers:
+            return 0
+        try:
+            parent_snapshot = Snapshot.open(self.snapshot.path.parent / f"{parent:04d}")
+            parent_ids = parent_snapshot.chunks(["chunk_id"]).column("chunk_id").combine_chunks()
+        except (DatasetError, pa.ArrowException):  # the parent is gone: every chunk of those documents is new
+            parent_ids = pa.array([], pa.string())
+        new = ~pc.is_in(self.chunk_ids, value_set=parent_ids).to_numpy(zero_copy_only=False).astype(bool)
+        in_docs = np.isin(self.chunk_doc, numbers)
+        self.recheck = new & in_docs
+        return int(np.count_nonzero(self.recheck))
+
     def finding_mask(self, code: str) -> np.ndarray:
         """Chunks that carry finding ``code`` (none when no chunk does)."""
         if code not in self.finding_codes:
@@ -535,6 +560,8 @@ class ReviewIndex:
             scope = self.finding_mask(queue[len(FINDING_QUEUE):])
         elif queue == "Suspicious":
             scope = self.suspicious
+        elif queue == "Re-check":
+            scope = self.recheck
         elif queue in ("Flagged", "OK", "Disagreements"):
             count = int(np.count_nonzero(self.queue_mask(queue)))
             return count, count
@@ -557,6 +584,8 @@ class ReviewIndex:
             return np.ones(self.n_chunks, dtype=bool)
         if queue == "Disagreements":
             return self.disagree.copy()
+        if queue == "Re-check":
+            return self.recheck & (self.verdict == UNREVIEWED)
         raise ValueError(f"unknown queue {queue!r} (one of {', '.join(QUEUES)})")
 
     def documents_in_queue(self, queue: str) -> np.ndarray:

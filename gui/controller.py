@@ -246,6 +246,7 @@ class ReviewController(QObject):
             self.reviewer = reviewer_name(index)
         self._seen_event = ledger.last_event_id() if ledger is not None else 0
         self.doc = self.row = None
+        index.set_recheck(self.reviewer)  # after a reprocess: the chunks rechunked for this reviewer's flags
         self.loaded.emit()
         self.read_only_changed.emit(self.read_only)
         if problem:
@@ -565,6 +566,9 @@ class ReviewController(QObject):
         if name:
             self.reviewer = name
             self.reviewer_edited = True
+            if self.index is not None:
+                self.index.set_recheck(name)
+                self.states_changed.emit()
 
     def _chunk_label(self, row: int | None = None) -> str:
         row = self.row if row is None else row

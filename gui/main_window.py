@@ -911,9 +911,10 @@ class MainWindow(QMainWindow):
         if queue is None:
             return
         self.controller.set_queue(queue)
-        if queue.startswith(FINDING_QUEUE):  # a finding's queue starts at its first chunk to decide
+        if queue.startswith(FINDING_QUEUE) or queue in ("Disagreements", "Re-check"):
+            # A queue of particular chunks starts at its first one.
             if not self.controller.first_in_queue():
-                self.statusBar().showMessage(f"Every chunk with {queue_title(queue).lower()} is decided", 5000)
+                self.statusBar().showMessage(f"{queue_title(queue)}: no chunk left in this queue", 5000)
             self.give_keys_to_review()
 
     def review_finding(self, code: str) -> None:

@@ -291,3 +291,29 @@ def test_n_and_p_in_compare_go_to_the_next_changed_document(qtbot, reprocessed) 
     qtbot.keyClick(window.left, Qt.Key.Key_N)
     assert window.doc_id == DOC and "no changed document after this one" in window.summary.text()
     assert not window.step_changed(-1)
+
+
+def test_after_a_reprocess_the_recheck_queue_holds_the_chunks_rechunked_for_my_flags(qtbot, reprocessed) -> None:  # type: ignore[no-untyped-def]
+    from chunkyard.chunking.review import ReviewIndex
+    from chunkyard.gui.controller import ReviewController
+    from chunkyard.gui.main_window import MainWindow
+
+    first, second, _ = reprocessed
+    index = ReviewIndex.load(second.path)
+    parent_ids = set(first.chunks(["chunk_id"]).column("chunk_id").to_pylist())
+    expected = [row for row in range(index.n_chunks)
+                if index.doc_ids[int(index.chunk_doc[row])] == DOC and index.chunk_id(row) not in parent_ids]
+    assert expected and index.set_recheck("tester") == len(expected)
+    assert index.set_recheck("someone-else") == 0  # not their flags
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    window.show()
+    window.controller.set_reviewer("tester")
+    with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+        window.open_dataset(second.path)
+    window.queue_box.setCurrentIndex(window.queue_box.findData("Re-check"))
+    controller = window.controller
+    assert controller.row == expected[0]  # choosing the queue went to its first chunk
+    assert window.queue_progress_label.text().startswith(f"Re-check: 0 of {len(expected)} decided")
+    controller.mark_ok()
+    assert controller.row == (expected[1] if len(expected) > 1 else controller.row)
