@@ -210,7 +210,7 @@ class CompareWindow(QWidget):
     def _ask_both(self) -> None:
         """The left panel's question, asked of both snapshots (each panel ranks its own snapshot's chunks)."""
         self.question_b.k.setValue(self.question_a.k.value())
-        self.question_b.ask(self.question_a.question.text())
+        self.question_b.ask(self.question_a.question.text())  # in its own thread, beside the left one's
 
     def _fill_decisions(self) -> None:
         self.decisions.clear()

@@ -8,6 +8,9 @@ chunk answers.
 
 from __future__ import annotations
 
+import threading
+import time
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QApplication,
@@ -43,6 +46,7 @@ class QuestionPanel(QWidget):
 
     chunk_chosen = Signal(int)
     answered = Signal()
+    _ranked = Signal(object, object, str)  # (question box, answers or None, error): from the ranking thread
 
     def __init__(self, parent: QWidget | None = None, label: str = ""):
         super().__init__(parent)
@@ -77,6 +81,9 @@ class QuestionPanel(QWidget):
         layout.addWidget(self.status)
         self.question.returnPressed.connect(self.ask)
         self.results.currentItemChanged.connect(self._on_item)
+        self._ranked.connect(self._on_ranked)
+        self.busy = False  # a question is being ranked (in a thread: the first one builds the indexes)
+        self._asked = ""
 
     def set_index(self, index: ReviewIndex | None) -> None:
         self.index = index
@@ -85,28 +92,61 @@ class QuestionPanel(QWidget):
         self.results.clear()
         self.status.setText("")
 
-    def ask(self, question: str | None = None) -> dict[str, list[Answer]]:
+    def ask(self, question: str | None = None) -> bool:
+        """Rank the chunks for the question (the line's text unless given) in a thread: the first
+        question builds the BM25 index and the dense embeddings (a minute for 30,000 chunks without the
+        cache), and the window must go on answering keys meanwhile. ``answered`` follows."""
         if question is not None:
             self.question.setText(question)
         if self.box is None or self.index is None:
-            return {}
-        text = self.question.text()
-        self.status.setText("Ranking the chunks… (the first question builds the indexes)")
-        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
-        try:
+            return False
+        if self.busy:
+            self.status.setText("Still ranking the previous question; ask again when it is done")
+            return False
+        text, k, box = self.question.text(), self.k.value(), self.box
+        self.busy, self._asked = True, text
+        first = not box._retrievers
+        self.status.setText(f"Ranking {self.index.n_chunks:,} chunks…" + (
+            " (the first question builds the indexes: about a minute per 30,000 chunks, once per snapshot)"
+            if first else ""))
+
+        def rank() -> None:
+            try:
+                answers, error = box.ask(text, k), ""
+            except (ChunkyardError, OSError, ValueError) as exc:
+                answers, error = None, str(exc)
+            try:
+                self._ranked.emit(box, answers, error)
+            except RuntimeError:  # the panel was closed meanwhile
+                pass
+
+        threading.Thread(target=rank, name="chunkyard-question-box", daemon=True).start()
+        return True
+
+    def wait_answered(self, timeout_s: float = 120.0) -> bool:
+        """Process events until the question asked is answered (for scripts and tests)."""
+        deadline = time.monotonic() + timeout_s
+        while self.busy and time.monotonic() < deadline:
             QApplication.processEvents()
-            self.answers = self.box.ask(text, self.k.value())
-        except (ChunkyardError, OSError, ValueError) as exc:
-            self.status.setText(f"Cannot rank the chunks: {exc}")
+            time.sleep(0.01)
+        return not self.busy
+
+    def _on_ranked(self, box: QuestionBox, answers: dict[str, list[Answer]] | None, error: str) -> None:
+        self.busy = False
+        if box is not self.box or self.index is None:  # another snapshot was opened meanwhile
+            return
+        if answers is None:
+            self.status.setText(f"Cannot rank the chunks: {error}")
             self.answers = {}
-            return {}
-        finally:
-            QApplication.restoreOverrideCursor()
+            self.results.clear()
+            self.answered.emit()
+            return
+        self.answers = answers
         self._fill()
-        self.status.setText(f"Top {self.k.value()} of {self.index.n_chunks:,} chunks for “{text.strip()}”; "
-                            "choose one to see it (the margin shows each chunk's rank)" if text.strip() else "")
+        text = self._asked.strip()
+        self.status.setText(f"Top {self.k.value()} of {self.index.n_chunks:,} chunks for “{text}”; choose one to "
+                            "see it (the margin shows each chunk's rank)" if text else "")
         self.answered.emit()
-        return self.answers
 
     def _fill(self) -> None:
         assert self.index is not None

@@ -257,6 +257,7 @@ def test_the_question_box_in_compare_ranks_both_snapshots(qtbot, reprocessed) ->
     question = "what happens when the primary database fails"
     qtbot.keyClicks(window.question_a.question, question)
     qtbot.keyClick(window.question_a.question, Qt.Key.Key_Return)
+    assert window.question_a.wait_answered() and window.question_b.wait_answered()
     for panel, index in ((window.question_a, window.index_a), (window.question_b, window.index_b)):
         expected = QuestionBox(index).ask(question, 5)
         assert {n: [a.row for a in r] for n, r in panel.answers.items()} == {n: [a.row for a in r]

@@ -1345,7 +1345,9 @@ def test_the_question_box_lists_bm25_and_dense_answers_marks_and_opens_them(qtbo
     panel = window.question_panel
     assert window.tabs.currentWidget() is panel and panel.question.hasFocus()
     qtbot.keyClicks(panel.question, "how many days do I have to return a tent")
-    qtbot.keyClick(panel.question, Qt.Key.Key_Return)
+    with qtbot.waitSignal(panel.answered, timeout=120000):  # ranked in a thread: the window stays live
+        qtbot.keyClick(panel.question, Qt.Key.Key_Return)
+        assert panel.busy
     expected = QuestionBox(index).ask("how many days do I have to return a tent", 5)
     assert {name: [(a.row, round(a.score, 6)) for a in answers] for name, answers in panel.answers.items()} == \
         {name: [(a.row, round(a.score, 6)) for a in answers] for name, answers in expected.items()}
