@@ -332,6 +332,9 @@ class Ledger:
         a word, and refuses only the first write). A ledger another program is writing to is not read-only:
         a lock held elsewhere gives None."""
         with self._lock:
+            # Without waiting for another program's lock: a held lock already says "not read-only".
+            patience = int(self._connection.execute("PRAGMA busy_timeout").fetchone()[0])
+            self._connection.execute("PRAGMA busy_timeout = 0")
             try:
                 self._connection.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
@@ -339,6 +342,8 @@ class Ledger:
                 if "locked" in message or "busy" in message:
                     return None
                 return f"{self.path}: the review ledger is read-only ({exc})"
+            finally:
+                self._connection.execute(f"PRAGMA busy_timeout = {patience}")
             try:
                 version = int(self._connection.execute("PRAGMA user_version").fetchone()[0])
                 self._connection.execute(f"PRAGMA user_version = {version}")

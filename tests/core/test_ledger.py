@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -205,6 +206,13 @@ def test_write_problem_names_a_ledger_that_cannot_be_written(tmp_path: Path) -> 
     with Ledger(path) as ledger:
         assert ledger.write_problem() is None
         assert ledger.events() == []  # the probe wrote nothing
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another program writing: busy, not read-only, and not waited for
+        started = time.monotonic()
+        assert ledger.write_problem() is None
+        assert time.monotonic() - started < 1.0
+        holder.execute("ROLLBACK")
+        holder.close()
     if shutil.which("chattr") is None:
         pytest.skip("chattr is not installed")
     if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
