@@ -238,6 +238,10 @@ class SourceConfig(_Strict):
 class OutputConfig(_Strict):
     # A folder (relative to the config's folder) or a URI pyarrow opens: s3://bucket/prefix, file:///abs, ...
     path: str = "./datasets"
+    # A run that would remove more than this share of the previous snapshot's documents publishes
+    # nothing unless told to (``--allow-mass-removal``): an emptied source is an unmounted share or a
+    # failed sync far more often than a deliberate deletion (``chunkyard.chunking.pipeline.check_removals``).
+    max_removed_share: float = Field(0.5, ge=0.0, le=1.0)
 
     @field_validator("path")
     @classmethod

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chunkyard.chunking.constraints import KINDS, Constraint
-from chunkyard.chunking.ledger import Event, Ledger, Target, active_events
+from chunkyard.chunking.ledger import Event, Ledger, Target, active_events, ledger_exists
 
 REPROCESS_REVIEWER = "chunkyard reprocess"
 
@@ -166,7 +166,7 @@ def resolve_flag(ledger: Ledger, flag: Event, snapshot: int, constraint: int | N
 
 def read_constraints(ledger_file: Path, dataset: str, version: int) -> dict[str, list[Constraint]]:
     """Active constraints of one dataset version; none when there is no ledger (it is not created)."""
-    if not ledger_file.is_file():
+    if not ledger_exists(ledger_file):  # a link is refused; a 0-byte placeholder holds nothing
         return {}
     with Ledger(ledger_file) as ledger:
         return active_constraints(ledger.events(dataset, version))

@@ -160,6 +160,39 @@ def check_version(config: Config, previous: Snapshot) -> None:
     )
 
 
+class MassRemovalRefused(RunRefused):
+    """A run that would publish a snapshot without most of its parent's documents (or with none at
+    all): an emptied source is an unmounted share or a failed sync far more often than a deliberate
+    deletion, and ``export --since`` would then delete the corpus downstream. Nothing is published;
+    the CLI exits 2 (a refused run), ``--allow-mass-removal`` publishes anyway."""
+
+
+def check_removals(previous_documents: int, removed: int, documents: int, max_removed_share: float,
+                   *, allow: bool = False, where: str = "") -> None:
+    """Refuse to publish a snapshot of ``documents`` documents that drops ``removed`` of the
+    ``previous_documents`` of its parent when that is more than ``max_removed_share`` of them, or
+    that holds no document at all (a first run on an empty source included), unless ``allow``.
+
+    One rule for every writer of a snapshot: the flow calls it after chunking, just before it
+    publishes, with the exact counts (a file read and found unusable counts as removed).
+    """
+    if allow:
+        return
+    prefix = f"{where}: " if where else ""
+    hint = "nothing was published; check that the source folder is mounted and complete, or pass " \
+           "--allow-mass-removal to publish it anyway"
+    if documents == 0:
+        before = (f"the previous snapshot has {previous_documents:,}" if previous_documents
+                  else "this would be the first snapshot")
+        raise MassRemovalRefused(f"{prefix}refused: the run found no document to publish ({before}); {hint}",
+                                 "source.path")
+    if previous_documents and removed / previous_documents > max_removed_share:
+        raise MassRemovalRefused(
+            f"{prefix}refused: the run would remove {removed:,} of the previous snapshot's "
+            f"{previous_documents:,} documents ({removed / previous_documents:.0%}, more than "
+            f"output.max_removed_share = {max_removed_share:g}); {hint}", "output.max_removed_share")
+
+
 def _context(config: Config, source_dir: Path, output_dir: Location) -> RunContext:
     vpath = version_dir(output_dir, config.name, config.version)
     previous_path = latest_snapshot(vpath)

@@ -23,6 +23,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
+from chunkyard.chunking.dataset import Snapshot, Stopped
 from chunkyard.chunking.errors import ChunkyardError
 from chunkyard.chunking.ledger import (
     REASONS,
@@ -119,6 +120,28 @@ class Loader(QThread):
         self.loaded.emit(index, ledger, problem)
 
 
+class Verifier(QThread):
+    """Checks the open snapshot in the background (``Snapshot.verify``: the checksums recorded at
+    publish, every chunk's text against its document), so damage in a column the reviewer never reads
+    is reported as soon as the dataset is shown, and the first paint does not wait for it."""
+
+    failed = Signal(str)
+
+    def __init__(self, snapshot: Snapshot, parent: QObject | None = None):
+        super().__init__(parent)
+        self.snapshot = snapshot
+
+    def run(self) -> None:
+        try:
+            self.snapshot.verify(should_stop=self.isInterruptionRequested)
+        except Stopped:
+            return
+        except Exception as exc:  # a DatasetError, or whatever a hostile file raises: a dialog
+            detail = str(exc) if isinstance(exc, ChunkyardError) else f"{type(exc).__name__}: {exc}"
+            self.failed.emit(f"{detail}\n\nDo not approve chunks of this snapshot: what is shown may not be "
+                             "what ships.")
+
+
 class _Decision(QUndoCommand):
     """One verdict already given (written, or queued) as ``event``; undo/redo append retract events."""
 
@@ -180,6 +203,7 @@ class ReviewController(QObject):
         self.bulk_what = ""
         self.bulk_anchor: int | None = None  # where a range starts (the first Ctrl+Shift+R)
         self._loader: Loader | None = None
+        self._verifier: Verifier | None = None
         self.load_refused = False  # the last load failed on the path given (the CLI exits 2), not a damaged dataset
         self._seen_event = 0
         # Another reviewer may be writing the same ledger: pick up their events every few seconds.
@@ -255,6 +279,12 @@ class ReviewController(QObject):
             # On the GUI thread: wait a moment for another program's lock, then queue (``flush``).
             ledger.set_patience(WRITE_PATIENCE_MS, retries=0)
             self._poll.start()
+        verifier = self._verifier = Verifier(index.snapshot, self)
+        verifier.failed.connect(lambda message: self.failed.emit(message) if verifier is self._verifier else None)
+        verifier.start()
+
+    def wait_verified(self, timeout_ms: int = 60000) -> bool:
+        return self._verifier is None or self._verifier.wait(timeout_ms)
 
     def close(self) -> None:
         loader = self._loader
@@ -263,6 +293,10 @@ class ReviewController(QObject):
             # Loading cannot be interrupted; it is waited for and what it loaded is dropped.
             self._loader = None
             loader.wait()
+        verifier, self._verifier = self._verifier, None
+        if verifier is not None:  # it stops within one batch of rows
+            verifier.requestInterruption()
+            verifier.wait()
         self._poll.stop()
         if self._pending and not self.flush(CLOSE_PATIENCE_MS):
             # The window asks before it closes (MainWindow.closeEvent): what is left, the user chose to drop.
