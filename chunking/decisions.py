@@ -181,3 +181,22 @@ __all__ = [
     "REPROCESS_REVIEWER", "stale_constraints", "Resolution", "active_constraints", "constraint_target",
     "decode_constraint", "open_flags", "read_constraints", "record_constraint", "resolution_of", "resolutions", "resolve_flag", "withdrawn_flags",
 ]
+
+
+def reviewer_constraint_lines(manifest: dict) -> list[str]:
+    """What a reprocess says about the constraints set in the reviewer (T keeps a selection together, H
+    breaks at the cursor), one line each: those come from no flag, so the flag lines never mentioned them.
+
+    ``manifest``: the reprocess snapshot's manifest (its ``constraints`` outcomes)."""
+    lines = []
+    for item in manifest.get("constraints") or []:
+        if not isinstance(item, dict) or item.get("origin") == "flag" or item.get("flag_event") is not None \
+                or item.get("status") == "stale":  # stale ones have their own line
+            continue
+        kind = item.get("kind")
+        key = "T, keep together" if kind == "keep_together" else "H, break here" if kind == "break_here" else kind
+        start, end = item.get("placed") or (item.get("start"), item.get("end"))
+        where = f"[{start}:{end})" if kind == "keep_together" else f"at {start}"
+        lines.append(f"  constraint {item.get('id')} ({key}, set in the reviewer) on {item.get('doc_id')} {where}: "
+                     f"{item.get('status', 'not applied')}")
+    return lines

@@ -324,6 +324,35 @@ class Ledger:
     def state(self, dataset: str, version: int, doc_sha256: Mapping[str, str] | None = None) -> dict[str, ChunkState]:
         return derive_state(self.events(dataset, version), doc_sha256)
 
+    def write_problem(self) -> str | None:
+        """Why nothing can be written to this ledger (a read-only file, folder or filesystem), or None.
+
+        Probes with a write that is rolled back (SQLite opens a file it may not write read-only, without
+        a word, and refuses only the first write). A ledger another program is writing to is not read-only:
+        a lock held elsewhere gives None."""
+        with self._lock:
+            # Without waiting for another program's lock: a held lock already says "not read-only".
+            patience = int(self._connection.execute("PRAGMA busy_timeout").fetchone()[0])
+            self._connection.execute("PRAGMA busy_timeout = 0")
+            try:
+                self._connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                message = str(exc).lower()
+                if "locked" in message or "busy" in message:
+                    return None
+                return f"{self.path}: the review ledger is read-only ({exc})"
+            finally:
+                self._connection.execute(f"PRAGMA busy_timeout = {patience}")
+            try:
+                version = int(self._connection.execute("PRAGMA user_version").fetchone()[0])
+                self._connection.execute(f"PRAGMA user_version = {version}")
+            except sqlite3.DatabaseError as exc:
+                return f"{self.path}: the review ledger is read-only ({exc})"
+            finally:
+                if self._connection.in_transaction:
+                    self._connection.execute("ROLLBACK")
+        return None
+
     def last_event_id(self) -> int:
         with self._lock:
             try:

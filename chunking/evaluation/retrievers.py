@@ -73,14 +73,15 @@ class BM25Retriever:
         self._index = bm25s.BM25()
         self._index.index(tokens, show_progress=False)
 
-    def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
+    def scores(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """Each query's BM25 score of every text (the reviewer's question box lists them)."""
         tokenized = self._bm25s.tokenize(list(queries), stopwords="en", return_ids=False, show_progress=False)
-        results = []
-        for tokens in tokenized:
-            # A query of stop words only matches nothing; every chunk scores 0 (ranked by row).
-            scores = self._index.get_scores(tokens) if tokens else np.zeros(self.n)
-            results.append(top_k(np.asarray(scores, dtype=np.float64), k))
-        return results
+        # A query of stop words only matches nothing; every chunk scores 0 (ranked by row).
+        return [np.asarray(self._index.get_scores(tokens) if tokens else np.zeros(self.n), dtype=np.float64)
+                for tokens in tokenized]
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
+        return [top_k(scores, k) for scores in self.scores(queries)]
 
 
 @lru_cache(maxsize=1)
@@ -120,12 +121,14 @@ class DenseRetriever:
     def __init__(self, embeddings: np.ndarray):
         self.embeddings = embeddings
 
-    def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
+    def scores(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """Each query's cosine similarity to every text."""
         if not len(queries):
             return []
-        query_vectors = embed(queries)
-        scores = query_vectors @ self.embeddings.T
-        return [top_k(row, k) for row in scores]
+        return list(embed(queries) @ self.embeddings.T)
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
+        return [top_k(scores, k) for scores in self.scores(queries)]
 
 
 # ---------------------------------------------------------------------------------------------

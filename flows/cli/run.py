@@ -168,6 +168,7 @@ def _reprocess_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_reprocess(args: argparse.Namespace, session: Session) -> int:
     """Apply review decisions: flagged documents rechunked under their constraints, the rest carried over."""
     config = load_for_chunking(args.config)
+    from chunkyard.chunking.decisions import reviewer_constraint_lines
     from chunkyard.chunking.reprocess import open_flags_of_other_versions, prepare_reprocess
 
     context = prepare_reprocess(config, args.output)  # a refusal is one line now, not a failed flow's traceback
@@ -201,6 +202,8 @@ def cmd_reprocess(args: argparse.Namespace, session: Session) -> int:
                   f"{flag['status']}{unmet_hint(constraints.get(flag.get('constraint')), flag['status'], constraints)}")
         for item in stale:
             print(f"  stale constraint {item['id']} ({item['kind']}) on {item['doc_id']}: its text is gone")
+        for line in reviewer_constraint_lines(manifest):  # T/H constraints set in the reviewer (no flag line)
+            print(line)
         for version, count in open_flags_of_other_versions(context).items():
             print(f"  note: {plural(count, 'open flag')} on v{version} not applied here (flags belong to the "
                   f"version they were made on; review v{config.version} to flag its chunks)")
