@@ -128,8 +128,9 @@ def pending_server(home: Path | None = None, startup_timeout: float = 90.0, *,
         port = _free_port()
         url = f"http://127.0.0.1:{port}/api"
         log_path = home / "server.log"
-        prefect_cli = Path(sys.executable).with_name("prefect")
-        command = _dies_with_us([str(prefect_cli), "server", "start", "--host", "127.0.0.1", "--port", str(port)])
+        # ``python -m prefect``, not the ``prefect`` script next to it: a venv may lack its scripts.
+        command = _dies_with_us([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                                 "--port", str(port)])
         env = server_environment(home, batch=batch)
         with open(log_path, "ab") as log:
             process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
