@@ -361,7 +361,7 @@ class _Server:
         from chunkyard.flows.server import pending_server
         from chunkyard.flows.settings import configure_prefect
 
-        configure_prefect(Path.cwd())
+        configure_prefect()
         if self._stack is None:
             stack = contextlib.ExitStack()
             self._pending = stack.enter_context(pending_server(batch=True))  # not for `schedule`
@@ -379,7 +379,7 @@ _SERVER = _Server()
 def cmd_run(args: argparse.Namespace) -> int:
     from chunkyard.flows.settings import configure_prefect
 
-    configure_prefect(Path.cwd())
+    configure_prefect()
     config = _load(args.config)
     from chunkyard.chunking.pipeline import check_run
 
@@ -430,7 +430,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     from chunkyard.flows.server import prefect_server
     from chunkyard.flows.settings import configure_prefect
 
-    configure_prefect(Path.cwd())
+    configure_prefect()
     if config.model.schedule is None:
         from chunkyard.chunking.errors import UsageError
 
