@@ -367,10 +367,10 @@ class _Server:
             self._pending = stack.enter_context(pending_server(batch=True))  # not for `schedule`
             self._stack = stack
 
-    def ensure(self) -> None:
-        """Start it if need be, and wait until it answers."""
+    def ensure(self, report: Callable[[str], None] | None = None) -> None:
+        """Start it if need be, and wait until it answers (``report`` is told what the wait is for)."""
         self.start()
-        self._pending.ready()
+        self._pending.ready(report)
 
 
 _SERVER = _Server()
@@ -402,9 +402,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             from chunkyard.flows.workers import start_forkserver
 
             start_forkserver()
+        progress.status("importing Prefect")
         from chunkyard.flows import run as run_module
 
-        _SERVER.ensure()
+        _SERVER.ensure(progress.status)
+        progress.status("starting the flow run")
 
         if not args.debug:
             _one_line_prefect_errors()
@@ -554,7 +556,7 @@ class _Progress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             self._progress = Progress(
-                TextColumn("chunking"), BarColumn(), MofNCompleteColumn(), TextColumn("docs"),
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("docs"),
                 TextColumn("{task.fields[mb]:.1f} MB · {task.fields[rate]:.1f} MB/s"), TimeRemainingColumn(),
                 console=Console(stderr=True), transient=True,
             )
@@ -562,11 +564,16 @@ class _Progress:
             self._task = self._progress.add_task("chunking", total=None, mb=0.0, rate=0.0)
         return self
 
+    def status(self, text: str) -> None:
+        """Say what the run is waiting for before its first batch (the server, the flow run)."""
+        if self._progress is not None:
+            self._progress.update(self._task, description=text)
+
     def update(self, docs: int, n_bytes: int, total_docs: int, total_bytes: int) -> None:
         if self._progress is None:
             return
         elapsed = max(1e-6, time.perf_counter() - self._started)
-        self._progress.update(self._task, completed=docs, total=total_docs or None,
+        self._progress.update(self._task, completed=docs, total=total_docs or None, description="chunking",
                               mb=n_bytes / 1e6, rate=n_bytes / 1e6 / elapsed)
 
     def __exit__(self, *exc: object) -> None:

@@ -106,6 +106,8 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
     # A task costs milliseconds in a thread, a few hundred ms of CPU in a process or on Dask.
     target = sizes.batch_target(workers) if task_runner == "thread" else sizes.guided_target(workers)
     total = sizes.count_batches(target)
+    if progress_hook:  # the totals are known: the bar shows 0/N, not 0/?, until the first batch
+        progress_hook(0, 0, sizes.files, sizes.total_bytes)
     # Worker processes write their batches' Parquet themselves (compressing on every core) and the
     # flow joins the parts at publish; a thread runner's batches are in this process already.
     writer = snapshot_writer(context.version_path, parts=task_runner == "process")
