@@ -56,9 +56,23 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora"
 README = ROOT / "benchmarks" / "README.md"
 BEGIN, END = "<!-- speed:begin -->", "<!-- speed:end -->"
-GROUPS = ("chars", "overlap", "tokens", "markdown", "hostile", "run")
+GROUPS = ("chars", "overlap", "tokens", "markdown", "html", "hostile", "run")
 TITLES = {"chars": "recursive, 1000 characters, no overlap", "overlap": "recursive, 1000 characters, overlap 150",
-          "tokens": "512 cl100k tokens, overlap 64", "markdown": "Markdown-aware, 1000 characters"}
+          "tokens": "512 cl100k tokens, overlap 64", "markdown": "Markdown-aware, 1000 characters",
+          "html": "HTML (httpd-manual), 1000 characters, every splitter on the text chunkyard extracts"}
+# The shared corpora reported one by one (the Markdown ones), and the one whose HTML the html group uses.
+MARKDOWN_CORPORA = ("rust-book", "k8s-enhancements", "hugo-docs")
+HTML_CORPUS = "httpd-manual"
+# The issue's goals: (group, chunkyard's row, the peer's row, at least this ratio of speeds).
+GOALS = [
+    ("chars", "chunkyard recursive, count_tokens: false", "semantic-text-splitter TextSplitter", 1.5),
+    ("chars", "chunkyard recursive, count_tokens: false", "LangChain RecursiveCharacterTextSplitter", 1.5),
+    ("markdown", "chunkyard markdown, count_tokens: false", "semantic-text-splitter MarkdownSplitter", 2.0),
+    ("markdown", "chunkyard markdown, count_tokens: false", "LangChain MarkdownTextSplitter", 1.0),
+    ("tokens", "chunkyard recursive", "tiktoken: encode all text once", 0.8),
+    ("html", "chunkyard html, count_tokens: false", "semantic-text-splitter MarkdownSplitter", 2.0),
+    ("html", "chunkyard html, count_tokens: false", "LangChain MarkdownTextSplitter", 1.0),
+]
 
 # A splitter returns (start, end, text) per chunk; start is -1 when the chunk could not be located.
 Spans = list[tuple[int, int, str]]
@@ -204,11 +218,12 @@ def group_entries(group: str) -> list[Entry]:
             ("LangChain RecursiveCharacterTextSplitter",
              lambda: langchain("text", 512, 64, counter=lambda t: len(count(t))), ""),
         ]
-    elif group == "markdown":
+    elif group in ("markdown", "html"):  # html: the peers get the text chunkyard extracted from the HTML
+        strategy = group
         entries = [
-            ("chunkyard markdown", lambda: chunkyard({"strategy": "markdown", "unit": "chars", "max_size": 1000}), ""),
-            ("chunkyard markdown, count_tokens: false",
-             lambda: chunkyard({"strategy": "markdown", "unit": "chars", "max_size": 1000, "count_tokens": False}), ""),
+            (f"chunkyard {strategy}", lambda: chunkyard({"strategy": strategy, "unit": "chars", "max_size": 1000}), ""),
+            (f"chunkyard {strategy}, count_tokens: false",
+             lambda: chunkyard({"strategy": strategy, "unit": "chars", "max_size": 1000, "count_tokens": False}), ""),
             ("LangChain MarkdownTextSplitter", lambda: langchain("markdown", 1000, 0), "no structure"),
             ("semantic-text-splitter MarkdownSplitter", lambda: text_splitter("markdown", 1000, 0), ""),
         ]
@@ -228,7 +243,7 @@ def budget_check(group: str) -> tuple[int, Callable[[str], int]]:
     return 1000, len
 
 
-def run_group(group: str, texts: list[str], repeats: int) -> list[Entry]:
+def run_group(group: str, texts: list[str], repeats: int, check: bool = True) -> list[Entry]:
     entries = group_entries(group)
     for entry in entries:  # warm up: imports, tokenizer files
         entry.make()(texts[0])
@@ -241,7 +256,7 @@ def run_group(group: str, texts: list[str], repeats: int) -> list[Entry]:
                 split(text)
             entry.times.append(time.process_time() - started)
     limit, measure = budget_check(group)
-    for entry in entries:
+    for entry in entries if check else ():
         total = exact = over = 0
         split = entry.make()
         for text in texts:
@@ -358,16 +373,62 @@ def md_files(corpus: Path) -> list[Path]:
                   and not any(part.startswith(".") for part in p.relative_to(corpus).parts))
 
 
-def group_table(group: str, entries: list[Entry], mb: float) -> list[str]:
-    base = statistics.median(entries[0].times)
+def group_table(group: str, results: dict[str, tuple[list[Entry], float]]) -> list[str]:
+    """One row per splitter: MB/s and the speed ratio to chunkyard's first row on each corpus, and the
+    correctness columns measured on the last corpus given (all documents)."""
+    names = list(results)
     lines = [f"### {TITLES[group]}", "",
-             "| splitter | MB/s per core | speed ÷ chunkyard's | chunks | exact spans | over budget | note |",
-             "|---|---:|---:|---:|---:|---:|---|"]
-    for entry in entries:
-        seconds = statistics.median(entry.times)
-        lines.append(f"| {entry.name} | {mb / seconds:.1f} | {base / seconds:.2f} | {entry.chunks:,} | "
-                     f"{entry.exact:.1%} | {entry.over:.2%} | {entry.note} |")
+             "| splitter | " + " | ".join(f"{name} MB/s | ÷" for name in names) + " | chunks | exact spans | over budget | note |",
+             "|---|" + "---:|---:|" * len(names) + "---:|---:|---:|---|"]
+    checked = results[names[-1]][0]
+    for row, entry in enumerate(checked):
+        cells = []
+        for name in names:
+            entries, mb = results[name]
+            base, seconds = statistics.median(entries[0].times), statistics.median(entries[row].times)
+            cells.append(f"{mb / seconds:.1f} | {base / seconds:.2f}")
+        lines.append(f"| {entry.name} | " + " | ".join(cells) + f" | {entry.chunks:,} | {entry.exact:.1%} | "
+                     f"{entry.over:.2%} | {entry.note} |")
+    lines += ["", "÷: this splitter's speed ÷ chunkyard's first row, on the same corpus."]
     return lines
+
+
+def goal_table(measured: dict[str, dict[str, tuple[list[Entry], float]]]) -> list[str]:
+    """Each goal of the issue as chunkyard's speed ÷ the peer's, per corpus."""
+    corpora = list(dict.fromkeys(name for results in measured.values() for name in results))
+    lines = ["### goals: chunkyard's speed ÷ the peer's, per corpus", "",
+             "| group | chunkyard | ÷ peer | goal | " + " | ".join(corpora) + " |",
+             "|---|---|---|---:|" + "---:|" * len(corpora)]
+    for group, ours, theirs, goal in GOALS:
+        if group not in measured:
+            continue
+        cells = []
+        for name in corpora:
+            entries = {e.name: e for e in measured[group].get(name, ([], 0.0))[0]}
+            if ours in entries and theirs in entries:
+                ratio = statistics.median(entries[theirs].times) / statistics.median(entries[ours].times)
+                cells.append(f"{'**' if ratio < goal else ''}{ratio:.2f}{'**' if ratio < goal else ''}")
+            else:
+                cells.append("—")
+        lines.append(f"| {group} | {ours} | {theirs} | ≥ {goal} | " + " | ".join(cells) + " |")
+    lines += ["", "Bold: below the goal."]
+    return lines
+
+
+def corpora_of(root: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """The Markdown texts per shared corpus (plus "all"), and httpd-manual's HTML as chunkyard extracts it.
+    Any other folder is one corpus of its own Markdown."""
+    from chunkyard.chunking.html import extract_html
+
+    known = [name for name in MARKDOWN_CORPORA if (root / name).is_dir()]
+    if not known:
+        return {root.name or str(root): [p.read_text(encoding="utf-8") for p in md_files(root)]}, []
+    corpora = {name: [p.read_text(encoding="utf-8") for p in md_files(root / name)] for name in known}
+    corpora["all"] = [text for name in known for text in corpora[name]]
+    html_root = root / HTML_CORPUS
+    html = [extract_html(p.read_text(encoding="utf-8", errors="replace")).text
+            for p in sorted(html_root.rglob("*.html"))] if html_root.is_dir() else []
+    return corpora, html
 
 
 def versions() -> str:
@@ -389,17 +450,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
     parser.add_argument("--write-readme", action="store_true", help="replace the results in benchmarks/README.md")
     args = parser.parse_args(argv)
-    files = md_files(args.corpus)
-    if not files:
+    corpora, html_texts = corpora_of(args.corpus)
+    texts = corpora.get("all") or next(iter(corpora.values()))
+    if not texts:
         print(f"no Markdown files under {args.corpus}", file=sys.stderr)
         return 2
-    texts = [p.read_text(encoding="utf-8") for p in files]
-    mb = sum(len(t.encode()) for t in texts) / 1e6
-    out = [f"Corpus: {args.corpus} ({len(files)} Markdown files, {mb:.1f} MB); {args.repeats} repeats, "
+    sizes = ", ".join(f"{name}: {len(docs)} files, {sum(len(t.encode()) for t in docs) / 1e6:.1f} MB"
+                      for name, docs in corpora.items())
+    if html_texts:
+        sizes += (f"; {HTML_CORPUS}: {len(html_texts)} HTML files, "
+                  f"{sum(len(t.encode()) for t in html_texts) / 1e6:.1f} MB of extracted text")
+    out = [f"Corpus: {args.corpus} ({sizes}); {args.repeats} repeats, "
            f"median CPU time. Machine: {platform.processor() or platform.machine()}, "
            f"{os.cpu_count()} cores, Python {platform.python_version()}; {versions()}. "
            f"Run {dt.date.today().isoformat()}.", ""]
     print("\n".join(out), flush=True)
+    measured: dict[str, dict[str, tuple[list[Entry], float]]] = {}
     for group in args.groups.split(","):
         print(f"[{group}]", file=sys.stderr, flush=True)
         if group == "hostile":
@@ -418,10 +484,26 @@ def main(argv: list[str] | None = None) -> int:
             section.append(f"| largest document: {max(len(t.encode()) for t in texts) / 1e6:.2f} MB | | | | |")
             section += ["", "CPU s counts the run's process and the children it waited for: process-pool "
                         "workers (forked by a forkserver) are not in it. Peak RSS is the largest single process."]
+        elif group == "html":
+            if not html_texts:
+                print(f"  (html: no {HTML_CORPUS} under {args.corpus}, skipped)", file=sys.stderr)
+                continue
+            html_mb = sum(len(t.encode()) for t in html_texts) / 1e6
+            measured[group] = {HTML_CORPUS: (run_group(group, html_texts, args.repeats), html_mb)}
+            section = group_table(group, measured[group])
         elif group in GROUPS:
-            section = group_table(group, run_group(group, texts, args.repeats), mb)
+            # Each corpus on its own, then all of them (where the correctness columns are measured).
+            measured[group] = {
+                name: (run_group(group, docs, args.repeats, check=name == list(corpora)[-1]),
+                       sum(len(t.encode()) for t in docs) / 1e6)
+                for name, docs in corpora.items()}
+            section = group_table(group, measured[group])
         else:
             parser.error(f"unknown group {group!r} (use: {', '.join(GROUPS)})")
+        print("\n".join(section) + "\n", flush=True)
+        out += section + [""]
+    if measured:
+        section = goal_table(measured)
         print("\n".join(section) + "\n", flush=True)
         out += section + [""]
     out_text = "\n".join(out)

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from chunkyard.chunking.api import ChunkedDocument, chunk_id
 from chunkyard.chunking.documents import Document
 from chunkyard.chunking.errors import ChunkyardError, DatasetError, DatasetPathError
+from chunkyard.chunking.parquet_concat import concat_parquet
 from chunkyard.chunking.pdf import page_of
 from chunkyard.chunking.storage import (
     Location,
@@ -53,6 +54,8 @@ SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
 DOCUMENTS = "documents.parquet"
 CHUNKS = "chunks.parquet"
+PARTS = "parts"  # in a staging folder: the part files a parts writer joins at publish
+DOCUMENT_ROW_GROUP, CHUNK_ROW_GROUP = 4096, 65536  # rows per row group, at most
 _SNAPSHOT = re.compile(r"^\d{4,}$")
 _VERSION = re.compile(r"^v(\d+)$")
 
@@ -580,33 +583,64 @@ class SnapshotSuperseded(ChunkyardError):
 
 
 class SnapshotWriter:
-    """Writes one snapshot under a staging folder; ``publish`` renames it into place atomically."""
+    """Writes one snapshot under a staging folder; ``publish`` renames it into place atomically.
 
-    def __init__(self, version_path: Path, compression: str = "zstd"):
+    With ``parts`` the rows are not streamed into the two files by this process: each ``write``,
+    and each batch a worker process wrote itself into ``part_folder`` (``write_part``, registered
+    with ``add_part``), is a pair of part files, and ``publish`` joins them in the order they were
+    registered into the same two plain Parquet files (``concat_parquet``: the compressed pages are
+    copied, not encoded again). Workers then compress their batches in parallel and send the flow
+    statistics only; the published snapshot holds the same rows in the same order either way.
+    """
+
+    def __init__(self, version_path: Path, compression: str = "zstd", *, parts: bool = False):
         self.version_path = version_path
         version_path.mkdir(parents=True, exist_ok=True)
         clean_stale_staging(version_path)
         self.staging = version_path / f".staging-{os.getpid()}-{HOST}-{uuid.uuid4().hex[:8]}"
         self.staging.mkdir()
+        self.compression = compression
+        self.part_folder: Path | None = None
+        self._parts: list[tuple[Path | None, Path | None]] = []
         self._documents = self._chunks = None
         self.closed = False
         try:
-            self._documents = pq.ParquetWriter(self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression=compression)
-            self._chunks = pq.ParquetWriter(self.staging / CHUNKS, CHUNKS_SCHEMA, compression=compression)
+            if parts:
+                self.part_folder = self.staging / PARTS
+                self.part_folder.mkdir()
+            else:
+                self._documents = pq.ParquetWriter(self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression=compression)
+                self._chunks = pq.ParquetWriter(self.staging / CHUNKS, CHUNKS_SCHEMA, compression=compression)
         except (OSError, pa.ArrowException) as exc:
             self.abort()
             raise write_failure(exc, self.staging) from None
 
     def write(self, documents: pa.Table, chunks: pa.Table) -> None:
         try:
+            if self.part_folder is not None:
+                name = f"flow-{len(self._parts):06d}"
+                self.add_part(*write_part(self.part_folder, name, documents, chunks, self.compression))
+                return
             if documents.num_rows:
-                self._documents.write_table(conform(documents, DOCUMENTS_SCHEMA), row_group_size=4096)
+                self._documents.write_table(conform(documents, DOCUMENTS_SCHEMA), row_group_size=DOCUMENT_ROW_GROUP)
             if chunks.num_rows:
-                self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=65536)
+                self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=CHUNK_ROW_GROUP)
         except (OSError, pa.ArrowException) as exc:
             if isinstance(exc, pa.ArrowInvalid | pa.ArrowTypeError):
                 raise  # rows that do not fit the schema: a bug to show, not a disk to blame
             raise write_failure(exc, self.staging) from None
+
+    def add_part(self, documents_part: str | Path | None, chunks_part: str | Path | None) -> None:
+        """Append a batch written by ``write_part`` into ``part_folder`` (None: that table had no rows)."""
+        if self.part_folder is None:
+            raise DatasetError(f"{self.staging}: this writer streams its rows; it takes no parts")
+        self._parts.append(tuple(None if part is None else self._own_part(Path(part))
+                                 for part in (documents_part, chunks_part)))  # type: ignore[arg-type]
+
+    def _own_part(self, part: Path) -> Path:
+        if part.parent != self.part_folder or not part.is_file():
+            raise DatasetError(f"{part}: not a part file of {self.part_folder}")
+        return part
 
     def publish(self, manifest: dict[str, Any], *, strict_parent: bool = False) -> Path:
         """Close the files, write the manifest, and rename the staging folder to the next number.
@@ -681,12 +715,22 @@ class SnapshotWriter:
                                "remove it by hand (the next run also removes it)")
 
     def _close(self) -> None:
-        if not self.closed:
-            self.closed = True  # a close that fails is not tried again (abort still removes the files)
+        if self.closed:
+            return
+        self.closed = True  # a close that fails is not tried again (abort still removes the files)
+        if self.part_folder is None:
             try:
                 self._documents.close()
             finally:
                 self._chunks.close()
+            return
+        for index, (filename, schema) in enumerate(((DOCUMENTS, DOCUMENTS_SCHEMA), (CHUNKS, CHUNKS_SCHEMA))):
+            parts = [pair[index] for pair in self._parts if pair[index] is not None]
+            if parts:
+                concat_parquet(parts, self.staging / filename)
+            else:
+                pq.write_table(empty_table(schema), self.staging / filename, compression=self.compression)
+        shutil.rmtree(self.part_folder)
 
     def next_number(self) -> int:
         existing = list_snapshots(self.version_path)
@@ -716,8 +760,21 @@ class ObjectStoreSnapshotWriter:
         self._chunks = parquet_writer(self.staging / CHUNKS, CHUNKS_SCHEMA, compression)
         self.closed = False
 
-    write = SnapshotWriter.write
-    _close = SnapshotWriter._close
+    part_folder = None  # parts need a shared local folder: an object store's rows are written here
+
+    def write(self, documents: pa.Table, chunks: pa.Table) -> None:
+        if documents.num_rows:
+            self._documents.write_table(conform(documents, DOCUMENTS_SCHEMA), row_group_size=DOCUMENT_ROW_GROUP)
+        if chunks.num_rows:
+            self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=CHUNK_ROW_GROUP)
+
+    def _close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self._documents.close()
+            finally:
+                self._chunks.close()
 
     def publish(self, manifest: dict[str, Any]) -> StoragePath:
         """Close the data files, then write the manifest: the snapshot is visible from that moment."""
@@ -752,11 +809,38 @@ def write_failure(exc: BaseException, path: Location) -> Exception:
     return DatasetError(f"{path}: cannot write: {detail} (nothing was published)")
 
 
-def snapshot_writer(version_path: Location, compression: str = "zstd") -> SnapshotWriter | ObjectStoreSnapshotWriter:
-    """The writer for where the version lives: staging + rename locally, manifest-last elsewhere."""
+def snapshot_writer(version_path: Location, compression: str = "zstd", *,
+                    parts: bool = False) -> SnapshotWriter | ObjectStoreSnapshotWriter:
+    """The writer for where the version lives: staging + rename locally, manifest-last elsewhere.
+
+    ``parts``: a local writer takes part files from workers (``SnapshotWriter``); an object store's
+    writer has no ``part_folder`` and is written by this process as before.
+    """
     if isinstance(version_path, StoragePath):
         return ObjectStoreSnapshotWriter(version_path, compression)
-    return SnapshotWriter(version_path, compression)
+    return SnapshotWriter(version_path, compression, parts=parts)
+
+
+def write_part(folder: str | Path, name: str, documents: pa.Table, chunks: pa.Table,
+               compression: str = "zstd") -> tuple[str | None, str | None]:
+    """Write one batch's rows as ``NAME.documents.parquet`` and ``NAME.chunks.parquet`` in ``folder``
+    (a ``SnapshotWriter``'s ``part_folder``), as the writer itself would; None for a table without rows.
+
+    Each file is written under a temporary name and renamed, so a retried batch replaces its part whole.
+    """
+    written: list[str | None] = []
+    for kind, table, schema, row_group in (("documents", documents, DOCUMENTS_SCHEMA, DOCUMENT_ROW_GROUP),
+                                           ("chunks", chunks, CHUNKS_SCHEMA, CHUNK_ROW_GROUP)):
+        if not table.num_rows:
+            written.append(None)
+            continue
+        target = Path(folder) / f"{name}.{kind}.parquet"
+        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        with pq.ParquetWriter(temporary, schema, compression=compression) as part:
+            part.write_table(conform(table, schema), row_group_size=row_group)
+        os.replace(temporary, target)
+        written.append(str(target))
+    return written[0], written[1]
 
 
 def clean_uncommitted(version_path: StoragePath, stale_after: float = 3600.0) -> list[StoragePath]:

@@ -58,6 +58,8 @@ class Layout:
     def contexts_at(self, starts: list[int]) -> list[tuple[str, ...]]:
         """``tuple(g.context for g in self.groups_around(s))`` for each of ``starts``: one sweep when the
         starts do not decrease (a packer's chunks), as a run builds every chunk's ``embed_text``."""
+        if not self.plan.groups:  # recursive, sentence, fixed: nothing to look up (a short page pays per call)
+            return [()] * len(starts)
         chosen = self._index("context")[1]
         if not chosen:
             return [()] * len(starts)
@@ -78,6 +80,8 @@ class Layout:
     def labels_of(self, spans: list[tuple[int, int]]) -> list[str]:
         """``self.code_label(start, end)`` for each (start, end): one sweep when neither starts nor ends
         decrease (a packer's chunks)."""
+        if not self.plan.groups:
+            return [""] * len(spans)
         chosen = self._index("code")[1]
         if not chosen:
             return [""] * len(spans)
@@ -96,16 +100,26 @@ class Layout:
         return out
 
     def _index(self, which: str) -> tuple[list[int], list[Group], int]:
-        """Groups that give context (``which="context"``) or a code label (``"code"``), sorted, built once."""
+        """Groups that give context (``which="context"``) or a code label (``"code"``), sorted, built once.
+
+        Both in one pass over the groups, at the first call: a run asks for both for every document.
+        """
         index = self._indexes.get(which)
         if index is None:
-            if which == "context":
-                chosen = [g for g in self.plan.groups if g.kind != "section" and g.context]
-            else:
-                chosen = [g for g in self.plan.groups if g.kind == "code" and g.label]
-            chosen.sort(key=lambda g: (g.start, g.end))
-            longest = max((g.end - g.start for g in chosen), default=0)
-            index = self._indexes[which] = ([g.start for g in chosen], chosen, longest)
+            context: list[Group] = []
+            code: list[Group] = []
+            for g in self.plan.groups:
+                if g.kind != "section" and g.context:
+                    context.append(g)
+                if g.kind == "code" and g.label:
+                    code.append(g)
+            for kind, chosen in (("context", context), ("code", code)):
+                if chosen:
+                    chosen.sort(key=_start_end)
+                    self._indexes[kind] = ([g.start for g in chosen], chosen, max(g.end - g.start for g in chosen))
+                else:
+                    self._indexes[kind] = ([], chosen, 0)
+            index = self._indexes[which]
         return index
 
     def _overlapping(self, start: int, end: int, which: str) -> list[Group]:
@@ -114,3 +128,7 @@ class Layout:
         first = bisect.bisect_left(starts, start - longest)
         last = bisect.bisect_left(starts, end)
         return [g for g in chosen[first:last] if g.end > start]
+
+
+def _start_end(group: Group) -> tuple[int, int]:
+    return group.start, group.end

@@ -23,7 +23,7 @@ from prefect.utilities.annotations import quote
 
 from chunkyard.chunking.config import Config, load_config_text
 from chunkyard.chunking.constraints import Constraint
-from chunkyard.chunking.dataset import SnapshotWriter, snapshot_writer
+from chunkyard.chunking.dataset import ObjectStoreSnapshotWriter, SnapshotWriter, snapshot_writer
 from chunkyard.chunking.documents import Skipped, SourceFile
 from chunkyard.chunking.pipeline import (
     BatchResult,
@@ -38,6 +38,7 @@ from chunkyard.chunking.pipeline import (
     make_batches,
     prepare_run,
     previous_over_budget,
+    store_part,
     survey,
 )
 from chunkyard.chunking.storage import Location
@@ -81,10 +82,14 @@ def _config_from_text(text: str, path: str | None) -> Config:
 @task(name="chunk batch", task_run_name="chunk batch {index}/{total}", retries=2, retry_delay_seconds=1)
 def chunk_batch(config_text: str, config_path: str | None, files: list[SourceFile],
                 previous_sha: dict[str, str], index: int, total: int,
-                constraints: dict[str, list[Constraint]] | None = None) -> BatchResult:
+                constraints: dict[str, list[Constraint]] | None = None,
+                part_folder: str | None = None) -> BatchResult:
     # Reviewer constraints travel as parameters: a Dask worker has no access to the ledger.
     config = _config_from_text(config_text, config_path)
-    return chunk_files(config, files, previous_sha, constraints)
+    result = chunk_files(config, files, previous_sha, constraints)
+    if part_folder:  # a worker process writes its batch itself and returns the statistics only
+        return store_part(result, part_folder, f"batch-{index:06d}")
+    return result
 
 
 @flow(name="chunkyard-run", flow_run_name="chunk {config_name}", log_prints=True)
@@ -108,7 +113,12 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
     # A task costs milliseconds in a thread, a few hundred ms of CPU in a process or on Dask.
     target = sizes.batch_target(workers) if task_runner == "thread" else sizes.guided_target(workers)
     total = sizes.count_batches(target)
-    writer = snapshot_writer(context.version_path)
+    if progress:  # the totals are known: the bar shows 0/N, not 0/?, until the first batch
+        progress(0, 0, sizes.files, sizes.total_bytes)
+    # Worker processes write their batches' Parquet themselves (compressing on every core) and the
+    # flow joins the parts at publish; a thread runner's batches are in this process already.
+    writer = snapshot_writer(context.version_path, parts=task_runner == "process")
+    part_folder = str(writer.part_folder) if writer.part_folder is not None else None
     stats = RunStats(rule_of=config.rule_label)
     carry = CarryOver(context.previous) if context.previous is not None else None
     previous_reasons = previous_over_budget(context.previous) if context.previous is not None else {}
@@ -140,7 +150,7 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
             batch_constraints = {f.doc_id: context.constraints[f.doc_id] for f in files
                                  if f.doc_id in context.constraints}
             future = chunk_batch.submit(config.text, config_path, opaque(files), opaque(batch_sha), index,
-                                        max(total, index), opaque(batch_constraints or None))
+                                        max(total, index), opaque(batch_constraints or None), part_folder)
             pending.append((future, skipped))
             drain(2 * workers)  # enough queued that no worker waits while the oldest batch finishes
         drain(0)
@@ -161,9 +171,12 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _record(result: BatchResult, skipped: list[Skipped], context, writer: SnapshotWriter, stats: RunStats,
+def _record(result: BatchResult, skipped: list[Skipped], context, writer: SnapshotWriter | ObjectStoreSnapshotWriter, stats: RunStats,
             carry: CarryOver | None, previous_reasons: dict[tuple[str, int], str]) -> None:
-    writer.write(result.documents, result.chunks)
+    if result.part is not None:
+        writer.add_part(*result.part)
+    else:
+        writer.write(result.documents, result.chunks)
     stats.add(result.documents, result.chunks, result.over_budget)
     stats.constraints.extend(result.constraints)
     if result.reused and carry is not None:

@@ -1,4 +1,4 @@
-"""Prefect settings for running offline with state kept under the project, set before Prefect loads."""
+"""Prefect settings for running offline with state kept in one per-user place, set before Prefect loads."""
 
 from __future__ import annotations
 
@@ -14,13 +14,16 @@ OFFLINE_DEFAULTS = {
 }
 
 
-def configure_prefect(project_dir: Path | None = None) -> None:
-    """Keep Prefect's state in ``<project>/.prefect`` (not ``~``) and its analytics off.
+def configure_prefect(home: Path | None = None) -> None:
+    """Keep Prefect's state in ``home``, by default the per-user ``chunkyard.flows.server.prefect_home()``
+    (not ``~/.prefect``, and not a ``.prefect`` folder in whatever folder a command runs from, which
+    paid a cold start in every new one); analytics off.
 
     Values the user already exported win, so a real server (``PREFECT_API_URL``) or another home
     can be chosen from the environment.
     """
-    home = (project_dir or Path.cwd()) / ".prefect"
-    os.environ.setdefault("PREFECT_HOME", str(home))
+    from chunkyard.flows.server import prefect_home
+
+    os.environ.setdefault("PREFECT_HOME", str(home or prefect_home()))
     for key, value in OFFLINE_DEFAULTS.items():
         os.environ.setdefault(key, value)

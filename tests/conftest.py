@@ -29,6 +29,10 @@ settings.register_profile("dev")
 settings.register_profile("hunt", max_examples=2000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
+# A command run by a test starts a private Prefect server and stops it on exit: no test leaves the
+# shared per-user server (chunkyard.flows.server.shared_server) running; its own tests ask for it.
+os.environ.setdefault("CHUNKYARD_PREFECT_SERVER", "private")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

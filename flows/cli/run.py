@@ -54,7 +54,7 @@ def _check_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Non
 def cmd_run(args: argparse.Namespace, session: Session) -> int:
     from chunkyard.flows import workers
 
-    configure_prefect(Path.cwd())
+    configure_prefect()
     config = load_for_chunking(args.config)
     from chunkyard.chunking.pipeline import check_run  # ≈0.2 s of imports only the chunking commands need
 
@@ -73,9 +73,11 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
     with session.progress.bar() as progress:
         if args.task_runner == "dask" and not args.address:
             workers.start_forkserver()
+        progress.status("importing Prefect")
         from chunkyard.flows import run as run_module
 
-        session.server.ensure()
+        session.server.ensure(progress.status)
+        progress.status("starting the flow run")
         if not args.debug:
             one_line_prefect_errors()
         result = run_module.run(config, args.source, args.output, task_runner=args.task_runner,
@@ -140,7 +142,7 @@ def _schedule_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_schedule(args: argparse.Namespace, session: Session) -> int:
     config = load_for_chunking(args.config)
-    configure_prefect(Path.cwd())
+    configure_prefect()
     if config.model.schedule is None:
         raise UsageError(f"{args.config}: no schedule: add `schedule: {{cron: \"0 2 * * *\", timezone: UTC}}`")
     from chunkyard.flows import server as server_module

@@ -12,7 +12,6 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chunkyard.flows.settings import configure_prefect
@@ -50,7 +49,7 @@ class PrefectServer:
 
     def start(self) -> None:
         """Start it (once) without waiting; call before Prefect is imported, for worker processes."""
-        configure_prefect(Path.cwd())
+        configure_prefect()
         if self._stack is None:
             # Here, not at the top: subprocess, urllib and the rest only for the commands that run a flow.
             from chunkyard.flows.server import pending_server
@@ -59,11 +58,11 @@ class PrefectServer:
             self._pending = stack.enter_context(pending_server(batch=True))  # not for `schedule`
             self._stack = stack
 
-    def ensure(self) -> None:
+    def ensure(self, report: Callable[[str], None] | None = None) -> None:
         """Start it if need be, and wait until it answers."""
         self.start()
         assert self._pending is not None
-        self._pending.ready()
+        self._pending.ready(report)
 
 
 class ProgressDisplay:
@@ -96,7 +95,7 @@ class ProgressBar:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             self._progress = Progress(
-                TextColumn("chunking"), BarColumn(), MofNCompleteColumn(), TextColumn("docs"),
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("docs"),
                 TextColumn("{task.fields[mb]:.1f} MB · {task.fields[rate]:.1f} MB/s"), TimeRemainingColumn(),
                 console=Console(stderr=True), transient=True,
             )
@@ -104,12 +103,17 @@ class ProgressBar:
             self._task = self._progress.add_task("chunking", total=None, mb=0.0, rate=0.0)
         return self
 
+    def status(self, text: str) -> None:
+        """Say what the run is waiting for before its first batch (the server, the flow run)."""
+        if self._progress is not None:
+            self._progress.update(self._task, description=text)
+
     def update(self, docs: int, n_bytes: int, total_docs: int, total_bytes: int) -> None:
         """A ``chunkyard.flows.run.ProgressHook``."""
         if self._progress is None:
             return
         elapsed = max(1e-6, time.perf_counter() - self._started)
-        self._progress.update(self._task, completed=docs, total=total_docs or None,
+        self._progress.update(self._task, completed=docs, total=total_docs or None, description="chunking",
                               mb=n_bytes / 1e6, rate=n_bytes / 1e6 / elapsed)
 
     def __exit__(self, *exc: object) -> None:

@@ -444,3 +444,26 @@ def test_the_flow_lets_go_of_each_batch_result_once_written(server_env):
     kept, released = map(float, result.stdout.split()[-2:])
     assert kept > 20, f"without releasing, {kept:.1f} MB stayed live: the test no longer shows the leak"
     assert released < 10, f"{released:.1f} MB of 8 results of 4 MB stayed live"
+
+
+def test_workers_parts_publish_the_thread_runners_tables_row_for_row(server_env, corpus, tmp_path):
+    """Process-pool workers write their batches as Parquet parts and the flow joins them: the
+    snapshot holds the thread runner's rows, column for column and in its order, on a full run and
+    on a refresh (rows carried over by the flow between the workers' parts)."""
+    source = tmp_path / "source"
+    shutil.copytree(corpus, source)
+    thread_config, process_config = config_for(tmp_path / "t", source, "kb"), config_for(tmp_path / "p", source, "kb")
+
+    def same_tables(first: Path, second: Path) -> None:
+        for name in ("documents.parquet", "chunks.parquet"):
+            assert pq.read_table(first / name).equals(pq.read_table(second / name)), name
+        assert sorted(p.name for p in second.iterdir()) == ["chunks.parquet", "documents.parquet", "manifest.json"]
+
+    full = run(server_env, thread_config)
+    same_tables(full, run(server_env, process_config, "--task-runner", "process", "--workers", "2"))
+    changed = sorted(source.rglob("*.md"))[3]
+    changed.write_text(changed.read_text(encoding="utf-8") + "\n\nOne more paragraph.\n", encoding="utf-8")
+    (sorted(source.rglob("*.md"))[7]).unlink()
+    refresh = run(server_env, thread_config)
+    assert json.loads((refresh / "manifest.json").read_text())["counts"]["reused"] > 0
+    same_tables(refresh, run(server_env, process_config, "--task-runner", "process", "--workers", "2"))
