@@ -225,6 +225,9 @@ class SourceConfig(_Strict):
     path: str
     include: list[str] = ["**/*"]
     exclude: list[str] = []
+    # A symbolic link to a file is read when its target stays inside the source folder (``inside``), or
+    # never (``never``); a target outside the source is always skipped with the reason.
+    follow_links: Literal["inside", "never"] = "inside"
 
     @field_validator("path")
     @classmethod
@@ -325,6 +328,22 @@ class ScheduleConfig(_Strict):
         return self
 
 
+class LimitsConfig(_Strict):
+    """What one document may cost; past a limit the document is skipped with the limit's name.
+
+    ``max_file_mb``: bytes of a source file (never read past it), and all the members of a DOCX
+    inflated; ``max_text_mb``: its extracted text, in millions of characters; ``max_inflated_mb``: the
+    XML a DOCX inflates to (its ``.xml``/``.rels`` members' uncompressed sizes, checked before anything
+    is inflated) and a PDF's decoded page content streams; ``document_seconds``: reading, extracting
+    and chunking one document, after which it is abandoned.
+    """
+
+    max_file_mb: float = Field(default=256, gt=0)
+    max_text_mb: float = Field(default=64, gt=0)
+    max_inflated_mb: float = Field(default=32, gt=0)
+    document_seconds: float = Field(default=120, gt=0)
+
+
 class ConfigModel(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     version: WholeNumber = Field(gt=0)
@@ -334,6 +353,7 @@ class ConfigModel(_Strict):
     rules: list[RuleConfig] = []
     schedule: ScheduleConfig | None = None
     reviewer: str | None = None
+    limits: LimitsConfig = LimitsConfig()
 
 
 @dataclass

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from chunkyard.chunking import documents as documents_module
 from chunkyard.chunking.documents import (
     Document,
     Skipped,
@@ -213,7 +214,7 @@ def test_unreadable_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def denied(self: Path) -> bytes:
         raise PermissionError(13, "Permission denied", str(self))
 
-    monkeypatch.setattr(Path, "read_bytes", denied)
+    monkeypatch.setattr(documents_module, "_read_checked", lambda path, identity, limits: denied(path))
     assert read_document(path, "secret.md") == Skipped("secret.md", "permission denied", keep_previous=True)
 
 
@@ -228,7 +229,8 @@ def test_unreadable_folder_is_reported(tmp_path: Path, monkeypatch: pytest.Monke
 
     monkeypatch.setattr(os, "scandir", scandir)
     items = list(discover(tmp_path, ["**/*"], []))
-    assert SourceFile("open/a.md", tmp_path / "open" / "a.md", 1) in items
+    assert ("open/a.md", tmp_path / "open" / "a.md", 1) in [(i.doc_id, i.path, i.size) for i in items
+                                                             if isinstance(i, SourceFile)]
     assert Skipped("locked", "unreadable folder: Permission denied", keep_previous=True, folder=True) in items
 
 
@@ -279,7 +281,7 @@ def test_a_transient_read_error_is_retried(tmp_path, monkeypatch):
             raise OSError(_errno.EIO, "Input/output error", str(self))
         return real(self)
 
-    monkeypatch.setattr(Path, "read_bytes", flaky)
+    monkeypatch.setattr(documents_module, "_read_checked", lambda path, identity, limits: flaky(path))
     document = documents.read_document(path, "flaky.md")
     assert not isinstance(document, documents.Skipped) and len(calls) == 2
 
@@ -295,7 +297,7 @@ def test_a_persistent_read_error_is_skipped_with_the_attempts(tmp_path, monkeypa
     def broken(self):
         raise OSError(_errno.EIO, "Input/output error", str(self))
 
-    monkeypatch.setattr(Path, "read_bytes", broken)
+    monkeypatch.setattr(documents_module, "_read_checked", lambda path, identity, limits: broken(path))
     monkeypatch.setattr(documents.time, "sleep", lambda seconds: None)
     skipped = documents.read_document(path, "broken.md")
     assert isinstance(skipped, documents.Skipped)
@@ -317,7 +319,7 @@ def test_a_file_that_could_not_be_read_keeps_its_previous_chunks_unless_it_is_go
     def failing(self):
         raise OSError(getattr(_errno, code), "failed", str(self))
 
-    monkeypatch.setattr(Path, "read_bytes", failing)
+    monkeypatch.setattr(documents_module, "_read_checked", lambda path, identity, limits: failing(path))
     monkeypatch.setattr(documents.time, "sleep", lambda seconds: None)
     skipped = documents.read_document(path, "doc.md")
     assert isinstance(skipped, documents.Skipped) and skipped.keep_previous is keep
