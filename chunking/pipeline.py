@@ -604,7 +604,8 @@ class RunStats:
 
     documents: int = 0
     chunks: int = 0
-    n_bytes: int = 0
+    n_bytes: int = 0  # source bytes read
+    text_chars: int = 0  # characters of extracted text the snapshot stores (a DOCX's bytes are not its size)
     reused: list[str] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
@@ -631,6 +632,8 @@ class RunStats:
     def add(self, documents: pa.Table, chunks: pa.Table, reasons: dict[tuple[str, int], str] | None = None) -> None:
         self.documents += documents.num_rows
         self.chunks += chunks.num_rows
+        if documents.num_rows:
+            self.text_chars += int(pc.sum(documents.column("n_chars")).as_py() or 0)
         self.seen.update(documents.column("doc_id").to_pylist())
         for doc_id, strategy in zip(documents.column("doc_id").to_pylist(),
                                     documents.column("strategy").to_pylist(), strict=True):
@@ -725,6 +728,7 @@ def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: lis
             "documents": stats.documents,
             "chunks": stats.chunks,
             "bytes": stats.n_bytes,
+            "text_chars": stats.text_chars,
             "reused": len(stats.reused),
             "new": len(stats.new),
             "changed": len(stats.changed),
