@@ -61,9 +61,9 @@ class _OutlineEntry:
 def extract_pdf(raw: bytes, limits: LimitsConfig | None = None) -> PdfExtraction:
     """Extract the text of a PDF page by page, with outline headings; raise ``PdfUnusable`` if it cannot.
 
-    Bounded work: before a page's text is extracted (pypdf parses content streams at about 1 MB/s),
-    its content streams are decoded and their sizes added up; past ``limits.max_inflated_mb`` over the
-    document, or past ``limits.max_text_mb`` of extracted text, the PDF is refused with that limit.
+    Bounded work: before any text is extracted (pypdf parses content streams at 0.3–1 MB/s), every
+    page's content streams are decoded and their sizes added up; past ``limits.max_inflated_mb``, or
+    past ``limits.max_text_mb`` of extracted text, the PDF is refused with that limit.
     """
     limits = limits or LimitsConfig()
     try:
@@ -90,11 +90,14 @@ def extract_pdf(raw: bytes, limits: LimitsConfig | None = None) -> PdfExtraction
     inflated = characters = 0
     max_inflated, max_text = limits.max_inflated_mb * 1_000_000, limits.max_text_mb * 1_000_000
     try:
-        for page in reader.pages:
+        # All the pages' streams first (decoding is fast; parsing them for text is not), so a PDF over
+        # the limit is refused before any text is extracted.
+        for number, page in enumerate(reader.pages, start=1):
             inflated += _content_size(page)
             if inflated > max_inflated:
                 raise PdfUnusable(f"page content streams of more than {inflated / 1e6:.1f} MB decoded (by page "
-                                  f"{len(pages) + 1}) are over limits.max_inflated_mb ({limits.max_inflated_mb:g} MB)")
+                                  f"{number}) are over limits.max_inflated_mb ({limits.max_inflated_mb:g} MB)")
+        for page in reader.pages:
             pages.append(_clean_page(page.extract_text() or ""))
             characters += len(pages[-1])
             if characters > max_text:

@@ -154,9 +154,24 @@ def _check_inflated_size(raw: bytes, limits: LimitsConfig) -> None:
                            f"({limits.max_file_mb:g} MB); not read")
 
 
+# python-docx looks a paragraph's style up by scanning every style of the document (for the default
+# style, at each paragraph without one): ≈3.5 ms a paragraph here, 177 s for a 4 MB body. One lookup
+# per style id and part instead (kept on the part, so it goes with the document).
+def _paragraph_style(paragraph: Any) -> Any:
+    part = paragraph.part
+    styles = getattr(part, "_chunkyard_styles", None)
+    if styles is None:
+        styles = {}
+        part._chunkyard_styles = styles
+    key = paragraph._p.style
+    if key not in styles:
+        styles[key] = paragraph.style
+    return styles[key]
+
+
 def _style_name(paragraph: Any) -> str:
     try:
-        style = paragraph.style
+        style = _paragraph_style(paragraph)
         return (style.name or "") if style is not None else ""
     except Exception:
         return ""
@@ -331,7 +346,7 @@ class _Numbering:
         num_id, ilvl = _num_pr(paragraph._p.pPr)
         if num_id is None:
             try:
-                style_obj = paragraph.style
+                style_obj = _paragraph_style(paragraph)
                 while style_obj is not None and num_id is None:
                     num_id, style_ilvl = _num_pr(style_obj.element.pPr)
                     ilvl = ilvl if ilvl is not None else style_ilvl
