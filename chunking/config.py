@@ -340,7 +340,7 @@ class LimitsConfig(_Strict):
 
     max_file_mb: float = Field(default=256, gt=0)
     max_text_mb: float = Field(default=64, gt=0)
-    max_inflated_mb: float = Field(default=32, gt=0)
+    max_inflated_mb: float = Field(default=16, gt=0)
     document_seconds: float = Field(default=120, gt=0)
 
 
