@@ -152,6 +152,14 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
                 if os.path.commonpath([root, path]) != root:
                     yield Skipped(doc_id, f"symbolic link to {path}, outside the source folder (not read)")
                     continue
+                # Inside, but at a file the config leaves out (hidden, excluded): not read through a link either.
+                target = PurePosixPath(os.path.relpath(path, root)).as_posix()
+                if any(part.startswith(".") for part in target.split("/")):
+                    yield Skipped(doc_id, f"symbolic link to the hidden file {target} (not read)")
+                    continue
+                if any(glob_match(p, target) for p in exclude):
+                    yield Skipped(doc_id, f"symbolic link to {target}, which source.exclude leaves out (not read)")
+                    continue
                 if follow_links != "inside":
                     yield Skipped(doc_id, "symbolic link (not read: source.follow_links is never)")
                     continue
