@@ -7,7 +7,8 @@ content stream, python-docx walking paragraphs, a chunking loop) is abandoned wh
 thread, a process-pool worker or a Dask worker alike, and the worker goes on with the next document.
 Not interrupted: one C call that never returns to Python (the limits in ``LimitsConfig`` bound the
 inputs of those). ``DocumentTimeout`` derives from ``BaseException`` so that a library's ``except
-Exception`` does not swallow it. It is raised at most once per deadline, and a deadline that ends
+Exception`` does not swallow it (one with a bare ``except:`` could: the document then runs to its
+end, as it did before the limit). It is raised at most once per deadline, and a deadline that ends
 (``with`` block left) after it fired but before the exception was delivered cancels the exception, so
 it never lands outside the block; the caller catches it around the ``with`` block.
 """
