@@ -7,10 +7,11 @@ content stream, python-docx walking paragraphs, a chunking loop) is abandoned wh
 thread, a process-pool worker or a Dask worker alike, and the worker goes on with the next document.
 Not interrupted: one C call that never returns to Python (the limits in ``LimitsConfig`` bound the
 inputs of those). ``DocumentTimeout`` derives from ``BaseException`` so that a library's ``except
-Exception`` does not swallow it (one with a bare ``except:`` could: the document then runs to its
-end, as it did before the limit). It is raised at most once per deadline, and a deadline that ends
-(``with`` block left) after it fired but before the exception was delivered cancels the exception, so
-it never lands outside the block; the caller catches it around the ``with`` block.
+Exception`` does not swallow it, and it is raised again every ``REFIRE_SECONDS`` while the block
+still runs (one delivered inside a ``__del__`` or a gc callback is lost, and a bare ``except:`` may
+swallow one). Leaving the block ends the deadline under the watchdog's lock and cancels an exception
+raised but not yet delivered, so none ever lands outside the block; the caller catches it around
+the ``with`` block.
 """
 
 from __future__ import annotations
@@ -35,11 +36,16 @@ def _set_async_exc(thread_id: int, exception: type[BaseException] | None) -> Non
         ctypes.c_ulong(thread_id), None if exception is None else ctypes.py_object(exception))
 
 
+# Raised again this often while the block still runs: an exception delivered inside a ``__del__`` or a
+# gc callback is printed as "ignored" and lost, so one raise is not enough.
+REFIRE_SECONDS = 0.25
+
+
 class _Watchdog:
     def __init__(self) -> None:
         self.lock = threading.Condition()
-        self.active: dict[int, tuple[int, float]] = {}  # token -> (thread id, monotonic deadline)
-        self.fired: set[int] = set()
+        # token -> [thread id, monotonic time of the next raise, times raised]
+        self.active: dict[int, list] = {}
         self.tokens = itertools.count()
         self.pid = os.getpid()
         threading.Thread(target=self._watch, name="chunkyard-document-deadlines", daemon=True).start()
@@ -47,27 +53,27 @@ class _Watchdog:
     def add(self, thread_id: int, expires: float) -> int:
         with self.lock:
             token = next(self.tokens)
-            self.active[token] = (thread_id, expires)
+            self.active[token] = [thread_id, expires, 0]
             self.lock.notify()
             return token
 
     def remove(self, token: int) -> None:
+        """End the deadline; once this returns, nothing is raised for it any more."""
         with self.lock:
-            if self.active.pop(token, None) is None and token in self.fired:
-                self.fired.discard(token)
-                # Fired but perhaps not yet delivered: cancel it, so it never lands after the block.
-                _set_async_exc(threading.get_ident(), None)
+            entry = self.active.pop(token, None)
+            if entry is not None and entry[2]:
+                # Raised but perhaps not yet delivered: cancel it, so it never lands after the block.
+                _set_async_exc(entry[0], None)
 
     def _watch(self) -> None:
         with self.lock:
             while True:
                 now = time.monotonic()
-                due = [token for token, (_, expires) in self.active.items() if expires <= now]
-                for token in due:
-                    thread_id, _ = self.active.pop(token)
-                    self.fired.add(token)
-                    _set_async_exc(thread_id, DocumentTimeout)
-                wait = min((expires for _, expires in self.active.values()), default=now + 3600) - now
+                for entry in self.active.values():
+                    if entry[1] <= now:
+                        _set_async_exc(entry[0], DocumentTimeout)
+                        entry[1], entry[2] = now + REFIRE_SECONDS, entry[2] + 1
+                wait = min((entry[1] for entry in self.active.values()), default=now + 3600) - now
                 self.lock.wait(max(wait, 0.001))
 
 
@@ -98,4 +104,14 @@ def deadline_at(expires: float | None) -> Iterator[None]:
     try:
         yield
     finally:
-        watchdog.remove(token)
+        # The timeout may land in ``remove`` itself (before its lock): try again until the deadline is
+        # gone, then raise it, so none is ever raised after the block.
+        late = False
+        while True:
+            try:
+                watchdog.remove(token)
+                break
+            except DocumentTimeout:
+                late = True
+        if late:
+            raise DocumentTimeout

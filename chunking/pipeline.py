@@ -632,7 +632,7 @@ class RunStats:
     def add(self, documents: pa.Table, chunks: pa.Table, reasons: dict[tuple[str, int], str] | None = None) -> None:
         self.documents += documents.num_rows
         self.chunks += chunks.num_rows
-        if documents.num_rows:
+        if documents.num_rows and "n_chars" in documents.column_names:
             self.text_chars += int(pc.sum(documents.column("n_chars")).as_py() or 0)
         self.seen.update(documents.column("doc_id").to_pylist())
         for doc_id, strategy in zip(documents.column("doc_id").to_pylist(),

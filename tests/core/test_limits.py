@@ -106,6 +106,27 @@ def test_a_deadline_abandons_python_code_wherever_it_is_and_leaves_nothing_behin
     assert len(outcome) == 2 and outcome[0].startswith("abandoned after 0.") and outcome[1] == "went on", outcome
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_timeout_lost_in_a_destructor_is_raised_again() -> None:
+    """An exception delivered inside ``__del__`` (or a gc callback: hypothesis installs one) is printed as
+    ignored and lost; the watchdog raises it again until the block is left."""
+
+    class Slow:
+        def __del__(self) -> None:
+            sum(range(20_000))  # half the time is spent here, where a raise is lost
+
+    def churn() -> None:
+        while True:
+            Slow()
+            sum(range(20_000))
+
+    started = time.monotonic()
+    with pytest.raises(DocumentTimeout):
+        with deadline_at(time.monotonic() + 0.2):
+            churn()
+    assert time.monotonic() - started < 30
+
+
 def _config(tmp_path: Path, limits: str = "") -> object:
     return load_config_text(f"name: kb\nversion: 1\nsource: {{path: {tmp_path}}}\nchunker: {{strategy: auto, "
                             f"unit: chars, max_size: 400}}\n{limits}", tmp_path / "config.yaml")
