@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import (
@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from chunkyard.chunking import yamlbound
 from chunkyard.chunking.errors import ConfigError, ConfigIssue
 from chunkyard.chunking.settings import ChunkerBase, WholeNumber, _Strict
 from chunkyard.chunking.storage import Location, is_uri, location, require_local
@@ -41,6 +42,10 @@ ALGORITHM_VERSION = "4"
 #    longer lost (rowspan, late or legacy charsets, content controls, nested tables, tracked insertions,
 #    footnotes and endnotes); lone-CR line ends are lines
 # 3: PDF, DOCX and reStructuredText extraction and strategies
+
+# What a config's YAML may expand to through its aliases (nodes + scalar characters, ``yamlbound``): a
+# real config is a few hundred; a 590-byte 9 × 9 alias fan-out is 387 million.
+CONFIG_MAX_EXPANSION = 100_000
 
 # The chunker settings: a union of every registered strategy's model, told apart by ``strategy``.
 ChunkerSettings = Annotated[Union[tuple(s.settings for s in STRATEGIES.values())],  # noqa: UP007
@@ -95,6 +100,9 @@ class SourceConfig(_Strict):
     path: str
     include: list[str] = ["**/*"]
     exclude: list[str] = []
+    # A symbolic link to a file is read when its target stays inside the source folder (``inside``), or
+    # never (``never``); a target outside the source is always skipped with the reason.
+    follow_links: Literal["inside", "never"] = "inside"
 
     @field_validator("path")
     @classmethod
@@ -199,6 +207,22 @@ class ScheduleConfig(_Strict):
         return self
 
 
+class LimitsConfig(_Strict):
+    """What one document may cost; past a limit the document is skipped with the limit's name.
+
+    ``max_file_mb``: bytes of a source file (never read past it), and all the members of a DOCX
+    inflated; ``max_text_mb``: its extracted text, in millions of characters; ``max_inflated_mb``: the
+    XML a DOCX inflates to (its ``.xml``/``.rels`` members' uncompressed sizes, checked before anything
+    is inflated) and a PDF's decoded page content streams; ``document_seconds``: reading, extracting
+    and chunking one document, after which it is abandoned.
+    """
+
+    max_file_mb: float = Field(default=256, gt=0)
+    max_text_mb: float = Field(default=64, gt=0)
+    max_inflated_mb: float = Field(default=16, gt=0)
+    document_seconds: float = Field(default=120, gt=0)
+
+
 class ConfigModel(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     version: WholeNumber = Field(gt=0)
@@ -208,6 +232,7 @@ class ConfigModel(_Strict):
     rules: list[RuleConfig] = []
     schedule: ScheduleConfig | None = None
     reviewer: str | None = None
+    limits: LimitsConfig = LimitsConfig()
 
 
 @dataclass
@@ -380,7 +405,9 @@ _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (code
 def load_config_text(text: str, path: Path | None = None) -> Config:
     label = str(path) if path else "<config>"
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yamlbound.compose(text, CONFIG_MAX_EXPANSION)
+    except yamlbound.YamlTooLarge as exc:  # refused before anything walks the expanded aliases
+        raise ConfigError([ConfigIssue(label, exc.line, "", "invalid YAML: " + exc.problem)]) from None
     except yaml.YAMLError as exc:
         raise ConfigError([_yaml_issue(exc, label, text)]) from None
     except RecursionError:  # PyYAML composes recursively: thousands of nested brackets
@@ -536,7 +563,7 @@ def tokenizer_load_issues(config: Config) -> list[ConfigIssue]:
 
 def _lines_of(text: str) -> dict[tuple[Any, ...], int]:
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yamlbound.compose(text, CONFIG_MAX_EXPANSION)
     except (yaml.YAMLError, RecursionError):
         return {}
     lines: dict[tuple[Any, ...], int] = {}

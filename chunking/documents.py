@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from chunkyard.chunking.config import glob_match
+from chunkyard.chunking.config import LimitsConfig, glob_match
 from chunkyard.chunking.errors import MissingExtra
 from chunkyard.chunking.rst import RST_SUFFIXES
 from chunkyard.chunking.strategies import DOCUMENT_SUFFIXES, HTML_SUFFIXES, MARKDOWN_SUFFIXES
@@ -39,8 +39,11 @@ class SourceFile:
     """A file found by discovery, not yet read."""
 
     doc_id: str
-    path: Path
+    path: Path  # the file to open: for a followed link, its resolved target
     size: int
+    # (device, inode) found by discovery: the file opened for reading must be this one, so a file
+    # swapped for another, a FIFO or a link in between is skipped, never read or waited on.
+    identity: tuple[int, int] | None = None
 
 
 @dataclass
@@ -75,12 +78,16 @@ class Skipped:
 
 
 def discover(source_dir: Path, include: list[str], exclude: list[str],
-             skip_dirs: tuple[Path, ...] = ()) -> Iterator[SourceFile | Skipped]:
+             skip_dirs: tuple[Path, ...] = (), follow_links: str = "inside") -> Iterator[SourceFile | Skipped]:
     """Walk ``source_dir`` in sorted order, yielding matching files as they are found.
 
     Streams: no list of every path is built. Directory symlinks are not followed (no loops);
-    hidden folders (``.git``) and ``skip_dirs`` are not entered.
+    hidden folders (``.git``) and ``skip_dirs`` are not entered. A symlink to a file is resolved:
+    followed when its target is a regular file inside the source folder and ``follow_links`` is
+    ``inside``, else skipped with the reason (a target outside the source is never read); FIFOs,
+    devices and sockets are skipped as ``not a regular file``.
     """
+    root = os.path.realpath(source_dir)
     # Folders to leave out, by identity (device, inode): ``realpath`` of every folder costs a stat per
     # path component, which is quadratic (cubic in the kernel) in a deeply nested tree.
     skip: set[tuple[int, int]] = set()
@@ -100,7 +107,7 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
 
     # An explicit stack, not recursion: a folder tree thousands of levels deep must not raise
     # RecursionError. Same order as a recursive walk (depth first, names sorted).
-    first = listing(source_dir, "")
+    first = listing(Path(root), "")
     if isinstance(first, Skipped):
         yield first
         return
@@ -140,10 +147,27 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
                 continue
             if stat.S_ISDIR(info.st_mode):
                 continue  # a symlink to a folder: not followed
+            path = entry.path
+            if entry.is_symlink():
+                path = os.path.realpath(entry.path)
+                if os.path.commonpath([root, path]) != root:
+                    yield Skipped(doc_id, f"symbolic link to {path}, outside the source folder (not read)")
+                    continue
+                # Inside, but at a file the config leaves out (hidden, excluded): not read through a link either.
+                target = PurePosixPath(os.path.relpath(path, root)).as_posix()
+                if any(part.startswith(".") for part in target.split("/")):
+                    yield Skipped(doc_id, f"symbolic link to the hidden file {target} (not read)")
+                    continue
+                if any(glob_match(p, target) for p in exclude):
+                    yield Skipped(doc_id, f"symbolic link to {target}, which source.exclude leaves out (not read)")
+                    continue
+                if follow_links != "inside":
+                    yield Skipped(doc_id, "symbolic link (not read: source.follow_links is never)")
+                    continue
             if not stat.S_ISREG(info.st_mode):
                 yield Skipped(doc_id, "not a regular file")
                 continue
-            yield SourceFile(doc_id, Path(entry.path), info.st_size)
+            yield SourceFile(doc_id, Path(path), info.st_size, (info.st_dev, info.st_ino))
         except OSError as exc:
             yield _os_skip(doc_id, exc)
 
@@ -185,31 +209,121 @@ _TRANSIENT = {errno.EIO, errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT, errno.ESTAL
 READ_ATTEMPTS = 3
 
 
-def read_document(path: Path, doc_id: str) -> Document | Skipped:
+DEFAULT_LIMITS = LimitsConfig()
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+
+
+class _Refused(Exception):
+    """The opened file is not the one to read (``str(exc)`` is the reason)."""
+
+    def __init__(self, reason: str, keep_previous: bool) -> None:
+        super().__init__(reason)
+        self.keep_previous = keep_previous
+
+
+def read_document(path: Path, doc_id: str, limits: LimitsConfig | None = None,
+                  identity: tuple[int, int] | None = None) -> Document | Skipped:
     """Read, decode and extract one file; every failure is a ``Skipped`` with a specific reason.
 
-    A transient read error (EIO, EAGAIN, ...) is retried with a short backoff before the file is
-    skipped, so one hiccup of a network filesystem does not drop a document from the snapshot.
+    The file is opened without following a link and without blocking (``O_NOFOLLOW | O_NONBLOCK``),
+    then checked on the open descriptor: a regular file, the one discovery found (``identity``, the
+    device and inode), at the path discovery found (``/proc/self/fd``, so no folder on the way was
+    swapped for a link), within ``limits.max_file_mb``; only ``st_size`` bytes are read, so a file
+    that never ends is never waited on. ``path`` without ``identity`` (a file named by the user) is
+    resolved first. A transient read error (EIO, EAGAIN, ...) is retried with a short backoff before
+    the file is skipped, so one hiccup of a network filesystem does not drop a document from the
+    snapshot. Any exception of the extraction is a skip with its type and message.
     """
+    limits = limits or DEFAULT_LIMITS
+    if identity is None:
+        path = Path(os.path.realpath(path))
     for attempt in range(1, READ_ATTEMPTS + 1):
         try:
-            raw = path.read_bytes()
+            raw = _read_checked(path, identity, limits)
             break
+        except _Refused as exc:
+            return Skipped(doc_id, str(exc), keep_previous=exc.keep_previous)
         except OSError as exc:
+            if exc.errno == errno.ELOOP and identity is not None:
+                return Skipped(doc_id, "became a symbolic link between discovery and reading (not read)",
+                               keep_previous=True)
+            if exc.errno == errno.ENXIO:  # a socket, or a device without its driver
+                return Skipped(doc_id, "not a regular file")
             if exc.errno not in _TRANSIENT:
                 return _os_skip(doc_id, exc)
             if attempt == READ_ATTEMPTS:
                 return _os_skip(doc_id, exc, f" (after {READ_ATTEMPTS} attempts)")
             time.sleep(0.05 * 4 ** (attempt - 1))
-    return document_from_bytes(raw, doc_id)
+    try:
+        return document_from_bytes(raw, doc_id, limits)
+    except Exception as exc:  # an extractor's bug or a pathological file: this file, not the run
+        return Skipped(doc_id, f"extraction failed: {describe_exception(exc)}", keep_previous=True)
 
 
-def document_from_bytes(raw: bytes, doc_id: str) -> Document | Skipped:
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message`` on one line, the message cut at 300 characters."""
+    message = " ".join(str(exc).split())
+    if len(message) > 300:
+        message = message[:300] + "…"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _read_checked(path: Path, identity: tuple[int, int] | None, limits: LimitsConfig) -> bytes:
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Refused("not a regular file" if identity is None
+                           else "not a regular file (it was replaced after discovery)", identity is not None)
+        if identity is not None:
+            if (info.st_dev, info.st_ino) != identity:
+                raise _Refused("replaced by another file between discovery and reading (not read)", True)
+            opened = _descriptor_path(fd)
+            if opened is not None and opened != os.fspath(path):
+                raise _Refused("moved, or a folder on its path was replaced, between discovery and reading "
+                               "(not read)", True)
+        max_bytes = int(limits.max_file_mb * 1_000_000)
+        if info.st_size > max_bytes:
+            raise _Refused(f"file of {info.st_size / 1e6:.1f} MB is over limits.max_file_mb "
+                           f"({limits.max_file_mb:g} MB)", False)
+        # Only what fstat promised: a file that grows while it is read (or never ends) is not followed.
+        parts: list[bytes] = []
+        remaining = info.st_size
+        while remaining > 0:
+            part = os.read(fd, min(remaining, 1 << 24))
+            if not part:
+                break
+            parts.append(part)
+            remaining -= len(part)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def _descriptor_path(fd: int) -> str | None:
+    """The path the kernel has for an open descriptor (Linux), or None where it cannot say."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+
+
+def document_from_bytes(raw: bytes, doc_id: str, limits: LimitsConfig | None = None) -> Document | Skipped:
+    limits = limits or DEFAULT_LIMITS
+    document = _document_from_bytes(raw, doc_id, limits)
+    if isinstance(document, Document) and len(document.text) > limits.max_text_mb * 1_000_000:
+        return Skipped(doc_id, f"extracted text of {len(document.text) / 1e6:.1f} million characters is over "
+                               f"limits.max_text_mb ({limits.max_text_mb:g})")
+    return document
+
+
+def _document_from_bytes(raw: bytes, doc_id: str, limits: LimitsConfig) -> Document | Skipped:
     if not raw:
         return Skipped(doc_id, "empty file")
     fmt = detect_format(doc_id)
     if fmt in ("pdf", "docx"):
-        return _extract_binary(raw, doc_id, fmt)
+        return _extract_binary(raw, doc_id, fmt, limits)
     declared = None
     try:
         text = decode_text(raw)
@@ -271,14 +385,60 @@ def decode_text(raw: bytes) -> str:
 _META_CHARSET = re.compile(rb"""<meta\b[^>]*?\bcharset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 _BODY = re.compile(rb"<body\b", re.IGNORECASE)
 _XML_ENCODING = re.compile(rb"""^\s*<\?xml\b[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]+)""", re.IGNORECASE)
-# Codecs the standard replaces by a superset (Latin-1 and ASCII by windows-1252, GB2312 by GBK), and
-# ones it ignores in a <meta>.
-_SUPERSET = {"iso8859_1": "cp1252", "ascii": "cp1252", "gb2312": "gbk", "euc_kr": "cp949", "iso8859_9": "cp1254",
-             "tis_620": "cp874", "iso8859_11": "cp874"}
-# Labels of the Encoding Standard that Python's codec registry does not know.
-_WHATWG_LABELS = {"windows-874": "cp874", "iso-8859-8-i": "iso8859_8", "x-mac-cyrillic": "mac_cyrillic",
-                  "x-sjis": "shift_jis", "x-gbk": "gbk", "x-euc-jp": "euc_jp"}
-_IGNORED_IN_META = {"utf_16", "utf_16_le", "utf_16_be", "utf_8"}
+# The Encoding Standard's labels (https://encoding.spec.whatwg.org/#names-and-labels), by the Python
+# codec that decodes each encoding. A label not here is not a text encoding a browser would use, so a
+# page declaring ``rot13``, ``base64`` or ``bz2`` (all Python codecs) is never decoded with it.
+_WHATWG_CODECS = {
+    "utf_8": "unicode-1-1-utf-8 unicode11utf8 unicode20utf8 utf-8 utf8 x-unicode20utf8",
+    "cp866": "866 cp866 csibm866 ibm866",
+    "iso8859_2": "csisolatin2 iso-8859-2 iso-ir-101 iso8859-2 iso88592 iso_8859-2 iso_8859-2:1987 l2 latin2",
+    "iso8859_3": "csisolatin3 iso-8859-3 iso-ir-109 iso8859-3 iso88593 iso_8859-3 iso_8859-3:1988 l3 latin3",
+    "iso8859_4": "csisolatin4 iso-8859-4 iso-ir-110 iso8859-4 iso88594 iso_8859-4 iso_8859-4:1988 l4 latin4",
+    "iso8859_5": "csisolatincyrillic cyrillic iso-8859-5 iso-ir-144 iso8859-5 iso88595 iso_8859-5 iso_8859-5:1988",
+    "iso8859_6": "arabic asmo-708 csiso88596e csiso88596i csisolatinarabic ecma-114 iso-8859-6 iso-8859-6-e "
+                 "iso-8859-6-i iso-ir-127 iso8859-6 iso88596 iso_8859-6 iso_8859-6:1987",
+    "iso8859_7": "csisolatingreek ecma-118 elot_928 greek greek8 iso-8859-7 iso-ir-126 iso8859-7 iso88597 "
+                 "iso_8859-7 iso_8859-7:1987 sun_eu_greek",
+    "iso8859_8": "csiso88598e csisolatinhebrew hebrew iso-8859-8 iso-8859-8-e iso-ir-138 iso8859-8 iso88598 "
+                 "iso_8859-8 iso_8859-8:1988 visual csiso88598i iso-8859-8-i logical",
+    "iso8859_10": "csisolatin6 iso-8859-10 iso-ir-157 iso8859-10 iso885910 l6 latin6",
+    "iso8859_13": "iso-8859-13 iso8859-13 iso885913",
+    "iso8859_14": "iso-8859-14 iso8859-14 iso885914",
+    "iso8859_15": "csisolatin9 iso-8859-15 iso8859-15 iso885915 iso_8859-15 l9",
+    "iso8859_16": "iso-8859-16",
+    "koi8_r": "cskoi8r koi koi8 koi8-r koi8_r",
+    "koi8_u": "koi8-ru koi8-u",
+    "mac_roman": "csmacintosh mac macintosh x-mac-roman",
+    "cp874": "dos-874 iso-8859-11 iso8859-11 iso885911 tis-620 windows-874",
+    "cp1250": "cp1250 windows-1250 x-cp1250",
+    "cp1251": "cp1251 windows-1251 x-cp1251",
+    # Latin-1 and ASCII are read as their superset windows-1252, as browsers do (likewise GB2312 as
+    # GBK, EUC-KR as windows-949, ISO-8859-9 as windows-1254, TIS-620 as windows-874).
+    "cp1252": "ansi_x3.4-1968 ascii cp1252 cp819 csisolatin1 ibm819 iso-8859-1 iso-ir-100 iso8859-1 iso88591 "
+              "iso_8859-1 iso_8859-1:1987 l1 latin1 us-ascii windows-1252 x-cp1252",
+    "cp1253": "cp1253 windows-1253 x-cp1253",
+    "cp1254": "cp1254 csisolatin5 iso-8859-9 iso-ir-148 iso8859-9 iso88599 iso_8859-9 iso_8859-9:1989 l5 latin5 "
+              "windows-1254 x-cp1254",
+    "cp1255": "cp1255 windows-1255 x-cp1255",
+    "cp1256": "cp1256 windows-1256 x-cp1256",
+    "cp1257": "cp1257 windows-1257 x-cp1257",
+    "cp1258": "cp1258 windows-1258 x-cp1258",
+    "mac_cyrillic": "x-mac-cyrillic x-mac-ukrainian",
+    "gbk": "chinese csgb2312 csiso58gb231280 gb2312 gb_2312 gb_2312-80 gbk iso-ir-58 x-gbk",
+    "gb18030": "gb18030",
+    "big5": "big5 big5-hkscs cn-big5 csbig5 x-x-big5",
+    "euc_jp": "cseucpkdfmtjapanese euc-jp x-euc-jp",
+    "iso2022_jp": "csiso2022jp iso-2022-jp",
+    "shift_jis": "csshiftjis ms932 ms_kanji shift-jis shift_jis sjis windows-31j x-sjis",
+    "cp949": "cseuckr csksc56011987 euc-kr iso-ir-149 korean ks_c_5601-1987 ks_c_5601-1989 ksc5601 ksc_5601 "
+             "windows-949",
+    "utf_16_be": "unicodefffe utf-16be",
+    "utf_16_le": "csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16 utf-16le",
+    # Encodings the standard maps to the "replacement" decoder (browsers show U+FFFD, never the text).
+    "replacement": "csiso2022kr hz-gb-2312 iso-2022-cn iso-2022-cn-ext iso-2022-kr replacement",
+}
+_CODEC_OF_LABEL = {label: codec for codec, labels in _WHATWG_CODECS.items() for label in labels.split()}
+_IGNORED_IN_META = {"utf_16_le", "utf_16_be", "utf_8"}  # it did not decode as UTF-8; UTF-16 has a BOM
 
 
 def _declared_label(raw: bytes) -> str | None:
@@ -298,32 +458,25 @@ def _undeclared_reason(raw: bytes) -> str:
     label = _declared_label(raw)
     if label is None:
         return " and no charset is declared"
-    try:
-        name = _codec_name(label)
-    except LookupError:
-        return f", and its declared charset {label!r} is unknown"
+    name = _CODEC_OF_LABEL.get(label)
+    if name is None:
+        return f", and its declared charset {label!r} is unknown (not a label of the WHATWG Encoding Standard)"
+    if name == "replacement":
+        return f", and its declared charset {label!r} is one browsers refuse to decode"
     if name == "utf_8":
         return " (its declared charset)"
     return f", and its declared charset {label!r} is read as UTF-8 (UTF-16 needs a byte-order mark)"
 
 
-def _codec_name(label: str) -> str:
-    """Python's codec name for a charset label (``LookupError`` when unknown)."""
-    return codecs.lookup(_WHATWG_LABELS.get(label, label)).name.replace("-", "_")
-
-
 def declared_html_charset(raw: bytes) -> str | None:
-    """The Python codec of the charset an HTML file declares, or None (none, unknown, or UTF-8)."""
+    """The Python codec of the charset an HTML file declares, or None: none declared, not a label of the
+    Encoding Standard (so never ``rot13``, ``bz2``, ``base64`` or another codec that is not a text
+    encoding), the replacement encoding, or UTF-8/UTF-16."""
     label = _declared_label(raw)
-    if label is None:
+    name = None if label is None else _CODEC_OF_LABEL.get(label)
+    if name is None or name == "replacement" or name in _IGNORED_IN_META:
         return None
-    try:
-        name = _codec_name(label)
-    except LookupError:
-        return None
-    if name in _IGNORED_IN_META:
-        return None  # it did not decode as UTF-8 already; UTF-16 would have had a BOM
-    return _SUPERSET.get(name, name)
+    return name
 
 
 def _extract_html(document: Document) -> None:
@@ -338,7 +491,7 @@ def _extract_html(document: Document) -> None:
     document.metadata = dict(extraction.metadata)
 
 
-def _extract_binary(raw: bytes, doc_id: str, fmt: str) -> Document | Skipped:
+def _extract_binary(raw: bytes, doc_id: str, fmt: str, limits: LimitsConfig) -> Document | Skipped:
     """A PDF or DOCX document, or a ``Skipped`` saying why it cannot be used."""
     sha = hashlib.sha256(raw).hexdigest()
     page_starts: list[int] = []
@@ -346,7 +499,7 @@ def _extract_binary(raw: bytes, doc_id: str, fmt: str) -> Document | Skipped:
         from chunkyard.chunking.pdf import PdfUnusable, extract_pdf
 
         try:
-            pdf = extract_pdf(raw)
+            pdf = extract_pdf(raw, limits)
         except PdfUnusable as exc:
             return Skipped(doc_id, str(exc))
         except MissingExtra as exc:  # not installed here: the file was not read, its chunks are kept
@@ -356,7 +509,7 @@ def _extract_binary(raw: bytes, doc_id: str, fmt: str) -> Document | Skipped:
         from chunkyard.chunking.word import DocxUnusable, extract_docx
 
         try:
-            extraction = extract_docx(raw)
+            extraction = extract_docx(raw, limits)
         except DocxUnusable as exc:
             return Skipped(doc_id, str(exc))
         except MissingExtra as exc:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import yaml
 
-from chunkyard.chunking import native
+from chunkyard.chunking import native, yamlbound
 from chunkyard.chunking.packer import LINE_BREAK, Group, has_lone_cr
 
 # The line scanner in C (chunking/_mdscan.c) when it was built and is current; else ``_scan_lines``.
@@ -27,6 +27,10 @@ _native = native.load("_mdscan")
 # An ATX heading is ``_ATX`` below; any line its opening matches is one (the title part can always
 # match), and ``_atx_title`` finds the title the lazy group would, without the regex's backtracking
 # (checked against ``_ATX`` on millions of random lines; tests/test_markdown.py keeps a sample).
+# What front matter may expand to through YAML aliases (nodes + scalar characters, ``yamlbound``); it
+# becomes the document's ``metadata_json``, so this also bounds that. Past it the front matter is still
+# excluded from the chunks, but its metadata is dropped and ``front_matter_error`` says why.
+FRONT_MATTER_MAX_EXPANSION = 65_536
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*\r?$")
 _ATX_OPEN = re.compile(r" {0,3}(#{1,6})(?=[ \t]|\r?$)")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*\r?$")
@@ -147,7 +151,10 @@ def front_matter_span(text: str) -> tuple[int, int, dict] | None:
         if line in ("---", "..."):
             end = len(text) if newline == -1 else newline + 1
             try:
-                data = yaml.safe_load(text[text.find("\n", offset) + 1 : pos])
+                data = yamlbound.load(text[text.find("\n", offset) + 1 : pos], FRONT_MATTER_MAX_EXPANSION)
+            except yamlbound.YamlTooLarge as exc:  # an alias bomb: its expansion is never built
+                return offset, end, {"front_matter_error": f"front matter at line {exc.line + 1}: {exc.problem}; "
+                                                           "not used"}
             except yaml.YAMLError as exc:
                 return offset, end, {"front_matter_error": _yaml_problem(exc)}
             if data is None:

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from chunkyard.chunking.config import LimitsConfig
 from chunkyard.chunking.errors import MissingExtra
 from chunkyard.chunking.words import plural
 
@@ -58,8 +59,14 @@ class _OutlineEntry:
     page: int  # 0-based
 
 
-def extract_pdf(raw: bytes) -> PdfExtraction:
-    """Extract the text of a PDF page by page, with outline headings; raise ``PdfUnusable`` if it cannot."""
+def extract_pdf(raw: bytes, limits: LimitsConfig | None = None) -> PdfExtraction:
+    """Extract the text of a PDF page by page, with outline headings; raise ``PdfUnusable`` if it cannot.
+
+    Bounded work: before any text is extracted (pypdf parses content streams at 0.3–1 MB/s), every
+    page's content streams are decoded and their sizes added up; past ``limits.max_inflated_mb``, or
+    past ``limits.max_text_mb`` of extracted text, the PDF is refused with that limit.
+    """
+    limits = limits or LimitsConfig()
     try:
         from pypdf import PdfReader
         from pypdf.errors import DependencyError
@@ -80,8 +87,25 @@ def extract_pdf(raw: bytes) -> PdfExtraction:
             raise PdfUnusable(f"encrypted PDF that cannot be opened: {_describe(exc)}") from None
         if not opened:
             raise PdfUnusable("encrypted PDF (a password is required)")
+    pages: list[str] = []
+    inflated = characters = 0
+    max_inflated, max_text = limits.max_inflated_mb * 1_000_000, limits.max_text_mb * 1_000_000
     try:
-        pages = [_clean_page(page.extract_text() or "") for page in reader.pages]
+        # All the pages' streams first (decoding is fast; parsing them for text is not), so a PDF over
+        # the limit is refused before any text is extracted.
+        for number, page in enumerate(reader.pages, start=1):
+            inflated += _content_size(page)
+            if inflated > max_inflated:
+                raise PdfUnusable(f"page content streams of more than {inflated / 1e6:.1f} MB decoded (by page "
+                                  f"{number}) are over limits.max_inflated_mb ({limits.max_inflated_mb:g} MB)")
+        for page in reader.pages:
+            pages.append(_clean_page(page.extract_text() or ""))
+            characters += len(pages[-1])
+            if characters > max_text:
+                raise PdfUnusable(f"extracted text of more than {characters / 1e6:.1f} million characters (by page "
+                                  f"{len(pages)}) is over limits.max_text_mb ({limits.max_text_mb:g})")
+    except PdfUnusable:
+        raise
     except Exception as exc:
         raise PdfUnusable(f"broken PDF: {_describe(exc)}") from None
     if not pages:
@@ -119,6 +143,22 @@ def extract_pdf(raw: bytes) -> PdfExtraction:
     except Exception:
         title = ""
     return PdfExtraction(text, page_starts, title, metadata)
+
+
+def _content_size(page: Any) -> int:
+    """Bytes of a page's decoded content streams (pypdf caps each stream's decoding at 75 MB)."""
+    contents = page.get("/Contents")
+    if contents is None:
+        return 0
+    contents = contents.get_object()
+    streams = contents if isinstance(contents, list) else [contents]
+    total = 0
+    for stream in streams:
+        stream = stream.get_object()
+        get_data = getattr(stream, "get_data", None)
+        if get_data is not None:
+            total += len(get_data())
+    return total
 
 
 def page_of(page_starts: list[int], offset: int) -> int:

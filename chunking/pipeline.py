@@ -10,6 +10,8 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import itertools
+import re
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -36,8 +38,16 @@ from chunkyard.chunking.dataset import (
     version_dir,
     write_part,
 )
+from chunkyard.chunking.deadline import DocumentTimeout, deadline_at
 from chunkyard.chunking.decisions import read_constraints
-from chunkyard.chunking.documents import Document, Skipped, SourceFile, discover, read_document
+from chunkyard.chunking.documents import (
+    Document,
+    Skipped,
+    SourceFile,
+    describe_exception,
+    discover,
+    read_document,
+)
 from chunkyard.chunking.errors import DatasetError, MissingExtra, UsageError
 from chunkyard.chunking.findings import break_met, keep_met
 from chunkyard.chunking.ledger import LEDGER_FILE
@@ -111,19 +121,68 @@ def check_paths(config: Config, source: Path | None = None,
         raise RunRefused(f"source {source_dir} is a file; source.path must name a folder of documents",
                          "source.path")
     if not source_dir.is_dir():
+        if source_dir.exists():  # a FIFO, a device, a socket: never opened
+            raise RunRefused(f"source {source_dir} is not a folder (a FIFO, device or socket); source.path must "
+                             "name a folder of documents", "source.path")
         raise RunRefused(f"source folder not found: {source_dir}", "source.path")
+    pseudo = pseudo_filesystem(source_dir)
+    if pseudo:
+        raise RunRefused(f"source {source_dir} is on the {pseudo} pseudo-filesystem (kernel and device files, not "
+                         "documents); source.path must name a folder of documents", "source.path")
     if isinstance(output_dir, StoragePath):
         return source_dir, output_dir
     output_dir = output_dir.resolve()
     if output_dir.exists() and not output_dir.is_dir():
         raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (it is created if missing)",
                          "output.path")
+    if output_dir.parent == output_dir:
+        raise RunRefused(f"output {output_dir} is the root of the filesystem; output.path must name a folder for "
+                         "the datasets", "output.path")
+    pseudo = pseudo_filesystem(output_dir)
+    if pseudo:
+        raise RunRefused(f"output {output_dir} is on the {pseudo} pseudo-filesystem; output.path must name a folder "
+                         "for the datasets", "output.path")
     if output_dir == source_dir or output_dir.is_relative_to(source_dir):
         raise RunRefused(
             f"output folder {output_dir} is inside the source folder {source_dir}: "
             "the run would chunk its own output; choose an output folder outside the source", "output.path"
         )
+    if source_dir.is_relative_to(output_dir):
+        raise RunRefused(
+            f"source folder {source_dir} is inside the output folder {output_dir}: datasets would be written "
+            "among the documents (and a dataset folder could shadow them); choose folders apart", "source.path"
+        )
     return source_dir, output_dir
+
+
+# Kernel and device filesystems: their files are not documents, and some never end (/proc/kmsg).
+PSEUDO_FILESYSTEMS = {"proc", "sysfs", "devtmpfs", "devpts", "debugfs", "tracefs", "securityfs", "cgroup",
+                      "cgroup2", "pstore", "bpf", "configfs", "fusectl", "mqueue", "hugetlbfs", "efivarfs",
+                      "binfmt_misc", "autofs", "rpc_pipefs", "nsfs"}
+
+
+def pseudo_filesystem(path: Path) -> str | None:
+    """The type of the pseudo-filesystem ``path`` (resolved) is on, or None (from /proc/self/mountinfo;
+    None where that cannot be read)."""
+    try:
+        mounts = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    best, best_type = "", None
+    target = str(path)
+    for line in mounts:
+        fields = line.split(" ")
+        try:
+            separator = fields.index("-")
+            mount_point, fs_type = fields[4], fields[separator + 1]
+        except (ValueError, IndexError):
+            continue
+        # Mount points escape spaces and the like as octal (\040).
+        mount_point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), mount_point)
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):
+            best, best_type = mount_point, fs_type
+    return best_type if best_type in PSEUDO_FILESYSTEMS else None
 
 
 def check_run(config: Config, source: Path | None = None, output: str | Location | None = None) -> Snapshot | None:
@@ -259,7 +318,8 @@ def carried_constraints(previous: Snapshot, doc_ids: Iterable[str]) -> list[dict
 def discover_files(context: RunContext) -> Iterator[SourceFile | Skipped]:
     source = context.config.model.source
     skip = (context.output_dir,) if isinstance(context.output_dir, Path) else ()
-    return discover(context.source_dir, source.include, source.exclude, skip_dirs=skip)
+    return discover(context.source_dir, source.include, source.exclude, skip_dirs=skip,
+                    follow_links=source.follow_links)
 
 
 @dataclass
@@ -396,16 +456,28 @@ def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str,
     its bytes are the ones they were made on, re-anchored by their text otherwise, or stale.
     """
     result, rows = _new_batch()
+    limits = config.model.limits
     for source_file in files:
-        document = read_document(source_file.path, source_file.doc_id)
-        if isinstance(document, Skipped):
-            result.skipped.append(document)
-            continue
-        result.n_bytes += document.n_bytes
-        if previous_sha.get(document.doc_id) == document.sha256:
-            result.reused.append(document.doc_id)
-            continue
-        _chunk_document(config, document, (constraints or {}).get(document.doc_id, []), result, rows)
+        # One deadline for reading, extracting and chunking the document (chunkyard.chunking.deadline);
+        # whatever goes wrong with one document, of any exception type, is that document's skip.
+        expires = time.monotonic() + limits.document_seconds
+        try:
+            with deadline_at(expires):
+                document = read_document(source_file.path, source_file.doc_id, limits, source_file.identity)
+            if isinstance(document, Skipped):
+                result.skipped.append(document)
+                continue
+            result.n_bytes += document.n_bytes
+            if previous_sha.get(document.doc_id) == document.sha256:
+                result.reused.append(document.doc_id)
+                continue
+            _chunk_document(config, document, (constraints or {}).get(document.doc_id, []), result, rows, expires)
+        except DocumentTimeout:
+            result.skipped.append(Skipped(source_file.doc_id, f"abandoned: still being read or chunked after "
+                                                              f"{limits.document_seconds:g} s (limits.document_seconds)",
+                                          keep_previous=True))
+        except Exception as exc:
+            result.skipped.append(Skipped(source_file.doc_id, f"failed: {describe_exception(exc)}", keep_previous=True))
     result.documents, result.chunks = rows.tables()
     return result
 
@@ -429,25 +501,29 @@ def _new_batch() -> tuple[BatchResult, BatchRows]:
 
 
 def _chunk_document(config: Config, document: Document, constraints: list[Constraint], result: BatchResult,
-                    rows: BatchRows) -> None:
-    """Chunk one document under its constraints and add its rows (or a skip) to the batch."""
+                    rows: BatchRows, expires: float | None = None) -> None:
+    """Chunk one document under its constraints and add its rows (or a skip) to the batch.
+
+    Placing the constraints and chunking run under the deadline ``expires``, before any row is added,
+    so an abandoned or failed document never leaves a partial row behind."""
     settings = config.settings_for(document.doc_id)
-    placed = [(constraint, place(constraint, document.text, document.sha256)) for constraint in constraints]
     try:
-        chunked = split_document(document.text, settings, document.doc_id, base_dir=config.base_dir,
-                                 title=document.title or None,
-                                 constraints=[placement for _, placement in placed if placement is not None])
+        with deadline_at(expires):
+            placed = [(constraint, place(constraint, document.text, document.sha256)) for constraint in constraints]
+            chunked = split_document(document.text, settings, document.doc_id, base_dir=config.base_dir,
+                                     title=document.title or None,
+                                     constraints=[placement for _, placement in placed if placement is not None])
+            spans = [Span(c.start, c.end, c.size) for c in chunked.chunks] if placed else []
+            outcomes = [_constraint_outcome(document, constraint, placement, spans) for constraint, placement in placed]
     except MissingExtra as exc:  # e.g. a JavaScript file without the code extra: say what to install
         result.skipped.append(Skipped(document.doc_id, str(exc), keep_previous=True))
         return
     except Exception as exc:  # a bug or a pathological file must not sink the whole run
-        result.skipped.append(Skipped(document.doc_id, f"chunking failed: {type(exc).__name__}: {exc}",
+        result.skipped.append(Skipped(document.doc_id, f"chunking failed: {describe_exception(exc)}",
                                       keep_previous=True))
         return
     result.chunked.append(document.doc_id)
-    spans = [Span(c.start, c.end, c.size) for c in chunked.chunks] if placed else []
-    for constraint, placement in placed:
-        result.constraints.append(_constraint_outcome(document, constraint, placement, spans))
+    result.constraints.extend(outcomes)
     for chunk in chunked.chunks:
         if chunk.over_budget_reason:
             result.over_budget[(document.doc_id, chunk.index)] = chunk.over_budget_reason
@@ -544,7 +620,8 @@ class RunStats:
 
     documents: int = 0
     chunks: int = 0
-    n_bytes: int = 0
+    n_bytes: int = 0  # source bytes read
+    text_chars: int = 0  # characters of extracted text the snapshot stores (a DOCX's bytes are not its size)
     reused: list[str] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
@@ -571,6 +648,8 @@ class RunStats:
     def add(self, documents: pa.Table, chunks: pa.Table, reasons: dict[tuple[str, int], str] | None = None) -> None:
         self.documents += documents.num_rows
         self.chunks += chunks.num_rows
+        if documents.num_rows and "n_chars" in documents.column_names:
+            self.text_chars += int(pc.sum(documents.column("n_chars")).as_py() or 0)
         self.seen.update(documents.column("doc_id").to_pylist())
         for doc_id, strategy in zip(documents.column("doc_id").to_pylist(),
                                     documents.column("strategy").to_pylist(), strict=True):
@@ -665,6 +744,7 @@ def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: lis
             "documents": stats.documents,
             "chunks": stats.chunks,
             "bytes": stats.n_bytes,
+            "text_chars": stats.text_chars,
             "reused": len(stats.reused),
             "new": len(stats.new),
             "changed": len(stats.changed),

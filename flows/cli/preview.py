@@ -62,7 +62,7 @@ def cmd_preview(args: argparse.Namespace, session: Session) -> int:
         if not config.is_included(doc_id):
             print(f"chunkyard: note: {doc_id} is not in the dataset (source.include/exclude leave it out); "
                   "a run would not chunk it", file=sys.stderr)
-    document = read_document(path, doc_id)
+    document = read_document(path, doc_id, config.model.limits)
     if isinstance(document, Skipped):
         raise ChunkyardError(f"{args.file}: skipped: {document.reason}")
     settings = config.settings_for(doc_id)

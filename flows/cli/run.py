@@ -101,7 +101,8 @@ def print_summary(snapshot: Any, manifest: dict[str, Any], elapsed: float) -> No
     print(f"Wrote {snapshot} ({manifest['kind']} snapshot {manifest['snapshot']} of "
           f"{manifest['name']} v{manifest['version']}) in {elapsed:.1f} s")
     print(f"  documents: {counts['documents']} ({counts['new']} new, {counts['changed']} changed, "
-          f"{counts['reused']} reused, {counts['removed']} removed), {mb:.1f} MB")
+          f"{counts['reused']} reused, {counts['removed']} removed), {mb:.1f} MB read, "
+          f"{counts.get('text_chars', 0) / 1e6:.1f} M characters of text")
     print(f"  chunks:    {counts['chunks']}")
     if counts["skipped"]:
         print(f"  skipped:   {counts['skipped']} (reasons in manifest.json)")

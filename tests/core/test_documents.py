@@ -5,10 +5,12 @@ from __future__ import annotations
 import codecs
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from chunkyard.chunking import documents as documents_module
 from chunkyard.chunking.documents import (
     Document,
     Skipped,
@@ -213,7 +215,7 @@ def test_unreadable_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def denied(self: Path) -> bytes:
         raise PermissionError(13, "Permission denied", str(self))
 
-    monkeypatch.setattr(Path, "read_bytes", denied)
+    monkeypatch.setattr(documents_module, "_read_checked", lambda path, identity, limits: denied(path))
     assert read_document(path, "secret.md") == Skipped("secret.md", "permission denied", keep_previous=True)
 
 
@@ -228,7 +230,8 @@ def test_unreadable_folder_is_reported(tmp_path: Path, monkeypatch: pytest.Monke
 
     monkeypatch.setattr(os, "scandir", scandir)
     items = list(discover(tmp_path, ["**/*"], []))
-    assert SourceFile("open/a.md", tmp_path / "open" / "a.md", 1) in items
+    assert ("open/a.md", tmp_path / "open" / "a.md", 1) in [(i.doc_id, i.path, i.size) for i in items
+                                                             if isinstance(i, SourceFile)]
     assert Skipped("locked", "unreadable folder: Permission denied", keep_previous=True, folder=True) in items
 
 
@@ -279,7 +282,7 @@ def test_a_transient_read_error_is_retried(tmp_path, monkeypatch):
             raise OSError(_errno.EIO, "Input/output error", str(self))
         return real(self)
 
-    monkeypatch.setattr(Path, "read_bytes", flaky)
+    monkeypatch.setattr(documents_module, "_read_checked", lambda path, identity, limits: flaky(path))
     document = documents.read_document(path, "flaky.md")
     assert not isinstance(document, documents.Skipped) and len(calls) == 2
 
@@ -295,7 +298,7 @@ def test_a_persistent_read_error_is_skipped_with_the_attempts(tmp_path, monkeypa
     def broken(self):
         raise OSError(_errno.EIO, "Input/output error", str(self))
 
-    monkeypatch.setattr(Path, "read_bytes", broken)
+    monkeypatch.setattr(documents_module, "_read_checked", lambda path, identity, limits: broken(path))
     monkeypatch.setattr(documents.time, "sleep", lambda seconds: None)
     skipped = documents.read_document(path, "broken.md")
     assert isinstance(skipped, documents.Skipped)
@@ -317,10 +320,196 @@ def test_a_file_that_could_not_be_read_keeps_its_previous_chunks_unless_it_is_go
     def failing(self):
         raise OSError(getattr(_errno, code), "failed", str(self))
 
-    monkeypatch.setattr(Path, "read_bytes", failing)
+    monkeypatch.setattr(documents_module, "_read_checked", lambda path, identity, limits: failing(path))
     monkeypatch.setattr(documents.time, "sleep", lambda seconds: None)
     skipped = documents.read_document(path, "doc.md")
     assert isinstance(skipped, documents.Skipped) and skipped.keep_previous is keep
     monkeypatch.undo()
     path.write_bytes(b"")
     assert documents.read_document(path, "doc.md").keep_previous is False
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 20: nothing from outside the source, nothing that blocks
+
+
+def _read_all(items: list[SourceFile | Skipped]) -> dict[str, Document | Skipped]:
+    return {item.doc_id: (item if isinstance(item, Skipped) else read_document(item.path, item.doc_id,
+                                                                                identity=item.identity))
+            for item in items}
+
+
+def test_links_out_of_the_source_and_to_special_files_are_skipped_never_read(tmp_path: Path) -> None:
+    source, outside = tmp_path / "src", tmp_path / "outside"
+    make_tree(source, {"real/a.md": "# A\n"})
+    make_tree(outside, {"secret.md": "SECRET"})
+    links = {"passwd.txt": Path("/etc/passwd"), "s.md": outside / "secret.md", "zero.txt": Path("/dev/zero"),
+             "kmsg.txt": Path("/proc/kmsg"), "maps.txt": Path("/proc/self/maps"), "inside.md": source / "real" / "a.md",
+             "up.md": Path("../outside/secret.md")}
+    for name, target in links.items():
+        (source / name).symlink_to(target)
+    items = _discover_with_timeout(source)
+    results = _read_all(items)
+    for name in ("passwd.txt", "s.md", "zero.txt", "maps.txt", "up.md"):
+        result = results[name]
+        assert isinstance(result, Skipped) and result.reason.startswith("symbolic link to /") \
+            and result.reason.endswith(", outside the source folder (not read)") and not result.keep_previous, name
+    assert results["s.md"].reason == f"symbolic link to {outside / 'secret.md'}, outside the source folder (not read)"
+    assert isinstance(results["kmsg.txt"], Skipped)  # outside, or a broken link where /proc/kmsg is absent
+    inside = results["inside.md"]
+    assert isinstance(inside, Document) and inside.text == "# A\n" and inside.doc_id == "inside.md"
+
+
+def test_follow_links_never_skips_every_file_link(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"a.md": "# A\n"})
+    (tmp_path / "alias.md").symlink_to(tmp_path / "a.md")
+    items = list(discover(tmp_path, ["**/*"], [], follow_links="never"))
+    assert Skipped("alias.md", "symbolic link (not read: source.follow_links is never)") in items
+    assert [i.doc_id for i in items if isinstance(i, SourceFile)] == ["a.md"]
+
+
+def test_special_files_inside_the_source_are_never_opened(tmp_path: Path) -> None:
+    import socket
+    import stat as stat_module
+
+    os.mkfifo(tmp_path / "fifo.md")
+    expected = {"fifo.md"}
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(tmp_path / "sock.md"))
+        expected.add("sock.md")
+    except OSError:
+        pass
+    finally:
+        server.close()
+    try:
+        os.mknod(tmp_path / "zero.md", stat_module.S_IFCHR | 0o600, os.makedev(1, 5))
+        expected.add("zero.md")
+    except OSError:  # not root
+        pass
+    items = _discover_with_timeout(tmp_path)
+    assert {i.doc_id: i.reason for i in items} == dict.fromkeys(expected, "not a regular file")
+
+
+def _read_with_timeout(item: SourceFile, seconds: float = 5) -> Document | Skipped:
+    result: list[Document | Skipped] = []
+    worker = threading.Thread(target=lambda: result.append(read_document(item.path, item.doc_id,
+                                                                         identity=item.identity)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), "reading waited on the file"
+    return result[0]
+
+
+def test_a_file_swapped_for_a_fifo_after_discovery_is_skipped_never_waited_on(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"a.md": "# A\n"})
+    [item] = list(discover(tmp_path, ["**/*"], []))
+    (tmp_path / "a.md").unlink()
+    os.mkfifo(tmp_path / "a.md")
+    assert _read_with_timeout(item) == Skipped("a.md", "not a regular file (it was replaced after discovery)",
+                                               keep_previous=True)
+
+
+def test_a_file_swapped_for_a_link_or_another_file_after_discovery_is_skipped(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    make_tree(source, {"a.md": "# A\n", "b.md": "# B\n", "docs/c.md": "# C\n"})
+    make_tree(tmp_path, {"secret.md": "SECRET"})
+    items = {i.doc_id: i for i in discover(source, ["**/*"], []) if isinstance(i, SourceFile)}
+    (source / "a.md").unlink()
+    (source / "a.md").symlink_to(tmp_path / "secret.md")  # O_NOFOLLOW: never opened through the link
+    assert _read_with_timeout(items["a.md"]) == Skipped(
+        "a.md", "became a symbolic link between discovery and reading (not read)", keep_previous=True)
+    (source / "b.new").write_text("other text")  # written while b.md exists: another inode
+    os.replace(source / "b.new", source / "b.md")
+    assert _read_with_timeout(items["b.md"]).reason == "replaced by another file between discovery and reading (not read)"
+    # A folder on the path replaced by a link to the same folder: same inode, another path.
+    (source / "docs").rename(source / "docs2")
+    (source / "docs").symlink_to(source / "docs2", target_is_directory=True)
+    result = _read_with_timeout(items["docs/c.md"])
+    assert isinstance(result, Skipped) and result.reason.startswith("moved, or a folder on its path was replaced")
+
+
+def test_a_file_flipped_between_regular_file_fifo_and_link_never_hangs_or_leaks(tmp_path: Path) -> None:
+    """The race script of the issue: a thread replaces the file again and again (a regular file, a FIFO,
+    a link to a secret) while it is discovered and read; every read ends at once with the file's own
+    text or a skip, never the secret."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (tmp_path / "secret.md").write_text("SECRET")
+    target = source / "flip.md"
+    target.write_text("# Own text\n")
+    stop = threading.Event()
+
+    def flipper() -> None:
+        step = 0
+        while not stop.is_set():
+            spare = source / f".spare-{step}"
+            try:
+                if step % 3 == 0:
+                    spare.write_text("# Own text\n")
+                elif step % 3 == 1:
+                    os.mkfifo(spare)
+                else:
+                    spare.symlink_to(tmp_path / "secret.md")
+                os.replace(spare, target)
+            except OSError:
+                pass
+            step += 1
+
+    thread = threading.Thread(target=flipper, daemon=True)
+    thread.start()
+    try:
+        outcomes: set[str] = set()
+        rounds, give_up = 0, time.monotonic() + 20
+        while (rounds < 300 or len(outcomes) < 3) and time.monotonic() < give_up:
+            rounds += 1
+            time.sleep(0.0005)  # let the flipper run between rounds
+            for item in discover(source, ["*.md"], []):
+                result = item if isinstance(item, Skipped) else _read_with_timeout(item)
+                if isinstance(result, Document):
+                    assert result.text == "# Own text\n"
+                    outcomes.add("document")
+                else:
+                    assert "SECRET" not in result.reason
+                    outcomes.add(result.reason)
+    finally:
+        stop.set()
+        thread.join(5)
+    assert "document" in outcomes and len(outcomes) > 1, outcomes
+
+
+def test_only_what_fstat_promised_is_read_and_max_file_mb_is_checked_first(tmp_path: Path) -> None:
+    from chunkyard.chunking.config import LimitsConfig
+
+    make_tree(tmp_path, {"big.md": "x" * 2_000_001, "ok.md": "# ok\n"})
+    limits = LimitsConfig(max_file_mb=2)
+    items = {i.doc_id: i for i in discover(tmp_path, ["**/*"], [])}
+    assert read_document(items["big.md"].path, "big.md", limits, items["big.md"].identity) == Skipped(
+        "big.md", "file of 2.0 MB is over limits.max_file_mb (2 MB)")
+    assert isinstance(read_document(items["ok.md"].path, "ok.md", limits, items["ok.md"].identity), Document)
+    text = read_document(tmp_path / "big.md", "big.md", LimitsConfig(max_text_mb=1))
+    assert text == Skipped("big.md", "extracted text of 2.0 million characters is over limits.max_text_mb (1)")
+
+
+def test_an_exception_of_any_type_in_extraction_is_a_skip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_tree(tmp_path, {"page.html": "<p>x</p>"})
+
+    def broken(text: str) -> None:
+        raise LookupError("unknown encoding: rot13")
+
+    monkeypatch.setattr("chunkyard.chunking.html.extract_html", broken)
+    result = read_document(tmp_path / "page.html", "page.html")
+    assert result == Skipped("page.html", "extraction failed: LookupError: unknown encoding: rot13", keep_previous=True)
+
+
+def test_a_link_inside_the_source_to_a_hidden_or_excluded_file_is_not_read(tmp_path: Path) -> None:
+    """Hidden files and excluded paths are never read: not through a link either."""
+    make_tree(tmp_path, {".git/config": "[remote] token=SECRET", "drafts/secret.md": "SECRET", "ok.md": "# ok"})
+    (tmp_path / "git.md").symlink_to(tmp_path / ".git" / "config")
+    (tmp_path / "draft.md").symlink_to(tmp_path / "drafts" / "secret.md")
+    (tmp_path / "alias.md").symlink_to(tmp_path / "ok.md")
+    items = {i.doc_id: i for i in discover(tmp_path, ["**/*"], ["drafts/**"])}
+    assert items["git.md"] == Skipped("git.md", "symbolic link to the hidden file .git/config (not read)")
+    assert items["draft.md"] == Skipped(
+        "draft.md", "symbolic link to drafts/secret.md, which source.exclude leaves out (not read)")
+    assert isinstance(items["alias.md"], SourceFile) and items["alias.md"].path == tmp_path / "ok.md"

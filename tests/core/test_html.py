@@ -530,7 +530,8 @@ def test_an_xml_declaration_names_the_charset_of_xhtml() -> None:
 @pytest.mark.parametrize(("raw", "reason"), [
     ("<p>café</p>".encode("cp1252"), "not valid UTF-8 at byte 6 and no charset is declared"),
     ('<meta charset="bogus-8"><p>café</p>'.encode("cp1252"),
-     "not valid UTF-8 at byte 30, and its declared charset 'bogus-8' is unknown"),
+     "not valid UTF-8 at byte 30, and its declared charset 'bogus-8' is unknown (not a label of the WHATWG "
+     "Encoding Standard)"),
     ('<meta charset="utf-16"><p>café</p>'.encode("cp1252"),
      "not valid UTF-8 at byte 29, and its declared charset 'utf-16' is read as UTF-8 (UTF-16 needs a "
      "byte-order mark)"),
@@ -542,6 +543,30 @@ def test_undecodable_html_is_skipped_with_the_reason(raw: bytes, reason: str) ->
     from chunkyard.chunking.documents import Skipped, document_from_bytes
 
     assert document_from_bytes(raw, "page.html") == Skipped("page.html", reason)
+
+
+@pytest.mark.parametrize("codec", ["rot13", "rot_13", "bz2", "zlib", "base64", "hex", "uu", "quopri",
+                                   "unicode_escape", "raw_unicode_escape", "punycode", "idna", "utf-7",
+                                   "x-user-defined", "undefined", "mbcs"])
+def test_a_charset_that_is_not_a_text_encoding_is_refused_not_raised(codec: str) -> None:
+    """A 131-byte page declaring ``rot13`` (or another Python codec that is not a text encoding) raised
+    LookupError, which failed the whole run after its retries; only WHATWG labels are decoded."""
+    from chunkyard.chunking.documents import Skipped, document_from_bytes
+
+    raw = f'<html><head><meta charset="{codec}"></head><body><p>caf\xe9</p></body></html>'.encode("latin-1")
+    result = document_from_bytes(raw, "page.html")
+    assert isinstance(result, Skipped) and f"its declared charset {codec!r} is unknown" in result.reason
+    xml = f'<?xml version="1.0" encoding="{codec}"?><html><body><p>caf\xe9</p></body></html>'.encode("latin-1")
+    assert isinstance(document_from_bytes(xml, "page.xhtml"), Skipped)
+
+
+def test_the_replacement_encodings_are_refused_as_browsers_do() -> None:
+    from chunkyard.chunking.documents import Skipped, document_from_bytes
+
+    raw = '<meta charset="iso-2022-kr"><p>caf\xe9</p>'.encode("latin-1")
+    assert document_from_bytes(raw, "page.html") == Skipped(
+        "page.html", "not valid UTF-8 at byte 34, and its declared charset 'iso-2022-kr' is one browsers refuse to "
+                     "decode")
 
 
 def test_a_declared_charset_never_overrides_valid_utf8_and_markdown_is_never_guessed() -> None:

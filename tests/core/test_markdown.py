@@ -8,6 +8,7 @@ excluded, recorded, and gives the title.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -400,8 +401,31 @@ def test_front_matter_with_invalid_yaml_is_still_excluded() -> None:
     result = split_document(text, {"strategy": "markdown", "unit": "chars", "max_size": 200})
     assert result.exclusions == [(0, text.index("# Real"), "front_matter")]
     assert result.title == "Real Title"
-    assert result.metadata == {"front_matter_error": "invalid YAML in the front matter at line 3: expected ',' or "
-                                                     "']', but got '<stream end>'; not used"}
+    # libyaml's wording (front matter is parsed with yaml.CSafeLoader), PyYAML's without it.
+    assert result.metadata["front_matter_error"] in (
+        "invalid YAML in the front matter at line 3: did not find expected ',' or ']'; not used",
+        "invalid YAML in the front matter at line 3: expected ',' or ']', but got '<stream end>'; not used")
+    assert list(result.metadata) == ["front_matter_error"]
+
+
+def test_a_front_matter_alias_bomb_is_refused_at_once_and_its_metadata_dropped() -> None:
+    """Nested ``&a``/``*a`` lists (461 bytes) expanded to millions of nodes in ``metadata_json`` (the run
+    was killed at 150 s); now the expansion is measured on the node graph and refused with its line."""
+    lines = ["---", 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=True):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
+    text = "\n".join(lines) + "\n---\n# Title\n\nBody text.\n"
+    started = time.perf_counter()
+    result = split_document(text, {"strategy": "markdown", "unit": "chars", "max_size": 200})
+    assert time.perf_counter() - started < 1.0
+    assert result.exclusions == [(0, text.index("# Title"), "front_matter")]
+    error = result.metadata["front_matter_error"]
+    assert error.startswith("front matter at line 6: YAML aliases expand this to more than 65,536") and "not used" in error
+    assert list(result.metadata) == ["front_matter_error"]
+    # A modest use of aliases is still metadata.
+    small = "---\nbase: &b {lang: en}\npage: *b\n---\n# T\n\nBody.\n"
+    assert split_document(small, {"strategy": "markdown", "unit": "chars", "max_size": 200}).metadata == {
+        "base": {"lang": "en"}, "page": {"lang": "en"}}
 
 
 def test_front_matter_with_crlf() -> None:

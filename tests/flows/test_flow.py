@@ -88,10 +88,10 @@ def test_a_file_that_cannot_be_read_keeps_its_previous_chunks(prefect_server, tm
     (source / unreadable).write_text("changed, but unreadable this time\n", encoding="utf-8")
     (source / "support" / "faq.md").write_text("", encoding="utf-8")  # read, and empty: removed
 
-    def flaky(path, doc_id):
+    def flaky(path, doc_id, *args):
         if doc_id == unreadable:
             return Skipped(doc_id, "unreadable: Input/output error (after 3 attempts)", keep_previous=True)
-        return read_document(path, doc_id)
+        return read_document(path, doc_id, *args)
 
     monkeypatch.setattr(pipeline, "read_document", flaky)
     assert run_cli("run", str(config)) == 3  # completed with skips

@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from chunkyard.chunking.config import load_config
+from chunkyard.chunking.errors import ConfigError, ConfigIssue
 
 from support.configs import BASE, write
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def issues_of(path: Path) -> list[ConfigIssue]:
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    return caught.value.issues
 
 
 def validate(path: Path) -> subprocess.CompletedProcess[str]:
@@ -59,6 +67,67 @@ def test_cli_validate_reports_folders_run_would_refuse(tmp_path: Path, source: s
     assert result.returncode == 2, result.stdout
     [message] = result.stderr.strip().splitlines()
     assert message.startswith(f"chunkyard: {path}:{line}: {field}: ") and problem in message
+
+
+@pytest.mark.parametrize(("source", "output", "line", "field", "problem"), [
+    ("docs", "/", 4, "output.path", "is the root of the filesystem"),
+    ("/proc", "out", 3, "source.path", "is on the proc pseudo-filesystem"),
+    ("/sys", "out", 3, "source.path", "is on the sysfs pseudo-filesystem"),
+    ("docs", "/proc/self", 4, "output.path", "is on the proc pseudo-filesystem"),
+    ("datasets/docs", "datasets", 3, "source.path", "is inside the output folder"),
+    ("pipe", "out", 3, "source.path", "is not a folder (a FIFO, device or socket)"),
+])
+def test_cli_validate_and_run_refuse_dangerous_folders(tmp_path: Path, source: str, output: str, line: int,
+                                                       field: str, problem: str) -> None:
+    """Issue 20: ``output.path: /``, ``source.path: /proc``, a source inside the output and a FIFO as the
+    source (it said "not found") are refused with the line by ``validate``, and by ``run`` (exit 2)."""
+    import os
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "datasets" / "docs").mkdir(parents=True)
+    os.mkfifo(tmp_path / "pipe")
+    path = write(tmp_path, f"name: kb\nversion: 1\nsource: {{path: {source}}}\noutput: {{path: {output}}}\n")
+    result = validate(path)
+    assert result.returncode == 2, result.stdout
+    [message] = result.stderr.strip().splitlines()
+    assert message.startswith(f"chunkyard: {path}:{line}: {field}: ") and problem in message, message
+    run = subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "run", str(path)], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2 and problem in run.stderr, run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def _alias_bomb(fan_out: int = 9) -> str:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    names = "abcdefghi"
+    for previous, name in zip(names, names[1:fan_out], strict=False):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_config_is_refused_at_once_with_its_line(tmp_path: Path) -> None:
+    """A 590-byte config whose aliases fan out 9 × 9 ran ``validate`` past 90 s (6.56 GB and MemoryError
+    when a rule referenced it); its expansion is measured on the node graph and refused with the line."""
+    import time
+
+    bomb = _alias_bomb()
+    text = "name: kb\nversion: 1\nsource: {path: docs}\nx:\n" + textwrap.indent(bomb, "  ")
+    path = write(tmp_path, text)
+    started = time.perf_counter()
+    issues = issues_of(path)
+    assert time.perf_counter() - started < 0.5
+    [issue] = issues
+    assert issue.line == 9 and "YAML aliases expand this to more than 100,000" in issue.message
+    # Referenced from a rule, where it would be deep-merged into the settings.
+    rule = text + "rules:\n  - match: '*.md'\n    chunker: {extra: *i}\n"
+    [issue] = issues_of(write(tmp_path, rule))
+    assert issue.line == 9
+    result = validate(path)
+    assert result.returncode == 2 and f"{path}:9: invalid YAML: YAML aliases expand" in result.stderr
+    # Aliases used as intended still load.
+    fine = text.replace("x:\n" + textwrap.indent(bomb, "  "), "chunker: &d {strategy: recursive, unit: chars}\n"
+                        "rules: [{match: '*.md', chunker: *d}]\n")
+    assert load_config(write(tmp_path, fine)).settings_for("a.md").strategy == "recursive"
 
 
 def test_cli_validate_malformed_yaml(tmp_path: Path) -> None:
