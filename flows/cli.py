@@ -206,6 +206,12 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--refresh", action="store_true",
                           help="run the chunking flow even when a snapshot with the config's hash exists")
     evaluate.set_defaults(handler=cmd_eval)
+
+    # --- sync and prune (issue 24): their own module; to move into the flows/cli/ package as is.
+    from chunkyard.flows.sync_commands import add_parsers as add_sync_parsers
+
+    add_sync_parsers(sub)
+    # --- end of sync and prune
     return parser
 
 
