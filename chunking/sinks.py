@@ -44,6 +44,11 @@ def row_hash(row: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def stored_hashes(rows: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """``chunk_id -> (embed_hash, row_hash)`` of rows read back from a store (``CONTENT_COLUMNS``)."""
+    return {row["chunk_id"]: (row["embed_hash"], row["row_hash"]) for row in with_hashes(rows)}
+
+
 def with_hashes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Export rows (``op`` dropped) with ``embed_hash`` and ``row_hash`` added."""
     out = []
@@ -65,7 +70,8 @@ class Sink(Protocol):
         ...
 
     def ids_and_hashes(self) -> dict[str, tuple[str, str]]:
-        """Every stored ``chunk_id`` with its ``(embed_hash, row_hash)``; empty when the table is absent."""
+        """Every stored ``chunk_id`` with ``(embed_hash, row_hash)`` computed from the stored columns (not
+        read from the hash columns, so an edit behind chunkyard's back shows); empty when the table is absent."""
         ...
 
     def upsert(self, rows: list[dict[str, Any]], vectors: np.ndarray) -> None:
@@ -131,10 +137,7 @@ class LanceSink:
     def ids_and_hashes(self) -> dict[str, tuple[str, str]]:
         if self._table is None:
             return {}
-        table = self._table.search().select(["chunk_id", *HASH_COLUMNS]).limit(None).to_arrow()
-        return dict(zip(table.column("chunk_id").to_pylist(),
-                        zip(table.column("embed_hash").to_pylist(), table.column("row_hash").to_pylist(),
-                            strict=True), strict=True))
+        return stored_hashes(self._table.search().select(CONTENT_COLUMNS).limit(None).to_arrow().to_pylist())
 
     def upsert(self, rows: list[dict[str, Any]], vectors: np.ndarray) -> None:
         if not rows:
@@ -222,13 +225,15 @@ class PgvectorSink:
 
     def ids_and_hashes(self) -> dict[str, tuple[str, str]]:
         from psycopg import sql
+        from psycopg.rows import dict_row
 
         def read() -> dict[str, tuple[str, str]]:
             if not self._exists():
                 return {}
-            rows = self._conn.execute(sql.SQL("SELECT chunk_id, embed_hash, row_hash FROM {}").format(
-                sql.Identifier(self.table_name))).fetchall()
-            return {cid: (embed, whole) for cid, embed, whole in rows}
+            with self._conn.cursor(row_factory=dict_row) as cursor:
+                cursor.execute(sql.SQL("SELECT {} FROM {}").format(
+                    sql.SQL(", ").join(map(sql.Identifier, CONTENT_COLUMNS)), sql.Identifier(self.table_name)))
+                return stored_hashes(list(cursor.fetchall()))
 
         return self._run("cannot read", read)
 

@@ -9,6 +9,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -89,21 +90,22 @@ def _unprivileged() -> list[str]:
 
 
 @contextlib.contextmanager
-def postgres(folder: Path) -> Iterator[str]:
-    """A PostgreSQL server with pgvector on a socket in ``folder``; yields its DSN; stopped on exit."""
+def postgres() -> Iterator[str]:
+    """A PostgreSQL server with pgvector on a socket in a new folder of /tmp; yields its DSN; stopped
+    and removed on exit. Not under pytest's basetemp: pytest takes the other users' access to that
+    folder away when another session starts, and the server runs as another user."""
     binaries = pg_binaries()
     assert binaries is not None
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="chunkyard-pg-"))
     data = folder / "data"
     as_user = _unprivileged()
     if as_user:
         os.chmod(folder, 0o777)
-        for parent in folder.parents:  # the unprivileged user must reach the socket folder
-            if parent == Path("/") or os.stat(parent).st_mode & 0o001:
-                break
-            os.chmod(parent, os.stat(parent).st_mode | 0o001)
-    subprocess.run(as_user + [str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-                              "-E", "UTF8"], check=True, capture_output=True)
+    done = subprocess.run(as_user + [str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+                                     "-E", "UTF8"], capture_output=True, text=True)
+    if done.returncode:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise RuntimeError(f"initdb failed ({done.returncode}): {done.stdout[-1000:]} {done.stderr[-2000:]}")
     log = open(folder / "postgres.log", "wb")
     server = subprocess.Popen(as_user + [str(binaries / "postgres"), "-D", str(data), "-k", str(folder),
                                          "-c", "listen_addresses=", "-p", "5432", "-c", "fsync=off"],
@@ -131,3 +133,4 @@ def postgres(folder: Path) -> Iterator[str]:
             server.kill()
             server.wait()
         log.close()
+        shutil.rmtree(folder, ignore_errors=True)
