@@ -240,11 +240,11 @@ def _local(command: str):
 def cmd_validate(args: argparse.Namespace) -> int:
     from chunkyard.chunking.config import field_line
     from chunkyard.chunking.errors import ConfigError, ConfigIssue
-    from chunkyard.chunking.pipeline import RunRefused, check_paths
+    from chunkyard.chunking.pipeline import RunRefused, check_run
 
     config = _load(args.config)
-    try:  # the folders `run` would refuse before any work: missing, a file, output inside source
-        check_paths(config)
+    try:  # what `run` would refuse before any work: the folders, and the datasets already written
+        check_run(config)  # (a config changed under a version that has snapshots)
     except RunRefused as exc:
         line = field_line(config.text, exc.field) if exc.field else None
         raise ConfigError([ConfigIssue(str(args.config), line, exc.field, str(exc))]) from None
@@ -422,6 +422,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             run_module.progress_hook = None
     elapsed = time.perf_counter() - started
     manifest = result.manifest
+    if not result.published:
+        if args.json:
+            print(json.dumps({"name": manifest["name"], "version": manifest["version"], "published": False,
+                              "path": str(result.snapshot), "seconds": round(elapsed, 3)}, ensure_ascii=False))
+        else:
+            print(f"No change since {result.snapshot}: nothing new, changed or removed in "
+                  f"{manifest['counts']['documents']} documents; no snapshot published ({elapsed:.1f} s)")
+        return EXIT_OK
     if args.json:
         print(json.dumps({k: manifest[k] for k in ("name", "version", "snapshot", "kind", "counts",
                                                    "findings", "size_statistics", "skipped")}

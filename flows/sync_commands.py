@@ -115,8 +115,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     result = prune(config, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
-    print(f"{config.name}: {verb} {len(result.removed)} snapshot{'s' if len(result.removed) != 1 else ''}"
-          + (f" ({', '.join(result.removed)})" if result.removed else "")
+    print(f"{config.name}: {verb} {len(result.remove)} snapshot{'s' if len(result.remove) != 1 else ''}"
+          + (f" ({', '.join(result.remove)})" if result.remove else "")
           + f"; kept {len(result.kept)}")
     for ref, reason in result.kept.items():
         print(f"  kept {ref}: {reason}")
