@@ -47,6 +47,11 @@ def main() -> int:
         size = sum(f.stat().st_size for f in files)
         print(f"corpus {args.corpus.name}: {len(files)} Markdown files, {size / 1e6:.1f} MB; embedder {args.embedder}")
 
+        def run() -> None:
+            code = subprocess.run(command, stdout=subprocess.DEVNULL, cwd=folder).returncode
+            if code not in (0, 3):  # 3: published, with some files skipped (listed in the manifest)
+                raise SystemExit(f"chunkyard run failed with exit code {code}")
+
         def sync(label: str) -> None:
             config = load_config(config_path)
             started = time.perf_counter()
@@ -56,13 +61,13 @@ def main() -> int:
                   f"{report.embedded} texts embedded, {report.cached} from the cache, {report.rows} rows "
                   f"({report.method})")
 
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=folder)
+        run()
         sync("first sync")
         edited = max(files, key=lambda f: f.stat().st_size)
         text = edited.read_text(encoding="utf-8")
         middle = text.index("\n\n", len(text) // 2)
         edited.write_text(text[:middle] + "\n\nA paragraph added by the benchmark.\n" + text[middle:], encoding="utf-8")
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=folder)
+        run()
         sync(f"resync after editing {edited.relative_to(source)}")
         sync("sync again, nothing changed")
     return 0

@@ -248,6 +248,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except RunRefused as exc:
         line = field_line(config.text, exc.field) if exc.field else None
         raise ConfigError([ConfigIssue(str(args.config), line, exc.field, str(exc))]) from None
+    from chunkyard.chunking.embeddings import EmbeddingError, embedder_for
+
+    sink_issues = []
+    for index, sink in enumerate(config.model.sinks):  # what `sync` would refuse: a model folder that is not there
+        try:
+            embedder_for(sink.embedder, config.base_dir)
+        except EmbeddingError as exc:
+            sink_issues.append(ConfigIssue(str(args.config), field_line(config.text, "sinks"),
+                                           f"sinks[{index}].embedder", str(exc)))
+    if sink_issues:
+        raise ConfigError(sink_issues)
     rules = len(config.rule_settings)
     print(f"{args.config}: ok — dataset {config.name} v{config.version}, strategy {config.chunker.strategy}, "
           f"{config.chunker.max_size} {config.chunker.unit} (overlap {config.chunker.overlap}), "

@@ -87,3 +87,13 @@ def test_plan_never_removes_the_newest_of_the_configs_version(tmp_path, keep):
     plan = plan_prune(load_config(config_path))  # still at v1: its newest stays, v2's newest too
     assert "v1/0003" in plan.kept and "v2/0001" in plan.kept
     assert plan.remove == (["v1/0001", "v1/0002"] if keep == 1 else ["v1/0001"])
+
+
+def test_validate_checks_a_sinks_model_folder(tmp_path, capsys):
+    sinks = "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, table: kb, embedder: ./models/none}\n"
+    config_path = write_sync_config(tmp_path, SAMPLE, sinks)
+    assert run_cli("validate", str(config_path)) == 2
+    err = capsys.readouterr().err
+    assert f"{config_path}:6: sinks[0].embedder:" in err and "no such model folder" in err
+    (tmp_path / "models" / "none").mkdir(parents=True)
+    assert run_cli("validate", str(config_path)) == 0
