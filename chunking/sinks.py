@@ -202,7 +202,8 @@ class PgvectorSink:
         return f"pgvector {_shown_dsn(self.dsn)} table {self.table_name}"
 
     def _exists(self) -> bool:
-        return self._conn.execute("SELECT to_regclass(%s)", (self.table_name,)).fetchone()[0] is not None
+        # Quoted, as every statement here names it (the config allows only letters, digits and _).
+        return self._conn.execute("SELECT to_regclass(%s)", (f'"{self.table_name}"',)).fetchone()[0] is not None
 
     def _create(self, dim: int) -> None:
         from psycopg import sql

@@ -170,11 +170,11 @@ def sync_sink(config: Config, sink_cfg: SinkConfig, to: str | None = None,
         if state.embedder and state.embedder != embedder.id and state.store == store:
             raise SyncRefused(f"sink {sink_cfg.name}: {store} holds vectors of {state.embedder}, the config now "
                               f"names {embedder.id}; give the sink another table (or drop this one)")
-        target_rows = with_hashes(export_rows(target).to_pylist())
         clean = state.target is None and state.snapshot is not None and state.store == store
         held = _open_held(dataset, state.snapshot) if clean else None
         if held is not None and state.snapshot == target_ref:
-            return SyncReport(sink_cfg.name, store, state.snapshot, target_ref, "up to date", rows=len(target_rows))
+            return SyncReport(sink_cfg.name, store, state.snapshot, target_ref, "up to date", rows=state.rows)
+        target_rows = with_hashes(export_rows(target).to_pylist())
         state.store, state.embedder, state.target = store, embedder.id, target_ref
         write_state(dataset, state)  # in progress: a rerun after a kill reconciles
         if held is not None:

@@ -264,7 +264,7 @@ def pg_dsn():
 
 
 def test_pgvector_store_follows_edits_deletes_rechunk_and_rollback(tmp_path, pg_dsn):
-    _lifecycle(tmp_path, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{pg_dsn}', table: kb_chunks}}\n", "pg")
+    _lifecycle(tmp_path, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{pg_dsn}', table: Kb_Chunks}}\n", "pg")
 
 
 def test_pgvector_verify_catches_a_deleted_row_and_search_answers(tmp_path, pg_dsn, capsys):
