@@ -23,10 +23,11 @@ a snapshot and says what differs.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,11 +157,40 @@ class SyncReport:
     rows: int = 0
 
 
+class SinkBusy(ChunkyardError):
+    """Another sync of the same sink is running."""
+
+
+@contextlib.contextmanager
+def _sink_lock(dataset: Path, sink_name: str) -> Iterator[None]:
+    """One sync per sink at a time (``.sinks/SINK.lock``, an advisory lock the OS drops with its process)."""
+    import fcntl
+
+    path = state_path(dataset, sink_name).with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SinkBusy(f"sink {sink_name}: another sync of it is running ({path}); try again when it "
+                           "has finished") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def sync_sink(config: Config, sink_cfg: SinkConfig, to: str | None = None,
               progress: SyncProgress | None = None) -> SyncReport:
-    """Bring one sink to the target snapshot (see the module's docstring)."""
+    """Bring one sink to the target snapshot (see the module's docstring); one sync per sink at a time."""
     dataset = dataset_dir(config)
     target = find_snapshot(config, to)
+    with _sink_lock(dataset, sink_cfg.name):
+        return _sync(config, sink_cfg, dataset, target, progress)
+
+
+def _sync(config: Config, sink_cfg: SinkConfig, dataset: Path, target: Snapshot,
+          progress: SyncProgress | None) -> SyncReport:
     target_ref = snapshot_ref(dataset, target)
     embedder = embedder_for(sink_cfg.embedder, config.base_dir)
     state = read_state(dataset, sink_cfg.name)
@@ -281,5 +311,5 @@ def nearest(config: Config, sink_cfg: SinkConfig, question: str, k: int = 3) -> 
         sink.close()
 
 
-__all__ = ["SINKS_DIR", "SinkState", "SyncRefused", "SyncReport", "VerifyReport", "all_states", "find_snapshot",
+__all__ = ["SINKS_DIR", "SinkBusy", "SinkState", "SyncRefused", "SyncReport", "VerifyReport", "all_states", "find_snapshot",
            "nearest", "read_state", "sink_config", "state_path", "sync_sink", "verify_sink", "write_state"]

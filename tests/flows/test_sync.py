@@ -137,6 +137,26 @@ def test_verify_catches_a_row_deleted_behind_its_back_and_sync_repairs_it(tmp_pa
     _assert_store_equals(config_path, "lance", snapshot)
 
 
+def test_one_sync_per_sink_at_a_time(tmp_path):
+    import fcntl
+
+    from chunkyard.chunking.sync import SinkBusy, state_path
+
+    source = _source(tmp_path)
+    config_path = write_sync_config(tmp_path, source, "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, "
+                                                      "table: kb}\n")
+    snapshot = publish(config_path)
+    config = load_config(config_path)
+    lock = state_path(config.output_dir / config.name, "lance").with_suffix(".lock")
+    lock.parent.mkdir(parents=True)
+    with open(lock, "a") as held:  # another process's sync holds the lock (flock locks are per open file)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(SinkBusy, match="another sync of it is running"):
+            sync_sink(config, sink_config(config, "lance"))
+    sync_sink(config, sink_config(config, "lance"))
+    _assert_store_equals(config_path, "lance", snapshot)
+
+
 def test_sync_refusals_name_the_sink_and_the_snapshot(tmp_path, capsys):
     source = _source(tmp_path)
     config_path = write_sync_config(tmp_path, source, "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, "
