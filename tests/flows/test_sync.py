@@ -236,10 +236,10 @@ def test_openai_compatible_embedder_against_a_loopback_server(tmp_path, endpoint
         OpenAIEmbedder("http://127.0.0.1:9/v1", timeout=2).embed(["x"])
 
 
-def test_kill_9_during_a_sync_then_rerun_ends_equal(tmp_path, endpoint):
+def _kill_9_then_rerun(tmp_path, sinks_yaml: str, sink_name: str, count_rows) -> None:
+    """kill -9 a real `chunkyard sync` after its first write batch; the rerun ends equal, nothing doubled."""
     source = _source(tmp_path)
-    config_path = write_sync_config(tmp_path, source, "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, "
-                                                      f"table: kb, embedder: '{endpoint}'}}\n", max_size=60)
+    config_path = write_sync_config(tmp_path, source, sinks_yaml, max_size=60)
     snapshot = publish(config_path)
     rows = export_rows(Snapshot.open(snapshot)).num_rows
     assert rows > 1200  # several write batches of 500, so the kill lands after some were written
@@ -256,18 +256,24 @@ def test_kill_9_during_a_sync_then_rerun_ends_equal(tmp_path, endpoint):
     process.wait()
     process.stdout.close()
     config = load_config(config_path)
-    state = read_state(config.output_dir / config.name, "lance")
+    state = read_state(config.output_dir / config.name, sink_name)
     assert state.snapshot is None and state.target == "v1/0001"  # in progress when it died
-    partial = lancedb.connect(str(tmp_path / "vectors")).open_table("kb").count_rows()
+    partial = count_rows()
     assert 0 < partial < rows
     _Embeddings.hang_at = None
     _Embeddings.release.set()
-    report = sync_sink(config, sink_config(config, "lance"))
+    report = sync_sink(config, sink_config(config, sink_name))
     assert report.method == "reconcile" and report.upserts == rows - partial
     # The texts embedded after the last confirmed write and before the kill come from the cache.
     assert report.cached >= 200 and report.embedded + report.cached <= report.upserts
-    _assert_store_equals(config_path, "lance", snapshot)
-    assert lancedb.connect(str(tmp_path / "vectors")).open_table("kb").count_rows() == rows  # nothing doubled
+    _assert_store_equals(config_path, sink_name, snapshot)
+    assert count_rows() == rows  # nothing doubled
+
+
+def test_kill_9_during_a_lancedb_sync_then_rerun_ends_equal(tmp_path, endpoint):
+    _kill_9_then_rerun(tmp_path, "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, "
+                                 f"table: kb, embedder: '{endpoint}'}}\n", "lance",
+                       lambda: lancedb.connect(str(tmp_path / "vectors")).open_table("kb").count_rows())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,3 +312,14 @@ def test_pgvector_verify_catches_a_deleted_row_and_search_answers(tmp_path, pg_d
     assert "1 missing, 0 extra, 1 with other embed_text" in capsys.readouterr().out
     assert run_cli("sync", str(config_path)) == 0
     _assert_store_equals(config_path, "pg", snapshot)
+
+
+def test_kill_9_during_a_pgvector_sync_then_rerun_ends_equal(tmp_path, pg_dsn, endpoint):
+    import psycopg
+
+    def count_rows() -> int:
+        with psycopg.connect(pg_dsn) as conn:
+            return conn.execute("SELECT count(*) FROM kb_killed").fetchone()[0]
+
+    _kill_9_then_rerun(tmp_path, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{pg_dsn}', table: kb_killed, "
+                                 f"embedder: '{endpoint}'}}\n", "pg", count_rows)
