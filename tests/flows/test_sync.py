@@ -323,3 +323,16 @@ def test_kill_9_during_a_pgvector_sync_then_rerun_ends_equal(tmp_path, pg_dsn, e
 
     _kill_9_then_rerun(tmp_path, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{pg_dsn}', table: kb_killed, "
                                  f"embedder: '{endpoint}'}}\n", "pg", count_rows)
+
+
+def test_an_unreachable_postgresql_is_one_line_naming_the_sink_without_the_password(tmp_path, capsys):
+    pytest.importorskip("psycopg")
+    source = _source(tmp_path)
+    dsn = f"postgresql://rag:secret@/rag?host={tmp_path / 'no-server'}"
+    config_path = write_sync_config(tmp_path, source, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{dsn}', "
+                                                      "table: kb}\n")
+    publish(config_path)
+    assert run_cli("sync", str(config_path)) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("chunkyard: error: sink pg: cannot use PostgreSQL at ")
+    assert "secret" not in err[0] and "rag:***@" in err[0]
