@@ -336,3 +336,18 @@ def test_an_unreachable_postgresql_is_one_line_naming_the_sink_without_the_passw
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("chunkyard: error: sink pg: cannot use PostgreSQL at ")
     assert "secret" not in err[0] and "rag:***@" in err[0]
+
+
+def test_another_embedder_for_the_same_table_is_refused(tmp_path, endpoint, capsys):
+    source = _source(tmp_path)
+    sink = "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, table: kb, embedder: EMBEDDER}\n"
+    config_path = write_sync_config(tmp_path, source, sink.replace("EMBEDDER", "wordllama"))
+    publish(config_path)
+    assert run_cli("sync", str(config_path)) == 0
+    write_sync_config(tmp_path, source, sink.replace("EMBEDDER", f"'{endpoint}'"))
+    (tmp_path / "src" / "notes" / "extra.txt").write_text("One more note about tents.\n", encoding="utf-8")
+    publish(config_path)
+    capsys.readouterr()
+    assert run_cli("sync", str(config_path)) == 2  # vectors of two models must not mix in one table
+    err = capsys.readouterr().err
+    assert "holds vectors of wordllama/l2_supercat/256" in err and "another table" in err
