@@ -134,14 +134,26 @@ class LanceSink:
         names = listing.tables if hasattr(listing, "tables") else list(listing)
         return self._db.open_table(self.table_name) if self.table_name in names else None
 
+    def _run(self, what: str, action: Any) -> Any:
+        try:
+            return action()
+        except SinkError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - LanceDB's and Lance's own errors, as one line
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise SinkError(f"sink {self.name}: {what} {self.table_name} in {self.uri}: {first}") from None
+
     def ids_and_hashes(self) -> dict[str, tuple[str, str]]:
         if self._table is None:
             return {}
-        return stored_hashes(self._table.search().select(CONTENT_COLUMNS).limit(None).to_arrow().to_pylist())
+        return self._run("cannot read", lambda: stored_hashes(
+            self._table.search().select(CONTENT_COLUMNS).limit(None).to_arrow().to_pylist()))
 
     def upsert(self, rows: list[dict[str, Any]], vectors: np.ndarray) -> None:
-        if not rows:
-            return
+        if rows:
+            self._run("cannot write", lambda: self._upsert(rows, vectors))
+
+    def _upsert(self, rows: list[dict[str, Any]], vectors: np.ndarray) -> None:
         schema = _lance_schema(int(vectors.shape[1]))
         columns = {name: pa.array([row[name] for row in rows], schema.field(name).type)
                    for name in CONTENT_COLUMNS + HASH_COLUMNS}
@@ -162,7 +174,7 @@ class LanceSink:
         for start in range(0, len(chunk_ids), BATCH):
             quoted = ", ".join("'" + cid.replace("'", "''") + "'" for cid in chunk_ids[start:start + BATCH])
             if quoted:
-                self._table.delete(f"chunk_id IN ({quoted})")
+                self._run("cannot delete from", lambda quoted=quoted: self._table.delete(f"chunk_id IN ({quoted})"))
 
     def search(self, vector: np.ndarray, k: int) -> list[dict[str, Any]]:
         if self._table is None:
