@@ -32,14 +32,13 @@ def measure(config_path: Path, runner: str, workers: int, output: Path) -> dict[
         return original_survey(context)
 
     flow_module.survey = survey
-    flow_module.progress_hook = lambda *_: marks.append(time.perf_counter())
     try:
         started = time.perf_counter()
-        flow_module.run(load_config(config_path), output=output, task_runner=runner, workers=workers, kind="full")
+        flow_module.run(load_config(config_path), output=output, task_runner=runner, workers=workers, kind="full",
+                        progress=lambda *_: marks.append(time.perf_counter()))
         returned = time.perf_counter()
     finally:
         flow_module.survey = original_survey
-        flow_module.progress_hook = None
     return {"flow start": survey_started[0] - started, "first batch": marks[0] - started,
             "last batch": marks[-1] - started, "returned": returned - started, "batches": len(marks)}
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from chunkyard.chunking.config import ChunkerBase, parse_settings
+from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.constraints import Placement, apply_placements
 from chunkyard.chunking.findings import check_spans
 from chunkyard.chunking.packer import Packer
+from chunkyard.chunking.settings import ChunkerBase
 from chunkyard.chunking.strategies import get_strategy
 from chunkyard.chunking.units import KNOWN_ENCODINGS, get_tokenizer, make_meter
 
@@ -95,7 +96,7 @@ def split_document(
     labels = layout.labels_of([(span.start, span.end) for span in spans])
     prefixes: dict[tuple, str] = {}  # (section path, contexts) -> what embed_text puts before the text
     make_prefix = _prefixer(settings, doc_title)
-    section_path, strategy, new_chunk = layout.section_path, layout.strategy, tuple.__new__
+    section_path, strategy = layout.section_path, layout.strategy
     chunks = []
     for index, span in enumerate(spans):
         start, end = span.start, span.end
@@ -106,11 +107,12 @@ def split_document(
         if prefix is None:
             prefix = prefixes[key] = make_prefix(path_here, contexts[index])
         n_tokens = span.size if token_counter else tokenizer.count(chunk_text) if tokenizer else None
-        # Chunk(...) by position, without the named tuple's keyword handling (a run builds one per chunk).
-        chunks.append(new_chunk(Chunk, (
-            index, start, end, chunk_text, prefix + chunk_text if prefix else chunk_text, path_here, span.size,
-            end - start, n_tokens, strategy, tuple(findings[index]), labels[index], span.over_budget,
-        )))
+        chunks.append(Chunk(
+            index=index, start=start, end=end, text=chunk_text,
+            embed_text=prefix + chunk_text if prefix else chunk_text, section_path=path_here, size=span.size,
+            n_chars=end - start, n_tokens=n_tokens, strategy=strategy, findings=tuple(findings[index]),
+            label=labels[index], over_budget_reason=span.over_budget,
+        ))
     return ChunkedDocument(chunks, layout.strategy, doc_title, layout.exclusions, layout.metadata)
 
 

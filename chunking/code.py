@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import importlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,9 +32,10 @@ from typing import Any
 
 import regex
 
-from chunkyard.chunking.config import ChunkerBase
+from chunkyard.chunking.errors import import_extra
 from chunkyard.chunking.oversize import BudgetProbe, fallback_boundaries
 from chunkyard.chunking.packer import Group, Plan
+from chunkyard.chunking.settings import ChunkerBase
 
 # Boundary scores (see chunkyard.chunking.packer for the scale).
 TOP_DEFINITION = 70
@@ -426,10 +426,10 @@ def _language(name: str) -> Any:
     with _languages_lock:
         language = _languages.get(name)
         if language is None:
-            import tree_sitter
-
+            feature = f"The code strategy for {name}"
+            tree_sitter = import_extra("tree_sitter", feature, "code")
             grammar = _TREE_SITTER_GRAMMARS[name]
-            module = importlib.import_module(grammar.module)
+            module = import_extra(grammar.module, feature, "code")
             language = _languages[name] = tree_sitter.Language(getattr(module, grammar.function)())
         return language
 
@@ -453,10 +453,11 @@ class _Offsets:
 
 
 def _scan_tree_sitter(text: str, lines: _Lines, language: str) -> tuple[list[Definition], _ParseError | None]:
+    language_object = _language(language)  # raises MissingExtra without the code extra
     import tree_sitter
 
     data = text.encode("utf-8", "surrogatepass")
-    tree = tree_sitter.Parser(_language(language)).parse(data)
+    tree = tree_sitter.Parser(language_object).parse(data)
     walker = _Walker(text, data, lines, _TREE_SITTER_GRAMMARS[language], language)
     walker.walk(tree.root_node)
     error = None

@@ -18,13 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     TypeAdapter,
     ValidationError,
@@ -33,7 +30,9 @@ from pydantic import (
 )
 
 from chunkyard.chunking.errors import ConfigError, ConfigIssue
+from chunkyard.chunking.settings import ChunkerBase, WholeNumber, _Strict
 from chunkyard.chunking.storage import Location, is_uri, location, require_local
+from chunkyard.chunking.strategies import STRATEGIES
 
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
@@ -43,135 +42,11 @@ ALGORITHM_VERSION = "4"
 #    footnotes and endnotes); lone-CR line ends are lines
 # 3: PDF, DOCX and reStructuredText extraction and strategies
 
-
-def _not_a_boolean(value: Any) -> Any:
-    # YAML reads on/off/yes/no/true/false as booleans, and pydantic would take them for 1 and 0.
-    if isinstance(value, bool):
-        raise ValueError(f"expected a whole number, got {str(value).lower()} (YAML reads yes/no/on/off as "
-                         "true/false)")
-    return value
-
-
-WholeNumber = Annotated[int, BeforeValidator(_not_a_boolean)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ContextSettings(_Strict):
-    """What goes into ``embed_text`` ahead of the chunk text."""
-
-    title: bool = True
-    headings: bool = True
-
-
-class ChunkerBase(_Strict):
-    unit: Literal["chars", "words", "tokens"] = "tokens"
-    tokenizer: str = "cl100k_base"
-    # Count every chunk's tokens (``n_tokens``) even when the unit is chars or words. Exact counting
-    # costs a tokenizer pass over the text; false leaves n_tokens empty (null) for those units.
-    count_tokens: bool = True
-    max_size: WholeNumber = Field(512, gt=0)
-    overlap: WholeNumber = Field(0, ge=0)
-    min_size: WholeNumber = Field(0, ge=0)
-    context: ContextSettings = ContextSettings()
-    front_matter: Literal["exclude", "keep"] = "exclude"
-
-    @model_validator(mode="after")
-    def _sizes_fit(self) -> ChunkerBase:
-        if self.overlap >= self.max_size:
-            raise ValueError(
-                f"overlap: must be smaller than max_size (got {self.overlap} ≥ {self.max_size})"
-            )
-        if self.min_size >= self.max_size:
-            raise ValueError(
-                f"min_size: must be smaller than max_size (got {self.min_size} ≥ {self.max_size})"
-            )
-        return self
-
-
-class FixedSettings(ChunkerBase):
-    """Windows of exactly ``max_size`` units, cut only between graphemes."""
-
-    strategy: Literal["fixed"] = "fixed"
-
-
-class SentenceSettings(ChunkerBase):
-    """Whole sentences packed up to the budget; overlap in whole sentences."""
-
-    strategy: Literal["sentence"] = "sentence"
-
-
-class RecursiveSettings(ChunkerBase):
-    """Separator hierarchy: blank lines, lines, sentences, words, graphemes."""
-
-    strategy: Literal["recursive"] = "recursive"
-
-
-class MarkdownSettings(ChunkerBase):
-    """Section-aware: headings open chunks; lists, tables and code kept whole when they fit."""
-
-    strategy: Literal["markdown"] = "markdown"
-
-
-class HtmlSettings(ChunkerBase):
-    """Markdown-style chunking of the text extracted from HTML (headings, lists, tables, code)."""
-
-    strategy: Literal["html"] = "html"
-
-
-class DocumentSettings(ChunkerBase):
-    """Markdown-style chunking of the text extracted from PDF (outline headings, pages) and DOCX."""
-
-    strategy: Literal["document"] = "document"
-
-
-class RstSettings(ChunkerBase):
-    """reStructuredText: section titles, literal blocks, directives, lists and tables kept whole."""
-
-    strategy: Literal["rst"] = "rst"
-
-
-class CodeSettings(ChunkerBase):
-    """Source code split between functions and classes (Python, JavaScript, TypeScript, Go, Rust, Java).
-
-    ``language`` overrides detection by file suffix; without either, lines are the only boundaries.
-    """
-
-    strategy: Literal["code"] = "code"
-    language: Literal["python", "javascript", "typescript", "tsx", "go", "rust", "java"] | None = None
-
-
-class SemanticSettings(ChunkerBase):
-    """Splits where the topic changes, by sentence embeddings (wordllama), within the budget.
-
-    ``threshold`` is a *quantile* of the document's own gap similarities, not an absolute cosine:
-    gaps among the least similar ``threshold`` fraction are topic shifts and outrank paragraph
-    breaks. (Absolute cosines of the static embeddings vary by document; a quantile does not.)
-    ``window`` is how many sentences on each side of a gap are averaged before comparing.
-    """
-
-    strategy: Literal["semantic"] = "semantic"
-    threshold: float = Field(0.2, gt=0, lt=1)
-    window: WholeNumber = Field(3, ge=1, le=10)
-
-
-class AutoSettings(ChunkerBase):
-    """Picks markdown, html, document (PDF, DOCX), rst, code or recursive by the file's type."""
-
-    strategy: Literal["auto"] = "auto"
-
-
-ChunkerSettings = Annotated[
-    FixedSettings | SentenceSettings | RecursiveSettings | MarkdownSettings | HtmlSettings | CodeSettings
-    | SemanticSettings | AutoSettings | DocumentSettings | RstSettings,
-    Field(discriminator="strategy"),
-]
+# The chunker settings: a union of every registered strategy's model, told apart by ``strategy``.
+ChunkerSettings = Annotated[Union[tuple(s.settings for s in STRATEGIES.values())],  # noqa: UP007
+                            Field(discriminator="strategy")]
 _settings_adapter: TypeAdapter[Any] = TypeAdapter(ChunkerSettings)
-
-STRATEGY_NAMES = ("fixed", "sentence", "recursive", "markdown", "html", "code", "semantic", "auto", "document",
-                  "rst")
+STRATEGY_NAMES = tuple(STRATEGIES)
 
 
 def parse_settings(raw: Mapping[str, Any] | ChunkerBase) -> ChunkerBase:
@@ -238,6 +113,10 @@ class SourceConfig(_Strict):
 class OutputConfig(_Strict):
     # A folder (relative to the config's folder) or a URI pyarrow opens: s3://bucket/prefix, file:///abs, ...
     path: str = "./datasets"
+    # A run that would remove more than this share of the previous snapshot's documents publishes
+    # nothing unless told to (``--allow-mass-removal``): an emptied source is an unmounted share or a
+    # failed sync far more often than a deliberate deletion (``chunkyard.chunking.pipeline.check_removals``).
+    max_removed_share: float = Field(0.5, ge=0.0, le=1.0)
 
     @field_validator("path")
     @classmethod

@@ -38,6 +38,8 @@ KINDS = (KEEP, BREAK)
 CONTEXT = 48  # characters of context stored on each side of a constraint
 EDGE = 64  # characters at each end of a keep span used to re-anchor an edited span
 FORMAT_VERSION = 1
+# How far from a flagged boundary the sentences around it are looked for (_sentences_around).
+_SENTENCE_REACH = 4000
 
 # Flag reasons about a cut: the unit kinds a flagged boundary with that reason most likely cut.
 _REASON_KINDS: dict[str, tuple[str, ...]] = {
@@ -264,7 +266,7 @@ def _sentences_around(text: str, boundary: int) -> tuple[int, int] | None:
         right += 1
     if left < 0 or right >= len(text):
         return None
-    low, high = max(0, left - 4000), min(len(text), right + 4000)
+    low, high = max(0, left - _SENTENCE_REACH), min(len(text), right + _SENTENCE_REACH)
     starts = [low] + [m.end() for m in SENTENCE_OR_PARAGRAPH.pattern.finditer(text, low, high)] + [high]
     start = starts[bisect.bisect_right(starts, left) - 1]
     end = starts[bisect.bisect_right(starts, right)] if bisect.bisect_right(starts, right) < len(starts) else high

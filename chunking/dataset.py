@@ -26,17 +26,28 @@ import shutil
 import socket
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from chunkyard.chunking.api import ChunkedDocument, chunk_id
+from chunkyard.chunking.documents import Document
 from chunkyard.chunking.errors import ChunkyardError, DatasetError, DatasetPathError
-from chunkyard.chunking.storage import Location, StoragePath, location, parquet_writer, read_parquet
+from chunkyard.chunking.pdf import page_of
+from chunkyard.chunking.storage import (
+    Location,
+    StoragePath,
+    location,
+    parquet_file,
+    parquet_writer,
+    read_parquet,
+)
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -96,6 +107,96 @@ CHUNKS_SCHEMA = pa.schema(
 
 def empty_table(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
+
+
+# ---------------------------------------------------------------------------------------------
+# Building rows
+
+# The key of ``metadata_json`` that holds the extractor's exclusions (HTML scripts, PDF artefacts, ...),
+# kept apart from the chunker's own ``exclusions`` column.
+EXTRACTION_EXCLUSIONS = "extraction_exclusions"
+
+
+class BatchRows:
+    """The rows of ``documents.parquet`` and ``chunks.parquet`` for one batch, added one chunked
+    document at a time: the one place the columns of ``DOCUMENTS_SCHEMA`` and ``CHUNKS_SCHEMA`` are
+    filled (docs/design.md, "Dataset contract").
+
+    Column by column: one list per column, extended by one comprehension per document (a third of the
+    cost of appending per chunk and column), turned into Arrow tables by ``tables``.
+    """
+
+    def __init__(self) -> None:
+        self._documents: dict[str, list[Any]] = {name: [] for name in DOCUMENTS_SCHEMA.names}
+        self._chunks: dict[str, list[Any]] = {name: [] for name in CHUNKS_SCHEMA.names}
+
+    def add(self, document: Document, chunked: ChunkedDocument, *, unit: str, config_version: int,
+            config_hash: str) -> None:
+        """The document's row and one row per chunk of ``chunked`` (its chunks under one config)."""
+        metadata = {**document.metadata, **_jsonable(chunked.metadata)}
+        if document.exclusions:
+            metadata[EXTRACTION_EXCLUSIONS] = document.exclusions
+        chunks = chunked.chunks
+        documents = self._documents
+        documents["doc_id"].append(document.doc_id)
+        documents["path"].append(document.path)
+        documents["format"].append(document.format)
+        documents["strategy"].append(chunked.strategy)
+        documents["sha256"].append(document.sha256)
+        documents["n_bytes"].append(document.n_bytes)
+        documents["n_chars"].append(len(document.text))
+        documents["n_chunks"].append(len(chunks))
+        documents["title"].append(chunked.title)
+        documents["exclusions"].append([{"start": s, "end": e, "reason": r} for s, e, r in chunked.exclusions])
+        documents["metadata_json"].append(json.dumps(metadata, ensure_ascii=False, sort_keys=True, default=str))
+        documents["text"].append(document.text)
+        documents["page_starts"].append(list(document.page_starts))
+
+        count = len(chunks)
+        doc_id = document.doc_id
+        columns = self._chunks
+        columns["chunk_id"].extend([chunk_id(doc_id, c.start, c.end, config_hash) for c in chunks])
+        columns["doc_id"].extend([doc_id] * count)
+        columns["chunk_index"].extend([c.index for c in chunks])
+        columns["start"].extend([c.start for c in chunks])
+        columns["end"].extend([c.end for c in chunks])
+        columns["section_path"].extend([list(c.section_path) for c in chunks])
+        columns["size"].extend([c.size for c in chunks])
+        columns["unit"].extend([unit] * count)
+        columns["n_chars"].extend([c.n_chars for c in chunks])
+        columns["n_tokens"].extend([c.n_tokens for c in chunks])
+        columns["strategy"].extend([c.strategy for c in chunks])
+        columns["label"].extend([c.label for c in chunks])
+        columns["config_version"].extend([config_version] * count)
+        columns["config_hash"].extend([config_hash] * count)
+        columns["findings"].extend([list(c.findings) for c in chunks])
+        columns["text"].extend([c.text for c in chunks])
+        columns["embed_text"].extend([c.embed_text for c in chunks])
+        # Pages of the chunk's first and last character (PDF); null for documents without pages.
+        pages = document.page_starts
+        if pages:
+            columns["page_start"].extend([page_of(pages, c.start) for c in chunks])
+            columns["page_end"].extend([page_of(pages, max(c.start, c.end - 1)) for c in chunks])
+        else:
+            columns["page_start"].extend([None] * count)
+            columns["page_end"].extend([None] * count)
+
+    def tables(self) -> tuple[pa.Table, pa.Table]:
+        """The documents and chunks tables of the rows added so far."""
+        return (pa.table(self._documents, schema=DOCUMENTS_SCHEMA), pa.table(self._chunks, schema=CHUNKS_SCHEMA))
+
+
+def stored_document(row: dict[str, Any]) -> Document:
+    """A ``documents.parquet`` row read back as the document it was made from (``BatchRows.add``'s
+    inverse for what chunking needs), so a snapshot can be rechunked without its source folder."""
+    metadata = json.loads(row["metadata_json"] or "{}")
+    return Document(row["doc_id"], row["path"], row["format"], row["sha256"], row["n_bytes"], row["text"],
+                    title=row["title"], exclusions=metadata.pop(EXTRACTION_EXCLUSIONS, []),
+                    metadata=metadata, page_starts=list(row.get("page_starts") or []))
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(data, default=str))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,6 +277,96 @@ def check_manifest(manifest: Any, where: Location) -> None:
             raise DatasetError(f"{where}: {key}: expected {kind.__name__}, got {value!r}")
 
 
+def _kind(kind: pa.DataType) -> str:
+    """A type up to the width of its strings, integers and lists (what a reader may be given)."""
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        return "string"
+    if pa.types.is_integer(kind):
+        return "integer"
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return f"list<{_kind(kind.value_type)}>"
+    if pa.types.is_struct(kind):
+        return "struct<" + ", ".join(f"{f.name}: {_kind(f.type)}" for f in kind) + ">"
+    return str(kind)
+
+
+def check_columns(table: pa.Table, schema: pa.Schema, path: Location, *, whole: bool = True,
+                  first_row: int = 0) -> pa.Table:
+    """``table`` (columns read from ``path``) with each column of ``schema`` checked and cast to its
+    type: the same kind of type (strings, integers, lists of them), no nulls where the schema allows
+    none, integers that fit. Columns outside the schema are passed on as they are. The error names the
+    file, the column and the first bad row (the row in the file when ``whole``; otherwise the
+    ``doc_id`` of the row, as a filtered read has no file positions)."""
+    for name in table.column_names:
+        if name not in schema.names:
+            continue
+        field = schema.field(name)
+        column = table.column(name)
+        if _kind(column.type) != _kind(field.type):
+            raise DatasetError(f"{path}: column {name}: expected {_kind(field.type)}, found {column.type}")
+        if not field.nullable and column.null_count:
+            row = int(pc.index(pc.is_null(column), True).as_py())
+            raise DatasetError(f"{path}: column {name}, {_row(table, row, whole, first_row)}: null, where a value "
+                               "is required")
+        if _kind(field.type) == "list<string>" and len(column) and pc.list_flatten(column).null_count:
+            lists = column.combine_chunks()
+            parents = pc.list_parent_indices(lists)
+            row = int(parents[pc.index(pc.is_null(pc.list_flatten(lists)), True).as_py()].as_py())
+            raise DatasetError(f"{path}: column {name}, {_row(table, row, whole, first_row)}: a null in the list")
+        if column.type != field.type:
+            try:
+                table = table.set_column(table.schema.get_field_index(name), name, column.cast(field.type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise DatasetError(f"{path}: column {name}: {str(exc).splitlines()[0]}") from None
+    return table
+
+
+def _row(table: pa.Table, row: int, whole: bool, first_row: int) -> str:
+    if whole:
+        return f"row {first_row + row}"
+    if "doc_id" in table.column_names:
+        return f"a row of document {table.column('doc_id')[row].as_py()!r}"
+    return "a row"
+
+
+_DRIVE_PATH = re.compile(r"^[A-Za-z]:[/\\]")
+
+
+def safe_doc_id(doc_id: str) -> str | None:
+    r"""Why ``doc_id`` is not a safe document id, or None. A document id is the file's POSIX path
+    relative to the source folder: not empty, no NUL, not absolute (``/``; nor ``\``, ``C:/`` or
+    ``C:\`` for a consumer on Windows), no empty, ``.`` or ``..`` segment, and no ``..`` between
+    backslashes either. Exporters and stores use it as a path or key. Any other character of a POSIX
+    file name (spaces, newlines, a backslash elsewhere) is allowed: discovery makes ids of real files."""
+    if not doc_id:
+        return "is empty"
+    if "\x00" in doc_id:
+        return "holds a NUL character"
+    if doc_id.startswith(("/", "\\")) or _DRIVE_PATH.match(doc_id):
+        return "is an absolute path; a document id is relative to the source folder"
+    if any(part in ("", ".", "..") for part in doc_id.split("/")) or ".." in re.split(r"[/\\]", doc_id):
+        return "has an empty, '.' or '..' segment; a document id never leaves the source folder"
+    return None
+
+
+class Stopped(Exception):
+    """A background check asked to stop (the reviewer closed the dataset): not a finding."""
+
+
+def file_digest(path: Location, should_stop: Callable[[], bool] | None = None) -> tuple[int, str]:
+    """Size and SHA-256 (hex) of a file, read in 1 MiB blocks (hashlib releases the GIL on them)."""
+    digest = hashlib.sha256()
+    size = 0
+    opener = path.filesystem.open_input_stream(path.path) if isinstance(path, StoragePath) else open(path, "rb")
+    with opener as handle:
+        while block := handle.read(1 << 20):
+            if should_stop is not None and should_stop():
+                raise Stopped
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
+
+
 @dataclass
 class Snapshot:
     """A published snapshot, read lazily: the manifest at once, Parquet columns on demand."""
@@ -184,14 +375,38 @@ class Snapshot:
     manifest: dict[str, Any]
 
     @classmethod
-    def open(cls, path: str | Location) -> Snapshot:
+    def open(cls, path: str | Location, *, validate: bool = False) -> Snapshot:
+        """The newest snapshot at or below ``path``; the manifest is checked at once, every column as
+        it is read (``check_columns``). With ``validate``, the whole snapshot first (``verify``: the
+        checksums recorded at publish, then ``validate``): what every reader that passes rows on
+        (export, diff, reprocess, eval) asks for."""
         folder = resolve_snapshot(path)
         try:
             manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise DatasetError(f"{folder / MANIFEST}: unreadable manifest: {exc}") from None
         check_manifest(manifest, folder / MANIFEST)
-        return cls(folder, manifest)
+        snapshot = cls(folder, manifest)
+        snapshot.check_schemas()
+        if validate:
+            snapshot.verify()
+        return snapshot
+
+    def check_schemas(self) -> None:
+        """Refuse data files whose columns have the wrong kind of type, from the Parquet footers alone
+        (milliseconds): a reader that never reads a column (the reviewer and ``text``) still refuses
+        a file where it holds integers. Columns a file lacks are for the reader that needs them."""
+        for filename, schema in ((DOCUMENTS, DOCUMENTS_SCHEMA), (CHUNKS, CHUNKS_SCHEMA)):
+            path = self.path / filename
+            try:
+                found = parquet_file(path).schema_arrow
+            except (OSError, pa.ArrowException) as exc:
+                detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise DatasetError(f"{path}: cannot read: {detail}") from None
+            for field in found:
+                if field.name in schema.names and _kind(field.type) != _kind(schema.field(field.name).type):
+                    raise DatasetError(f"{path}: column {field.name}: expected {_kind(schema.field(field.name).type)}, "
+                                       f"found {field.type}")
 
     @property
     def name(self) -> str:
@@ -222,11 +437,132 @@ class Snapshot:
                     schema = DOCUMENTS_SCHEMA if filename == DOCUMENTS else CHUNKS_SCHEMA
                     table = schema.empty_table()
                     return table.select(columns) if columns else table
-            return read_parquet(path, columns=columns, filters=filters)
+            table = read_parquet(path, columns=columns, filters=filters)
         except (OSError, pa.ArrowException) as exc:
             # Arrow may go on with the whole schema, a field per line: its first line says what is wrong.
             detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise DatasetError(f"{path}: cannot read: {detail}") from None
+        return check_columns(table, DOCUMENTS_SCHEMA if filename == DOCUMENTS else CHUNKS_SCHEMA, path,
+                             whole=doc_ids is None)
+
+    def validate(self, should_stop: Callable[[], bool] | None = None) -> None:
+        """Check the whole snapshot, as every reader needs it to be (``DatasetError`` naming the file,
+        column and first bad row otherwise): each column of the schema with its type and no nulls
+        where none are allowed; ``doc_id`` unique among documents and a safe relative POSIX path
+        (``safe_doc_id``); ``n_chars`` the length of ``text``; ``chunk_id`` unique; each chunk of a
+        listed document, with ``0 <= start <= end <= len(text)`` and ``text == document[start:end]``.
+
+        Reads the documents' ``text`` once and the chunks in record batches, so memory stays about
+        the corpus size. Cost on a snapshot of 1M chunks: see ``docs/reliability.md``. ``should_stop``
+        is asked between batches; when it says so, ``Stopped`` is raised.
+        """
+        documents = self.documents(["doc_id", "n_chars", "text"])
+        doc_path = self.path / DOCUMENTS
+        doc_ids = documents.column("doc_id").to_pylist()
+        texts: dict[str, str] = {}
+        for row, (doc_id, n_chars, text) in enumerate(zip(doc_ids, documents.column("n_chars").to_pylist(),
+                                                         documents.column("text").to_pylist(), strict=True)):
+            problem = safe_doc_id(doc_id)
+            if problem:
+                raise DatasetError(f"{doc_path}: column doc_id, row {row}: {doc_id!r} {problem}")
+            if doc_id in texts:
+                raise DatasetError(f"{doc_path}: column doc_id, row {row}: {doc_id!r} is listed twice")
+            if n_chars != len(text):
+                raise DatasetError(f"{doc_path}: column n_chars, row {row} ({doc_id!r}): {n_chars} but its text "
+                                   f"has {len(text)} characters")
+            texts[doc_id] = text
+        del documents
+        chunk_path = self.path / CHUNKS
+        ids = self.chunks(["chunk_id"]).column("chunk_id").combine_chunks()
+        if len(ids) and pc.count_distinct(ids).as_py() != len(ids):
+            seen: set[str] = set()
+            for row, value in enumerate(ids.to_pylist()):
+                if value in seen:
+                    raise DatasetError(f"{chunk_path}: column chunk_id, row {row}: {value!r} is not unique")
+                seen.add(value)
+        del ids
+        columns = ["doc_id", "chunk_index", "start", "end", "text"]
+        known = pa.array(list(texts), pa.string())
+        documents_in_order = list(texts.values())
+        lengths = np.fromiter((len(text) for text in documents_in_order), dtype=np.int64,
+                              count=len(documents_in_order))
+        try:
+            batches = parquet_file(chunk_path).iter_batches(batch_size=65536, columns=columns)
+            row = 0
+            for batch in batches:
+                if should_stop is not None and should_stop():
+                    raise Stopped
+                table = check_columns(pa.Table.from_batches([batch]), CHUNKS_SCHEMA, chunk_path, first_row=row)
+                self._check_chunk_batch(table, known, documents_in_order, lengths, row)
+                row += table.num_rows
+        except (OSError, pa.ArrowException) as exc:
+            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise DatasetError(f"{chunk_path}: cannot read: {detail}") from None
+
+    def _check_chunk_batch(self, table: pa.Table, known: pa.Array, documents: list[str], lengths: np.ndarray,
+                           first_row: int) -> None:
+        """One batch of chunks against the documents: the document exists, the offsets are in it, the
+        text is the document's there. Vectorised except for the text comparison itself."""
+        path = self.path / CHUNKS
+
+        def where(row: int) -> str:
+            return (f"row {first_row + row} (chunk {table.column('chunk_index')[row].as_py()} of "
+                    f"{table.column('doc_id')[row].as_py()!r})")
+
+        ordinal = pc.index_in(table.column("doc_id"), value_set=known)
+        if ordinal.null_count:
+            row = int(pc.index(pc.is_null(ordinal), True).as_py())
+            raise DatasetError(f"{path}: column doc_id, row {first_row + row}: "
+                               f"{table.column('doc_id')[row].as_py()!r} is not a document of this snapshot")
+        doc = ordinal.to_numpy(zero_copy_only=False).astype(np.int64)
+        start = table.column("start").to_numpy()
+        end = table.column("end").to_numpy()
+        outside = (start < 0) | (end < start) | (end > lengths[doc])
+        if outside.any():
+            row = int(np.flatnonzero(outside)[0])
+            raise DatasetError(f"{path}: columns start/end, {where(row)}: [{start[row]}:{end[row]}] is outside its "
+                               f"document ({lengths[doc[row]]} characters)")
+        text = table.column("text")
+        wrong_length = pc.utf8_length(text).to_numpy(zero_copy_only=False) != end - start
+        if wrong_length.any():
+            row = int(np.flatnonzero(wrong_length)[0])
+            raise DatasetError(f"{path}: column text, {where(row)}: not the document's text at "
+                               f"[{start[row]}:{end[row]}]")
+        # Same length: equal when the document has the text at ``start`` (no slice is copied).
+        for row, (number, at, value) in enumerate(zip(doc.tolist(), start.tolist(), text.to_pylist(),
+                                                      strict=True)):
+            if not documents[number].startswith(value, at):
+                raise DatasetError(f"{path}: column text, {where(row)}: not the document's text at "
+                                   f"[{start[row]}:{end[row]}]")
+
+    def verify_files(self, should_stop: Callable[[], bool] | None = None) -> None:
+        """Check the data files against the sizes and SHA-256 the manifest recorded at publish
+        (``files``): damage anywhere, also in columns no reader checks (a disk, a copy, a sync).
+        A snapshot written before checksums were recorded passes."""
+        recorded = self.manifest.get("files")
+        if not isinstance(recorded, dict):
+            return
+        for name in (DOCUMENTS, CHUNKS):
+            entry = recorded.get(name)
+            if not isinstance(entry, dict):
+                raise DatasetError(f"{self.path / MANIFEST}: files: no checksum for {name}")
+            try:
+                size, digest = file_digest(self.path / name, should_stop)
+            except OSError as exc:
+                raise DatasetError(f"{self.path / name}: cannot read: {exc.strerror or exc}") from None
+            if size != entry.get("bytes") or digest != entry.get("sha256"):
+                raise DatasetError(f"{self.path / name}: damaged: its content differs from what was published "
+                                   f"({size:,} bytes, sha256 {digest[:12]}…; the manifest records "
+                                   f"{entry.get('bytes')!r} bytes, sha256 {str(entry.get('sha256'))[:12]}…); "
+                                   "restore the snapshot from a backup or run again")
+
+    def verify(self, should_stop: Callable[[], bool] | None = None) -> None:
+        """Everything a reviewer must know before approving what ships: ``verify_files`` then
+        ``validate``. Meant to run in the background once a dataset is open (the reviewer reads ids
+        lazily and would otherwise never look at the ``text`` column); ``should_stop`` lets it end
+        early (``Stopped``)."""
+        self.verify_files(should_stop)
+        self.validate(should_stop)
 
     def document_text(self, doc_id: str) -> str:
         table = self.documents(["doc_id", "text"], [doc_id])
@@ -252,15 +588,25 @@ class SnapshotWriter:
         clean_stale_staging(version_path)
         self.staging = version_path / f".staging-{os.getpid()}-{HOST}-{uuid.uuid4().hex[:8]}"
         self.staging.mkdir()
-        self._documents = pq.ParquetWriter(self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression=compression)
-        self._chunks = pq.ParquetWriter(self.staging / CHUNKS, CHUNKS_SCHEMA, compression=compression)
+        self._documents = self._chunks = None
         self.closed = False
+        try:
+            self._documents = pq.ParquetWriter(self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression=compression)
+            self._chunks = pq.ParquetWriter(self.staging / CHUNKS, CHUNKS_SCHEMA, compression=compression)
+        except (OSError, pa.ArrowException) as exc:
+            self.abort()
+            raise write_failure(exc, self.staging) from None
 
     def write(self, documents: pa.Table, chunks: pa.Table) -> None:
-        if documents.num_rows:
-            self._documents.write_table(conform(documents, DOCUMENTS_SCHEMA), row_group_size=4096)
-        if chunks.num_rows:
-            self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=65536)
+        try:
+            if documents.num_rows:
+                self._documents.write_table(conform(documents, DOCUMENTS_SCHEMA), row_group_size=4096)
+            if chunks.num_rows:
+                self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=65536)
+        except (OSError, pa.ArrowException) as exc:
+            if isinstance(exc, pa.ArrowInvalid | pa.ArrowTypeError):
+                raise  # rows that do not fit the schema: a bug to show, not a disk to blame
+            raise write_failure(exc, self.staging) from None
 
     def publish(self, manifest: dict[str, Any], *, strict_parent: bool = False) -> Path:
         """Close the files, write the manifest, and rename the staging folder to the next number.
@@ -273,10 +619,16 @@ class SnapshotWriter:
         by editing its parent, which would undo the newer one) nothing is published and
         ``SnapshotSuperseded`` is raised. ``manifest`` is updated in place.
         """
-        self._close()
+        try:
+            self._close()
+            for child in self.staging.iterdir():  # the data files; only the manifest is written under the lock
+                _fsync_file(child)
+            # Checked when a reader asks (Snapshot.verify_files): damage in any column is found.
+            manifest["files"] = {name: dict(zip(("bytes", "sha256"), file_digest(self.staging / name), strict=True))
+                                 for name in (DOCUMENTS, CHUNKS)}
+        except (OSError, pa.ArrowException) as exc:
+            raise write_failure(exc, self.staging) from None
         base = manifest.get("parent_snapshot")
-        for child in self.staging.iterdir():  # the data files; only the manifest is written under the lock
-            _fsync_file(child)
         with _publish_lock(self.version_path):
             # With the lock no other chunkyard takes a number meanwhile; the retries are for writers
             # that cannot lock (no flock) or do not (an older chunkyard).
@@ -295,8 +647,11 @@ class SnapshotWriter:
                     manifest["built_on"] = base
                 else:
                     manifest.pop("built_on", None)
-                _write_json(self.staging / MANIFEST, manifest)
-                _fsync_file(self.staging / MANIFEST)
+                try:
+                    _write_json(self.staging / MANIFEST, manifest)
+                    _fsync_file(self.staging / MANIFEST)
+                except OSError as exc:
+                    raise write_failure(exc, self.staging / MANIFEST) from None
                 _fsync_dir(self.staging)
                 target = self.version_path / f"{number:04d}"
                 try:
@@ -314,14 +669,24 @@ class SnapshotWriter:
         return target
 
     def abort(self) -> None:
-        self._close()
+        """Remove the staging folder, even when closing the files fails (again: a full disk)."""
+        for writer in (self._documents, self._chunks):
+            with contextlib.suppress(Exception):
+                if writer is not None:
+                    writer.close()
+        self.closed = True
         shutil.rmtree(self.staging, ignore_errors=True)
+        if self.staging.exists():
+            raise DatasetError(f"{self.staging}: could not remove the staging folder of this failed run; "
+                               "remove it by hand (the next run also removes it)")
 
     def _close(self) -> None:
         if not self.closed:
-            self._documents.close()
-            self._chunks.close()
-            self.closed = True
+            self.closed = True  # a close that fails is not tried again (abort still removes the files)
+            try:
+                self._documents.close()
+            finally:
+                self._chunks.close()
 
     def next_number(self) -> int:
         existing = list_snapshots(self.version_path)
@@ -372,6 +737,19 @@ class ObjectStoreSnapshotWriter:
 
     def next_number(self) -> int:
         return self.number
+
+
+def write_failure(exc: BaseException, path: Location) -> Exception:
+    """An error from writing under ``path`` as one that names it: Arrow's ``OSError`` for a full disk
+    carries neither an errno nor a file name ("Error writing bytes to file. Detail: [errno 28] ...")."""
+    number = exc.errno if isinstance(exc, OSError) and exc.errno else None
+    if number is None:
+        found = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
+        number = int(found.group(1)) if found else None
+    if number:
+        return OSError(number, os.strerror(number), str(path))
+    detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return DatasetError(f"{path}: cannot write: {detail} (nothing was published)")
 
 
 def snapshot_writer(version_path: Location, compression: str = "zstd") -> SnapshotWriter | ObjectStoreSnapshotWriter:

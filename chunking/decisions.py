@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chunkyard.chunking.constraints import KINDS, Constraint
-from chunkyard.chunking.ledger import Event, Ledger, Target, active_events
+from chunkyard.chunking.ledger import Event, Ledger, Target, active_events, ledger_exists
 
 REPROCESS_REVIEWER = "chunkyard reprocess"
 
@@ -166,7 +166,7 @@ def resolve_flag(ledger: Ledger, flag: Event, snapshot: int, constraint: int | N
 
 def read_constraints(ledger_file: Path, dataset: str, version: int) -> dict[str, list[Constraint]]:
     """Active constraints of one dataset version; none when there is no ledger (it is not created)."""
-    if not ledger_file.is_file():
+    if not ledger_exists(ledger_file):  # a link is refused; a 0-byte placeholder holds nothing
         return {}
     with Ledger(ledger_file) as ledger:
         return active_constraints(ledger.events(dataset, version))
@@ -181,3 +181,22 @@ __all__ = [
     "REPROCESS_REVIEWER", "stale_constraints", "Resolution", "active_constraints", "constraint_target",
     "decode_constraint", "open_flags", "read_constraints", "record_constraint", "resolution_of", "resolutions", "resolve_flag", "withdrawn_flags",
 ]
+
+
+def reviewer_constraint_lines(manifest: dict) -> list[str]:
+    """What a reprocess says about the constraints set in the reviewer (T keeps a selection together, H
+    breaks at the cursor), one line each: those come from no flag, so the flag lines never mentioned them.
+
+    ``manifest``: the reprocess snapshot's manifest (its ``constraints`` outcomes)."""
+    lines = []
+    for item in manifest.get("constraints") or []:
+        if not isinstance(item, dict) or item.get("origin") == "flag" or item.get("flag_event") is not None \
+                or item.get("status") == "stale":  # stale ones have their own line
+            continue
+        kind = item.get("kind")
+        key = "T, keep together" if kind == "keep_together" else "H, break here" if kind == "break_here" else kind
+        start, end = item.get("placed") or (item.get("start"), item.get("end"))
+        where = f"[{start}:{end})" if kind == "keep_together" else f"at {start}"
+        lines.append(f"  constraint {item.get('id')} ({key}, set in the reviewer) on {item.get('doc_id')} {where}: "
+                     f"{item.get('status', 'not applied')}")
+    return lines

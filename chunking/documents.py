@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from chunkyard.chunking.config import glob_match
+from chunkyard.chunking.errors import MissingExtra
 from chunkyard.chunking.rst import RST_SUFFIXES
 from chunkyard.chunking.strategies import DOCUMENT_SUFFIXES, HTML_SUFFIXES, MARKDOWN_SUFFIXES
 
@@ -348,6 +349,8 @@ def _extract_binary(raw: bytes, doc_id: str, fmt: str) -> Document | Skipped:
             pdf = extract_pdf(raw)
         except PdfUnusable as exc:
             return Skipped(doc_id, str(exc))
+        except MissingExtra as exc:  # not installed here: the file was not read, its chunks are kept
+            return Skipped(doc_id, str(exc), keep_previous=True)
         text, title, metadata, page_starts = pdf.text, pdf.title, pdf.metadata, pdf.page_starts
     else:
         from chunkyard.chunking.word import DocxUnusable, extract_docx
@@ -356,6 +359,8 @@ def _extract_binary(raw: bytes, doc_id: str, fmt: str) -> Document | Skipped:
             extraction = extract_docx(raw)
         except DocxUnusable as exc:
             return Skipped(doc_id, str(exc))
+        except MissingExtra as exc:
+            return Skipped(doc_id, str(exc), keep_previous=True)
         text, title, metadata = extraction.text, extraction.title, extraction.metadata
     if not text.strip():
         return Skipped(doc_id, "no text (empty or whitespace only after extraction)")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any
 
 
 class ChunkyardError(Exception):
@@ -48,3 +50,25 @@ class DatasetError(ChunkyardError):
 class DatasetPathError(DatasetError, UsageError):
     """A path given for a dataset that names none (missing, a file, no published snapshot, several
     datasets, not local where it must be): refused before any work, so the CLI exits 2."""
+
+
+class MissingExtra(ChunkyardError):
+    """A feature whose optional dependencies (a pip extra of chunkyard) are not installed.
+
+    One line naming the extra to install, e.g. "PDF support needs the office extra: pip install
+    'chunkyard[office]'". The extras are declared in pyproject.toml: ``eval`` (bm25s, wordllama,
+    matplotlib), ``office`` (pypdf, python-docx), ``code`` (tree-sitter grammars), ``gui`` (PySide6).
+    """
+
+    def __init__(self, feature: str, extra: str):
+        self.feature, self.extra = feature, extra
+        super().__init__(f"{feature} needs the {extra} extra: pip install 'chunkyard[{extra}]'")
+
+
+def import_extra(module: str, feature: str, extra: str) -> Any:
+    """Import ``module`` of the ``extra`` that ``feature`` needs; raise ``MissingExtra`` when it is not
+    installed (the one place that turns a missing optional dependency into that message)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtra(feature, extra) from None

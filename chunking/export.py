@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -126,11 +127,12 @@ def export(path: str | Path, out: str | Path, fmt: str, since: str | Path | None
     if (folder / MANIFEST).is_file():
         raise ExportRefused(f"{out}: inside the published snapshot {folder}, which is never modified; "
                           "write the export elsewhere")
-    snapshot = Snapshot.open(path)
+    # Validated whole (Snapshot.validate): what ships is exactly what the documents say.
+    snapshot = Snapshot.open(path, validate=True)
     table = export_rows(snapshot)
     base = None
     if since is not None:
-        base = Snapshot.open(since)
+        base = Snapshot.open(since, validate=True)
         table = change_set(export_rows(base), table)
     metadata = {
         "chunkyard.export_schema_version": str(EXPORT_SCHEMA_VERSION),
@@ -166,11 +168,58 @@ def _write(table: pa.Table, fmt: str, handle: BinaryIO, metadata: dict[str, str]
         handle.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
 
 
+# A temporary export file whose process still exists is left alone unless it is older than this
+# (its PID may then belong to another program): an export of a large snapshot takes minutes, not a day.
+STALE_TEMPORARY_SECONDS = 24 * 3600
+
+
+def remove_stale_temporaries(target: Path, now: float | None = None) -> list[Path]:
+    """Remove ``.TARGET.tmp-PID-RANDOM`` files beside ``target`` left by killed exports of the same
+    target: those whose process is gone, or older than ``STALE_TEMPORARY_SECONDS``. Temporaries of
+    other targets and of a live export are left alone."""
+    folder = target.parent if str(target.parent) else Path(".")
+    prefix = f".{target.name}.tmp-"
+    removed = []
+    now = time.time() if now is None else now
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        pid_text, _, rest = entry.name[len(prefix):].partition("-")
+        if not pid_text.isdigit() or not rest:
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            old = now - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMPORARY_SECONDS
+            if int(pid_text) != os.getpid() and (old or not _pid_alive(int(pid_text))):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue  # gone meanwhile, or not ours to remove
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
 def write_atomically(target: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Write through ``write`` into a temporary file beside ``target``, fsync, rename over ``target``."""
+    """Write through ``write`` into a temporary file beside ``target``, fsync, rename over ``target``.
+    Temporaries that killed exports of the same target left behind are removed first."""
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise ExportRefused(f"{folder}: no such folder for the export")
+    remove_stale_temporaries(target)
     temporary = folder / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         with open(temporary, "wb") as handle:
@@ -194,4 +243,4 @@ def write_atomically(target: Path, write: Callable[[BinaryIO], None]) -> None:
 
 
 __all__ = ["EXPORT_SCHEMA", "FORMATS", "ExportError", "ExportRefused", "apply_change_set", "change_set", "export",
-           "export_rows", "read_export", "write_atomically"]
+           "export_rows", "read_export", "remove_stale_temporaries", "write_atomically"]

@@ -214,10 +214,16 @@ def _clean_start(text: str, start: int, doc_start: int) -> bool:
     return _SENTENCE_END.search(text[max(doc_start, pos - 4) : pos]) is not None
 
 
+# Characters looked at past a chunk's end for the rest of its line (a chunk ending a line ends cleanly),
+# and at the end of a chunk for a heading line when the strategy recorded no headings.
+_CLEAN_END_LOOKAHEAD = 200
+_HEADING_TAIL = 300
+
+
 def _clean_end(text: str, end: int) -> bool:
     if _SENTENCE_END.search(text[max(0, end - 4) : end]):
         return True
-    newline = text.find("\n", end, end + 200)
+    newline = text.find("\n", end, end + _CLEAN_END_LOOKAHEAD)
     return newline != -1 and not text[end:newline].strip()
 
 
@@ -234,7 +240,7 @@ def _ends_with_heading(text: str, span: Span, layout) -> bool:
             underline = rest.strip()
             return not underline or set(underline) <= set("=-")
         return False
-    tail = text[max(span.start, span.end - 300) : span.end]
+    tail = text[max(span.start, span.end - _HEADING_TAIL) : span.end]
     return _ATX_LINE.search(tail) is not None and span.end - span.start > len(tail.rsplit("\n", 1)[-1])
 
 

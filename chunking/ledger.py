@@ -15,13 +15,17 @@ a newer chunkyard is refused at open with a ``LedgerError`` that says what to do
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import getpass
 import os
 import random
 import sqlite3
+import stat
 import threading
 import time
+import unicodedata
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -251,10 +255,6 @@ class Ledger:
             self._connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self.retries = retries
 
-    @classmethod
-    def for_snapshot(cls, snapshot_path: str | Path) -> Ledger:
-        return cls(ledger_path(snapshot_path))
-
     # -- writing -------------------------------------------------------------------------------
 
     def append(self, kind: str, target: Target, *, reviewer: str, reason: str | None = None,
@@ -263,8 +263,7 @@ class Ledger:
         then raises ``LedgerBusy``. ``created_at``: when the decision was made, if not now (one that
         waited in the reviewer's queue)."""
         check_event(kind, reason, target_event)
-        if not reviewer.strip():
-            raise LedgerError("a reviewer name is required to record a decision")
+        check_reviewer(reviewer)
         row = (
             kind, target.dataset, int(target.version), int(target.snapshot), target.doc_id, target.doc_sha256,
             target.chunk_id, target.chunk_index, target.boundary, reason, note, target_event, reviewer,
@@ -324,6 +323,35 @@ class Ledger:
 
     def state(self, dataset: str, version: int, doc_sha256: Mapping[str, str] | None = None) -> dict[str, ChunkState]:
         return derive_state(self.events(dataset, version), doc_sha256)
+
+    def write_problem(self) -> str | None:
+        """Why nothing can be written to this ledger (a read-only file, folder or filesystem), or None.
+
+        Probes with a write that is rolled back (SQLite opens a file it may not write read-only, without
+        a word, and refuses only the first write). A ledger another program is writing to is not read-only:
+        a lock held elsewhere gives None."""
+        with self._lock:
+            # Without waiting for another program's lock: a held lock already says "not read-only".
+            patience = int(self._connection.execute("PRAGMA busy_timeout").fetchone()[0])
+            self._connection.execute("PRAGMA busy_timeout = 0")
+            try:
+                self._connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                message = str(exc).lower()
+                if "locked" in message or "busy" in message:
+                    return None
+                return f"{self.path}: the review ledger is read-only ({exc})"
+            finally:
+                self._connection.execute(f"PRAGMA busy_timeout = {patience}")
+            try:
+                version = int(self._connection.execute("PRAGMA user_version").fetchone()[0])
+                self._connection.execute(f"PRAGMA user_version = {version}")
+            except sqlite3.DatabaseError as exc:
+                return f"{self.path}: the review ledger is read-only ({exc})"
+            finally:
+                if self._connection.in_transaction:
+                    self._connection.execute("ROLLBACK")
+        return None
 
     def last_event_id(self) -> int:
         with self._lock:
@@ -400,11 +428,129 @@ def check_event(kind: str, reason: str | None, target_event: int | None) -> None
         raise LedgerError("a retract event, and only a retract event, names the event it cancels")
 
 
-def _open(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
-    """Open or create the ledger, checking it is one, intact, and not from a newer chunkyard."""
-    _check_header(path)
+# Longest reviewer name the ledger takes (a name is shown in one status-bar line).
+MAX_REVIEWER_LENGTH = 200
+
+
+def check_reviewer(reviewer: str) -> None:
+    """Refuse a reviewer name that is empty, too long, or holds a control character (ESC, BEL, CR,
+    LF, ...: a name is printed to terminals and shown in one line) or a line separator."""
+    if not isinstance(reviewer, str) or not reviewer.strip():
+        raise LedgerRefused("a reviewer name is required to record a decision")
+    bad = next((c for c in reviewer if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+    if bad is not None:
+        raise LedgerRefused(f"reviewer name {reviewer!r}: holds the control character U+{ord(bad):04X} "
+                            f"at position {reviewer.index(bad)}; use a plain name")
+    if len(reviewer) > MAX_REVIEWER_LENGTH:
+        raise LedgerRefused(f"reviewer name: {len(reviewer)} characters, more than {MAX_REVIEWER_LENGTH}")
+
+
+def _refuse_links(path: Path) -> None:
+    """A ledger (or its -wal/-shm file) that is a symbolic link is refused, dangling or not: SQLite
+    would create the ledger at the link's target, or write its tables into another database."""
+    for candidate in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            info = os.lstat(candidate)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise LedgerError(f"{candidate}: cannot read the review ledger: {exc.strerror or exc}") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise LedgerRefused(f"{candidate}: the review ledger is a symbolic link (to {os.readlink(candidate)!r}); "
+                                "chunkyard does not follow it: put the ledger file itself there")
+        if candidate == path and not stat.S_ISREG(info.st_mode):
+            raise LedgerRefused(f"{path}: not a review ledger (not a regular file)")
+
+
+def _placeholder(path: Path) -> bool:
+    """A 0-byte ``review.sqlite`` with no journal holding data: left by a ledger creation that
+    failed (an older chunkyard on a full disk). It holds nothing, so a new ledger may replace it."""
+    try:
+        if os.lstat(path).st_size != 0:
+            return False
+    except FileNotFoundError:
+        return False
+    for suffix in ("-wal", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            if os.lstat(f"{path}{suffix}").st_size:
+                return False
+    return True
+
+
+def ledger_exists(path: str | Path) -> bool:
+    """Whether ``path`` holds a review ledger to read (a 0-byte placeholder does not); a symbolic link is
+    refused (``LedgerRefused``)."""
+    path = Path(path)
+    _refuse_links(path)
+    return os.path.lexists(path) and not _placeholder(path)
+
+
+def _create(path: Path) -> None:
+    """Create a complete, empty ledger at ``path`` (when there is none, or only a placeholder): built in
+    a hidden file beside it and renamed into place, so a failure (a full disk) leaves no partial
+    ledger. Creators are serialised by a lock on the folder, so none replaces another's new ledger."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LedgerError(f"{path}: cannot create the review ledger: {exc.strerror or exc}") from None
+    temporary = path.with_name(f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    with _folder_lock(path.parent):
+        if os.path.lexists(path) and not _placeholder(path):
+            return  # another process created it meanwhile
+        try:
+            connection = sqlite3.connect(temporary, isolation_level=None)
+            try:
+                connection.execute("PRAGMA journal_mode = WAL")
+                _ensure_schema(connection, path)
+            finally:
+                connection.close()
+            with open(temporary, "rb") as handle:
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+        except (OSError, sqlite3.Error) as exc:
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise LedgerError(f"{path}: cannot create the review ledger: {detail} (nothing was recorded)") from None
+        finally:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{temporary}{suffix}")
+    with contextlib.suppress(OSError):
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path):
+    """An exclusive ``flock`` on the folder itself (no lock file to leave behind); nothing where
+    there is no flock."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _open(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """Open or create the ledger, checking it is one, intact, and not from a newer chunkyard."""
+    _refuse_links(path)
+    _check_header(path)
+    if not os.path.lexists(path) or _placeholder(path):
+        _create(path)
+        _refuse_links(path)
+    try:
         connection = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None,
                                      check_same_thread=False)
     except (OSError, sqlite3.Error) as exc:
@@ -580,6 +726,7 @@ def import_events(path: str | Path, source: str | Path) -> int:
             for name in ("dataset", "doc_id", "doc_sha256", "reviewer", "created_at", "kind"):
                 if not isinstance(getattr(event, name), str):
                     raise ValueError(f"{name} must be a string")
+            check_reviewer(event.reviewer)
             for name in ("version", "snapshot"):
                 if not isinstance(getattr(event, name), int):
                     raise ValueError(f"{name} must be an integer")

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import regex
 
-from chunkyard.chunking.config import ChunkerBase
 from chunkyard.chunking.errors import TokenizerError
 from chunkyard.chunking.packer import SCORE_GRAPHEME, SCORE_SENTENCE, SCORE_WORD, SENTENCE
+from chunkyard.chunking.settings import ChunkerBase
 from chunkyard.chunking.units import Tokenizer, get_tokenizer
 
 SCORE_INNER_LINE = 15  # a line break inside an over-long sentence: better than a word gap

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from chunkyard.chunking.errors import MissingExtra
 from chunkyard.chunking.words import plural
 
 _MAX_LEVEL = 6
@@ -62,8 +63,8 @@ def extract_pdf(raw: bytes) -> PdfExtraction:
     try:
         from pypdf import PdfReader
         from pypdf.errors import DependencyError
-    except ImportError as exc:  # pragma: no cover - pypdf is a dependency
-        raise PdfUnusable(f"PDF support is not installed: {exc}") from None
+    except ImportError:  # pypdf is in the office extra
+        raise MissingExtra("PDF support", "office") from None
     _quiet_pypdf()
     try:
         reader = PdfReader(io.BytesIO(raw), strict=False)

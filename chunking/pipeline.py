@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import itertools
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from chunkyard.chunking.api import chunk_id, split_document
+from chunkyard.chunking.api import split_document
 from chunkyard.chunking.config import ALGORITHM_VERSION, Config
 from chunkyard.chunking.constraints import Constraint, place
 from chunkyard.chunking.dataset import (
@@ -29,18 +28,19 @@ from chunkyard.chunking.dataset import (
     CHUNKS_SCHEMA,
     DOCUMENTS,
     DOCUMENTS_SCHEMA,
+    BatchRows,
     Snapshot,
     filter_doc_ids,
     latest_snapshot,
+    stored_document,
     version_dir,
 )
 from chunkyard.chunking.decisions import read_constraints
 from chunkyard.chunking.documents import Document, Skipped, SourceFile, discover, read_document
-from chunkyard.chunking.errors import DatasetError, UsageError
+from chunkyard.chunking.errors import DatasetError, MissingExtra, UsageError
 from chunkyard.chunking.findings import break_met, keep_met
 from chunkyard.chunking.ledger import LEDGER_FILE
 from chunkyard.chunking.packer import Span
-from chunkyard.chunking.pdf import page_of
 from chunkyard.chunking.storage import Location, StoragePath, location, parquet_file
 
 CHUNKYARD_VERSION = "0.1.0"
@@ -51,6 +51,11 @@ CHUNKYARD_VERSION = "0.1.0"
 # hence the larger cap there.
 MAX_BATCH_BYTES = 4_000_000
 MAX_GUIDED_BATCH_BYTES = 8_000_000
+MIN_BATCH_BYTES = 256_000
+# Most files per batch, however small they are.
+MAX_BATCH_FILES = 400
+# Batches per worker with the thread runner (Survey.batch_target): enough to balance the workers.
+BATCHES_PER_WORKER = 6
 
 
 class RunRefused(UsageError):
@@ -67,6 +72,9 @@ class RunRefused(UsageError):
 
 @dataclass
 class RunContext:
+    """What a run needs before its first batch: the checked folders, the snapshot it builds on (and
+    its documents' sha256, to carry unchanged ones over) and the reviewer constraints to honour."""
+
     config: Config
     source_dir: Path
     output_dir: Location  # a local folder, or a folder on an object store (chunkyard.chunking.storage)
@@ -85,10 +93,8 @@ def prepare_run(config: Config, source: Path | None = None, output: str | Locati
     ``output`` (default: the config's ``output.path``) is a local folder or a URI such as
     ``s3://bucket/prefix`` (``chunkyard.chunking.storage``).
     """
-    source_dir, output_dir = check_paths(config, source, output)
-    if isinstance(output_dir, StoragePath) and output_dir.is_file():
-        raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (prefix)")
-    return _context(config, source_dir, output_dir)
+    source_dir, output_dir, previous = _checked(config, source, output)
+    return _context(config, source_dir, output_dir, previous)
 
 
 def check_paths(config: Config, source: Path | None = None,
@@ -127,14 +133,20 @@ def check_run(config: Config, source: Path | None = None, output: str | Location
     Prefect server or a flow; the flow checks again (``prepare_run``), as another run may publish
     in between.
     """
-    _, output_dir = check_paths(config, source, output)
+    return _checked(config, source, output)[2]
+
+
+def _checked(config: Config, source: Path | None,
+             output: str | Location | None) -> tuple[Path, Location, Snapshot | None]:
+    """``check_run``'s refusals; returns the source folder, the output and the previous snapshot."""
+    source_dir, output_dir = check_paths(config, source, output)
     if isinstance(output_dir, StoragePath) and output_dir.is_file():
         raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (prefix)")
     previous_path = latest_snapshot(version_dir(output_dir, config.name, config.version))
     previous = Snapshot.open(previous_path) if previous_path else None
     if previous is not None:
         check_version(config, previous)
-    return previous
+    return source_dir, output_dir, previous
 
 
 def check_version(config: Config, previous: Snapshot) -> None:
@@ -160,13 +172,43 @@ def check_version(config: Config, previous: Snapshot) -> None:
     )
 
 
-def _context(config: Config, source_dir: Path, output_dir: Location) -> RunContext:
+class MassRemovalRefused(RunRefused):
+    """A run that would publish a snapshot without most of its parent's documents (or with none at
+    all): an emptied source is an unmounted share or a failed sync far more often than a deliberate
+    deletion, and ``export --since`` would then delete the corpus downstream. Nothing is published;
+    the CLI exits 2 (a refused run), ``--allow-mass-removal`` publishes anyway."""
+
+
+def check_removals(previous_documents: int, removed: int, documents: int, max_removed_share: float,
+                   *, allow: bool = False, where: str = "") -> None:
+    """Refuse to publish a snapshot of ``documents`` documents that drops ``removed`` of the
+    ``previous_documents`` of its parent when that is more than ``max_removed_share`` of them, or
+    that holds no document at all (a first run on an empty source included), unless ``allow``.
+
+    One rule for every writer of a snapshot: the flow calls it after chunking, just before it
+    publishes, with the exact counts (a file read and found unusable counts as removed).
+    """
+    if allow:
+        return
+    prefix = f"{where}: " if where else ""
+    hint = "nothing was published; check that the source folder is mounted and complete, or pass " \
+           "--allow-mass-removal to publish it anyway"
+    if documents == 0:
+        before = (f"the previous snapshot has {previous_documents:,}" if previous_documents
+                  else "this would be the first snapshot")
+        raise MassRemovalRefused(f"{prefix}refused: the run found no document to publish ({before}); {hint}",
+                                 "source.path")
+    if previous_documents and removed / previous_documents > max_removed_share:
+        raise MassRemovalRefused(
+            f"{prefix}refused: the run would remove {removed:,} of the previous snapshot's "
+            f"{previous_documents:,} documents ({removed / previous_documents:.0%}, more than "
+            f"output.max_removed_share = {max_removed_share:g}); {hint}", "output.max_removed_share")
+
+
+def _context(config: Config, source_dir: Path, output_dir: Location, previous: Snapshot | None) -> RunContext:
     vpath = version_dir(output_dir, config.name, config.version)
-    previous_path = latest_snapshot(vpath)
-    previous = Snapshot.open(previous_path) if previous_path else None
     previous_sha: dict[str, str] = {}
     if previous is not None:
-        check_version(config, previous)
         table = previous.documents(["doc_id", "sha256"])
         previous_sha = dict(zip(table.column("doc_id").to_pylist(), table.column("sha256").to_pylist(), strict=True))
     # The review ledger is a local SQLite file; a dataset on an object store has none (review is local).
@@ -233,7 +275,8 @@ class Survey:
         Large enough that a task's fixed cost (milliseconds in a thread) stays a small share of its
         work, small enough to balance the workers.
         """
-        return int(min(MAX_BATCH_BYTES, max(256_000, self.total_bytes / (max(1, workers) * 6))))
+        return int(min(MAX_BATCH_BYTES, max(MIN_BATCH_BYTES,
+                                            self.total_bytes / (max(1, workers) * BATCHES_PER_WORKER))))
 
     def guided_target(self, workers: int) -> Callable[[int], int]:
         """Bytes for the next batch, given the bytes already batched: fewer, decreasing batches.
@@ -247,33 +290,44 @@ class Survey:
         out the finish.
         """
         workers = max(1, workers)
-        floor = max(256_000, self.total_bytes / (6 * workers))
+        floor = max(MIN_BATCH_BYTES, self.total_bytes / (BATCHES_PER_WORKER * workers))
 
         def target(done: int) -> int:
             return int(min(MAX_GUIDED_BATCH_BYTES, max(floor, (self.total_bytes - done) / (2 * workers))))
 
         return target
 
-    def count_batches(self, target_bytes: BatchTarget, max_files: int = 400) -> int:
-        count, size, files, done = 0, 0, 0, 0
-        target = _target_of(target_bytes)
-        limit = target(0)
-        for item in self.sizes:
-            size += int(item)
-            files += 1
-            if size >= limit or files >= max_files:
-                done += size
-                count, size, files = count + 1, 0, 0
-                limit = target(done)
-        return count + (1 if files else 0)
+    def count_batches(self, target_bytes: BatchTarget, max_files: int = MAX_BATCH_FILES) -> int:
+        """How many batches ``make_batches`` makes of these files with the same targets."""
+        cutter = _BatchCutter(target_bytes, max_files)
+        count = sum(cutter.closes(int(size)) for size in self.sizes)
+        return count + (1 if cutter.files else 0)
 
 
 # Bytes per batch: a constant, or a function of the bytes already batched (Survey.guided_target).
 BatchTarget = int | Callable[[int], int]
 
 
-def _target_of(target_bytes: BatchTarget) -> Callable[[int], int]:
-    return target_bytes if callable(target_bytes) else (lambda done: target_bytes)
+class _BatchCutter:
+    """Where batches end: fed each file's size in order, says whether the batch closes after it
+    (``target_bytes`` reached, or ``max_files`` files). The one rule ``make_batches`` and
+    ``Survey.count_batches`` share."""
+
+    def __init__(self, target_bytes: BatchTarget, max_files: int) -> None:
+        self._target = target_bytes if callable(target_bytes) else (lambda done: target_bytes)
+        self._limit = self._target(0)
+        self._max_files = max_files
+        self.size = self.files = self.done = 0
+
+    def closes(self, size: int) -> bool:
+        self.size += size
+        self.files += 1
+        if self.size < self._limit and self.files < self._max_files:
+            return False
+        self.done += self.size
+        self._limit = self._target(self.done)
+        self.size = self.files = 0
+        return True
 
 
 def survey(context: RunContext) -> Survey:
@@ -282,31 +336,30 @@ def survey(context: RunContext) -> Survey:
     return Survey(len(sizes), int(array.sum()) if len(sizes) else 0, array)
 
 
-def make_batches(files: Iterable[SourceFile | Skipped], target_bytes: BatchTarget = 4_000_000,
-                 max_files: int = 400) -> Iterator[tuple[list[SourceFile], list[Skipped]]]:
-    """Group discovered files into batches of about ``target_bytes`` (a task costs milliseconds)."""
+def make_batches(files: Iterable[SourceFile | Skipped], target_bytes: BatchTarget = MAX_BATCH_BYTES,
+                 max_files: int = MAX_BATCH_FILES) -> Iterator[tuple[list[SourceFile], list[Skipped]]]:
+    """Group discovered files into batches of about ``target_bytes`` (a task costs milliseconds);
+    each batch carries the skips discovered since the previous one."""
     batch: list[SourceFile] = []
     skipped: list[Skipped] = []
-    size = done = 0
-    target = _target_of(target_bytes)
-    limit = target(0)
+    cutter = _BatchCutter(target_bytes, max_files)
     for item in files:
         if isinstance(item, Skipped):
             skipped.append(item)
             continue
         batch.append(item)
-        size += item.size
-        if size >= limit or len(batch) >= max_files:
+        if cutter.closes(item.size):
             yield batch, skipped
-            done += size
-            limit = target(done)
-            batch, skipped, size = [], [], 0
+            batch, skipped = [], []
     if batch or skipped:
         yield batch, skipped
 
 
 @dataclass
 class BatchResult:
+    """One batch chunked: its rows (``dataset.BatchRows``), what was reused or skipped, and what became
+    of each reviewer constraint; the flow appends the rows to the snapshot being written."""
+
     documents: pa.Table
     chunks: pa.Table
     skipped: list[Skipped] = field(default_factory=list)
@@ -324,7 +377,7 @@ def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str,
     ``constraints`` (per doc_id) are placed on each document's text as it is now: as recorded when
     its bytes are the ones they were made on, re-anchored by their text otherwise, or stale.
     """
-    result, doc_columns, chunk_columns = _new_batch()
+    result, rows = _new_batch()
     for source_file in files:
         document = read_document(source_file.path, source_file.doc_id)
         if isinstance(document, Skipped):
@@ -334,49 +387,41 @@ def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str,
         if previous_sha.get(document.doc_id) == document.sha256:
             result.reused.append(document.doc_id)
             continue
-        _chunk_document(config, document, (constraints or {}).get(document.doc_id, []), result, doc_columns,
-                        chunk_columns)
-    return _finish_batch(result, doc_columns, chunk_columns)
+        _chunk_document(config, document, (constraints or {}).get(document.doc_id, []), result, rows)
+    result.documents, result.chunks = rows.tables()
+    return result
 
 
 def rechunk_stored(config: Config, snapshot: Snapshot, doc_ids: list[str],
                    constraints: dict[str, list[Constraint]]) -> BatchResult:
     """Rechunk documents from the text a snapshot stores (reprocessing needs no source folder)."""
-    result, doc_columns, chunk_columns = _new_batch()
-    rows = filter_doc_ids(snapshot.documents(doc_ids=doc_ids), doc_ids).to_pylist()
-    for row in sorted(rows, key=lambda r: r["doc_id"]):
-        metadata = json.loads(row["metadata_json"] or "{}")
-        document = Document(row["doc_id"], row["path"], row["format"], row["sha256"], row["n_bytes"], row["text"],
-                            title=row["title"], exclusions=metadata.pop("extraction_exclusions", []),
-                            metadata=metadata, page_starts=list(row.get("page_starts") or []))
+    result, rows = _new_batch()
+    stored = filter_doc_ids(snapshot.documents(doc_ids=doc_ids), doc_ids).to_pylist()
+    for row in sorted(stored, key=lambda r: r["doc_id"]):
+        document = stored_document(row)
         result.n_bytes += document.n_bytes
-        _chunk_document(config, document, constraints.get(document.doc_id, []), result, doc_columns,
-                        chunk_columns)
-    return _finish_batch(result, doc_columns, chunk_columns)
-
-
-def _new_batch() -> tuple[BatchResult, dict[str, list[Any]], dict[str, list[Any]]]:
-    """An empty batch result and the column lists its rows are appended to."""
-    result = BatchResult(DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table())
-    return result, {name: [] for name in DOCUMENTS_SCHEMA.names}, {name: [] for name in CHUNKS_SCHEMA.names}
-
-
-def _finish_batch(result: BatchResult, doc_columns: dict[str, list[Any]],
-                  chunk_columns: dict[str, list[Any]]) -> BatchResult:
-    result.documents = pa.table(doc_columns, schema=DOCUMENTS_SCHEMA)
-    result.chunks = pa.table(chunk_columns, schema=CHUNKS_SCHEMA)
+        _chunk_document(config, document, constraints.get(document.doc_id, []), result, rows)
+    result.documents, result.chunks = rows.tables()
     return result
 
 
+def _new_batch() -> tuple[BatchResult, BatchRows]:
+    """An empty batch result and the rows its documents are added to."""
+    return BatchResult(DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table()), BatchRows()
+
+
 def _chunk_document(config: Config, document: Document, constraints: list[Constraint], result: BatchResult,
-                    doc_columns: dict[str, list[Any]], chunk_columns: dict[str, list[Any]]) -> None:
-    """Chunk one document under its constraints and append its rows (or a skip) to the batch."""
+                    rows: BatchRows) -> None:
+    """Chunk one document under its constraints and add its rows (or a skip) to the batch."""
     settings = config.settings_for(document.doc_id)
     placed = [(constraint, place(constraint, document.text, document.sha256)) for constraint in constraints]
     try:
         chunked = split_document(document.text, settings, document.doc_id, base_dir=config.base_dir,
                                  title=document.title or None,
                                  constraints=[placement for _, placement in placed if placement is not None])
+    except MissingExtra as exc:  # e.g. a JavaScript file without the code extra: say what to install
+        result.skipped.append(Skipped(document.doc_id, str(exc), keep_previous=True))
+        return
     except Exception as exc:  # a bug or a pathological file must not sink the whole run
         result.skipped.append(Skipped(document.doc_id, f"chunking failed: {type(exc).__name__}: {exc}",
                                       keep_previous=True))
@@ -385,56 +430,10 @@ def _chunk_document(config: Config, document: Document, constraints: list[Constr
     spans = [Span(c.start, c.end, c.size) for c in chunked.chunks] if placed else []
     for constraint, placement in placed:
         result.constraints.append(_constraint_outcome(document, constraint, placement, spans))
-    metadata = {**document.metadata, **_jsonable(chunked.metadata)}
-    if document.exclusions:
-        metadata["extraction_exclusions"] = document.exclusions
-    doc_columns["doc_id"].append(document.doc_id)
-    doc_columns["path"].append(document.path)
-    doc_columns["format"].append(document.format)
-    doc_columns["strategy"].append(chunked.strategy)
-    doc_columns["sha256"].append(document.sha256)
-    doc_columns["n_bytes"].append(document.n_bytes)
-    doc_columns["n_chars"].append(len(document.text))
-    doc_columns["n_chunks"].append(len(chunked.chunks))
-    doc_columns["title"].append(chunked.title)
-    doc_columns["exclusions"].append(
-        [{"start": s, "end": e, "reason": r} for s, e, r in chunked.exclusions]
-    )
-    doc_columns["metadata_json"].append(json.dumps(metadata, ensure_ascii=False, sort_keys=True, default=str))
-    doc_columns["text"].append(document.text)
-    doc_columns["page_starts"].append(list(document.page_starts))
-    chunks = chunked.chunks
-    for chunk in chunks:
+    for chunk in chunked.chunks:
         if chunk.over_budget_reason:
             result.over_budget[(document.doc_id, chunk.index)] = chunk.over_budget_reason
-    # Column by column: one comprehension per column costs a third of an append per chunk and column.
-    count = len(chunks)
-    doc_id, config_hash = document.doc_id, config.hash
-    chunk_columns["chunk_id"].extend([chunk_id(doc_id, c.start, c.end, config_hash) for c in chunks])
-    chunk_columns["doc_id"].extend([doc_id] * count)
-    chunk_columns["chunk_index"].extend([c.index for c in chunks])
-    chunk_columns["start"].extend([c.start for c in chunks])
-    chunk_columns["end"].extend([c.end for c in chunks])
-    chunk_columns["section_path"].extend([list(c.section_path) for c in chunks])
-    chunk_columns["size"].extend([c.size for c in chunks])
-    chunk_columns["unit"].extend([settings.unit] * count)
-    chunk_columns["n_chars"].extend([c.n_chars for c in chunks])
-    chunk_columns["n_tokens"].extend([c.n_tokens for c in chunks])
-    chunk_columns["strategy"].extend([c.strategy for c in chunks])
-    chunk_columns["label"].extend([c.label for c in chunks])
-    chunk_columns["config_version"].extend([config.version] * count)
-    chunk_columns["config_hash"].extend([config_hash] * count)
-    chunk_columns["findings"].extend([list(c.findings) for c in chunks])
-    chunk_columns["text"].extend([c.text for c in chunks])
-    chunk_columns["embed_text"].extend([c.embed_text for c in chunks])
-    # Pages of the chunk's first and last character (PDF); null for documents without pages.
-    pages = document.page_starts
-    if pages:
-        chunk_columns["page_start"].extend([page_of(pages, c.start) for c in chunks])
-        chunk_columns["page_end"].extend([page_of(pages, max(c.start, c.end - 1)) for c in chunks])
-    else:
-        chunk_columns["page_start"].extend([None] * count)
-        chunk_columns["page_end"].extend([None] * count)
+    rows.add(document, chunked, unit=settings.unit, config_version=config.version, config_hash=config.hash)
 
 
 def _constraint_outcome(document: Document, constraint: Constraint, placement: Any,
@@ -486,6 +485,8 @@ class CarryOver:
 
 
 class _RowIndex:
+    """The rows of each doc_id in one Parquet file of the previous snapshot, read by row group."""
+
     def __init__(self, path: Location):
         try:
             self.file = parquet_file(path)
@@ -670,7 +671,7 @@ def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: lis
         # so that they do not vanish from the dataset (and a vector store) until the next run.
         "kept": sorted(stats.kept),
         "findings": dict(sorted(finding_totals.items())),
-        # Every chunk over its size limit, and why (DESIGN invariant 3).
+        # Every chunk over its size limit, and why (docs/design.md, invariant 3).
         "over_budget": sorted(stats.over_budget, key=lambda item: (item["doc_id"], item["chunk_index"])),
         "size_statistics": stats.summary_rows(),
         "applied_flags": applied_flags or [],
@@ -680,6 +681,3 @@ def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: lis
         "constraints": sorted(stats.constraints, key=lambda e: (e["doc_id"], e["id"])),
     }
 
-
-def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(data, default=str))

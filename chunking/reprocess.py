@@ -90,7 +90,7 @@ def prepare_reprocess(config: Config, output: Path | None = None) -> RunContext:
     parent_path = latest_snapshot(vpath)
     if parent_path is None:
         raise RunRefused(f"{vpath}: no snapshot to reprocess yet; run `chunkyard run` first")
-    parent = Snapshot.open(parent_path)
+    parent = Snapshot.open(parent_path, validate=True)  # its rows are copied into the next snapshot
     old_hash = parent.manifest.get("config", {}).get("hash")
     if old_hash != config.hash:
         raise RunRefused(

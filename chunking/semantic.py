@@ -37,12 +37,12 @@ from typing import Any
 import numpy as np
 import regex
 
-from chunkyard.chunking.config import ChunkerBase
-from chunkyard.chunking.errors import ChunkyardError
+from chunkyard.chunking.errors import ChunkyardError, import_extra
+from chunkyard.chunking.layout import HTML_SUFFIXES, MARKDOWN_SUFFIXES, Layout, file_title
 from chunkyard.chunking.markdown import scan
 from chunkyard.chunking.oversize import BudgetProbe, fallback_boundaries
 from chunkyard.chunking.packer import Plan
-from chunkyard.chunking.strategies import HTML_SUFFIXES, MARKDOWN_SUFFIXES, Layout, _file_title
+from chunkyard.chunking.settings import ChunkerBase, SemanticSettings
 
 TOPIC_LOW, TOPIC_HIGH = 61, 89
 PARAGRAPH_LOW, PARAGRAPH_HIGH = 40, 59
@@ -50,6 +50,7 @@ SENTENCE_LOW, SENTENCE_HIGH = 20, 29
 FILL = 0.25  # chunks may end anywhere in the last three quarters of the reach
 
 MAX_EMBED_CHARS = 2000  # wordllama does not truncate; a giant unit would pad the whole batch
+EMBEDDING_DIM = 256  # the bundled wordllama model's dimension
 BATCH_SIZE = 64
 
 _PARAGRAPH_BREAK = regex.compile(r"\n[^\S\n]*\n\s*")
@@ -92,13 +93,8 @@ def load_model() -> Any:
     if _model is None:
         with _model_lock:
             if _model is None:
-                try:
-                    import wordllama
-                    from wordllama import WordLlama
-                except ImportError:
-                    raise EmbeddingModelError(
-                        "the semantic strategy needs the 'wordllama' package (pip install wordllama)"
-                    ) from None
+                wordllama = import_extra("wordllama", "The semantic strategy", "eval")
+                WordLlama = wordllama.WordLlama  # noqa: N806 - the library's class
                 try:
                     # load() looks for the weights in the wrong folder; they ship beside the package.
                     _model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
@@ -110,7 +106,7 @@ def load_model() -> Any:
 def embed(texts: list[str]) -> np.ndarray:
     """Unit-length embeddings of ``texts`` (rows in input order), batched by length."""
     if not texts:
-        return np.zeros((0, 256), dtype=np.float32)
+        return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
     model = load_model()
     clipped = [text[:MAX_EMBED_CHARS] for text in texts]
     # Sorting by length keeps padding small; a stable sort keeps the result deterministic.
@@ -245,8 +241,10 @@ def gap_scores(similarities: np.ndarray, kinds: list[str], threshold: float) -> 
 
 def semantic_layout(text: str, settings: ChunkerBase, path: str | None) -> Layout:
     """The ``semantic`` strategy's layout (see the module docstring for the method)."""
-    window = getattr(settings, "window", 3)
-    threshold = getattr(settings, "threshold", 0.2)
+    # Another strategy's settings (``auto`` never picks semantic; a direct call may): the model's defaults.
+    defaults = SemanticSettings.model_fields
+    window = getattr(settings, "window", defaults["window"].default)
+    threshold = getattr(settings, "threshold", defaults["threshold"].default)
     # Text extracted from HTML is written as Markdown, so it gets the same structure.
     suffix = PurePosixPath(path).suffix.lower() if path else ""
     is_markdown = suffix in MARKDOWN_SUFFIXES or suffix in HTML_SUFFIXES
@@ -254,7 +252,7 @@ def semantic_layout(text: str, settings: ChunkerBase, path: str | None) -> Layou
     skip: list[tuple[int, int]] = []
     start = 0
     groups = []
-    title = _file_title(path)
+    title = file_title(path)
     heading_starts: list[int] = []
     heading_paths: list[tuple[str, ...]] = []
     heading_ends: dict[int, int] = {}

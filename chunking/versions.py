@@ -61,7 +61,13 @@ def _chunks_by_doc(snapshot: Snapshot) -> dict[str, list[tuple[str, int, str, st
 
 
 def diff_snapshots(a: Snapshot, b: Snapshot) -> SnapshotDiff:
-    """Per document of either snapshot (sorted by doc_id): chunks added, removed, changed, unchanged."""
+    """Per document of either snapshot (sorted by doc_id): chunks added, removed, changed, unchanged.
+
+    Both snapshots are verified first (``Snapshot.verify``): a crafted one (repeated chunk ids, a
+    ``doc_id`` leaving the source, text that is not the document's) is a ``DatasetError``, not a diff.
+    """
+    a.verify()
+    b.verify()
     old, new = _chunks_by_doc(a), _chunks_by_doc(b)
     old_docs = set(a.documents(["doc_id"]).column("doc_id").to_pylist())
     new_docs = set(b.documents(["doc_id"]).column("doc_id").to_pylist())

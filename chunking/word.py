@@ -36,6 +36,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from chunkyard.chunking.errors import MissingExtra
+
 _MAX_LEVEL = 6
 _HEADING_STYLE = re.compile(r"^heading ([1-9])$", re.IGNORECASE)
 _TRAILING_DIGIT = re.compile(r"\s([2-9])$")
@@ -62,8 +64,8 @@ def extract_docx(raw: bytes) -> DocxExtraction:
     try:
         import docx
         from docx.table import Table
-    except ImportError as exc:  # pragma: no cover - python-docx is a dependency
-        raise DocxUnusable(f"DOCX support is not installed: {exc}") from None
+    except ImportError:  # python-docx is in the office extra
+        raise MissingExtra("DOCX support", "office") from None
     try:
         document = docx.Document(io.BytesIO(raw))
         items = list(_block_items(document.element.body, document))

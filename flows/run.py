@@ -9,7 +9,6 @@ submission order, so output is the same whichever task runner ran the tasks.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import os
 from collections import deque
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
-from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
+from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from chunkyard.chunking.config import Config, load_config_text
@@ -32,6 +31,7 @@ from chunkyard.chunking.pipeline import (
     RunStats,
     build_manifest,
     carried_constraints,
+    check_removals,
     chunk_files,
     discover_files,
     kept_documents,
@@ -42,6 +42,11 @@ from chunkyard.chunking.pipeline import (
     survey,
 )
 from chunkyard.chunking.storage import Location
+from chunkyard.flows.prefect_compat import (
+    ForkserverProcessPoolTaskRunner,
+    cache_settings_serialization,
+    forget_result,
+)
 
 TASK_RUNNERS = ("thread", "process", "dask")
 
@@ -71,7 +76,6 @@ class RunResult:
 
 # Called with (documents_done, bytes_done, total_documents, total_bytes) after each batch.
 ProgressHook = Callable[[int, int, int, int], None]
-progress_hook: ProgressHook | None = None
 
 
 @lru_cache(maxsize=8)
@@ -91,11 +95,14 @@ def chunk_batch(config_text: str, config_path: str | None, files: list[SourceFil
 @flow(name="chunkyard-run", flow_run_name="chunk {config_name}", log_prints=True)
 def chunk_corpus(config_text: str, config_path: str | None = None, config_name: str = "",
                  source: str | None = None, output: str | None = None, kind: str = "auto",
-                 workers: int = 1, task_runner: str = "thread") -> RunResult:
+                 workers: int = 1, task_runner: str = "thread", progress: ProgressHook | None = None,
+                 allow_mass_removal: bool = False) -> RunResult:
     """Chunk the config's source folder into the next snapshot of its dataset version.
 
     The config travels as its text (plus the path its relative paths resolve against), so the
-    parameters Prefect records are plain strings and workers rebuild the same config.
+    parameters Prefect records are plain strings and workers rebuild the same config. ``progress``,
+    if given, is called in this process after each batch is written (Prefect's record of the
+    parameter is an empty object).
     """
     config = _config_from_text(config_text, config_path)
     # ``output`` stays a string (a path or a URI with its query) so that the flow's parameters are plain.
@@ -119,12 +126,12 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
             while len(pending) > limit:
                 future, skipped = pending.popleft()
                 result: BatchResult = future.result()
-                _forget_result(future)
+                forget_result(future)
                 _record(result, skipped, context, writer, stats, carry, previous_reasons)
                 done_docs += len(result.chunked) + len(result.reused) + len(result.skipped)
                 done_bytes += result.n_bytes
-                if progress_hook:
-                    progress_hook(done_docs, done_bytes, sizes.files, sizes.total_bytes)
+                if progress is not None:
+                    progress(done_docs, done_bytes, sizes.files, sizes.total_bytes)
 
         # quote(): Prefect would otherwise walk every file, hash and constraint of a batch looking
         # for futures (≈0.1 s of the flow's CPU per batch on k8s, competing with the workers).
@@ -146,6 +153,9 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
         if kind == "refresh" and context.previous is not None and nothing_changed(context, stats, removed):
             writer.abort()  # the previous snapshot already holds exactly this
             return RunResult(context.previous.path, context.previous.manifest, stats, published=False)
+        check_removals(len(context.previous_sha), len(removed), stats.documents,
+                       config.model.output.max_removed_share, allow=allow_mass_removal,
+                       where=str(context.version_path))
         manifest = build_manifest(context, stats, kind, removed)
         snapshot = writer.publish(manifest)
     except BaseException:
@@ -157,31 +167,6 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
 
 def _same(value: Any) -> Any:
     return value
-
-
-def _forget_result(future: Any) -> None:
-    """Let go of a batch's result once it is written.
-
-    Prefect's future for a task in another process wraps a chain of concurrent futures (resolution,
-    process, unpickling) that keep the result and its pickled bytes; something in Prefect keeps the
-    chain, so without this the flow process held every batch until the run ended (measured with
-    tracemalloc: +60 MB of live memory per 8 MB batch, 137 MB -> 631 MB peak RSS on 70.9 MB).
-    """
-
-    seen: set[int] = set()
-    stack = [future]
-    while stack:
-        item = stack.pop()
-        if item is None or id(item) in seen:
-            continue
-        seen.add(id(item))
-        if isinstance(item, concurrent.futures.Future) and item.done():
-            item._result = None
-        for name in ("_wrapped_future", "wrapped_future", "_process_future", "_resolution_future"):
-            stack.append(getattr(item, name, None))
-    state = getattr(future, "_final_state", None)
-    if state is not None:
-        state.data = None
 
 
 def _record(result: BatchResult, skipped: list[Skipped], context, writer: SnapshotWriter, stats: RunStats,
@@ -209,63 +194,6 @@ def _record(result: BatchResult, skipped: list[Skipped], context, writer: Snapsh
     stats.n_bytes += result.n_bytes
 
 
-class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
-    """Prefect's process pool with workers forked from the preloaded forkserver (``chunkyard.flows.workers``).
-
-    Only the process that created the runner does this: Prefect also enters a duplicate of the
-    flow's task runner inside each worker (to hydrate the flow context) for every task, and there it
-    stays inert, or each worker would start a forkserver (and a queue, a thread, pools) of its own.
-    """
-
-    def __init__(self, max_workers: int | None = None, owner_pid: int | None = None):
-        super().__init__(max_workers=max_workers)
-        self._owner_pid = owner_pid or os.getpid()
-
-    def duplicate(self) -> ForkserverProcessPoolTaskRunner:
-        return type(self)(max_workers=self._max_workers, owner_pid=self._owner_pid)
-
-    def __enter__(self) -> ForkserverProcessPoolTaskRunner:
-        if os.getpid() != self._owner_pid:
-            # Inside a worker: entered only to rebuild the flow's context for a task, which never
-            # submits through it, so none of the parent's queue, thread and pools (Prefect's own
-            # ``__enter__``) is made for every task.
-            TaskRunner.__enter__(self)
-            return self
-        super().__enter__()
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        from chunkyard.flows.workers import PRELOAD, init_worker, ready
-
-        # Prefect built a spawn executor (no process started yet): rebuild it on the forkserver
-        # context with the same initializer, which wires the workers' event and log forwarding.
-        spawned = self._executor
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(PRELOAD)
-        self._executor = ProcessPoolExecutor(max_workers=self._max_workers, mp_context=context,
-                                             initializer=init_worker,
-                                             initargs=(spawned._initializer, spawned._initargs))
-        spawned.shutdown(wait=False)
-        # Fork every worker now, while the flow surveys the source, rather than at the first batch.
-        for _ in range(self._max_workers):
-            self._executor.submit(ready)
-        return self
-
-
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
-        if os.getpid() == self._owner_pid and exc_type is not None and not issubclass(exc_type, Exception):
-            # Interrupted (Ctrl+C): do not wait for the pool. Prefect's exit shuts it down with wait=True,
-            # which joins the pool's manager thread; that thread may be reading a result a worker, stopped
-            # by the same Ctrl+C, never finished sending, and the run hung there (py-spy, 1 run in ~20).
-            executor, self._executor = self._executor, None
-            if executor is not None:
-                for process in list((getattr(executor, "_processes", None) or {}).values()):
-                    with contextlib.suppress(OSError, ValueError, AttributeError):
-                        process.kill()
-                executor.shutdown(wait=False, cancel_futures=True)
-        super().__exit__(exc_type, exc_value, traceback)
-
-
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
@@ -282,16 +210,21 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
         yield ThreadPoolTaskRunner(max_workers=max(1, workers))
         return
     from chunkyard.flows.server import prefect_server
-    from chunkyard.flows.workers import cache_settings_serialization
-
     cache_settings_serialization()  # every submit to another process sends the settings
     with prefect_server(batch=True):
         if name == "process":
-            from chunkyard.flows.workers import forkserver_available, start_forkserver
+            from chunkyard.flows.workers import (
+                PRELOAD,
+                forkserver_available,
+                init_worker,
+                ready,
+                start_forkserver,
+            )
 
             if forkserver_available():
                 start_forkserver()  # already running when the CLI started it early; else it starts now
-                yield ForkserverProcessPoolTaskRunner(max_workers=workers)
+                yield ForkserverProcessPoolTaskRunner(max_workers=workers, preload=PRELOAD, initializer=init_worker,
+                                                      warm_up=ready)
             else:
                 yield ProcessPoolTaskRunner(max_workers=workers)
         elif name == "dask":
@@ -326,8 +259,9 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
 
 def run(config: Config, source: Path | None = None, output: str | Path | None = None, *,
         task_runner: str = "thread", workers: int | None = None, address: str | None = None,
-        kind: str = "auto") -> RunResult:
-    """Run the flow once with the chosen task runner (thread, process or dask)."""
+        kind: str = "auto", progress: ProgressHook | None = None, allow_mass_removal: bool = False) -> RunResult:
+    """Run the flow once with the chosen task runner (thread, process or dask); ``progress`` is called
+    with (documents_done, bytes_done, total_documents, total_bytes) after each batch."""
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     if task_runner not in TASK_RUNNERS:
@@ -347,6 +281,8 @@ def run(config: Config, source: Path | None = None, output: str | Path | None = 
             kind=kind,
             workers=workers,
             task_runner=task_runner,
+            progress=progress,
+            allow_mass_removal=allow_mass_removal,
         )
 
 

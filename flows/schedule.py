@@ -18,6 +18,7 @@ from prefect.schedules import Cron
 
 from chunkyard.chunking.config import Config, load_config
 from chunkyard.chunking.errors import ChunkyardError
+from chunkyard.flows.console import one_line_prefect_errors
 
 
 @flow(name="chunkyard-scheduled", flow_run_name="scheduled {config_path}")
@@ -27,14 +28,13 @@ def scheduled_run(config_path: str) -> dict:
     The console of ``chunkyard schedule`` (which shows this process's output) gets one line per run:
     what was written, or why the run failed; the tracebacks stay in Prefect's records of the run.
     """
-    from chunkyard.flows.cli import _one_line_prefect_errors
     from chunkyard.flows.run import chunk_corpus
     from chunkyard.flows.workers import end_with_parent
 
     # A `chunkyard schedule` killed with kill -9 takes the run with it (nothing is published; the
     # staging folder goes at the next run) rather than leaving it to publish and retry a dead server.
     end_with_parent()
-    _one_line_prefect_errors()
+    one_line_prefect_errors()
     try:
         config = load_config(config_path)
         result = chunk_corpus(config.text, str(config.path), config_name=f"{config.name} v{config.version}")

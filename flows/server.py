@@ -203,9 +203,9 @@ def _drain_prefect_services() -> None:
     if "prefect" not in sys.modules:
         return
     with contextlib.suppress(Exception):
-        from prefect._internal.concurrency.services import QueueService
+        from chunkyard.flows.prefect_compat import drain_queued_services
 
-        QueueService.drain_all(timeout=5)
+        drain_queued_services(timeout=5)
 
 
 # Seconds a started server has to shut down after SIGTERM before it gets SIGKILL: after a run, and

@@ -14,9 +14,9 @@ forwarded to the flow — is Prefect's own runner.
 Three small patches cut what Prefect costs per task (≈0.26 → ≈0.10 s of a worker's CPU, py-spy):
 a worker's API clients share one verified SSL context, a worker builds the settings every task
 carries into a model once, and the flow process serialises them once. They reach into Prefect's
-internals (``prefect.client.orchestration.ssl``, ``prefect.context.SettingsContext``), which is why
-Prefect is pinned below 3.10; each is tested in ``tests/test_scale_out.py``. The processes also end
-with their parent, even on ``kill -9`` (``die_with_parent``).
+internals, so they live in ``chunkyard.flows.prefect_compat`` with its other private names; each is
+tested in ``tests/flows/test_scale_out.py``. The processes also end with their parent, even on
+``kill -9`` (``die_with_parent``).
 """
 
 from __future__ import annotations
@@ -136,8 +136,10 @@ def init_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ..
     if orphaned():
         os._exit(1)
     signal.signal(signal.SIGINT, end_quietly_on_interrupt)  # also set by the preload, for any forkserver child
-    share_prefect_ssl_contexts()
-    reuse_prefect_settings()
+    from chunkyard.flows.prefect_compat import reuse_settings, share_ssl_contexts
+
+    share_ssl_contexts()
+    reuse_settings()
     if initializer is not None:
         initializer(*initargs)
 
@@ -147,112 +149,3 @@ def end_quietly_on_interrupt(_signum: int, _frame: Any) -> None:
     process reports it and exits (publishing nothing), and a worker just ends, without the
     KeyboardInterrupt traceback each would print. Nothing a worker holds is kept: the flow writes."""
     os._exit(130)
-
-
-def share_prefect_ssl_contexts() -> None:
-    """Let Prefect's API clients in this worker share their verified SSL contexts.
-
-    Prefect builds two API clients for every task in a worker (the hydrated context's and the task
-    engine's), and each loads certifi's CA file into a new ``ssl.SSLContext``: ≈0.1 s of a worker's
-    ≈0.28 s of Prefect per task on this machine (py-spy). A verified context is never changed after
-    it is made, so one per CA file serves every client. Only Prefect's client module sees the shared
-    contexts; unverified ones (``PREFECT_API_TLS_INSECURE_SKIP_VERIFY``), which it edits, are made
-    afresh as before.
-    """
-    import ssl
-    import types
-
-    try:
-        from prefect.client import orchestration
-    except ImportError:  # pragma: no cover - Prefect is a dependency
-        return
-    if not isinstance(getattr(orchestration, "ssl", None), types.ModuleType):
-        return  # already shared, or Prefect no longer builds contexts this way
-    contexts: dict[tuple[Any, str], ssl.SSLContext] = {}
-    create = ssl.create_default_context
-
-    def create_default_context(purpose: Any = ssl.Purpose.SERVER_AUTH, *, cafile: str | None = None,
-                               capath: str | None = None, cadata: Any = None) -> ssl.SSLContext:
-        if cafile is None or capath is not None or cadata is not None:
-            return create(purpose, cafile=cafile, capath=capath, cadata=cadata)
-        key = (purpose, cafile)
-        if key not in contexts:
-            contexts[key] = create(purpose, cafile=cafile)
-        return contexts[key]
-
-    shared = types.SimpleNamespace(**{name: getattr(ssl, name) for name in dir(ssl) if not name.startswith("__")})
-    shared.create_default_context = create_default_context
-    orchestration.ssl = shared
-
-
-def reuse_prefect_settings() -> None:
-    """Build Prefect's settings once per worker for the identical settings every task carries.
-
-    Each task sent to a worker carries the flow's settings, serialised, and the parent's environment;
-    Prefect rebuilds its ``Settings`` model from them for every task, which re-reads every settings
-    source (hundreds of fields against the environment and ``.env`` files): ≈0.1 s of the ≈0.2 s a
-    task costs in a worker (py-spy). The model is rebuilt only when the serialised settings or the
-    environment differ from a previous task's; otherwise the one already built is handed to
-    ``SettingsContext``, which accepts a built model as it is.
-    """
-    import json
-
-    try:
-        import prefect.context as context_module
-        from prefect.settings import Settings
-    except ImportError:  # pragma: no cover - Prefect is a dependency
-        return
-    original = context_module.SettingsContext
-    if getattr(original, "_chunkyard_reuses_settings", False):
-        return
-    built: dict[str, Settings] = {}
-
-    class SettingsContext(original):  # type: ignore[misc,valid-type]
-        _chunkyard_reuses_settings = True
-
-        def __init__(self, **data: Any) -> None:
-            settings = data.get("settings")
-            if isinstance(settings, dict):
-                key = json.dumps([settings, sorted(os.environ.items())], sort_keys=True, default=str)
-                if key not in built:
-                    if len(built) >= 8:
-                        built.clear()
-                    built[key] = Settings(**settings)
-                data = {**data, "settings": built[key]}
-            super().__init__(**data)
-
-    SettingsContext.__name__ = SettingsContext.__qualname__ = original.__name__
-    context_module.SettingsContext = SettingsContext
-
-
-def cache_settings_serialization() -> None:
-    """In the flow process: serialise Prefect's settings once, not for every task submitted.
-
-    A process-pool (or Dask) submit serialises the whole settings context to send it with the task:
-    ≈60 ms of the flow process's CPU per task, taken from the workers on a small machine. The
-    settings object of a context does not change (Prefect replaces it, as ``temporary_settings``
-    does), so the result is kept for as long as the same context holds the same settings object.
-    """
-    try:
-        import prefect.context as context_module
-    except ImportError:  # pragma: no cover - Prefect is a dependency
-        return
-    cls = context_module.SettingsContext
-    original = cls.serialize
-    if getattr(original, "_chunkyard_cached", False):
-        return
-    cache: dict[tuple[int, bool], tuple[Any, Any, dict[str, Any]]] = {}
-
-    def serialize(self: Any, include_secrets: bool = True) -> dict[str, Any]:
-        key = (id(self), include_secrets)
-        hit = cache.get(key)
-        if hit is not None and hit[0] is self and hit[1] is self.settings:
-            return hit[2]
-        value = original(self, include_secrets=include_secrets)
-        if len(cache) >= 16:
-            cache.clear()
-        cache[key] = (self, self.settings, value)  # holding self keeps its id from being reused
-        return value
-
-    serialize._chunkyard_cached = True  # type: ignore[attr-defined]
-    cls.serialize = serialize

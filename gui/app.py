@@ -8,6 +8,9 @@ users see. Without a display it renders offscreen.
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,12 +43,95 @@ def _quiet_offscreen_platform() -> None:
     qInstallMessageHandler(handler)
 
 
+# Debian/Ubuntu packages of the libraries Qt's xcb platform loads, where the package name does not follow
+# from the library's soname by Debian's rule (``libfoo-bar.so.N`` -> ``libfoo-barN``, ``libfoo2.so.N`` -> ``libfoo2-N``).
+_PACKAGE_OF = {"libglib-2.0.so.0": "libglib2.0-0", "libEGL.so.1": "libegl1", "libGL.so.1": "libgl1",
+               "libOpenGL.so.0": "libopengl0", "libGLX.so.0": "libglx0", "libdbus-1.so.3": "libdbus-1-3"}
+# What the README lists for `chunkyard review` in a window (the same names the pre-flight prints).
+XCB_PACKAGES = ("libxcb-cursor0", "libxcb-icccm4", "libxcb-keysyms1", "libxcb-image0", "libxcb-render-util0",
+                "libxcb-xkb1", "libxkbcommon-x11-0")
+
+
+def package_of(soname: str) -> str:
+    """The Debian package that ships the shared library ``soname`` (``libxcb-cursor.so.0`` -> ``libxcb-cursor0``)."""
+    if soname in _PACKAGE_OF:
+        return _PACKAGE_OF[soname]
+    match = re.fullmatch(r"(lib.+?)\.so\.(\d+)(?:\..*)?", soname)
+    if not match:
+        return soname
+    name, major = match.group(1).lower(), match.group(2)
+    return f"{name}-{major}" if name[-1].isdigit() else f"{name}{major}"
+
+
+def missing_libraries(library: Path) -> list[str]:
+    """Sonames ``library`` needs that the dynamic loader cannot find (``ldd``), in its order; [] when
+    ``ldd`` is not there to ask (Qt then says it itself)."""
+    ldd = shutil.which("ldd")
+    if ldd is None or not library.exists():
+        return []
+    try:
+        listing = subprocess.run([ldd, str(library)], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    missing = []
+    for line in listing.splitlines():
+        name, _, found = line.strip().partition(" => ")
+        if found.strip() == "not found" and name not in missing:
+            missing.append(name)
+    return missing
+
+
+def _xcb_plugin() -> Path:
+    import PySide6
+
+    return Path(PySide6.__file__).parent / "Qt" / "plugins" / "platforms" / "libqxcb.so"
+
+
+def _display_socket_missing(display: str) -> bool:
+    """Whether a local X display (``:N``) has no server socket: Qt would abort "could not connect"."""
+    match = re.fullmatch(r":(\d+)(?:\.\d+)?", display)
+    return bool(match) and not Path(f"/tmp/.X11-unix/X{match.group(1)}").exists()
+
+
+def preflight(environ: dict[str, str] | None = None, plugin: Path | None = None) -> str | None:
+    """Why Qt could not open a window here, in one line, or None when it can.
+
+    Qt's xcb platform aborts the process (SIGABRT, exit 134) before Python can catch anything when a
+    library it loads is missing or there is no X display: checked first, so the reviewer can say which
+    packages to install, or that there is no display (``--screenshot`` renders offscreen)."""
+    environ = dict(os.environ) if environ is None else environ
+    platform = environ.get("QT_QPA_PLATFORM", "").split(":", 1)[0].strip().lower()
+    if platform and platform != "xcb":
+        return None  # offscreen, wayland, vnc, ...: not the xcb platform
+    display = environ.get("DISPLAY", "")
+    if not platform and not display and environ.get("WAYLAND_DISPLAY"):
+        return None  # Qt picks its Wayland platform
+    if not display:
+        return "no display (DISPLAY is not set); use --screenshot PNG to render the reviewer without one"
+    if sys.platform.startswith("linux"):
+        missing = missing_libraries(plugin or _xcb_plugin())
+        if missing:
+            packages = " ".join(dict.fromkeys(package_of(name) for name in missing))
+            return (f"Qt cannot open a window: missing system libraries {', '.join(missing)}; "
+                    f"install them (Debian/Ubuntu: apt-get install {packages}), or use --screenshot PNG")
+    if _display_socket_missing(display):
+        return f"no display: no X server answers on DISPLAY={display}; use --screenshot PNG to render without one"
+    return None
+
+
 def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: str | None = None,
                started: float | None = None) -> int:
     """Show the reviewer (or render one screenshot) and return the process exit code."""
     started = time.perf_counter() if started is None else started
     if screenshot is not None and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    if QApplication.instance() is None:
+        problem = preflight()
+        if problem is not None and screenshot is not None:
+            os.environ["QT_QPA_PLATFORM"] = "offscreen"  # a screenshot needs no window: render it offscreen
+        elif problem is not None:
+            print(f"chunkyard: error: {problem}", file=sys.stderr)
+            return 1
     if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
         _quiet_offscreen_platform()
     app = application()
@@ -65,6 +151,11 @@ def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: 
                 usage["refused"] = True
                 return False
         elif index.n_documents:
+            # Resume after the reviewer's latest decision (the first chunk to review on a fresh ledger).
+            row = controller.start_row()
+            if row is not None:
+                controller.select_row(row)
+                return True
             number = 0
         else:
             return True
@@ -83,6 +174,9 @@ def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: 
     def fail(message: str) -> None:
         # The first message wins (a --doc that names no document sets it before calling here).
         code = 2 if usage["refused"] or (controller.index is None and controller.load_refused) else 1
+        if path is None and controller.index is None and not outcome["message"]:
+            # The user typed no path: say that the current folder was tried, not only a folder found in it.
+            message = f"no PATH given, and the current folder ({Path.cwd()}) is not a dataset to open: {message}"
         outcome["code"], outcome["message"] = code, outcome["message"] or message
         app.exit(code)
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen, QTextCursor
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QKeySequence, QPainter, QPaintEvent, QPen, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -74,10 +74,22 @@ class CompareSourceView(SourceView):
 
 
 class CompareWindow(QWidget):
-    """Snapshot A (left) and B (right) of one document, and the document's decisions."""
+    """Snapshot A (left) and B (right) of one document, and the document's decisions.
+
+    Esc and Ctrl+W close it; Quit (Ctrl+Q) here asks the reviewer to quit (``quit_requested``), and the
+    main window closes it when it closes, so it never outlives the reviewer."""
+
+    quit_requested = Signal()
 
     def __init__(self, path_a: str | Path, path_b: str | Path, doc_id: str, parent: QWidget | None = None):
         super().__init__(parent)
+        for keys in (QKeySequence(Qt.Key.Key_Escape), QKeySequence("Ctrl+W")):
+            QShortcut(keys, self, activated=self.close)
+        QShortcut(QKeySequence("Ctrl+Q"), self, activated=self.quit_requested.emit)
+        # N / P: the next / previous document whose chunks differ between the two snapshots.
+        QShortcut(QKeySequence("N"), self, activated=lambda: self.step_changed(1))
+        QShortcut(QKeySequence("P"), self, activated=lambda: self.step_changed(-1))
+        self._changed: list[str] | None = None
         self.setWindowTitle(f"Compare — {doc_id}")
         self.resize(1400, 850)
         self._indexes: dict[Path, ReviewIndex] = {}
@@ -103,6 +115,21 @@ class CompareWindow(QWidget):
         layout.addWidget(panes, 1)
         layout.addWidget(QLabel("Decisions on this document (select a resolved flag to see its before/after):"))
         layout.addWidget(self.decisions)
+        # The question box for both snapshots: one question, each side's top k (did a rechunk change which
+        # chunk answers?); the question line is the left panel's, the right one follows it.
+        from chunkyard.gui.question_view import QuestionPanel
+
+        self.question_a, self.question_b = QuestionPanel(label="Question:"), QuestionPanel()
+        self.question_b.question.hide()
+        self.question_b.k.hide()
+        answers = QSplitter(Qt.Orientation.Horizontal)
+        answers.addWidget(self.question_a)
+        answers.addWidget(self.question_b)
+        layout.addWidget(answers)
+        self.question_a.question.returnPressed.connect(self._ask_both)
+        for panel, view in ((self.question_a, self.left), (self.question_b, self.right)):
+            panel.chunk_chosen.connect(lambda row, v=view: v.select_row(row))
+            panel.answered.connect(lambda p=panel, v=view: v.set_answers(p.margin_marks()))
         self.decisions.currentItemChanged.connect(self._on_decision)
         # Scrolling one side scrolls the other: the same text lines up when it is unchanged.
         self.left.verticalScrollBar().valueChanged.connect(self.right.verticalScrollBar().setValue)
@@ -146,9 +173,44 @@ class CompareWindow(QWidget):
                                  "boundaries are not compared")
         self.left.set_moved(self.moved_a)
         self.right.set_moved(self.moved_b)
+        if getattr(self, "question_a", None) is not None:
+            for panel, index in ((self.question_a, self.index_a), (self.question_b, self.index_b)):
+                if panel.index is not index:
+                    panel.set_index(index)
         if focus is not None:
             self.left.scroll_to(focus)
             self.right.scroll_to(focus)
+
+    def changed_documents(self) -> list[str]:
+        """doc_ids whose chunks differ between the left and the right snapshot (``chunkyard diff``'s rule)."""
+        if self._changed is None:
+            from chunkyard.chunking.versions import diff_snapshots
+
+            diff = diff_snapshots(self.index_a.snapshot, self.index_b.snapshot)
+            self._changed = [d.doc_id for d in diff.documents if d.status != "unchanged"]
+        return self._changed
+
+    def step_changed(self, step: int) -> bool:
+        """Show the next (``step`` 1) or previous changed document after this one, in doc_id order."""
+        changed = self.changed_documents()
+        later = [d for d in changed if d > self.doc_id] if step > 0 else [d for d in changed if d < self.doc_id]
+        if not later:
+            self.summary.setText(f"{self.doc_id}: no changed document {'after' if step > 0 else 'before'} this one "
+                                 f"({plural(len(changed), 'changed document')})")
+            return False
+        self.show_document(later[0] if step > 0 else later[-1])
+        return True
+
+    def show_document(self, doc_id: str) -> None:
+        self.doc_id = doc_id
+        self.setWindowTitle(f"Compare — {doc_id}")
+        self.show_pair(self.index_a.snapshot.path, self.index_b.snapshot.path)
+        self._fill_decisions()
+
+    def _ask_both(self) -> None:
+        """The left panel's question, asked of both snapshots (each panel ranks its own snapshot's chunks)."""
+        self.question_b.k.setValue(self.question_a.k.value())
+        self.question_b.ask(self.question_a.question.text())  # in its own thread, beside the left one's
 
     def _fill_decisions(self) -> None:
         self.decisions.clear()

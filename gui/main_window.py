@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, QSize, Qt
 from PySide6.QtGui import (
     QAction,
@@ -17,6 +18,7 @@ from PySide6.QtGui import (
     QKeySequence,
     QPainter,
     QPaintEvent,
+    QResizeEvent,
     QShortcut,
     QShowEvent,
     QTextCursor,
@@ -36,6 +38,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QSizePolicy,
     QSplitter,
+    QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableView,
@@ -45,7 +48,14 @@ from PySide6.QtWidgets import (
 )
 
 from chunkyard.chunking.ledger import REASON_TEXT, REASONS
-from chunkyard.chunking.review import QUEUES, ReviewIndex
+from chunkyard.chunking.review import (
+    FINDING_QUEUE,
+    QUEUES,
+    ReviewIndex,
+    elide_path,
+    finding_queue,
+    queue_title,
+)
 from chunkyard.chunking.words import plural
 from chunkyard.gui.controller import CLOSE_PATIENCE_MS, ReviewController
 from chunkyard.gui.models import DOC_ROLE, ChunksModel, DocumentsModel
@@ -63,6 +73,72 @@ class _ElideRight(QStyledItemDelegate):
     def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:
         super().initStyleOption(option, index)
         option.textElideMode = Qt.TextElideMode.ElideRight
+
+
+class _ElidePath(QStyledItemDelegate):
+    """Document ids cut by ``elide_path``: top folders first, then the end, so a name keeps its beginning
+    (a leading number) and ids that share a file name stay apart."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._cut: dict[tuple[str, int, str], str] = {}  # (id, width, font) -> text: a repaint measures nothing
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        super().initStyleOption(option, index)
+        margin = 2 * (option.widget.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1) \
+            if option.widget is not None else 6
+        width = max(0, option.rect.width() - margin)
+        key = (option.text, width, option.font.key())
+        text = self._cut.get(key)
+        if text is None:
+            if len(self._cut) > 20_000:
+                self._cut.clear()
+            text = self._cut[key] = elide_path(option.text, width, option.fontMetrics.horizontalAdvance)
+        option.text = text
+        option.textElideMode = Qt.TextElideMode.ElideRight
+
+
+class _FittingTable(QTableView):
+    """A table whose ``main`` column keeps at least ``share`` of the width: when the pane is narrow (a
+    small screen, 2x scaling) the other columns shrink to their header text and then, from the right,
+    the ones in ``optional`` are hidden — every name read "…" when the count columns took the pane."""
+
+    def __init__(self, main: int, share: float, optional: tuple[int, ...] = ()):
+        super().__init__()
+        self.main, self.share, self.optional = main, share, optional
+        self.preferred: dict[int, int] = {}  # column -> width it gets when there is room
+        self.least: dict[int, int] = {}  # column -> width it keeps however narrow (else its header text's)
+
+    def fit_columns(self) -> None:
+        header = self.horizontalHeader()
+        width = self.viewport().width()
+        if width <= 0 or not self.preferred:
+            return
+        columns = sorted(self.preferred)
+        floor = {c: self.least.get(c) or header.fontMetrics().horizontalAdvance(
+                     str(self.model().headerData(c, Qt.Orientation.Horizontal))) + 14 for c in columns}
+        room = width * (1 - self.share)  # what the other columns may take together
+        hidden: set[int] = set()
+        for column in (None, *self.optional):
+            if column is not None:
+                hidden.add(column)
+            shown = [c for c in columns if c not in hidden]
+            if sum(min(floor[c], self.preferred[c]) for c in shown) <= room:
+                break
+        shown = [c for c in columns if c not in hidden]
+        wanted = sum(self.preferred[c] for c in shown)
+        low = sum(min(floor[c], self.preferred[c]) for c in shown)
+        # Between their header text and their preferred width, in proportion to the room there is.
+        scale = 1.0 if wanted <= room else max(0.0, (room - low) / max(1, wanted - low))
+        for column in columns:
+            header.setSectionHidden(column, column in hidden)
+            if column not in hidden:
+                least = min(floor[column], self.preferred[column])
+                header.resizeSection(column, round(least + (self.preferred[column] - least) * min(1.0, scale)))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.fit_columns()
 
 
 class _ElidedLabel(QLabel):
@@ -92,12 +168,12 @@ class _ElidedLabel(QLabel):
         painter.end()
 
 
-def ask_note(parent: QWidget, text: str) -> tuple[str, bool]:
+def ask_note(parent: QWidget, text: str, what: str = "this chunk") -> tuple[str, bool]:
     """The note dialog: (text, saved). Unlike Qt's multi-line input dialog (where Tab types a tab and
     Ctrl+Return does nothing) it works from the keyboard alone: Tab leaves the text, Ctrl+Return
     saves, Escape cancels."""
     dialog = QDialog(parent)
-    dialog.setWindowTitle("Note")
+    dialog.setWindowTitle(f"Note on {what}")
     edit = QPlainTextEdit(text)
     edit.setTabChangesFocus(True)
     buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
@@ -106,7 +182,10 @@ def ask_note(parent: QWidget, text: str) -> tuple[str, bool]:
     for keys in ("Ctrl+Return", "Ctrl+Enter"):
         QShortcut(QKeySequence(keys), dialog, activated=dialog.accept)
     layout = QVBoxLayout(dialog)
-    layout.addWidget(QLabel("Note on this chunk (Ctrl+Enter saves, Esc cancels):"))
+    label = QLabel(f"Note on {what} (Ctrl+Enter saves, Esc cancels):")
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setWordWrap(True)
+    layout.addWidget(label)
     layout.addWidget(edit)
     layout.addWidget(buttons)
     edit.setFocus()
@@ -145,6 +224,8 @@ class MainWindow(QMainWindow):
         self.controller = controller or ReviewController(self)
         self.last_error = ""
         self._filtering = False  # filtering moves the list's current row; that is not a user's choice
+        self.compare_window: QWidget | None = None  # the Compare window (gui.compare_view.CompareWindow), if open
+        self._syncing = False  # the window moves a table's current row to the controller's: not a user's choice
         self.setWindowTitle("chunkyard review")
         self._fit_to_screen(1500, 900)
         self._build_widgets()
@@ -157,8 +238,18 @@ class MainWindow(QMainWindow):
         self.pending_label.setStyleSheet("QLabel { color: #b35900; font-weight: bold; }")
         self.pending_label.hide()
         self.statusBar().addPermanentWidget(self.pending_label)
+        self.read_only_label = QLabel("READ-ONLY: decisions are not recorded")
+        self.read_only_label.setStyleSheet("QLabel { color: #b91c1c; font-weight: bold; }")
+        self.read_only_label.hide()
+        self.statusBar().addPermanentWidget(self.read_only_label)
+        self.bulk_label = QLabel("")
+        self.bulk_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.bulk_label.setStyleSheet("QLabel { color: #1d4ed8; font-weight: bold; }")
+        self.bulk_label.hide()
+        self.statusBar().addPermanentWidget(self.bulk_label)
         self.unsaved_box: QMessageBox | None = None
         self._close_when_saved = False
+        self.chunks_view.setFocus(Qt.FocusReason.OtherFocusReason)
 
     # -- layout ----------------------------------------------------------------------------------
 
@@ -175,13 +266,15 @@ class MainWindow(QMainWindow):
 
     def _build_widgets(self) -> None:
         self.documents_model = DocumentsModel(self)
-        self.documents_view = QTableView()
+        # The name keeps 40% of the list; Reviewed, then Flagged, then Findings give way when it is narrow.
+        self.documents_view = _FittingTable(0, 0.4, optional=(4, 3, 2))
         self.documents_view.setModel(self.documents_model)
         _fixed_rows(self.documents_view)
         self.documents_view.setSortingEnabled(True)
-        # Cut from the left: the file name and the folders just above it tell documents apart
-        # ("…node-swap/README.md"), the top folders do not ("keps/s…DME.md" for every KEP).
-        self.documents_view.setTextElideMode(Qt.TextElideMode.ElideLeft)
+        # Cut by whole top folders, then at the end ("…/2400-node-swap/README.md", "…/12-returns-and-…"):
+        # cut from the left a name lost its leading number, cut in the middle every KEP read "keps/s…DME.md".
+        self._path_delegate = _ElidePath(self.documents_view)
+        self.documents_view.setItemDelegateForColumn(0, self._path_delegate)
         self.documents_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
         header = self.documents_view.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -189,10 +282,14 @@ class MainWindow(QMainWindow):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
             # Wide enough for the header text, measured once (not resize-to-contents over the rows).
             text_width = header.fontMetrics().horizontalAdvance(DocumentsModel.HEADERS[column])
-            header.resizeSection(column, max(48, text_width + 14))
+            self.documents_view.preferred[column] = max(48, text_width + 14)
+            header.resizeSection(column, self.documents_view.preferred[column])
         self.filter_box = QLineEdit()
         self.filter_box.setPlaceholderText("Filter documents…")
         self.filter_box.setClearButtonEnabled(True)
+        # Not a Tab stop and never the first focus: review keys typed into it were lost (N, J, 2 became a
+        # filter). Ctrl+F or a click enters it; Return or Escape leaves it.
+        self.filter_box.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
         self.order_box = QComboBox()
         self.order_box.addItems(["By name", "Most suspicious"])
         left = QWidget()
@@ -213,12 +310,22 @@ class MainWindow(QMainWindow):
         centre_layout.addWidget(self.source_view, 1)
 
         self.chunks_model = ChunksModel(self)
-        self.chunks_view = QTableView()
+        # The section path keeps a quarter of the table; the other columns shrink towards their header text.
+        self.chunks_view = _FittingTable(ChunksModel.HEADERS.index("Section"), 0.25)
         self.chunks_view.setModel(self.chunks_model)
         _fixed_rows(self.chunks_view)
         chunk_header = self.chunks_view.horizontalHeader()
         for column, width in enumerate((34, 84, 170, 100, 100)):
             chunk_header.resizeSection(column, width)
+            if column != self.chunks_view.main:
+                self.chunks_view.preferred[column] = width
+        # Never fewer than six rows in view, whatever the splitter or the screen (at 2x it showed two).
+        row_height = self.chunks_view.verticalHeader().defaultSectionSize()
+        self.chunks_view.setMinimumHeight(6 * row_height + self.chunks_view.horizontalHeader().sizeHint().height()
+                                          + 2 * self.chunks_view.frameWidth()
+                                          + self.chunks_view.horizontalScrollBar().sizeHint().height())
+        # A size is read whole or not at all ("… chars" said nothing).
+        self.chunks_view.least[1] = self.chunks_view.fontMetrics().horizontalAdvance("8,888 tokens") + 14
         # The section path takes what the pane has left (it is elided from the left): all columns,
         # the Review column included, stay in view at every pane width.
         chunk_header.setSectionResizeMode(ChunksModel.HEADERS.index("Section"), QHeaderView.ResizeMode.Stretch)
@@ -240,10 +347,19 @@ class MainWindow(QMainWindow):
         self.evaluation.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.evaluation.setPlaceholderText("No evaluation of this dataset yet: run `chunkyard eval CONFIG --questions FILE`")
         self.tabs.addTab(self.evaluation, "Evaluation")
+        from chunkyard.gui.question_view import QuestionPanel
+
+        self.question_panel = QuestionPanel()
+        self.question_panel.question.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # never takes review keys by Tab
+        self.tabs.addTab(self.question_panel, "Question")
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.chunks_view)
         right.addWidget(self.tabs)
         right.setSizes([380, 480])
+        # The chunk table gets the larger share of every height (at 2x scaling it showed two rows).
+        right.setStretchFactor(0, 3)
+        right.setStretchFactor(1, 2)
+        self._right_panes = right
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
@@ -262,20 +378,40 @@ class MainWindow(QMainWindow):
         self.progress_label = QLabel("")
         self.progress_label.setTextFormat(Qt.TextFormat.PlainText)
         self.queue_box = QComboBox()
-        self.queue_box.addItems(list(QUEUES))
+        for queue in QUEUES:
+            self.queue_box.addItem(queue, queue)
+        # Wide enough for "Finding split_procedure (8)" (it read "Finding split").
+        self.queue_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.queue_box.setMinimumContentsLength(24)
         self.queue_box.setCurrentText(self.controller.queue)
-        self.queue_box.setToolTip("Queue: which documents are listed and where a verdict moves on to")
+        self.queue_box.setToolTip("Queue: which documents are listed and where a verdict moves on to; a finding's "
+                                  "queue holds its chunks not decided yet (or click its bar under Statistics)")
+        self.queue_progress_label = QLabel("")
+        self.queue_progress_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.queue_progress_label.setToolTip("This queue: chunks decided of all it covers, your pace over the "
+                                             "last decisions, and the time the rest would take at that pace")
         self.reviewer_box = QLineEdit(self.controller.reviewer)
         self.reviewer_box.setMaximumWidth(160)
         self.reviewer_box.setToolTip("Reviewer name recorded with each decision")
+        self.reviewer_box.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # as the filter box: never takes review keys
         self.target_label = QLabel("")
         toolbar.addWidget(QLabel(" Queue: "))
         toolbar.addWidget(self.queue_box)
+        toolbar.addWidget(QLabel(" "))
+        toolbar.addWidget(self.queue_progress_label)
         toolbar.addSeparator()
         toolbar.addWidget(QLabel(" Reviewer: "))
         toolbar.addWidget(self.reviewer_box)
         toolbar.addSeparator()
         toolbar.addWidget(self.target_label)
+        self.search_box = QLineEdit()
+        self.search_box.setPlaceholderText("Find in chunk text… (/)")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.setMaximumWidth(240)
+        self.search_box.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # as the filter box: never takes review keys
+        self.search_box.setToolTip("Return finds the next chunk whose text contains this (any case); F3 / Shift+F3 "
+                                   "the next / previous one; Esc goes back to reviewing")
+        toolbar.addWidget(self.search_box)
         spacer = QWidget()
         spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         toolbar.addWidget(spacer)
@@ -291,7 +427,8 @@ class MainWindow(QMainWindow):
         self.recent_menu = file_menu.addMenu("Open &recent")
         self._fill_recent()
         file_menu.addSeparator()
-        quit_action = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit)
+        # Ctrl+Q spelled out: the standard Quit key is empty on some platforms (offscreen), and Compare uses it too.
+        quit_action = QAction("&Quit", self, shortcut=QKeySequence("Ctrl+Q"))
         quit_action.triggered.connect(self.close)
         file_menu.addAction(quit_action)
 
@@ -309,25 +446,58 @@ class MainWindow(QMainWindow):
             self.addAction(action)
             return action
 
+        self.decision_actions: list[QAction] = []  # disabled while the dataset is open read-only
         add("Next chunk", "J", lambda: controller.step_chunk(1))
         add("Previous chunk", "K", lambda: controller.step_chunk(-1))
-        add("Next suspicious chunk", "N", lambda: self._step_suspicious(1))
-        add("Previous suspicious chunk", "P", lambda: self._step_suspicious(-1))
+        add("Next suspicious chunk not decided yet", "N", lambda: self._step_suspicious(1))
+        add("Previous suspicious chunk not decided yet", "P", lambda: self._step_suspicious(-1))
         review.addSeparator()
         flag_menu = review.addMenu("Flag")
         for number, reason in enumerate(REASONS, start=1):
             action = QAction(f"{reason} — {REASON_TEXT[reason]}", self)
             action.setShortcut(QKeySequence(str(number)))
             action.triggered.connect(lambda _=False, n=number: controller.flag_number(n))
+            action.setIconText(f"{number} {reason}")  # on the Decide toolbar: the key and its reason, in view
+            action.setToolTip(f"{number}: flag {reason} — {REASON_TEXT[reason]}")
             flag_menu.addAction(action)
             self.addAction(action)
+            self.decision_actions.append(action)
         self.boundary_action = add("Flag the boundary after this chunk (next flag)", "B",
                                    lambda: controller.set_boundary_mode(not controller.boundary_mode))
         self.boundary_action.setCheckable(True)
-        add("Mark OK", "O", controller.mark_ok)
-        add("Keep the selected text together", "T", lambda: self.constrain_selection("keep_together"))
-        add("Break here (at the text cursor)", "H", lambda: self.constrain_selection("break_here"))
-        add("Edit note…", "E", self.edit_note)
+        self.decision_actions += [
+            self.boundary_action,
+            add("Mark OK", "O", controller.mark_ok),
+            add("Keep the selected text together", "T", lambda: self.constrain_selection("keep_together")),
+            add("Break here (at the text cursor)", "H", lambda: self.constrain_selection("break_here")),
+            add("Edit note… (on the chunk just decided, else this one)", "E", self.edit_note),
+        ]
+        review.addSeparator()
+        bulk = review.addMenu("Bulk")
+        self._bulk_menu = bulk
+        bulk_actions = []
+        for text, keys, how in (("Choose the chunks with this chunk's findings", "Ctrl+Shift+F", "findings"),
+                                ("Choose the chunks with this chunk's section title", "Ctrl+Shift+S", "section"),
+                                ("Choose a range: press at its first chunk, then at its last", "Ctrl+Shift+R",
+                                 "range")):
+            action = QAction(text, self, shortcut=QKeySequence(keys))
+            action.triggered.connect(lambda _=False, h=how: self.controller.bulk_select(h))
+            bulk_actions.append(action)
+        clear = QAction("Clear the chosen chunks", self, shortcut=QKeySequence("Ctrl+Shift+X"))
+        clear.triggered.connect(controller.clear_bulk)
+        bulk_actions.append(clear)
+        for number, reason in enumerate(REASONS, start=1):
+            action = QAction(f"Flag all chosen as {reason}", self, shortcut=QKeySequence(f"Ctrl+{number}"))
+            action.triggered.connect(lambda _=False, r=reason: self.controller.bulk_decide("flag", r))
+            bulk_actions.append(action)
+        ok_all = QAction("Mark all chosen OK", self, shortcut=QKeySequence("Ctrl+Shift+O"))
+        ok_all.triggered.connect(lambda: self.controller.bulk_decide("mark_ok"))
+        bulk_actions.append(ok_all)
+        for action in bulk_actions:
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            bulk.addAction(action)
+            self.addAction(action)
+        self.decision_actions += bulk_actions
         review.addSeparator()
         undo = controller.undo_stack.createUndoAction(self, "Undo")
         undo.setShortcut(QKeySequence("Ctrl+Z"))
@@ -337,6 +507,9 @@ class MainWindow(QMainWindow):
             review.addAction(action)
             self.addAction(action)
         self.undo_action, self.redo_action = undo, redo
+        self.decision_actions += [undo, redo]
+        self.flag_actions = [a for a in flag_menu.actions() if not a.isSeparator()]
+        self._review_menu, self._flag_menu, self._file_menu = review, flag_menu, file_menu
 
         view = self.menuBar().addMenu("&View")
         stats = QAction("Statistics", self, shortcut=QKeySequence("Ctrl+T"))
@@ -348,6 +521,129 @@ class MainWindow(QMainWindow):
         find = QAction("Filter documents", self, shortcut=QKeySequence.StandardKey.Find)
         find.triggered.connect(lambda: (self.filter_box.setFocus(), self.filter_box.selectAll()))
         view.addAction(find)
+        find_text = QAction("Find in chunk text", self, shortcut=QKeySequence("/"))
+        find_text.triggered.connect(lambda: (self.search_box.setFocus(Qt.FocusReason.ShortcutFocusReason),
+                                             self.search_box.selectAll()))
+        view.addAction(find_text)
+        next_hit = QAction("Next chunk with the text found", self, shortcut=QKeySequence("F3"))
+        next_hit.triggered.connect(lambda: self.step_hit(1))
+        view.addAction(next_hit)
+        previous_hit = QAction("Previous chunk with the text found", self, shortcut=QKeySequence("Shift+F3"))
+        previous_hit.triggered.connect(lambda: self.step_hit(-1))
+        view.addAction(previous_hit)
+        go = QAction("Go to a chunk or document (N, DOC_ID, DOC_ID#N)", self, shortcut=QKeySequence("Ctrl+G"))
+        go.triggered.connect(self.ask_go_to)
+        view.addAction(go)
+        ask = QAction("Ask a question (the chunks that answer it)", self, shortcut=QKeySequence("Ctrl+K"))
+        ask.triggered.connect(self.focus_question)
+        view.addAction(ask)
+        self._view_menu = view
+
+        help_menu = self.menuBar().addMenu("&Help")
+        keys = QAction("Keys and colours", self)
+        keys.setShortcuts([QKeySequence("?"), QKeySequence("F1")])
+        keys.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        keys.triggered.connect(self.show_keys)
+        help_menu.addAction(keys)
+        self.addAction(keys)
+        self.keys_action = keys
+        self._build_decide_toolbar()
+
+    def _build_decide_toolbar(self) -> None:
+        """A second toolbar row: each verdict as a button that shows its key ("2 mid_sentence", "O OK")."""
+        self.addToolBarBreak()
+        bar = self.addToolBar("Decide")
+        bar.setObjectName("decide-toolbar")
+        bar.setMovable(False)
+        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        for action in self.flag_actions:
+            bar.addAction(action)
+        bar.addSeparator()
+        for action in self.decision_actions:
+            if action.shortcut().toString() in ("B", "O", "E"):
+                action.setIconText({"B": "B boundary", "O": "O OK", "E": "E note"}[action.shortcut().toString()])
+                bar.addAction(action)
+        bar.addSeparator()
+        bar.addAction(self.keys_action)
+        self.keys_action.setIconText("? keys")
+        self.decide_bar = bar
+
+    def key_sections(self) -> list[tuple[str, list[QAction]]]:
+        """The window's actions by menu, for the `?` overlay (read from the menus: it cannot drift)."""
+        review = [a for a in self._review_menu.actions() if a.menu() is None]
+        return [("Review", review), ("Flag the chunk (B first: the boundary after it)", self._flag_menu.actions()),
+                ("Bulk: choose chunks, decide them in one step", self._bulk_menu.actions()),
+                ("View", self._view_menu.actions()), ("File", self._file_menu.actions()),
+                ("Help", [self.keys_action]),
+                ("In the filter box", [self._leave_filter_action])]
+
+    def _on_search(self) -> None:
+        """Return in the search box: find the chunks containing the text, go to the next one after the
+        current chunk, and give the keys back to the review (F3 goes on)."""
+        index = self.controller.index
+        needle = self.search_box.text()
+        self.hits = index.text_matches(needle) if index is not None and needle else None
+        self.hits_needle = needle
+        self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.step_hit(1)
+
+    hits = None
+    hits_needle = ""
+
+    def step_hit(self, step: int) -> bool:
+        index, hits = self.controller.index, self.hits
+        if index is None or hits is None:
+            self.statusBar().showMessage("Nothing searched yet: / then the text and Return", 5000)
+            return False
+        total = int(np.count_nonzero(hits))
+        if not total:
+            self.statusBar().showMessage(f"No chunk contains “{self.hits_needle}”", 5000)
+            return False
+        row = index.next_row(hits, self.controller.row, step)
+        wrapped = row is None
+        if wrapped:  # round again from the other end
+            row = index.next_row(hits, None, step)
+        assert row is not None
+        self.controller.select_row(row)
+        number = int(np.count_nonzero(hits[:row + 1]))
+        self.statusBar().showMessage(f"“{self.hits_needle}”: chunk {number} of {total} that contain it"
+                                     + (" (from the other end)" if wrapped else "") + " — F3 next, Shift+F3 previous",
+                                     8000)
+        return True
+
+    def go_to(self, spec: str) -> bool:
+        index = self.controller.index
+        if index is None:
+            return False
+        doc, row, problem = index.go_to(spec, self.controller.doc)
+        if problem:
+            self.statusBar().showMessage(f"Go to {spec!r}: {problem}", 8000)
+            return False
+        if row is not None:
+            self.controller.select_row(row)
+        else:
+            self.controller.select_document(doc)
+        return True
+
+    def ask_go_to(self) -> None:
+        from PySide6.QtWidgets import QInputDialog
+
+        spec, accepted = QInputDialog.getText(self, "Go to", "Chunk number (this document), DOC_ID, or DOC_ID#N:")
+        if accepted:
+            self.go_to(spec)
+        self.give_keys_to_review()
+
+    def focus_question(self) -> None:
+        self.tabs.setCurrentWidget(self.question_panel)
+        self.question_panel.question.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.question_panel.question.selectAll()
+
+    def show_keys(self) -> None:
+        from chunkyard.gui.keys_overlay import KeysOverlay
+
+        if getattr(self, "keys_overlay", None) is None:
+            self.keys_overlay = KeysOverlay(self, self.key_sections())
+        self.keys_overlay.toggle()
 
     def _connect(self) -> None:
         controller = self.controller
@@ -360,18 +656,35 @@ class MainWindow(QMainWindow):
         controller.boundary_mode_changed.connect(self._on_boundary_mode)
         controller.notice.connect(lambda message: self.statusBar().showMessage(message, 5000))
         controller.pending_changed.connect(self._on_pending)
+        controller.read_only_changed.connect(self._on_read_only)
+        controller.bulk_changed.connect(self._on_bulk)
         self.source_view.chunk_clicked.connect(controller.select_row)
         self.documents_view.selectionModel().currentRowChanged.connect(self._on_document_clicked)
         self.chunks_view.selectionModel().currentRowChanged.connect(self._on_chunk_clicked)
         self.filter_box.textChanged.connect(self._filter_documents)
         self.filter_box.returnPressed.connect(self._leave_filter)
-        leave_filter = QAction(self.filter_box)
+        leave_filter = QAction("Back to the list (also Return)", self.filter_box)
+        self._leave_filter_action = leave_filter
         leave_filter.setShortcut(QKeySequence(Qt.Key.Key_Escape))
         leave_filter.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
         leave_filter.triggered.connect(self._leave_filter)
         self.filter_box.addAction(leave_filter)
         self.order_box.currentIndexChanged.connect(self._on_order)
-        self.queue_box.currentTextChanged.connect(controller.set_queue)
+        self.search_box.returnPressed.connect(self._on_search)
+        leave_search = QAction("Back to reviewing", self.search_box)
+        leave_search.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        leave_search.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        leave_search.triggered.connect(lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason))
+        self.search_box.addAction(leave_search)
+        self.question_panel.answered.connect(lambda: self.source_view.set_answers(self.question_panel.margin_marks()))
+        self.question_panel.chunk_chosen.connect(controller.select_row)
+        leave_question = QAction("Back to reviewing", self.question_panel.question)
+        leave_question.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        leave_question.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        leave_question.triggered.connect(lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason))
+        self.question_panel.question.addAction(leave_question)
+        self.queue_box.currentIndexChanged.connect(self._on_queue_chosen)
+        self.stats.findings.finding_clicked.connect(self.review_finding)
         self.reviewer_box.editingFinished.connect(self._on_reviewer_edited)
         # Return takes the name; Escape drops the edit. Either way the keys go back to the review.
         self.reviewer_box.returnPressed.connect(lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason))
@@ -425,19 +738,45 @@ class MainWindow(QMainWindow):
         self.chunks_model.set_document(None, None)
         self.source_view.show_document(None, None)
         self.stats.set_index(index)
+        self.question_panel.set_index(index)
+        self.source_view.set_answers({})
         self._show_evaluation(index.snapshot.path)
         self.reviewer_box.setText(self.controller.reviewer)
+        self.controller.clear_bulk()
+        self._fill_finding_queues(index)
         self._update_progress()
         self._apply_queue()
         self._remember(str(index.snapshot.path.parent.parent))
+        self.give_keys_to_review()
+        self.source_view.setPlaceholderText(self._why_empty(index) if not index.n_chunks else "")
         from chunkyard.chunking.decisions import stale_constraints
 
         stale = stale_constraints(index.snapshot.manifest)
         self.statusBar().showMessage(
             f"{index.snapshot.path}: {plural(index.n_documents, 'document')}, {plural(index.n_chunks, 'chunk')}"
-            + ("" if self.controller.ledger else " — read-only (no review ledger)")
+            + (f" — read-only: {self.controller.read_only}" if self.controller.read_only else "")
             + (f" — {len(stale)} stale constraint(s), their text is gone: "
                + ", ".join(sorted({entry['doc_id'] for entry in stale})) if stale else ""))
+
+    @staticmethod
+    def _why_empty(index: ReviewIndex) -> str:
+        """What the text pane says about a snapshot without chunks: each file skipped and why."""
+        skipped = [item for item in index.snapshot.manifest.get("skipped") or [] if isinstance(item, dict)]
+        head = (f"This snapshot has no chunks: {plural(index.n_documents, 'document')} with text"
+                + (f", and {plural(len(skipped), 'file')} skipped:" if skipped else
+                   "; no file was skipped (the source folder held none the config includes)."))
+        lines = [f"  {item.get('doc_id')}: {item.get('reason')}" for item in skipped[:200]]
+        if len(skipped) > 200:
+            lines.append(f"  … and {len(skipped) - 200} more (manifest.json, `skipped`)")
+        return "\n".join([head, *lines, "", f"Snapshot: {index.snapshot.path}"])
+
+    def give_keys_to_review(self) -> None:
+        """Put the keyboard focus where review keys work (the chunk table), unless the reviewer is typing
+        in a text box: the first N, J or 2 after opening must review, not filter."""
+        focused = self.focusWidget()
+        typing = isinstance(focused, QLineEdit) and bool(focused.text()) and focused.hasFocus()
+        if not typing:
+            self.chunks_view.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _show_evaluation(self, snapshot_path) -> None:
         """The latest `chunkyard eval` result for this dataset, if any (read from beside the snapshot)."""
@@ -473,7 +812,8 @@ class MainWindow(QMainWindow):
         n = len(index.doc_rows(doc))
         # The "#" column fits the largest chunk number (it would show "…2" for chunk 8872).
         digits = self.chunks_view.fontMetrics().horizontalAdvance("8" * len(str(max(n - 1, 0))))
-        self.chunks_view.horizontalHeader().resizeSection(0, max(34, digits + 14))
+        self.chunks_view.preferred[0] = max(34, digits + 14)
+        self.chunks_view.fit_columns()
         # Each name in its own bidi isolate: a right-to-left title would otherwise take the count with it.
         name = _isolate(index.doc_ids[doc])
         count = plural(n, "chunk")
@@ -485,10 +825,14 @@ class MainWindow(QMainWindow):
         row = self.documents_model.row_of(doc) if doc is not None else None
         if row is not None:
             proxy = self.documents_model.index(row, 0)
-            self.documents_view.selectionModel().blockSignals(True)
-            self.documents_view.selectionModel().setCurrentIndex(
-                proxy, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
-            self.documents_view.selectionModel().blockSignals(False)
+            # Not by blocking the selection model's signals: the view then never hears that the previous
+            # row was deselected and leaves it painted as selected (two or three rows after N or K).
+            self._syncing = True
+            try:
+                self.documents_view.selectionModel().setCurrentIndex(
+                    proxy, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+            finally:
+                self._syncing = False
             self.documents_view.scrollTo(proxy)
 
     def _on_current(self, row: int) -> None:
@@ -500,13 +844,15 @@ class MainWindow(QMainWindow):
         table_row = self.chunks_model.table_row(row)
         if table_row is not None:
             model_index = self.chunks_model.index(table_row, 0)
-            selection = self.chunks_view.selectionModel()
-            selection.blockSignals(True)
-            selection.setCurrentIndex(
-                model_index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
-            selection.blockSignals(False)
+            self._syncing = True  # as for the document list: the view must hear of the change
+            try:
+                self.chunks_view.selectionModel().setCurrentIndex(
+                    model_index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+            finally:
+                self._syncing = False
             self.chunks_view.scrollTo(model_index)
-            self.chunks_view.viewport().update()
+        else:
+            self.chunks_view.clearSelection()
         self.source_view.select_row(row)
         self._show_detail(row)
 
@@ -519,6 +865,22 @@ class MainWindow(QMainWindow):
         if self.controller.row is not None:
             self._show_detail(self.controller.row)
 
+    def _on_read_only(self, reason: str) -> None:
+        """Read-only (no ledger, a read-only one, the dataset deleted while open): said in the title and
+        the status bar, and every decision key and menu entry is disabled."""
+        for action in self.decision_actions:
+            action.setEnabled(not reason)
+        self.read_only_label.setVisible(bool(reason))
+        self.read_only_label.setToolTip(reason)
+        title = self.windowTitle().removesuffix(" (read-only)")
+        self.setWindowTitle(f"{title} (read-only)" if reason else title)
+
+    def _on_bulk(self, count: int, what: str) -> None:
+        self.bulk_label.setVisible(bool(what))
+        self.bulk_label.setText(f"{plural(count, 'chunk')} chosen {what} — Ctrl+1–9 flag them, Ctrl+Shift+O "
+                                "marks them OK, Ctrl+Shift+X clears" if what else "")
+        self.chunks_model.set_marked(self.controller.bulk)
+
     def _on_boundary_mode(self, on: bool) -> None:
         self.boundary_action.setChecked(on)
         self.target_label.setText(" Next flag: boundary after chunk " if on else "")
@@ -526,6 +888,40 @@ class MainWindow(QMainWindow):
     def _update_progress(self) -> None:
         index = self.controller.index
         self.progress_label.setText(index.progress_text() if index is not None else "")
+        self.queue_progress_label.setText(self.controller.queue_progress_text())
+
+    def _fill_finding_queues(self, index: ReviewIndex) -> None:
+        """The queue box: the fixed queues, then one per finding the snapshot has ("Finding undersized (180)")."""
+        self.queue_box.blockSignals(True)  # refilling is not the user choosing a queue
+        try:
+            while self.queue_box.count() > len(QUEUES):
+                self.queue_box.removeItem(len(QUEUES))
+            for queue, count in index.finding_queues():
+                self.queue_box.addItem(f"{queue_title(queue)} ({count:,})", queue)
+            position = self.queue_box.findData(self.controller.queue)
+            if position < 0:
+                self.controller.queue = "Unreviewed"
+                position = self.queue_box.findData("Unreviewed")
+            self.queue_box.setCurrentIndex(position)
+        finally:
+            self.queue_box.blockSignals(False)
+
+    def _on_queue_chosen(self, position: int) -> None:
+        queue = self.queue_box.itemData(position)
+        if queue is None:
+            return
+        self.controller.set_queue(queue)
+        if queue.startswith(FINDING_QUEUE) or queue in ("Disagreements", "Re-check"):
+            # A queue of particular chunks starts at its first one.
+            if not self.controller.first_in_queue():
+                self.statusBar().showMessage(f"{queue_title(queue)}: no chunk left in this queue", 5000)
+            self.give_keys_to_review()
+
+    def review_finding(self, code: str) -> None:
+        """Review the chunks of one finding (a click on its bar in the findings chart)."""
+        position = self.queue_box.findData(finding_queue(code))
+        if position >= 0:
+            self.queue_box.setCurrentIndex(position)
 
     def _apply_queue(self) -> None:
         index = self.controller.index
@@ -573,6 +969,9 @@ class MainWindow(QMainWindow):
         lines.append(f"Review     {verdict}")
         if state.note:
             lines.append(f"Note       {state.note}")
+        differ = index.verdicts_by_reviewer.get(row)
+        if differ:
+            lines.append("Reviewers  differ: " + " · ".join(f"{who}: {what}" for who, what in sorted(differ.items())))
         findings = index.explain_findings(row)
         lines.append("")
         lines.append("Findings" if findings else "Findings   none")
@@ -602,14 +1001,14 @@ class MainWindow(QMainWindow):
         self.documents_view.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def _on_document_clicked(self, current: QModelIndex, _previous: QModelIndex) -> None:
-        if self._filtering:
+        if self._filtering or self._syncing:
             return
         doc = current.data(DOC_ROLE)
         if doc is not None and doc != self.controller.doc:
             self.controller.select_document(int(doc))
 
     def _on_chunk_clicked(self, current: QModelIndex, _previous: QModelIndex) -> None:
-        if current.isValid():
+        if current.isValid() and not self._syncing:
             self.controller.select_row(self.chunks_model.dataset_row(current.row()))
 
     def _on_order(self, number: int) -> None:
@@ -617,6 +1016,8 @@ class MainWindow(QMainWindow):
             self.documents_view.sortByColumn(2, Qt.SortOrder.DescendingOrder)
         else:
             self.documents_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+        # The new order is read from its top ("Most suspicious" first): it used to stay scrolled where it was.
+        self.documents_view.scrollToTop()
 
     def _step_suspicious(self, step: int) -> None:
         if not self.controller.step_suspicious(step):
@@ -627,9 +1028,13 @@ class MainWindow(QMainWindow):
             if self.controller.index is not None and self.controller.row is not None:
                 self.show_error(self.controller.ledger_problem or "no review ledger is open")
             return
-        text, accepted = ask_note(self, self.controller.current_note())
+        row = self.controller.note_row()
+        if row is None:
+            return
+        # The chunk is fixed before the dialog opens and named in it: the note reaches that chunk.
+        text, accepted = ask_note(self, self.controller.current_note(row), self.controller.describe_row(row))
         if accepted:
-            self.controller.set_note(text)
+            self.controller.set_note(text, row)
 
     def constrain_selection(self, kind: str) -> None:
         """Turn the source view's selection (keep) or cursor (break) into a constraint."""
@@ -654,7 +1059,10 @@ class MainWindow(QMainWindow):
         if parent is None:
             self.statusBar().showMessage("This snapshot has no parent snapshot to compare with", 5000)
             return
+        if self.compare_window is not None:
+            self.compare_window.close()
         self.compare_window = CompareWindow(parent, index.snapshot.path, index.doc_ids[doc])
+        self.compare_window.quit_requested.connect(self.close)
         self.compare_window.show()
 
     def showEvent(self, event: QShowEvent) -> None:
@@ -663,6 +1071,8 @@ class MainWindow(QMainWindow):
             self._panes_placed = True
             splitter = self.centralWidget()
             splitter.setSizes([round(splitter.width() * share) for _stretch, share in PANES])
+            height = self._right_panes.height()
+            self._right_panes.setSizes([round(height * 0.55), height - round(height * 0.55)])
 
     def _on_pending(self, count: int, problem: str) -> None:
         """The status bar says how many decisions wait for the ledger; the window closes once they are
@@ -691,6 +1101,9 @@ class MainWindow(QMainWindow):
             self._ask_about_unsaved()
             return
         self._close_anyway = False
+        if self.compare_window is not None:  # it kept the process running after Quit
+            self.compare_window.close()
+            self.compare_window = None
         controller.close()
         super().closeEvent(event)
 

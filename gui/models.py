@@ -196,6 +196,11 @@ class ChunksModel(_HeaderedTableModel):
         self.first_row = 0
         self._count = 0
         self._details: list[ChunkDetail] = []
+        self.marked: np.ndarray | None = None  # the bulk selection (dataset rows), shown as "●" before the number
+
+    def set_marked(self, marked: np.ndarray | None) -> None:
+        self.marked = marked
+        self.refresh_states()
 
     def set_document(self, index: ReviewIndex | None, doc: int | None) -> None:
         self.beginResetModel()
@@ -243,7 +248,8 @@ class ChunksModel(_HeaderedTableModel):
         if role not in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
             return None
         if column == 0:
-            return str(int(ix.chunk_index[row]))
+            mark = "● " if self.marked is not None and row < len(self.marked) and self.marked[row] else ""
+            return f"{mark}{int(ix.chunk_index[row])}"
         if column == 1:
             return f"{int(ix.size[row]):,} {self._unit(index.row())}"
         if column == 2:

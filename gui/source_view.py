@@ -45,6 +45,7 @@ OUTLINE = QColor("#1d4ed8")
 FINDING = QColor("#d97706")
 FLAG = QColor("#dc2626")
 OK_MARK = QColor("#16a34a")
+ANSWER = QColor("#7c3aed")  # margin marker of a chunk the question box ranks (its best rank in it)
 MARGIN_WIDTH = 26
 
 
@@ -54,8 +55,9 @@ class _Marker:
 
     position: int
     row: int
-    kind: str  # "finding", "flag" or "ok"
+    kind: str  # "finding", "flag", "ok" or "answer"
     text: str
+    symbol: str = ""
 
 
 class SourceView(QPlainTextEdit):
@@ -65,6 +67,7 @@ class SourceView(QPlainTextEdit):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
+        self.answers: dict[int, tuple[str, str]] = {}  # row -> (margin symbol, tooltip) of the question box's hits
         self.setReadOnly(True)
         self.setUndoRedoEnabled(False)
         self.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
@@ -147,6 +150,11 @@ class SourceView(QPlainTextEdit):
                 markers.append(_Marker(at, row, "finding", _describe(index, row, end_codes, explained)))
         return markers
 
+    def set_answers(self, answers: dict[int, tuple[str, str]]) -> None:
+        """Mark the chunks a question ranks (row -> (symbol, text)); {} clears them."""
+        self.answers = answers
+        self.refresh_states()
+
     def refresh_states(self) -> None:
         """Rebuild the margin's verdict markers and repaint (finding markers are built once per document:
         rebuilding them on every verdict cost 125 ms a key on a document of 20,000 chunks)."""
@@ -170,6 +178,9 @@ class SourceView(QPlainTextEdit):
                 at = max(self._starts[position], self._ends[position] - 1) if only_boundary else self._starts[position]
                 # Drawn after the findings: where markers stack up, the verdict is the one on top.
                 markers.append(_Marker(at, row, "flag" if verdict == FLAGGED else "ok", text))
+            for row, (symbol, text) in self.answers.items():
+                if row in self._rows:
+                    markers.append(_Marker(self._starts[row - first], row, "answer", text, symbol))
         self._markers = markers
         self.margin.update()
         self.viewport().update()
@@ -424,12 +435,15 @@ class SourceView(QPlainTextEdit):
         font.setPointSize(max(7, font.pointSize() - 2))
         painter.setFont(font)
         for rect, marker in self.markers_on_screen():
-            colour = {"finding": FINDING, "flag": FLAG, "ok": OK_MARK}[marker.kind]
+            colour = {"finding": FINDING, "flag": FLAG, "ok": OK_MARK, "answer": ANSWER}[marker.kind]
             painter.setPen(QPen(colour.darker(130), 1))
             painter.setBrush(QBrush(colour))
             if marker.kind == "finding":
                 painter.drawEllipse(rect)
                 symbol = "!"
+            elif marker.kind == "answer":
+                painter.drawRect(rect)
+                symbol = marker.symbol
             else:
                 painter.drawRoundedRect(rect, 2, 2)
                 symbol = "⚑" if marker.kind == "flag" else "✓"

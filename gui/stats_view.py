@@ -6,8 +6,8 @@ Drawn with QPainter (QtCharts would need pyside6-addons, ≈400 MB, for two pict
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPaintEvent, QPen
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFontMetrics, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
 from chunkyard.chunking.findings import FINDINGS
@@ -103,10 +103,14 @@ class SizeHistogram(QWidget):
 
 
 class FindingCounts(QWidget):
-    """Horizontal bars: how many chunks carry each finding code (hover for what it means)."""
+    """Horizontal bars: how many chunks carry each finding code (hover for what it means); a click on a
+    bar asks to review that finding's chunks (``finding_clicked``)."""
+
+    finding_clicked = Signal(str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.counts: dict[str, int] = {}
         self.total = 0
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
@@ -121,6 +125,22 @@ class FindingCounts(QWidget):
     def sizeHint(self) -> QSize:
         line = QFontMetrics(self.font()).height() + 4
         return QSize(320, line * (max(1, len(self.counts)) + 1) + 6)
+
+    def code_at(self, y: float) -> str | None:
+        """The finding whose bar is on line ``y`` (as painted: a title line, then one line per code)."""
+        line = QFontMetrics(self.font()).height() + 4
+        number = int((y - 2) // line) - 1
+        codes = list(self.counts)
+        return codes[number] if 0 <= number < len(codes) else None
+
+    def bar_centre(self, code: str) -> QPointF:
+        line = QFontMetrics(self.font()).height() + 4
+        return QPointF(self.width() / 2, line * (list(self.counts).index(code) + 1) + 2 + line / 2)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        code = self.code_at(event.position().y())
+        if code is not None and event.button() == Qt.MouseButton.LeftButton:
+            self.finding_clicked.emit(code)
 
     def minimumSizeHint(self) -> QSize:
         return self.sizeHint()

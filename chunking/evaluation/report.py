@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from chunkyard.chunking.errors import import_extra
 from chunkyard.chunking.evaluation.runner import ConfigEvaluation
 from chunkyard.chunking.words import plural
 
@@ -57,8 +58,7 @@ def format_table(evaluations: Sequence[ConfigEvaluation]) -> str:
 
 def write_chart(evaluations: Sequence[ConfigEvaluation], path: Path) -> Path:
     """Recall vs IoU per config and retriever (a point per k) and hit-rate bars, as a PNG."""
-    import matplotlib
-
+    matplotlib = import_extra("matplotlib", "The evaluation chart", "eval")
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 

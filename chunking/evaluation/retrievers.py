@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from chunkyard.chunking.errors import ChunkyardError
+from chunkyard.chunking.errors import ChunkyardError, import_extra
 
 RETRIEVERS = ("bm25", "dense")
 DENSE_MODEL = "l2_supercat"
@@ -59,10 +59,7 @@ class BM25Retriever:
     name = "bm25"
 
     def __init__(self, texts: Sequence[str]):
-        try:
-            import bm25s
-        except ImportError:  # pragma: no cover - declared dependency
-            raise EvaluationError("the bm25 retriever needs the 'bm25s' package (pip install bm25s)") from None
+        bm25s = import_extra("bm25s", "The bm25 retriever", "eval")
         # bm25s sets its own logger to DEBUG at import; its index/retrieve chatter is not for users.
         logging.getLogger("bm25s").setLevel(logging.WARNING)
         self._bm25s = bm25s
@@ -71,14 +68,15 @@ class BM25Retriever:
         self._index = bm25s.BM25()
         self._index.index(tokens, show_progress=False)
 
-    def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
+    def scores(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """Each query's BM25 score of every text (the reviewer's question box lists them)."""
         tokenized = self._bm25s.tokenize(list(queries), stopwords="en", return_ids=False, show_progress=False)
-        results = []
-        for tokens in tokenized:
-            # A query of stop words only matches nothing; every chunk scores 0 (ranked by row).
-            scores = self._index.get_scores(tokens) if tokens else np.zeros(self.n)
-            results.append(top_k(np.asarray(scores, dtype=np.float64), k))
-        return results
+        # A query of stop words only matches nothing; every chunk scores 0 (ranked by row).
+        return [np.asarray(self._index.get_scores(tokens) if tokens else np.zeros(self.n), dtype=np.float64)
+                for tokens in tokenized]
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
+        return [top_k(scores, k) for scores in self.scores(queries)]
 
 
 @lru_cache(maxsize=1)
@@ -87,10 +85,8 @@ def load_wordllama() -> Any:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:
-        import wordllama
-        from wordllama import WordLlama
-    except ImportError:  # pragma: no cover - declared dependency
-        raise EvaluationError("the dense retriever needs the 'wordllama' package (pip install wordllama)") from None
+        wordllama = import_extra("wordllama", "The dense retriever", "eval")
+        WordLlama = wordllama.WordLlama  # noqa: N806 - the library's class
     finally:
         # wordllama calls logging.basicConfig(level=INFO) on import; keep the host's logging as it was.
         for handler in list(root.handlers):
@@ -120,12 +116,14 @@ class DenseRetriever:
     def __init__(self, embeddings: np.ndarray):
         self.embeddings = embeddings
 
-    def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
+    def scores(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """Each query's cosine similarity to every text."""
         if not len(queries):
             return []
-        query_vectors = embed(queries)
-        scores = query_vectors @ self.embeddings.T
-        return [top_k(row, k) for row in scores]
+        return list(embed(queries) @ self.embeddings.T)
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
+        return [top_k(scores, k) for scores in self.scores(queries)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -128,7 +128,7 @@ def evaluate_snapshot(
     timings: dict[str, float] = {}
     started = time.perf_counter()
 
-    snapshot = Snapshot.open(path)
+    snapshot = Snapshot.open(path, validate=True)
     documents = snapshot.documents(["doc_id", "text"], doc_ids=question_set.doc_ids)
     texts = dict(zip(documents.column("doc_id").to_pylist(), documents.column("text").to_pylist(), strict=True))
     located = locate_questions(question_set, texts.get, f"dataset {snapshot.path}")

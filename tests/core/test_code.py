@@ -2,7 +2,7 @@
 
 Fixtures in tests/fixtures/code hold one small file per language; the sample corpus's
 examples/kb/tools/inventory_sync.py is the realistic case. Every chunking call goes through
-``check_chunks`` (conftest), which asserts the invariants of DESIGN.md on the way.
+``check_chunks`` (conftest), which asserts the invariants of docs/design.md on the way.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from chunkyard.chunking.api import split_document
 from chunkyard.chunking.code import LANGUAGE_BY_SUFFIX, LANGUAGES, detect_language
-from chunkyard.chunking.config import CodeSettings, load_config_text, parse_settings
+from chunkyard.chunking.config import load_config_text, parse_settings
 from chunkyard.chunking.errors import ConfigError
+from chunkyard.chunking.settings import CodeSettings
 from chunkyard.chunking.strategies import auto_strategy
 
 REPO = Path(__file__).resolve().parents[2]

@@ -601,3 +601,10 @@ def test_docx_footnotes_and_endnotes_are_kept_after_the_body_with_their_markers(
         "# Footnotes\n\n[^1]: Business days, counted from the day the item arrives.\n\n"
         "# Endnotes\n\n[^e1]: See the gift card terms.\n")
     assert document.metadata["footnotes"] == 1 and document.metadata["endnotes"] == 1
+
+
+def test_a_one_page_scan_says_one_page() -> None:
+    from chunkyard.chunking.documents import Skipped, document_from_bytes
+
+    skipped = document_from_bytes(make_pdf([[]]), "scan.pdf")
+    assert isinstance(skipped, Skipped) and skipped.reason.endswith("(scanned or image-only PDF, 1 page)")

@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from chunkyard.chunking import chunk_document
 from chunkyard.chunking.api import Chunk
-from chunkyard.chunking.config import STRATEGY_NAMES, HtmlSettings, parse_settings
+from chunkyard.chunking.config import STRATEGY_NAMES, parse_settings
 from chunkyard.chunking.html import HtmlExtraction, extract_html
 from chunkyard.chunking.markdown import scan
+from chunkyard.chunking.settings import HtmlSettings
 from chunkyard.chunking.strategies import auto_strategy, get_strategy
 
 CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "corpora"

@@ -1,4 +1,4 @@
-"""The chunk invariants of DESIGN.md as properties, for every strategy × unit, plus explicit hard cases.
+"""The chunk invariants of docs/design.md as properties, for every strategy × unit, plus explicit hard cases.
 
 Checked by ``conftest.run_and_check`` with independent recounts: (a) exact, non-empty spans with
 strictly increasing starts; (b) coverage of every non-whitespace character (or a recorded exclusion);

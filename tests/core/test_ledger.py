@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,30 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
         events = ledger.events("kb", 1)
     assert len(events) == 2000
     assert {e.chunk_id for e in events} == {f"{who}-{n}" for who in ("ann", "bob") for n in range(1000)}
+
+
+def test_write_problem_names_a_ledger_that_cannot_be_written(tmp_path: Path) -> None:
+    """SQLite opens a file it may not write read-only without a word; the probe says so up front."""
+    import shutil
+
+    path = tmp_path / "review.sqlite"
+    with Ledger(path) as ledger:
+        assert ledger.write_problem() is None
+        assert ledger.events() == []  # the probe wrote nothing
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another program writing: busy, not read-only, and not waited for
+        started = time.monotonic()
+        assert ledger.write_problem() is None
+        assert time.monotonic() - started < 1.0
+        holder.execute("ROLLBACK")
+        holder.close()
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not supported here")
+    try:
+        with Ledger(path) as ledger:
+            problem = ledger.write_problem()
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    assert problem is not None and problem.startswith(f"{path}: the review ledger is read-only")

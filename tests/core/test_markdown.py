@@ -1,4 +1,4 @@
-"""Structure kept (DESIGN.md invariant 5) by the markdown strategy, on small fixtures and the sample corpus.
+"""Structure kept (docs/design.md, invariant 5) by the markdown strategy, on small fixtures and the sample corpus.
 
 Headings open chunks and never end one; procedures, tables and fenced code stay whole when they fit,
 and when they cannot, the split falls between steps/rows/lines and each later piece's ``embed_text``

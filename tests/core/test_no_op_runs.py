@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from chunkyard.chunking.config import load_config
 from chunkyard.chunking.documents import Skipped
 from chunkyard.chunking.pipeline import RunStats, nothing_changed, prepare_run
 
-from support.cli import SAMPLE
 from support.sync_fixtures import publish, write_sync_config
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kb"
 
 
 def _context(tmp_path):

@@ -23,19 +23,12 @@ from chunkyard.chunking.config import load_config_text
 from chunkyard.chunking.dataset import Snapshot, SnapshotWriter, list_snapshots
 from chunkyard.chunking.ledger import Ledger, Target, ledger_path
 
-from support.review_fixtures import CONFIG, REPO, build_dataset
+from support.review_fixtures import CONFIG, REPO, build_dataset, staged_copy
 
 
 def _manifests(version_path: Path) -> dict[int, dict]:
     return {number: json.loads((version_path / f"{number:04d}" / "manifest.json").read_text(encoding="utf-8"))
             for number in list_snapshots(version_path)}
-
-
-def _staged_copy(base: Snapshot) -> tuple[SnapshotWriter, dict]:
-    """A writer holding a refresh of ``base`` (its rows), and its manifest, ready to publish."""
-    writer = SnapshotWriter(base.path.parent)
-    writer.write(base.documents(), base.chunks())
-    return writer, {**base.manifest, "kind": "refresh", "snapshot": None, "parent_snapshot": base.number}
 
 
 def _check_history(version_path: Path, published: list[int], writers: int) -> None:
@@ -54,7 +47,7 @@ def _check_history(version_path: Path, published: list[int], writers: int) -> No
 def test_threads_publishing_at_once_take_consecutive_numbers_and_name_the_real_parent(tmp_path: Path) -> None:
     base = Snapshot.open(build_dataset(tmp_path))
     writers = 8
-    staged = [_staged_copy(base) for _ in range(writers)]
+    staged = [staged_copy(base) for _ in range(writers)]
     barrier = threading.Barrier(writers)
     published: list[int] = []
     errors: list[BaseException] = []
@@ -78,11 +71,11 @@ def test_threads_publishing_at_once_take_consecutive_numbers_and_name_the_real_p
 _PUBLISHER = """
 import sys, time
 from pathlib import Path
-sys.path[:0] = [sys.argv[3], str(Path(sys.argv[3]).parent)]
-from test_publish_concurrency import _staged_copy
+sys.path[:0] = [str(Path(sys.argv[3]).parent)]  # tests/, for support
+from support.review_fixtures import staged_copy
 from chunkyard.chunking.dataset import Snapshot
 
-writer, manifest = _staged_copy(Snapshot.open(sys.argv[1]))
+writer, manifest = staged_copy(Snapshot.open(sys.argv[1]))
 go = Path(sys.argv[2])
 (go.parent / f"ready-{writer.staging.name}").touch()
 while not go.exists():
@@ -129,7 +122,7 @@ def test_a_reprocess_is_not_published_over_a_snapshot_published_meanwhile(tmp_pa
 
     def rechunk_while_a_run_publishes(parent: Snapshot, doc_ids: list[str], constraints: dict) -> object:
         rechunked.append(doc_ids)
-        writer, manifest = _staged_copy(parent)
+        writer, manifest = staged_copy(parent)
         writer.publish(manifest)  # another run publishes 0002 meanwhile
         return rechunk_stored(config, parent, doc_ids, constraints)
 

@@ -14,7 +14,14 @@ import pytest
 
 from chunkyard.chunking.errors import ChunkyardError, DatasetError
 from chunkyard.chunking.ledger import Ledger, ledger_path
-from chunkyard.chunking.review import OffsetMap, ReviewIndex, display_text
+from chunkyard.chunking.review import (
+    OffsetMap,
+    ReviewIndex,
+    ReviewPace,
+    display_text,
+    elide_path,
+    format_duration,
+)
 
 from support.review_fixtures import EMOJI_DOC, REPO, build_dataset
 
@@ -157,3 +164,154 @@ def test_review_modules_import_neither_qt_nor_prefect() -> None:
     """)
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+def test_elide_path_drops_top_folders_first_and_keeps_the_beginning_of_names() -> None:
+    width = len  # one unit per character
+    kep = "keps/sig-node/2400-node-swap/README.md"
+    assert elide_path(kep, 100, width) == kep
+    assert elide_path(kep, 30, width) == "…/2400-node-swap/README.md"
+    assert elide_path(kep, 20, width) == "…/2400-node-swap/RE…"  # README says less than its folder
+    assert elide_path("handbook/12-returns-and-refunds.md", 18, width) == "…/12-returns-and-…"
+    assert elide_path("12-returns-and-refunds.md", 10, width) == "12-return…"
+    assert elide_path("a/b", 0, width) == "…/…"
+    assert elide_path("guides/README.md", 10, width) == "guides/RE…"
+    ids = ["keps/sig-api-machinery/5073-declarative-validation-with-validation-gen/README.md",
+           "keps/sig-api-machinery/4020-unknown-version-interoperability-proxy/README.md",
+           "keps/sig-apps/1847-autoremove-statefulset-pvcs/README.md", "keps/sig-node/2400-node-swap/README.md"]
+    for room in (12, 20, 40):
+        shown = [elide_path(doc_id, room, width) for doc_id in ids]
+        assert all(len(text) <= room for text in shown)
+        assert len(set(shown)) == len(ids), shown  # told apart at every width
+        # The leading number in view wherever folders were dropped.
+        assert all(text.lstrip("…/")[:4].isdigit() for text in shown if text.startswith("…")), shown
+
+
+def test_next_to_review_passes_over_decided_chunks_and_resume_picks_up_after_the_last(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    suspicious = [int(r) for r in np.flatnonzero(index.suspicious)]
+    assert index.resume_row([], "ann") == suspicious[0]  # nothing decided: the first chunk to review
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        ledger.flag(index.target(suspicious[1]), "mid_sentence", reviewer="ann")
+        ledger.mark_ok(index.target(suspicious[2]), reviewer="ann")
+        ledger.mark_ok(index.target(suspicious[0]), reviewer="bob")
+        index.reload_state(ledger)
+        events = ledger.events()
+    # N from the first suspicious chunk skips the flagged and the OK one; P from beyond comes back past them.
+    assert index.next_to_review(suspicious[0]) == suspicious[3]
+    assert index.next_to_review(suspicious[3], -1) is None  # suspicious[0..2] are all decided
+    assert index.next_suspicious(suspicious[0]) == suspicious[1]  # the plain order is unchanged
+    # ann stopped at suspicious[2]: she resumes at the next chunk to review after it; bob after his.
+    assert index.resume_row(events, "ann") == suspicious[3]
+    assert index.resume_row(events, "bob") == suspicious[3]
+    assert index.resume_row(events, "carol") == suspicious[3]  # no decisions of hers: after anyone's latest
+    assert index.row_of_chunk_id(index.chunk_id(5)) == 5 and index.row_of_chunk_id("nope") is None
+
+
+def test_finding_queues_and_their_progress(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    code, count = next(iter(index.finding_counts().items()))
+    queue = f"finding:{code}"
+    assert (queue, count) == index.finding_queues()[0]
+    rows = [int(r) for r in np.flatnonzero(index.finding_mask(code))]
+    assert len(rows) == count and all(code in index.findings(r) for r in rows)
+    assert index.queue_progress(queue) == (0, count)
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        ledger.mark_ok(index.target(rows[0]), reviewer="ann")
+        index.reload_state(ledger)
+    assert index.queue_progress(queue) == (1, count)
+    assert index.next_row(index.queue_mask(queue), None) == rows[1]  # decided ones leave the queue
+    assert not index.finding_mask("no_such_finding").any()
+
+
+def test_review_pace_counts_recent_decisions_and_skips_pauses() -> None:
+    pace = ReviewPace(window=3, pause_s=60)
+    assert pace.per_minute() is None and pace.time_left_s(10) is None
+    pace.record(0)
+    pace.record(1)
+    assert pace.per_minute() is None  # two quick keys are no pace yet
+    pace.times.clear()
+    for t in (0, 10, 20):
+        pace.record(t)
+    assert pace.per_minute() == 6.0 and pace.time_left_s(12) == 120.0
+    pace.record(1000)  # a long pause counts as 60 s, not 980
+    assert pace.per_minute() == 3 * 60 / (10 + 10 + 60)
+    assert format_duration(20) == "under a minute" and format_duration(125 * 60) == "2 h 05 min"
+
+
+def test_section_titles_and_bulk_masks_follow_the_rows(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    titles = index.section_titles()
+    for doc in range(index.n_documents):
+        details = index.chunk_details(doc)
+        for row, detail in zip(index.doc_rows(doc), details, strict=True):
+            assert titles[row] == (detail.section_path[-1] if detail.section_path else "")
+    row = next(r for r in range(index.n_chunks) if titles[r] and index.findings(r))
+    assert index.same_section_mask(row)[row] and all(titles[r] == titles[row]
+                                                     for r in np.flatnonzero(index.same_section_mask(row)))
+    same = np.flatnonzero(index.same_findings_mask(row))
+    assert all(set(index.findings(row)) <= set(index.findings(int(r))) for r in same)
+    assert np.flatnonzero(index.range_mask(7, 3)).tolist() == [3, 4, 5, 6, 7]
+
+
+def test_question_box_ranks_by_bm25_and_dense_like_the_evaluation(dataset: Path) -> None:
+    from chunkyard.chunking.evaluation.retrievers import BM25Retriever
+    from chunkyard.chunking.review import QuestionBox
+
+    index = ReviewIndex.load(dataset)
+    box = QuestionBox(index)
+    answers = box.ask("How many days do I have to return a tent?", 4)
+    assert set(answers) == {"bm25", "dense"}
+    texts = box.texts()
+    details = [d.embed_text for doc in range(index.n_documents) for d in index.chunk_details(doc)]
+    assert texts == details  # embed_text, in row order
+    expected = BM25Retriever(texts).search(["How many days do I have to return a tent?"], 4)[0]
+    assert [a.row for a in answers["bm25"]] == expected
+    for ranked in answers.values():
+        assert [a.rank for a in ranked] == [1, 2, 3, 4]
+        assert [a.score for a in ranked] == sorted((a.score for a in ranked), reverse=True)
+    assert index.doc_ids[int(index.chunk_doc[answers["dense"][0].row])] == "handbook/returns-and-refunds.md"
+    assert box.ask("   ", 4) == {"bm25": [], "dense": []}
+
+
+def test_text_search_and_go_to(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    hits = np.flatnonzero(index.text_matches("TENTS"))
+    assert len(hits) > 0
+    for row in range(index.n_chunks):
+        doc = int(index.chunk_doc[row])
+        text = index.document_text(doc)[int(index.start[row]):int(index.end[row])]
+        assert ("tents" in text.lower()) == (row in hits)
+    assert not index.text_matches("").any()
+    doc = index.doc_number("notes/emoji.md")
+    assert index.go_to("1", doc) == (doc, index.row_of(doc, 1), "")
+    assert index.go_to("notes/emoji.md#2") == (doc, index.row_of(doc, 2), "")
+    assert index.go_to("emoji 1") == (doc, index.row_of(doc, 1), "")
+    assert index.go_to("emoji") == (doc, None, "")
+    assert index.go_to("notes/emoji.md#99")[2].startswith("notes/emoji.md has no chunk 99 (chunks 0–")
+    assert index.go_to("nope.md") == (None, None, "no document 'nope.md'")
+    assert index.go_to(".md")[2].startswith("4 documents match '.md'")
+    assert index.go_to("3")[2].startswith("open a document first")
+
+
+def test_two_reviewers_disagreements_are_a_queue_with_each_verdict(dataset: Path) -> None:
+    index = ReviewIndex.load(dataset)
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        ledger.flag(index.target(3), "mid_sentence", reviewer="ann")
+        ledger.mark_ok(index.target(3), reviewer="bob")  # the combined state says OK: bob's is the latest
+        ledger.flag(index.target(5), "split_table", reviewer="ann")
+        ledger.flag(index.target(5), "split_table", reviewer="bob")  # they agree
+        ledger.flag(index.target(7), "too_small", reviewer="ann")
+        ledger.flag(index.target(7), "other", reviewer="bob")
+        undone = ledger.mark_ok(index.target(9), reviewer="bob")
+        ledger.flag(index.target(9), "other", reviewer="ann")
+        ledger.retract(undone, reviewer="bob")  # bob took his back: no disagreement left
+        index.reload_state(ledger)
+        assert index.state(3).verdict == "ok"
+        assert np.flatnonzero(index.queue_mask("Disagreements")).tolist() == [3, 7]
+        assert index.verdicts_by_reviewer[3] == {"ann": "flagged: mid_sentence", "bob": "OK"}
+        assert index.verdicts_by_reviewer[7] == {"ann": "flagged: too_small", "bob": "flagged: other"}
+        assert index.queue_progress("Disagreements") == (2, 2)
+        ledger.flag(index.target(3), "mid_sentence", reviewer="bob")  # bob comes round: they agree on a flag
+        index.reload_state(ledger, [int(index.chunk_doc[3])])
+    assert np.flatnonzero(index.disagree).tolist() == [7] and 3 not in index.verdicts_by_reviewer

@@ -1,7 +1,7 @@
 """The ``semantic`` strategy: topic shifts become boundaries, the budget and the invariants still hold.
 
 The model is wordllama's bundled one, loaded offline once per process; every chunking call goes
-through ``check_chunks`` (conftest), which asserts DESIGN.md's invariants and determinism.
+through ``check_chunks`` (conftest), which asserts the invariants of docs/design.md and determinism.
 """
 
 from __future__ import annotations

@@ -12,12 +12,3 @@ def test_plural_counts() -> None:
     assert plural(1, "more line") == "1 more line"
     assert plural(3, "more line") == "3 more lines"
     assert plural(2, "entry", "entries") == "2 entries"
-
-
-def test_a_one_page_scan_says_one_page() -> None:
-    from test_formats import make_pdf
-
-    from chunkyard.chunking.documents import Skipped, document_from_bytes
-
-    skipped = document_from_bytes(make_pdf([[]]), "scan.pdf")
-    assert isinstance(skipped, Skipped) and skipped.reason.endswith("(scanned or image-only PDF, 1 page)")

@@ -161,11 +161,12 @@ def test_results_files_and_latest_evaluation(datasets, evaluations, tmp_path):
 
 def test_cli_eval_reuses_snapshots_and_writes_results(datasets, tmp_path, monkeypatch, capsys):
     import chunkyard.flows.cli as cli
+    from chunkyard.flows.cli import evaluate
 
-    def no_flow(config):
+    def no_flow(config, session):
         raise AssertionError("a snapshot with the config's hash exists: the flow must not run")
 
-    monkeypatch.setattr(cli, "_eval_chunk", no_flow)
+    monkeypatch.setattr(evaluate, "_eval_chunk", no_flow)
     out = tmp_path / "results"
     code = cli.main(["eval", str(datasets["small"]), str(datasets["large"]), "--questions", str(QUESTIONS),
                      "--k", "1,5", "--retriever", "bm25", "--out", str(out)])
@@ -217,13 +218,13 @@ def test_cli_rejects_bad_k(capsys):
 def test_eval_labels_of_configs_with_the_same_name_name_their_folders(tmp_path, monkeypatch):
     """``chunkyard eval cfg.yaml alt/cfg.yaml`` used to label the first config ``/cfg`` (the parent
     of a bare file name is ``.``, whose name is empty), which reads as an absolute path."""
-    from chunkyard.flows.cli import _eval_labels
+    from chunkyard.flows.cli.evaluate import eval_labels
 
     (tmp_path / "here").mkdir()
     monkeypatch.chdir(tmp_path / "here")
-    assert _eval_labels([Path("cfg.yaml"), Path("alt/cfg.yaml")]) == ["here/cfg", "alt/cfg"]
-    assert _eval_labels([Path("cfg.yaml"), Path("../cfg.yaml")]) == ["here/cfg", f"{tmp_path.name}/cfg"]
-    assert _eval_labels([Path("a.yaml"), Path("b.yaml")]) == ["a", "b"]
+    assert eval_labels([Path("cfg.yaml"), Path("alt/cfg.yaml")]) == ["here/cfg", "alt/cfg"]
+    assert eval_labels([Path("cfg.yaml"), Path("../cfg.yaml")]) == ["here/cfg", f"{tmp_path.name}/cfg"]
+    assert eval_labels([Path("a.yaml"), Path("b.yaml")]) == ["a", "b"]
 
 
 def test_evaluation_package_imports_no_heavy_or_forbidden_modules():
@@ -236,14 +237,15 @@ def test_evaluation_package_imports_no_heavy_or_forbidden_modules():
 
 def test_cli_eval_chunks_when_no_snapshot_matches(tmp_path, monkeypatch, capsys):
     import chunkyard.flows.cli as cli
+    from chunkyard.flows.cli import evaluate
 
     calls: list[str] = []
 
-    def fake_flow(config):  # stands in for the Prefect flow: same pipeline, no server
+    def fake_flow(config, session):  # stands in for the Prefect flow: same pipeline, no server
         calls.append(config.name)
         return build_snapshot(config)
 
-    monkeypatch.setattr(cli, "_eval_chunk", fake_flow)
+    monkeypatch.setattr(evaluate, "_eval_chunk", fake_flow)
     config = write_config(tmp_path, "fresh", 600)
     out = tmp_path / "results"
     args = ["eval", str(config), "--questions", str(QUESTIONS), "--retriever", "bm25", "--out", str(out)]
@@ -257,11 +259,12 @@ def test_cli_eval_chunks_when_no_snapshot_matches(tmp_path, monkeypatch, capsys)
 
 def test_cli_eval_checks_references_in_the_source_before_chunking(tmp_path, monkeypatch, capsys):
     import chunkyard.flows.cli as cli
+    from chunkyard.flows.cli import evaluate
 
-    def no_flow(config):
+    def no_flow(config, session):
         raise AssertionError("bad references must stop the run before chunking")
 
-    monkeypatch.setattr(cli, "_eval_chunk", no_flow)
+    monkeypatch.setattr(evaluate, "_eval_chunk", no_flow)
     config = write_config(tmp_path, "unchunked", 600)
     questions = tmp_path / "q.jsonl"
     questions.write_text(json.dumps({"question": "q", "references": [
@@ -275,11 +278,12 @@ def test_cli_eval_refuses_a_config_whose_chunking_would_be_refused_before_evalua
     """A changed config under an existing version: eval used to evaluate the other configs first, then
     start the flow, print Prefect's traceback of RunRefused, and only then the one-line error."""
     import chunkyard.flows.cli as cli
+    from chunkyard.flows.cli import evaluate
 
-    def no_flow(config):
+    def no_flow(config, session):
         raise AssertionError("a refused config must stop eval before any chunking")
 
-    monkeypatch.setattr(cli, "_eval_chunk", no_flow)
+    monkeypatch.setattr(evaluate, "_eval_chunk", no_flow)
     first = write_config(tmp_path, "same", 600)
     build_snapshot(load_config(first))
     (tmp_path / "changed").mkdir()
@@ -302,8 +306,9 @@ def test_cli_eval_refuses_a_config_whose_chunking_would_be_refused_before_evalua
 def test_cli_eval_refuses_two_configs_that_would_write_one_dataset_version(tmp_path, capsys, monkeypatch):
     """Neither has a snapshot yet: the first would be chunked and evaluated, the second then refused."""
     import chunkyard.flows.cli as cli
+    from chunkyard.flows.cli import evaluate
 
-    monkeypatch.setattr(cli, "_eval_chunk", lambda config: pytest.fail("nothing may be chunked"))
+    monkeypatch.setattr(evaluate, "_eval_chunk", lambda config, session: pytest.fail("nothing may be chunked"))
     (tmp_path / "b").mkdir()
     first = write_config(tmp_path, "twin", 600)
     second = write_config(tmp_path / "b", "twin", 300)

@@ -19,6 +19,7 @@ from chunkyard.chunking.dataset import Snapshot, list_snapshots
 
 from support.checks import recount
 from support.cli import SAMPLE, chunk_ids, one_document_source, run_cli, write_config
+from support.signals import with_ctrl_c
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -148,10 +149,10 @@ def test_prefects_copy_of_an_interrupt_is_not_shown_either():
     interrupt signal." above "chunkyard: interrupted; no snapshot was published"."""
     import logging
 
-    from chunkyard.flows.cli import _NoTraceback
+    from chunkyard.flows.console import NoTraceback
 
     def shown(name: str, message: str) -> bool:
-        return _NoTraceback().filter(logging.LogRecord(name, logging.ERROR, __file__, 1, message, None, None))
+        return NoTraceback().filter(logging.LogRecord(name, logging.ERROR, __file__, 1, message, None, None))
 
     assert not shown("prefect.flow_runs", "Crash detected! Execution was aborted by an interrupt signal.")
     assert shown("prefect.task_runs", "Task run failed with exception: OSError(5) - Retry 1/2 will start 1 second(s) from now")
@@ -204,12 +205,13 @@ def test_output_inside_source_is_refused(prefect_server, tmp_path, capsys):
 
 def _no_server_or_flow(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail the test if `chunkyard run` starts a Prefect server, the forkserver or the flow."""
-    from chunkyard.flows import cli, workers
     from chunkyard.flows import run as run_module
+    from chunkyard.flows import workers
+    from chunkyard.flows.cli.session import PrefectServer
 
     monkeypatch.setattr(run_module, "run", lambda *a, **k: pytest.fail("the flow started"))
-    monkeypatch.setattr(cli._SERVER, "start", lambda: pytest.fail("a Prefect server was started"))
-    monkeypatch.setattr(cli._SERVER, "ensure", lambda: pytest.fail("a Prefect server was started"))
+    monkeypatch.setattr(PrefectServer, "start", lambda self: pytest.fail("a Prefect server was started"))
+    monkeypatch.setattr(PrefectServer, "ensure", lambda self: pytest.fail("a Prefect server was started"))
     monkeypatch.setattr(workers, "start_forkserver", lambda: pytest.fail("the forkserver was started"))
 
 
@@ -403,8 +405,9 @@ def test_ctrl_c_stops_a_process_run_at_once_and_publishes_nothing(tmp_path):
     config = write_config(tmp_path, source, output)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-own")}
     env.pop("PREFECT_API_URL", None)
-    process = subprocess.Popen([sys.executable, "-m", "chunkyard.flows.cli", "run", str(config), "--task-runner", "process",
-                                "--workers", "2"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+    # with_ctrl_c: SIGINT at its default in the child even when pytest was started with it ignored (nohup).
+    process = subprocess.Popen(with_ctrl_c("-m", "chunkyard.flows.cli", "run", str(config), "--task-runner", "process",
+                                           "--workers", "2"), cwd=REPO, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     started: set[int] = set()
     try:
@@ -464,7 +467,7 @@ def test_an_interrupted_command_stops_its_server_at_once(tmp_path, monkeypatch):
     (None, False, False),
 ])
 def test_the_command_line_abandons_its_server_only_after_ctrl_c(error, noted, abandoned):
-    from chunkyard.flows import cli
+    from chunkyard.flows.cli.session import PrefectServer
 
     class Pending:
         abandoned = False
@@ -472,9 +475,9 @@ def test_the_command_line_abandons_its_server_only_after_ctrl_c(error, noted, ab
         def abandon(self):
             self.abandoned = True
 
-    entry = cli._Server()
+    entry = PrefectServer(lambda: noted)
     pending = Pending()
-    entry._stack, entry._pending, entry.interrupted = contextlib.ExitStack(), pending, lambda: noted
+    entry._stack, entry._pending = contextlib.ExitStack(), pending
     entry.__exit__(error, error() if error else None, None)
     assert pending.abandoned is abandoned and entry._stack is None
 

@@ -176,13 +176,13 @@ def test_a_flag_that_cannot_be_met_says_why_and_what_to_do(prefect_server, tmp_p
 def test_a_refused_reprocess_is_one_line_before_any_flow_starts(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                                  monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     """It printed Prefect's traceback of the flow run (the refusal is raised inside the flow) before the line."""
-    from chunkyard.flows import cli
     from chunkyard.flows import reprocess as reprocess_module
+    from chunkyard.flows.cli.session import PrefectServer
 
     from support.review_fixtures import CONFIG, build_dataset
 
     monkeypatch.setattr(reprocess_module, "reprocess", lambda *a, **k: pytest.fail("the flow started"))
-    monkeypatch.setattr(cli._SERVER, "ensure", lambda: pytest.fail("a Prefect server was started"))
+    monkeypatch.setattr(PrefectServer, "ensure", lambda self: pytest.fail("a Prefect server was started"))
     root = tmp_path / "data"
     if case == "config changed":
         build_dataset(root)
@@ -255,8 +255,8 @@ def test_a_flag_unmet_because_of_a_break_inside_it_names_the_break(tmp_path: Pat
     from chunkyard.chunking.reprocess import reprocess_snapshot
     from chunkyard.chunking.review import ReviewIndex
     from chunkyard.chunking.strategies import get_strategy
-    from chunkyard.flows import cli
     from chunkyard.flows import reprocess as reprocess_module
+    from chunkyard.flows.cli.session import PrefectServer
     from chunkyard.flows.run import RunResult
 
     from support.review_fixtures import CONFIG, build_dataset
@@ -281,7 +281,7 @@ def test_a_flag_unmet_because_of_a_break_inside_it_names_the_break(tmp_path: Pat
         brk = record_constraint(ledger, config.name, config.version, index.snapshot_number,
                                 anchor(text, doc, index.doc_sha256[number], BREAK, inside), reviewer="tester")
 
-    monkeypatch.setattr(cli._SERVER, "ensure", lambda: None)
+    monkeypatch.setattr(PrefectServer, "ensure", lambda self: None)
     monkeypatch.setattr(reprocess_module, "reprocess",
                         lambda config, output=None: RunResult(*vars(reprocess_snapshot(config, output)).values()))
     capsys.readouterr()
@@ -298,8 +298,8 @@ def test_reprocess_json_with_nothing_to_do_names_the_dataset_and_version(tmp_pat
     import json
 
     from chunkyard.chunking.reprocess import reprocess_snapshot
-    from chunkyard.flows import cli
     from chunkyard.flows import reprocess as reprocess_module
+    from chunkyard.flows.cli.session import PrefectServer
     from chunkyard.flows.run import RunResult
 
     from support.review_fixtures import CONFIG, build_dataset
@@ -308,7 +308,7 @@ def test_reprocess_json_with_nothing_to_do_names_the_dataset_and_version(tmp_pat
     config_file = tmp_path / "config.yaml"
     config_file.write_text(CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
                            encoding="utf-8")
-    monkeypatch.setattr(cli._SERVER, "ensure", lambda: None)
+    monkeypatch.setattr(PrefectServer, "ensure", lambda self: None)
     monkeypatch.setattr(reprocess_module, "reprocess",
                         lambda config, output=None: RunResult(*vars(reprocess_snapshot(config, output)).values()))
     capsys.readouterr()

@@ -222,10 +222,10 @@ def test_workers_share_prefects_verified_ssl_contexts_only(monkeypatch):
     import certifi
     from prefect.client import orchestration
 
-    from chunkyard.flows.workers import share_prefect_ssl_contexts
+    from chunkyard.flows.prefect_compat import share_ssl_contexts
 
     monkeypatch.setattr(orchestration, "ssl", ssl)  # restored after the test
-    share_prefect_ssl_contexts()
+    share_ssl_contexts()
     shared = orchestration.ssl
     assert shared is not ssl and shared.SSLContext is ssl.SSLContext and shared.CERT_NONE == ssl.CERT_NONE
     first = shared.create_default_context(cafile=certifi.where())
@@ -234,7 +234,7 @@ def test_workers_share_prefects_verified_ssl_contexts_only(monkeypatch):
     insecure = shared.create_default_context()
     assert insecure is not shared.create_default_context() and insecure is not first
     assert ssl.create_default_context(cafile=certifi.where()) is not first  # the stdlib is untouched
-    share_prefect_ssl_contexts()  # a second call changes nothing
+    share_ssl_contexts()  # a second call changes nothing
     assert orchestration.ssl is shared
     contexts = [orchestration.SyncPrefectClient("http://127.0.0.1:9/api")._client._transport._pool._ssl_context
                 for _ in range(2)]
@@ -247,13 +247,13 @@ def test_workers_build_prefect_settings_once_for_identical_tasks(monkeypatch):
     from prefect.context import serialize_context
     from prefect.settings import get_current_settings
 
-    from chunkyard.flows.workers import reuse_prefect_settings
+    from chunkyard.flows.prefect_compat import reuse_settings
 
     monkeypatch.setattr(context_module, "SettingsContext", context_module.SettingsContext)  # restored after
     original = context_module.SettingsContext
     serialized = serialize_context()["settings_context"]
     reference = original(**serialized).settings
-    reuse_prefect_settings()
+    reuse_settings()
     patched = context_module.SettingsContext
     assert patched is not original and issubclass(patched, original)
     first, second = patched(**serialized), patched(**serialized)
@@ -265,7 +265,7 @@ def test_workers_build_prefect_settings_once_for_identical_tasks(monkeypatch):
     assert patched(**changed).settings.logging.level == "ERROR"
     monkeypatch.setenv("CHUNKYARD_TEST_ENV_CHANGED", "1")  # a different environment: built again
     assert patched(**serialized).settings is not first.settings
-    reuse_prefect_settings()  # a second call changes nothing
+    reuse_settings()  # a second call changes nothing
     assert context_module.SettingsContext is patched
 
 
@@ -274,7 +274,7 @@ def test_the_flow_serialises_prefects_settings_once_per_settings_object(monkeypa
     from prefect.context import serialize_context
     from prefect.settings import PREFECT_LOGGING_LEVEL, temporary_settings
 
-    from chunkyard.flows.workers import cache_settings_serialization
+    from chunkyard.flows.prefect_compat import cache_settings_serialization
 
     monkeypatch.setattr(context_module.SettingsContext, "serialize", context_module.SettingsContext.serialize)
     plain = serialize_context()["settings_context"]
@@ -328,6 +328,7 @@ def test_ctrl_c_while_the_forkserver_imports_prints_no_traceback():
     one line. The import now finishes (the flow process reports the interrupt and ends it)."""
     script = textwrap.dedent("""
         import os, signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a terminal's Ctrl+C, even under nohup
         class InterruptDuringImport:  # a deterministic Ctrl+C in the middle of the preload's imports
             def find_spec(self, name, path=None, target=None):
                 if name == "prefect.task_engine":
@@ -402,14 +403,14 @@ def test_an_unreachable_dask_scheduler_is_named_in_one_line(prefect_server, tmp_
 def test_the_flow_lets_go_of_each_batch_result_once_written(server_env):
     """Prefect's futures for tasks in other processes keep each result (and its pickled bytes) for the
     whole flow: a run's flow process grew by every batch (137 MB -> 631 MB on 70.9 MB). Consumed the
-    way the run consumes batches, with and without ``chunkyard.flows.run._forget_result``: live memory grows with
+    way the run consumes batches, with and without ``chunkyard.flows.prefect_compat.forget_result``: live memory grows with
     the number of results without it, and stays at about one result with it."""
     script = textwrap.dedent("""\
         import tracemalloc
         from collections import deque
         from prefect import flow, task
         from prefect.task_runners import ProcessPoolTaskRunner
-        from chunkyard.flows.run import _forget_result
+        from chunkyard.flows.prefect_compat import forget_result
 
         @task
         def payload(index: int) -> bytes:
@@ -425,12 +426,12 @@ def test_the_flow_lets_go_of_each_batch_result_once_written(server_env):
                     future = pending.popleft()
                     assert len(future.result()) == 4_000_000
                     if forget:
-                        _forget_result(future)
+                        forget_result(future)
             while pending:
                 future = pending.popleft()
                 future.result()
                 if forget:
-                    _forget_result(future)
+                    forget_result(future)
             current = tracemalloc.get_traced_memory()[0]
             tracemalloc.stop()
             return current / 1e6

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from support.signals import with_ctrl_c
+
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "kb"
 pytestmark = pytest.mark.slow
@@ -87,7 +89,8 @@ def test_deployment_has_the_cron_schedule_and_a_triggered_run_publishes(tmp_path
 
 def test_schedule_command_serves_and_stops_its_own_server(tmp_path):
     config = write_config(tmp_path, cron="*/5 * * * *", timezone="UTC")
-    process = subprocess.Popen([sys.executable, "-m", "chunkyard.flows.cli", "schedule", str(config)], cwd=REPO,
+    # with_ctrl_c: the SIGINT below stops it even when pytest was started with SIGINT ignored (nohup).
+    process = subprocess.Popen(with_ctrl_c("-m", "chunkyard.flows.cli", "schedule", str(config)), cwd=REPO,
                                env=clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, start_new_session=True)
     try:

@@ -133,6 +133,13 @@ def test_select_text_and_keep_it_together(qtbot, tmp_path: Path) -> None:  # typ
     spans = [(r["start"], r["end"]) for r in Snapshot.open(result.snapshot).chunks(["doc_id", "start", "end"]).to_pylist()
              if r["doc_id"] == DOC]
     assert any(a <= constraint.start and b >= constraint.end for a, b in spans)
+    # What `chunkyard reprocess` prints about it (the flag lines never named a constraint set with T or H).
+    from chunkyard.chunking.decisions import reviewer_constraint_lines
+
+    placed = result.manifest["constraints"][0]["placed"]
+    assert reviewer_constraint_lines(result.manifest) == [
+        f"  constraint {constraint.id} (T, keep together, set in the reviewer) on {DOC} [{placed[0]}:{placed[1]}): "
+        "applied"]
 
 
 def test_selecting_a_resolved_chunk_flag_scrolls_both_sides_to_the_chunk(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -195,3 +202,119 @@ def test_compare_paints_only_the_moved_boundaries_on_screen(qtbot, tmp_path: Pat
     assert -1 not in placed or len(placed) < 60
     assert all(first_visible <= p <= last_visible for p in placed)  # nothing is placed off screen
     assert set(on_screen) <= set(placed)
+
+
+@pytest.mark.parametrize("how", ["escape", "ctrl+w", "quit here", "quit in the main window"])
+def test_the_compare_window_closes_with_esc_ctrl_w_and_quit(qtbot, reprocessed, how: str) -> None:  # type: ignore[no-untyped-def]
+    """It outlived Quit (the process kept running) and Esc and Ctrl+W did not close it."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+
+    from chunkyard.gui.controller import ReviewController
+    from chunkyard.gui.main_window import MainWindow
+
+    _first, second, _ = reprocessed
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    window.show()
+    with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+        window.open_dataset(second.path)
+    window.controller.select_document(window.controller.index.doc_number(DOC))
+    window.compare_with_parent()
+    compare = window.compare_window
+    qtbot.addWidget(compare)
+    qtbot.waitExposed(compare)
+    compare.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is compare)
+    if how == "escape":
+        qtbot.keyClick(compare.left, Qt.Key.Key_Escape)
+    elif how == "ctrl+w":
+        qtbot.keyClick(compare.left, Qt.Key.Key_W, Qt.KeyboardModifier.ControlModifier)
+    elif how == "quit here":
+        qtbot.keyClick(compare.left, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+        assert not window.isVisible()
+    else:
+        window.activateWindow()
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+        qtbot.keyClick(window.chunks_view, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+        assert not window.isVisible()
+    assert not compare.isVisible()
+    if how.startswith("quit"):
+        assert [w for w in QApplication.topLevelWidgets() if w.isVisible() and w in (window, compare)] == []
+
+
+def test_the_question_box_in_compare_ranks_both_snapshots(qtbot, reprocessed) -> None:  # type: ignore[no-untyped-def]
+    """One question, each snapshot's top k side by side: does the rechunk change which chunk answers?"""
+    from PySide6.QtCore import Qt
+
+    from chunkyard.chunking.review import QuestionBox
+
+    first, second, _ = reprocessed
+    window = CompareWindow(first.path, second.path, DOC)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    question = "what happens when the primary database fails"
+    qtbot.keyClicks(window.question_a.question, question)
+    qtbot.keyClick(window.question_a.question, Qt.Key.Key_Return)
+    assert window.question_a.wait_answered() and window.question_b.wait_answered()
+    for panel, index in ((window.question_a, window.index_a), (window.question_b, window.index_b)):
+        expected = QuestionBox(index).ask(question, 5)
+        assert {n: [a.row for a in r] for n, r in panel.answers.items()} == {n: [a.row for a in r]
+                                                                            for n, r in expected.items()}
+        assert panel.results.topLevelItemCount() == 12  # two headers, five answers each
+    best = window.question_b.answers["bm25"][0]
+    assert window.index_b.doc_ids[int(window.index_b.chunk_doc[best.row])] == DOC
+    assert window.right.answers[best.row][0] == "1"
+    window.question_b.results.setCurrentItem(window.question_b.results.topLevelItem(1))
+    assert window.right.selected_row == best.row
+
+
+def test_n_and_p_in_compare_go_to_the_next_changed_document(qtbot, reprocessed) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtCore import Qt
+
+    from chunkyard.chunking.versions import diff_snapshots
+
+    first, second, _ = reprocessed
+    changed = [d.doc_id for d in diff_snapshots(first, second).documents if d.status != "unchanged"]
+    assert changed == [DOC]  # only the flagged document was rechunked
+    from PySide6.QtWidgets import QApplication
+
+    window = CompareWindow(first.path, second.path, "handbook/returns-and-refunds.md")
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    qtbot.keyClick(window.left, Qt.Key.Key_N)
+    assert window.doc_id == DOC and window.windowTitle() == f"Compare — {DOC}"
+    assert window.moved_b  # its moved boundaries are shown
+    qtbot.keyClick(window.left, Qt.Key.Key_N)
+    assert window.doc_id == DOC and "no changed document after this one" in window.summary.text()
+    assert not window.step_changed(-1)
+
+
+def test_after_a_reprocess_the_recheck_queue_holds_the_chunks_rechunked_for_my_flags(qtbot, reprocessed) -> None:  # type: ignore[no-untyped-def]
+    from chunkyard.chunking.review import ReviewIndex
+    from chunkyard.gui.controller import ReviewController
+    from chunkyard.gui.main_window import MainWindow
+
+    first, second, _ = reprocessed
+    index = ReviewIndex.load(second.path)
+    parent_ids = set(first.chunks(["chunk_id"]).column("chunk_id").to_pylist())
+    expected = [row for row in range(index.n_chunks)
+                if index.doc_ids[int(index.chunk_doc[row])] == DOC and index.chunk_id(row) not in parent_ids]
+    assert expected and index.set_recheck("tester") == len(expected)
+    assert index.set_recheck("someone-else") == 0  # not their flags
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    window.show()
+    window.controller.set_reviewer("tester")
+    with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+        window.open_dataset(second.path)
+    window.queue_box.setCurrentIndex(window.queue_box.findData("Re-check"))
+    controller = window.controller
+    assert controller.row == expected[0]  # choosing the queue went to its first chunk
+    assert window.queue_progress_label.text().startswith(f"Re-check: 0 of {len(expected)} decided")
+    controller.mark_ok()
+    assert controller.row == (expected[1] if len(expected) > 1 else controller.row)

@@ -602,10 +602,22 @@ def test_a_long_document_id_and_title_do_not_widen_the_window(qtbot, tmp_path: P
     assert LONG_TITLE in window.doc_label.text() and LONG_TITLE in window.doc_label.toolTip()
 
 
+def _shown_text(view, index) -> str:  # type: ignore[no-untyped-def]
+    """The text a cell is painted with, as its delegate sets it up (elided to the cell's width)."""
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    option = QStyleOptionViewItem()
+    option.initFrom(view)
+    option.rect = view.visualRect(index)
+    option.widget = view
+    view.itemDelegateForIndex(index).initStyleOption(option, index)
+    return view.fontMetrics().elidedText(option.text, option.textElideMode, option.rect.width() - 6)
+
+
 def test_document_ids_that_share_a_file_name_stay_apart_when_cut(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """On the k8s-enhancements corpus every document is keps/SIG/NNNN-name/README.md; cut in the middle
-    to fit the list they all read "keps/s…DME.md". Cut from the left they keep the end of their own
-    folder's name ("…swap/README.md")."""
+    to fit the list they all read "keps/s…DME.md"; cut from the left ("…swap/README.md") a name lost its
+    leading number. Top folders go first now: "…/2400-node-swap/README.md", then the end is cut."""
     ids = ["keps/sig-api-machinery/5073-declarative-validation-with-validation-gen/README.md",
            "keps/sig-api-machinery/4020-unknown-version-interoperability-proxy/README.md",
            "keps/sig-apps/1847-autoremove-statefulset-pvcs/README.md",
@@ -617,13 +629,10 @@ def test_document_ids_that_share_a_file_name_stay_apart_when_cut(qtbot, tmp_path
     view, model = window.documents_view, window.documents_model
     width = view.columnWidth(0) - 8  # the cell's text margins
     assert width < max(view.fontMetrics().horizontalAdvance(doc_id) for doc_id in ids)  # the ids are cut
-    shown = []
-    for row in range(model.rowCount()):
-        index = model.index(row, 0)
-        if index.data() in ids:  # cut the way the view tells its delegate to (no delegate overrides it)
-            assert view.itemDelegateForColumn(0) is None
-            shown.append(view.fontMetrics().elidedText(index.data(), view.textElideMode(), width))
+    shown = [_shown_text(view, model.index(row, 0)) for row in range(model.rowCount())
+             if model.index(row, 0).data() in ids]
     assert len(shown) == len(ids) and len(set(shown)) == len(ids), shown
+    assert all(text.startswith("…/") and text[2:6].isdigit() for text in shown), shown
 
 
 @pytest.mark.parametrize("between", [Qt.Key.Key_O, Qt.Key.Key_J])
@@ -735,6 +744,8 @@ def test_a_note_can_be_written_and_saved_with_the_keyboard_alone(qtbot, dataset:
         seen["dialog"] = dialog is not None
         if dialog is None:
             return
+        # Its shortcuts (Ctrl+Return) work once it is the active window: under load that comes later.
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=10000)
         edit = dialog.findChild(QPlainTextEdit)
         qtbot.keyClicks(edit, "split the table")
         qtbot.keyClick(edit, Qt.Key.Key_Tab)
@@ -911,3 +922,498 @@ def test_closing_with_decisions_not_saved_asks_first(qtbot, dataset: Path, monke
     assert controller.index is None and controller.pending_count == 0
     kinds = [e.kind for e in Ledger(path).events()]
     assert kinds == ([] if choice == "Close and lose them" else ["flag"])
+
+
+def test_the_first_keys_after_opening_review_instead_of_filtering(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """Focus started in "Filter documents…": N and 2 were typed into it and the flag was never recorded."""
+    window = open_window(qtbot, dataset)
+    QApplication.processEvents()
+    focused = QApplication.focusWidget()
+    assert focused is window.chunks_view, focused
+    controller = window.controller
+    controller.select_row(0)
+    qtbot.keyClick(focused, Qt.Key.Key_N)
+    row = controller.row
+    assert row is not None and row > 0 and window.controller.index.suspicious[row]
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_2)
+    assert window.filter_box.text() == ""
+    assert window.controller.index.state(row).reasons == ["mid_sentence"]
+    # Tab from the table never lands in the filter or reviewer box (they take review keys as text).
+    for _ in range(8):
+        qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
+        assert QApplication.focusWidget() not in (window.filter_box, window.reviewer_box)
+
+
+def test_a_note_after_a_flag_reaches_the_flagged_chunk_and_names_it(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """A verdict moves on first; E then wrote its note on the next chunk, maybe in another document. The
+    note now goes to the chunk just decided, and the dialog (real, typed into) says which one it is."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QLabel, QPlainTextEdit
+
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    assert index is not None
+    last = index.doc_rows(0).stop - 1  # the last chunk of a document: the flag moves on into the next one
+    controller.select_row(last)
+    press(qtbot, window, Qt.Key.Key_2)
+    assert controller.row == last + 1 and index.chunk_doc[controller.row] == 1
+    seen: dict[str, str] = {}
+
+    def type_note() -> None:
+        dialog = QApplication.activeModalWidget()
+        if dialog is None:
+            return
+        seen["title"] = dialog.windowTitle()
+        seen["label"] = " ".join(label.text() for label in dialog.findChildren(QLabel))
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=10000)  # for its Ctrl+Return
+        edit = dialog.findChild(QPlainTextEdit)
+        qtbot.keyClicks(edit, "cut mid-sentence")
+        qtbot.keyClick(edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+
+    QTimer.singleShot(100, type_note)
+    press(qtbot, window, Qt.Key.Key_E)
+    name = f"chunk {int(index.chunk_index[last])} of {index.doc_ids[0]} (flagged: mid_sentence)"
+    assert name in seen.get("title", "") and name in seen.get("label", ""), seen
+    assert index.state(last).note == "cut mid-sentence" and index.state(last + 1).note == ""
+    # Once the reviewer moves, E is about the chunk shown.
+    window.activateWindow()  # the offscreen platform does not give the window back after the dialog
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    press(qtbot, window, Qt.Key.Key_J)
+    assert controller.note_row() == controller.row == last + 2
+
+
+def _immutable(*paths: Path):  # type: ignore[no-untyped-def]
+    """Make ``paths`` unwritable even for root (``chattr +i``); the caller undoes it with the returned function."""
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed: cannot make a file read-only for root")
+    result = subprocess.run(["chattr", "+i", *map(str, paths)], capture_output=True, text=True)
+    if result.returncode:
+        pytest.skip(f"chattr +i is not supported here: {result.stderr.strip()}")
+    return lambda: subprocess.run(["chattr", "-i", *map(str, paths)], check=True)
+
+
+def test_a_read_only_ledger_says_so_at_open_and_disables_decisions(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """Flags used to show as recorded, then wait forever "until the ledger is free"."""
+    snapshot = ReviewIndex.load(dataset).snapshot.path
+    Ledger(ledger_path(snapshot)).close()
+    undo = _immutable(ledger_path(snapshot), dataset)
+    try:
+        window = MainWindow(ReviewController())
+        qtbot.addWidget(window)
+        window.show()
+        errors: list[str] = []
+        window.controller.failed.connect(errors.append)
+        with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+            window.open_dataset(dataset)
+        assert len(errors) == 1 and "read-only" in errors[0], errors
+        assert window.windowTitle().endswith("(read-only)")
+        assert not window.read_only_label.isHidden()
+        controller = window.controller
+        controller.select_row(0)
+        window.activateWindow()
+        for key in (Qt.Key.Key_2, Qt.Key.Key_O, Qt.Key.Key_3, Qt.Key.Key_E):
+            press(qtbot, window, key)
+        assert all(not action.isEnabled() for action in window.decision_actions)
+        assert not controller.flag("other") and controller.pending_count == 0
+        assert controller.index.state(0).verdict is None
+        assert len(errors) == 1  # one dialog at open, not one more per key
+        assert "Read-only" in window.statusBar().currentMessage()
+        window.close()
+    finally:
+        undo()
+    assert Ledger(ledger_path(snapshot)).events() == []
+
+
+def test_a_read_only_folder_without_a_ledger_is_one_dialog_not_one_per_key(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    undo = _immutable(dataset)
+    try:
+        window = MainWindow(ReviewController())
+        qtbot.addWidget(window)
+        window.show()
+        errors: list[str] = []
+        window.controller.failed.connect(errors.append)
+        with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+            window.open_dataset(dataset)
+        window.controller.select_row(0)
+        for _ in range(3):
+            assert not window.controller.flag("other")
+            assert not window.controller.mark_ok()
+        assert len(errors) == 1, errors
+        window.close()
+    finally:
+        undo()
+
+
+def test_decisions_are_refused_once_the_dataset_is_deleted_while_open(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """They used to go on into the unlinked ledger file: lost without a word."""
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    assert index is not None
+    controller.select_row(0)
+    press(qtbot, window, Qt.Key.Key_2)
+    assert index.state(0).reasons == ["mid_sentence"]
+    kept = dataset.parent / "kept"
+    shutil.copytree(dataset, kept)  # what a backup holds: the flag given before the deletion
+    shutil.rmtree(dataset)
+    errors: list[str] = []
+    controller.failed.connect(errors.append)
+    press(qtbot, window, Qt.Key.Key_3)
+    assert controller.read_only.startswith("the dataset was deleted")
+    assert len(errors) == 1 and "deleted" in errors[0]
+    assert controller.index.state(1).verdict is None and controller.pending_count == 0
+    assert window.windowTitle().endswith("(read-only)")
+    assert all(not action.isEnabled() for action in window.decision_actions)
+    assert not controller.mark_ok() and len(errors) == 1
+    assert Ledger(ledger_path(next(kept.glob("v1/0*")))).events()[0].reason == "mid_sentence"
+    window.close()
+
+
+def _painted_selected_rows(view) -> list[int]:  # type: ignore[no-untyped-def]
+    """Rows of ``view`` painted in the selection colour (sampled at the left edge of each visible row)."""
+    from PySide6.QtGui import QPalette
+
+    # What is on the screen (the window's backing store), not a fresh rendering: grab() repaints everything,
+    # so it would never show a row left painted as selected.
+    QApplication.processEvents()
+    viewport = view.viewport()
+    window = viewport.window()
+    corner = viewport.mapTo(window, QPoint(0, 0))
+    image = window.screen().grabWindow(window.winId(), corner.x(), corner.y(), viewport.width(),
+                                       viewport.height()).toImage()
+    highlight = view.palette().color(QPalette.ColorGroup.Active, QPalette.ColorRole.Highlight)
+    inactive = view.palette().color(QPalette.ColorGroup.Inactive, QPalette.ColorRole.Highlight)
+    model = view.model()
+    painted = []
+    for row in range(model.rowCount()):
+        rect = view.visualRect(model.index(row, 0))
+        if rect.height() <= 0 or rect.top() >= image.height() or rect.bottom() < 0:
+            continue
+        colour = image.pixelColor(rect.left() + 2, min(max(rect.center().y(), 0), image.height() - 1))
+        if any(abs(colour.red() - c.red()) + abs(colour.green() - c.green()) + abs(colour.blue() - c.blue()) < 30
+               for c in (highlight, inactive)):
+            painted.append(row)
+    return painted
+
+
+@pytest.mark.parametrize("key", [Qt.Key.Key_N, Qt.Key.Key_J, Qt.Key.Key_K])
+def test_only_the_current_rows_are_highlighted_after_crossing_documents(qtbot, dataset: Path, key: Qt.Key) -> None:  # type: ignore[no-untyped-def]
+    """After N/K crossed into another document, rows of the previous one stayed painted as selected."""
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    assert index is not None
+    first_of_second = index.doc_rows(1).start
+    start = first_of_second if key == Qt.Key.Key_K else max(
+        int(r) for r in np.flatnonzero(index.suspicious) if index.chunk_doc[r] == 0) if key == Qt.Key.Key_N \
+        else first_of_second - 1
+    controller.select_row(start)
+    QApplication.processEvents()
+    press(qtbot, window, key)
+    QApplication.processEvents()
+    assert controller.doc != int(index.chunk_doc[start])
+    documents = _painted_selected_rows(window.documents_view)
+    assert documents == [window.documents_model.row_of(controller.doc)], documents
+    chunks = _painted_selected_rows(window.chunks_view)
+    assert chunks == [window.chunks_model.table_row(controller.row)], chunks
+
+
+def test_at_2x_scaling_names_are_readable_and_the_chunk_table_shows_rows(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """QT_SCALE_FACTOR=2 on 1920x1080 leaves 960x540 logical pixels (the window opens at 944x492 in
+    them): every document name read "…" (the count columns took the list) and the chunk table showed
+    two rows."""
+    window = open_window(qtbot, dataset)
+    window.resize(944, 492)
+    QApplication.processEvents()
+    window.controller.select_document(0, 3)
+    QApplication.processEvents()
+    view, model = window.documents_view, window.documents_model
+    for row in range(model.rowCount()):
+        text = _shown_text(view, model.index(row, 0))
+        assert len(text.replace("…", "").replace("/", "")) >= 12, text
+    rows_shown = window.chunks_view.viewport().height() // window.chunks_view.verticalHeader().defaultSectionSize()
+    assert rows_shown >= 6
+    header = window.chunks_view.horizontalHeader()
+    assert not any(header.isSectionHidden(c) for c in range(header.count()))  # the Review column included
+    size = _shown_text(window.chunks_view, window.chunks_model.index(0, 1))
+    assert "…" not in size and size.endswith("chars")
+    # Back at full size every column is back.
+    window.resize(1500, 900)
+    QApplication.processEvents()
+    assert not any(view.horizontalHeader().isSectionHidden(c) for c in range(5))
+
+
+def test_n_and_p_pass_over_decided_chunks_and_reopening_resumes(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    """Reopened, N landed on a flagged chunk and 2 flagged it twice; reopening started at the first document."""
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    suspicious = [int(r) for r in np.flatnonzero(index.suspicious)]
+    controller.select_row(suspicious[1])
+    press(qtbot, window, Qt.Key.Key_2)
+    controller.select_row(suspicious[2])
+    press(qtbot, window, Qt.Key.Key_O)
+    window.close()
+    again = open_window(qtbot, dataset)
+    controller = again.controller
+    assert controller.start_row() == suspicious[3]  # after the latest decision
+    controller.select_row(suspicious[0])
+    press(qtbot, again, Qt.Key.Key_N)
+    assert controller.row == suspicious[3]
+    press(qtbot, again, Qt.Key.Key_P)
+    assert controller.row == suspicious[0]
+
+
+def test_most_suspicious_moves_to_the_top_of_the_list(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    extra = {f"many/{n:03d}-page.md": f"# Page {n}\n\nShort.\n" for n in range(80)}
+    window = open_window(qtbot, build_dataset(tmp_path, extra=extra))
+    QApplication.processEvents()
+    bar = window.documents_view.verticalScrollBar()
+    assert window.documents_model.rowCount() == 84 and bar.maximum() > 0
+    bar.setValue(bar.maximum())
+    window.order_box.setCurrentIndex(1)
+    assert bar.value() == 0
+    bar.setValue(bar.maximum())
+    window.order_box.setCurrentIndex(0)
+    assert bar.value() == 0
+
+
+def _empty_dataset(root: Path) -> Path:
+    """A snapshot whose every file was skipped (empty, binary): no documents, no chunks."""
+    from chunkyard.chunking.config import load_config_text
+    from chunkyard.chunking.dataset import SnapshotWriter
+    from chunkyard.chunking.pipeline import (
+        RunStats,
+        build_manifest,
+        chunk_files,
+        discover_files,
+        make_batches,
+        prepare_run,
+    )
+
+    from support.review_fixtures import CONFIG
+
+    source = root / "src"
+    source.mkdir(parents=True)
+    (source / "empty.md").write_text("")
+    (source / "binary.md").write_bytes(b"\x00\x01\x02\xff" * 64)
+    config = load_config_text(CONFIG.replace("SOURCE", str(source)).replace("OUTPUT", str(root / "out")),
+                              root / "config.yaml")
+    context = prepare_run(config)
+    writer = SnapshotWriter(context.version_path)
+    stats = RunStats()
+    for files, skipped in make_batches(discover_files(context)):
+        stats.skipped.extend(skipped)
+        result = chunk_files(config, files, {})
+        stats.skipped.extend(result.skipped)
+        writer.write(result.documents, result.chunks)
+        stats.add(result.documents, result.chunks)
+    writer.publish(build_manifest(context, stats, "full", []))
+    return root / "out" / "fixture-kb"
+
+
+def test_an_empty_dataset_says_why_instead_of_blank_panes(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(qtbot, _empty_dataset(tmp_path))
+    assert window.controller.index.n_chunks == 0
+    why = window.source_view.placeholderText()
+    assert why.startswith("This snapshot has no chunks"), why
+    assert "  binary.md: " in why and "  empty.md: " in why, why
+    window.source_view.viewport().repaint()  # the placeholder is painted without error
+
+
+def test_review_without_a_path_names_the_current_folder(tmp_path: Path) -> None:
+    """It named a folder found below the current one, which the user never typed."""
+    (tmp_path / "only" / "v1").mkdir(parents=True)  # one dataset-like folder, with no snapshot
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    result = subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "review", "--screenshot",
+                             str(tmp_path / "shot.png")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"chunkyard: error: no PATH given, and the current folder ({tmp_path}) is not a dataset to open: "), lines
+
+
+def test_question_mark_lists_every_key_and_the_colours_and_the_toolbar_shows_keys(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtWidgets import QToolButton
+
+    from chunkyard.gui.keys_overlay import LEGEND
+
+    window = open_window(qtbot, dataset)
+    press(qtbot, window, Qt.Key.Key_Question)
+    overlay = window.keys_overlay
+    assert overlay.isVisible() and overlay.geometry() == window.rect()
+    listed = {keys: what for _title, entries in overlay.rows() for keys, what in entries}
+    # Every action of the window that has a key is listed with that key.
+    for action in window.actions():
+        if action.shortcuts():
+            keys = ", ".join(k.toString() for k in action.shortcuts())
+            assert listed.get(keys) == action.text().replace("&", ""), keys
+    assert listed["2"].startswith("mid_sentence") and listed["N"].startswith("Next suspicious")
+    assert len(LEGEND) == 10
+    overlay.repaint()  # paints without error
+    qtbot.keyClick(overlay, Qt.Key.Key_Escape)
+    assert not overlay.isVisible() and QApplication.focusWidget() is window.chunks_view
+    # The Decide toolbar: every verdict with its key, and its buttons act.
+    buttons = {b.text(): b for b in window.decide_bar.findChildren(QToolButton) if b.text()}
+    assert {"1 split_procedure", "2 mid_sentence", "9 other", "B boundary", "O OK", "E note", "? keys"} <= set(buttons)
+    window.controller.select_row(0)
+    qtbot.mouseClick(buttons["3 split_table"], Qt.MouseButton.LeftButton)
+    assert window.controller.index.state(0).reasons == ["split_table"]
+
+
+def test_a_finding_queue_from_the_chart_with_progress_rate_and_time_left(qtbot, dataset: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Click a bar of the findings chart: review just that finding's chunks, with n of N, rate, time left."""
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    code, count = next(iter(index.finding_counts().items()))
+    window.tabs.setCurrentWidget(window.stats)
+    QApplication.processEvents()
+    chart = window.stats.findings
+    qtbot.mouseClick(chart, Qt.MouseButton.LeftButton, pos=chart.bar_centre(code).toPoint())
+    assert controller.queue == f"finding:{code}"
+    assert window.queue_box.currentText() == f"Finding {code} ({count:,})"
+    mask = index.finding_mask(code)
+    first = int(np.flatnonzero(mask)[0])
+    assert controller.row == first
+    assert window.queue_progress_label.text() == f"Finding {code}: 0 of {count} decided"
+    clock = iter([100.0, 110.0, 120.0])
+    monkeypatch.setattr("chunkyard.gui.controller.time.monotonic", lambda: next(clock))
+    for _ in range(3):  # one verdict each 10 s: 6 a minute
+        press(qtbot, window, Qt.Key.Key_O)
+        assert mask[controller.row] and index.state(controller.row).verdict is None  # the next of the queue
+    left = round((count - 3) * 10 / 60)
+    expected = f"Finding {code}: 3 of {count} decided · 6.0/min · "
+    assert window.queue_progress_label.text().startswith(expected), window.queue_progress_label.text()
+    assert window.queue_progress_label.text().endswith("left") and (left < 1 or f"{left} min" in
+                                                                    window.queue_progress_label.text())
+    # Only documents with chunks of the finding left to decide are listed.
+    listed = {window.documents_model.doc_at(r) for r in range(window.documents_model.rowCount())}
+    assert listed == {int(index.chunk_doc[r]) for r in np.flatnonzero(index.queue_mask(controller.queue))}
+
+
+def test_bulk_flag_the_chunks_of_one_section_title_with_one_finding_and_undo_them_as_one(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """152 of one dataset's 180 undersized findings were the same "Unresolved questions: None." section:
+    choose them (same finding, then same section title), flag them in one step, undo them in one step."""
+    kep = "# KEP {n}\n\n## Summary\n\n" + "Text of the proposal that is long enough to be one chunk. " * 6 + \
+          "\n\n## Unresolved questions\n\nNone.\n"
+    extra = {f"keps/{n:04d}/README.md": kep.format(n=n) for n in range(12)}
+    window = open_window(qtbot, build_dataset(tmp_path, extra=extra))
+    controller = window.controller
+    index = controller.index
+    titles = index.section_titles()
+    targets = [r for r in range(index.n_chunks) if titles[r] == "Unresolved questions"]
+    assert len(targets) == 12
+    controller.select_row(targets[0])
+    findings = index.findings(targets[0])
+    assert findings  # the tiny "None." section carries a finding
+    press(qtbot, window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    with_findings = int(np.count_nonzero(index.same_findings_mask(targets[0])))
+    assert len(controller.bulk_rows()) == with_findings >= 12
+    press(qtbot, window, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert controller.bulk_rows() == targets  # narrowed to the section title
+    assert "12 chunks chosen with" in window.bulk_label.text() and "'Unresolved questions'" in window.bulk_label.text()
+    assert window.chunks_model.index(window.chunks_model.table_row(targets[0]), 0).data().startswith("● ")
+    press(qtbot, window, Qt.Key.Key_9, Qt.KeyboardModifier.ControlModifier)  # all 12 flagged "other"
+    assert all(index.state(r).reasons == ["other"] for r in targets)
+    assert controller.bulk is None and window.bulk_label.isHidden()
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        assert [e.kind for e in ledger.events()] == ["flag"] * 12
+    press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)  # one undo takes all 12 back
+    assert all(index.state(r).verdict is None for r in targets)
+    assert window.progress_label.text().startswith("0 of")
+    press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert all(index.state(r).reasons == ["other"] for r in targets)
+    # A range, then OK: decided chunks are left out of a new choice.
+    controller.select_row(0)
+    press(qtbot, window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    controller.select_row(4)
+    press(qtbot, window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert controller.bulk_rows() == [0, 1, 2, 3, 4]
+    press(qtbot, window, Qt.Key.Key_O, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert all(index.state(r).verdict == "ok" for r in range(5))
+
+
+def test_the_question_box_lists_bm25_and_dense_answers_marks_and_opens_them(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    from chunkyard.chunking.review import QuestionBox
+
+    window = open_window(qtbot, dataset)
+    index = window.controller.index
+    press(qtbot, window, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
+    panel = window.question_panel
+    assert window.tabs.currentWidget() is panel and panel.question.hasFocus()
+    qtbot.keyClicks(panel.question, "how many days do I have to return a tent")
+    with qtbot.waitSignal(panel.answered, timeout=120000):  # ranked in a thread: the window stays live
+        qtbot.keyClick(panel.question, Qt.Key.Key_Return)
+        assert panel.busy
+    expected = QuestionBox(index).ask("how many days do I have to return a tent", 5)
+    assert {name: [(a.row, round(a.score, 6)) for a in answers] for name, answers in panel.answers.items()} == \
+        {name: [(a.row, round(a.score, 6)) for a in answers] for name, answers in expected.items()}
+    assert len(panel.answers["bm25"]) == len(panel.answers["dense"]) == 5
+    best = panel.answers["bm25"][0]
+    assert index.doc_ids[int(index.chunk_doc[best.row])] == "handbook/returns-and-refunds.md"
+    lines = [panel.results.topLevelItem(i).text(0) for i in range(panel.results.topLevelItemCount())]
+    assert lines[0].startswith("BM25") and lines[1].startswith(f"1.  {best.score:.3f}  handbook/returns-and-refunds.md")
+    # Choosing an answer shows its chunk; the margin carries each answer's best rank.
+    panel.results.setCurrentItem(panel.results.topLevelItem(1))
+    assert window.controller.row == best.row
+    marks = window.source_view.answers
+    assert marks[best.row][0] == "1" and "bm25 #1" in marks[best.row][1]
+    assert any(m.kind == "answer" and m.row == best.row for m in window.source_view._markers)
+    window.source_view.viewport().repaint()
+    window.source_view.margin.repaint()
+    qtbot.keyClick(panel.question, Qt.Key.Key_Escape)
+    assert QApplication.focusWidget() is window.chunks_view
+
+
+def test_find_in_chunk_text_and_go_to(qtbot, dataset: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    hits = [int(r) for r in np.flatnonzero(index.text_matches("stove"))]
+    assert len(hits) >= 2
+    press(qtbot, window, Qt.Key.Key_Slash)
+    assert window.search_box.hasFocus()
+    qtbot.keyClicks(window.search_box, "Stove")
+    qtbot.keyClick(window.search_box, Qt.Key.Key_Return)
+    assert controller.row == hits[0] and QApplication.focusWidget() is window.chunks_view
+    assert f"chunk 1 of {len(hits)} that contain it" in window.statusBar().currentMessage()
+    press(qtbot, window, Qt.Key.Key_F3)
+    assert controller.row == hits[1]
+    press(qtbot, window, Qt.Key.Key_F3, Qt.KeyboardModifier.ShiftModifier)
+    assert controller.row == hits[0]
+    press(qtbot, window, Qt.Key.Key_F3, Qt.KeyboardModifier.ShiftModifier)  # round to the last one
+    assert controller.row == hits[-1] and "from the other end" in window.statusBar().currentMessage()
+    # Ctrl+G: a chunk of the document shown, a document, a chunk of another one; a bad one says why.
+    answers = iter([("2", True), ("policies/expenses.md", True), ("emoji#1", True), ("nope.md", True)])
+    monkeypatch.setattr("PySide6.QtWidgets.QInputDialog.getText", lambda *args, **kwargs: next(answers))
+    controller.select_row(5)
+    press(qtbot, window, Qt.Key.Key_G, Qt.KeyboardModifier.ControlModifier)
+    assert controller.row == index.row_of(int(index.chunk_doc[5]), 2)
+    press(qtbot, window, Qt.Key.Key_G, Qt.KeyboardModifier.ControlModifier)
+    assert index.doc_ids[controller.doc] == "policies/expenses.md"
+    press(qtbot, window, Qt.Key.Key_G, Qt.KeyboardModifier.ControlModifier)
+    emoji = index.doc_number("notes/emoji.md")
+    assert controller.row == index.row_of(emoji, 1)
+    press(qtbot, window, Qt.Key.Key_G, Qt.KeyboardModifier.ControlModifier)
+    assert controller.row == index.row_of(emoji, 1)
+    assert "no document 'nope.md'" in window.statusBar().currentMessage()
+
+
+def test_where_two_reviewers_disagree_is_a_queue_and_the_detail_says_who_said_what(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+    window = open_window(qtbot, dataset)
+    controller = window.controller
+    index = controller.index
+    controller.select_row(4)
+    press(qtbot, window, Qt.Key.Key_2)  # test-reviewer flags chunk 4 mid_sentence
+    with Ledger(ledger_path(index.snapshot.path)) as ledger:
+        ledger.mark_ok(index.target(4), reviewer="bob")  # another reviewer, at the same time
+    controller.poll_ledger()  # what the window does every few seconds
+    window.queue_box.setCurrentIndex(window.queue_box.findData("Disagreements"))
+    assert controller.queue == "Disagreements"
+    assert window.documents_model.rowCount() == 1 and window.documents_model.doc_at(0) == int(index.chunk_doc[4])
+    controller.select_row(4)
+    assert "Reviewers  differ: bob: OK · test-reviewer: flagged: mid_sentence" in window.detail.toPlainText()
+    assert window.queue_progress_label.text().startswith("Disagreements: 1 of 1")

@@ -83,7 +83,7 @@ def assert_chunk_invariants(
     tolerate: Collection[str] = (),
     base_dir: Path | None = None,
 ) -> None:
-    """Assert DESIGN.md's invariants 1-3 and the overlap bound on an already computed result.
+    """Assert the invariants 1-3 of docs/design.md and the overlap bound on an already computed result.
 
     ``tolerate`` names known core bugs whose check is skipped (each has a strict xfail reproducer in
     tests/test_invariants.py): "grapheme_cut", "token_overlap", "bom_front_matter".

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from chunkyard.chunking.config import load_config_text
-from chunkyard.chunking.dataset import SnapshotWriter
+from chunkyard.chunking.dataset import Snapshot, SnapshotWriter
 from chunkyard.chunking.pipeline import (
     RunStats,
     build_manifest,
@@ -75,3 +75,10 @@ def build_dataset(root: Path, extra: dict[str, str] | None = None) -> Path:
         stats.new.extend(result.chunked)
     writer.publish(build_manifest(context, stats, "full", []))
     return root / "out" / "fixture-kb"
+
+
+def staged_copy(base: Snapshot) -> tuple[SnapshotWriter, dict]:
+    """A writer holding a refresh of ``base`` (its rows), and its manifest, ready to publish."""
+    writer = SnapshotWriter(base.path.parent)
+    writer.write(base.documents(), base.chunks())
+    return writer, {**base.manifest, "kind": "refresh", "snapshot": None, "parent_snapshot": base.number}

@@ -1,14 +1,12 @@
 """Config loading as ``chunkyard validate`` reports it: every problem with file, line and dotted field.
 
-Also rule merging, the config hash (what it covers and what it ignores) and the CLI's exit codes.
+Also rule merging and the config hash (what it covers and what it ignores). The command line's side:
+tests/flows/test_validate_cli.py.
 """
 
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,24 +14,7 @@ import pytest
 from chunkyard.chunking.config import load_config
 from chunkyard.chunking.errors import ConfigError, ConfigIssue
 
-ROOT = Path(__file__).resolve().parents[2]
-
-BASE = """\
-name: kb
-version: 1
-source: {path: docs}
-chunker:
-  strategy: recursive
-  unit: chars
-  max_size: 800
-  overlap: 100
-"""
-
-
-def write(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return path
+from support.configs import BASE, write
 
 
 def issues_of(path: Path) -> list[ConfigIssue]:
@@ -206,25 +187,6 @@ def test_missing_tokenizer_json(tmp_path: Path) -> None:
     [issue] = issues_of(path)
     assert (issue.line, issue.field) == (7, "chunker.tokenizer")
     assert issue.message == f"tokenizer file not found: {(tmp_path / 'models' / 'tokenizer.json').resolve()}"
-
-
-def test_a_tokenizer_json_that_cannot_be_loaded_is_reported_by_the_cli(tmp_path: Path) -> None:
-    """Only the file's existence was checked: validate said ok, and run then skipped every document
-    with 'chunking failed: TokenizerError: cannot load tokenizer file ...' (exit 3). load_config
-    itself still only checks that the file exists (test_hash_covers_tokenizer_file_content)."""
-    from chunkyard.chunking.config import tokenizer_load_issues
-
-    (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "tokenizer.json").write_text('{"not": "a tokenizer"}', encoding="utf-8")
-    path = write(tmp_path, BASE.replace("unit: chars", "unit: tokens\n  tokenizer: models/tokenizer.json")
-                 + "rules:\n  - match: 'a/**'\n    chunker: {max_size: 300}\n")
-    tokenizer = (tmp_path / "models" / "tokenizer.json").resolve()
-    [first] = tokenizer_load_issues(load_config(path))  # the rule inherits it: reported once
-    assert (first.line, first.field) == (7, "chunker.tokenizer")
-    assert first.message.startswith(f"cannot load tokenizer file {tokenizer}")
-    result = validate(path)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.splitlines()[0].startswith(f"chunkyard: {path}:7: chunker.tokenizer: cannot load tokenizer file")
 
 
 def test_missing_tokenizer_json_in_a_rule(tmp_path: Path) -> None:
@@ -445,89 +407,6 @@ def test_hash_covers_tokenizer_file_content(tmp_path: Path) -> None:
     first = load_config(write(tmp_path, config_text)).hash
     (tmp_path / "tok.json").write_text('{"a": 2}')
     assert load_config(write(tmp_path, config_text)).hash != first
-
-
-# ---------------------------------------------------------------------------------------------
-# The CLI
-
-
-def validate(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "validate", str(path)], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
-
-
-def test_cli_validate_reports_every_issue_on_its_own_line(tmp_path: Path) -> None:
-    path = write(tmp_path, """\
-        name: kb
-        version: 1
-        source: {path: docs}
-        colour: blue
-        chunker:
-          strategy: recursive
-          unit: chars
-          overlap: 900
-          max_size: 800
-        """)
-    result = validate(path)
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert sorted(lines) == sorted([
-        f"chunkyard: {path}:4: colour: unknown key",
-        f"chunkyard: {path}:8: chunker.overlap: must be smaller than max_size (got 900 ≥ 800)",
-    ])
-
-
-@pytest.mark.parametrize(("source", "output", "line", "field", "problem"), [
-    ("docs", "docs/datasets", 4, "output.path", "is inside the source folder"),
-    ("missing", "out", 3, "source.path", "source folder not found"),
-    ("notes.md", "out", 3, "source.path", "is a file; source.path must name a folder"),
-])
-def test_cli_validate_reports_folders_run_would_refuse(tmp_path: Path, source: str, output: str, line: int,
-                                                       field: str, problem: str) -> None:
-    """README: an output folder inside the source folder is refused like a bad pattern; validate used
-    to say 'ok' and only `run` refused it (without a line)."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "notes.md").write_text("# a file\n", encoding="utf-8")
-    path = write(tmp_path, f"name: kb\nversion: 1\nsource: {{path: {source}}}\noutput: {{path: {output}}}\n")
-    result = validate(path)
-    assert result.returncode == 2, result.stdout
-    [message] = result.stderr.strip().splitlines()
-    assert message.startswith(f"chunkyard: {path}:{line}: {field}: ") and problem in message
-
-
-def test_cli_validate_malformed_yaml(tmp_path: Path) -> None:
-    result = validate(write(tmp_path, "name: [kb\nversion: 1\n"))
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and "invalid YAML" in result.stderr
-
-
-def test_cli_validate_missing_file(tmp_path: Path) -> None:
-    result = validate(tmp_path / "missing.yaml")
-    assert result.returncode == 2 and "no such config file" in result.stderr and "Traceback" not in result.stderr
-
-
-def test_the_program_flushes_runs_atexit_handlers_and_keeps_the_exit_code(tmp_path: Path) -> None:
-    """``entry`` skips the interpreter's teardown: nothing printed or registered may be lost on the way."""
-    script = ("import atexit, sys\n"
-              "atexit.register(lambda: print('atexit ran'))\n"
-              "from chunkyard.flows.cli import entry\n"
-              "sys.argv = ['chunkyard', 'validate', sys.argv[1]]\n"
-              "entry()\n")
-    good = subprocess.run([sys.executable, "-c", script, str(ROOT / "config" / "default.yaml")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert good.returncode == 0, good.stderr
-    assert good.stdout.rstrip().endswith("atexit ran") and len(good.stdout.splitlines()) > 1
-    bad = subprocess.run([sys.executable, "-c", script, str(tmp_path / "missing.yaml")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert bad.returncode == 2 and "no such config file" in bad.stderr and "atexit ran" in bad.stdout
-
-
-def test_cli_validate_default_config_is_ok() -> None:
-    result = validate(ROOT / "config" / "default.yaml")
-    assert result.returncode == 0, result.stderr
-    assert "ok" in result.stdout and "northwind-kb" in result.stdout
 
 
 @pytest.mark.parametrize("cron, problem", [

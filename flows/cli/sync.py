@@ -4,16 +4,16 @@ and ``chunkyard.chunking.retention``."""
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-EXIT_OK, EXIT_FAILED = 0, 1
+from chunkyard.flows.cli.command import EXIT_FAILED, EXIT_OK, Command
+
+if TYPE_CHECKING:
+    from chunkyard.flows.cli.session import Session
 
 
-def add_parsers(sub: Any) -> None:
-    sync = sub.add_parser("sync", help="bring each vector-store sink of the config to the newest snapshot")
+def _sync_arguments(sync: argparse.ArgumentParser) -> None:
     sync.add_argument("config", type=Path)
     sync.add_argument("--sink", metavar="NAME", help="only this sink (default: every sink of the config)")
     sync.add_argument("--to", metavar="SNAPSHOT",
@@ -23,19 +23,18 @@ def add_parsers(sub: Any) -> None:
                       help="change nothing: compare the store with its snapshot (ids, embed_text hashes) and "
                            "say what differs (exit 1 when it does)")
     sync.add_argument("--ask", metavar="QUESTION", help="after syncing, print the 3 chunks nearest to QUESTION")
-    sync.set_defaults(handler=cmd_sync)
 
-    prune = sub.add_parser("prune", help="remove old snapshots beyond the config's retention: {keep: N}")
+
+def _prune_arguments(prune: argparse.ArgumentParser) -> None:
     prune.add_argument("config", type=Path)
     prune.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
-    prune.set_defaults(handler=cmd_prune)
 
 
 class _Progress:
     """A progress bar on stderr while a sink is embedded and written (only on a terminal)."""
 
-    def __init__(self, sink: str) -> None:
-        self.enabled = sys.stderr.isatty() and os.environ.get("CI") != "true"
+    def __init__(self, sink: str, enabled: bool) -> None:
+        self.enabled = enabled
         self.sink = sink
         self._progress: Any = None
         self._tasks: dict[str, Any] = {}
@@ -62,7 +61,7 @@ class _Progress:
             self._progress.stop()
 
 
-def cmd_sync(args: argparse.Namespace) -> int:
+def cmd_sync(args: argparse.Namespace, session: Session) -> int:
     from chunkyard.chunking.config import load_config
     from chunkyard.chunking.sync import SyncRefused, nearest, sink_config, sync_sink, verify_sink
 
@@ -92,7 +91,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
                     print(f"  {label}: … {len(ids) - 5} more")
         return code
     for sink in sinks:
-        with _Progress(sink.name) as progress:
+        with _Progress(sink.name, session.progress.enabled) as progress:
             report = sync_sink(config, sink, args.to, progress.update)
         if report.method == "up to date":
             print(f"{sink.name}: {report.store} already holds {report.target} ({report.rows} rows); nothing to do")
@@ -108,7 +107,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_prune(args: argparse.Namespace) -> int:
+def cmd_prune(args: argparse.Namespace, session: Session) -> int:
     from chunkyard.chunking.config import load_config
     from chunkyard.chunking.retention import prune
 
@@ -121,3 +120,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
     for ref, reason in result.kept.items():
         print(f"  kept {ref}: {reason}")
     return EXIT_OK
+
+
+SYNC = Command("sync", "bring each vector-store sink of the config to the newest snapshot (or --to one)",
+               _sync_arguments, cmd_sync)
+PRUNE = Command("prune", "remove old snapshots beyond the config's retention: {keep: N}", _prune_arguments,
+                cmd_prune)
