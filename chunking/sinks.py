@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from chunkyard.chunking.config import SinkConfig
-from chunkyard.chunking.errors import ChunkyardError
+from chunkyard.chunking.errors import ChunkyardError, import_extra
 from chunkyard.chunking.export import EXPORT_SCHEMA
 
 CONTENT_COLUMNS = [name for name in EXPORT_SCHEMA.names if name != "op"]
@@ -112,11 +112,7 @@ def _lance_schema(dim: int) -> pa.Schema:
 
 class LanceSink:
     def __init__(self, config: SinkConfig, base_dir: Path):
-        try:
-            import lancedb
-        except ImportError:
-            raise SinkError(f"sink {config.name}: a lancedb sink needs the 'lancedb' package "
-                            "(pip install 'chunkyard[sync]')") from None
+        lancedb = import_extra("lancedb", f"sink {config.name}: a lancedb sink", "sync")
         uri = config.uri or ""
         self.uri = uri if "://" in uri else str((base_dir / uri).resolve())
         self.name, self.table_name = config.name, config.table
@@ -195,12 +191,7 @@ _PG_TYPES = {pa.string(): "text", pa.large_string(): "text", pa.int32(): "intege
 
 class PgvectorSink:
     def __init__(self, config: SinkConfig, base_dir: Path):
-        try:
-            import psycopg
-        except ImportError:
-            raise SinkError(f"sink {config.name}: a pgvector sink needs the 'psycopg' package "
-                            "(pip install 'chunkyard[sync]')") from None
-        self._psycopg = psycopg
+        psycopg = self._psycopg = import_extra("psycopg", f"sink {config.name}: a pgvector sink", "sync")
         self.name, self.table_name, self.dsn = config.name, config.table, config.dsn or ""
         try:
             self._conn = psycopg.connect(self.dsn, connect_timeout=30)

@@ -122,3 +122,19 @@ def test_embedder_specs_and_the_local_model_error_paths(tmp_path):
     with pytest.raises(EmbeddingError, match=r"embedder .*broken: (a local model needs the 'sentence-transformers'|"
                                              r"cannot load the model)"):
         embedder.embed(["x"])
+
+
+def test_a_sink_without_the_sync_extra_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    from chunkyard.chunking.errors import MissingExtra
+    from chunkyard.chunking.sinks import open_sink
+
+    config = load_config_text(BASE + "sinks:\n  - {name: lance, type: lancedb, uri: ./v, table: kb}\n"
+                                     "  - {name: pg, type: pgvector, dsn: x, table: kb}\n")
+    monkeypatch.setitem(sys.modules, "lancedb", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    for sink, driver in zip(config.model.sinks, ("lancedb", "pgvector"), strict=True):
+        with pytest.raises(MissingExtra, match=rf"sink {sink.name}: a {driver} sink needs the sync extra: "
+                                               r"pip install 'chunkyard\[sync\]'"):
+            open_sink(sink, tmp_path)
