@@ -240,5 +240,33 @@ class EmbeddingCache:
         return Embedded(matrix, computed=len(todo), cached=len(set(hashes)) - len(todo))
 
 
-__all__ = ["EMBEDDINGS_DIR", "Embedded", "Embedder", "EmbeddingCache", "EmbeddingError", "LocalModelEmbedder",
-           "OpenAIEmbedder", "WordLlamaEmbedder", "cache_file", "embedder_for", "text_hash"]
+# ---------------------------------------------------------------------------------------------
+# For the evaluation and the reviewer's question box: WordLlama vectors of a snapshot's chunks
+
+
+@dataclass
+class CachedEmbeddings:
+    vectors: np.ndarray
+    status: str  # "hit" | "written" | "not cached: <reason>"
+    path: Path | None
+
+
+def cached_embeddings(snapshot_path: Path | None, chunk_ids: Sequence[str], texts: Sequence[str],
+                      use_cache: bool = True) -> CachedEmbeddings:
+    """WordLlama vectors of chunk texts through the dataset's embedding cache (``OUTPUT/NAME/.embeddings/``),
+    which ``chunkyard sync`` shares: only texts no step has embedded before are computed; ``hit`` when
+    none was."""
+    from chunkyard.chunking.evaluation.retrievers import embed
+
+    if snapshot_path is None or not use_cache or not isinstance(snapshot_path, Path) or not texts:
+        return CachedEmbeddings(embed(texts), "not cached: caching off", None)
+    try:
+        with EmbeddingCache.for_dataset(snapshot_path.parent.parent, WordLlamaEmbedder()) as cache:
+            got = cache.vectors(texts)
+    except (OSError, sqlite3.Error) as exc:  # a read-only dataset folder: embed without caching
+        return CachedEmbeddings(embed(texts), f"not cached: {getattr(exc, 'strerror', None) or exc}", None)
+    return CachedEmbeddings(got.vectors, "hit" if got.computed == 0 else "written", cache.path)
+
+
+__all__ = ["EMBEDDINGS_DIR", "CachedEmbeddings", "Embedded", "Embedder", "EmbeddingCache", "EmbeddingError", "LocalModelEmbedder",
+           "OpenAIEmbedder", "WordLlamaEmbedder", "cache_file", "cached_embeddings", "embedder_for", "text_hash"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -124,33 +123,3 @@ class DenseRetriever:
 
     def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
         return [top_k(scores, k) for scores in self.scores(queries)]
-
-
-# ---------------------------------------------------------------------------------------------
-# Embeddings through the dataset's shared cache (chunkyard.chunking.embeddings)
-
-
-@dataclass
-class CachedEmbeddings:
-    vectors: np.ndarray
-    status: str  # "hit" | "written" | "not cached: <reason>"
-    path: Path | None
-
-
-def cached_embeddings(snapshot_path: Path | None, chunk_ids: Sequence[str], texts: Sequence[str],
-                      use_cache: bool = True) -> CachedEmbeddings:
-    """Chunk embeddings through the dataset's embedding cache (``OUTPUT/NAME/.embeddings/``), which
-    ``chunkyard sync`` shares: only texts no step has embedded before are computed. ``hit`` when
-    none was."""
-    if snapshot_path is None or not use_cache or not isinstance(snapshot_path, Path) or not texts:
-        return CachedEmbeddings(embed(texts), "not cached: caching off", None)
-    import sqlite3
-
-    from chunkyard.chunking.embeddings import EmbeddingCache, WordLlamaEmbedder
-
-    try:
-        with EmbeddingCache.for_dataset(snapshot_path.parent.parent, WordLlamaEmbedder()) as cache:
-            got = cache.vectors(texts)
-    except (OSError, sqlite3.Error) as exc:  # a read-only dataset folder: embed without caching
-        return CachedEmbeddings(embed(texts), f"not cached: {getattr(exc, 'strerror', None) or exc}", None)
-    return CachedEmbeddings(got.vectors, "hit" if got.computed == 0 else "written", cache.path)
