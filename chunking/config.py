@@ -223,6 +223,46 @@ class LimitsConfig(_Strict):
     document_seconds: float = Field(default=120, gt=0)
 
 
+_SINK_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+_TABLE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class SinkConfig(_Strict):
+    """A vector store that ``chunkyard sync`` keeps equal to a snapshot (``chunkyard.chunking.sinks``).
+
+    ``embedder``: ``wordllama`` (offline, bundled), a local sentence-transformers model folder, or an
+    OpenAI-compatible endpoint (``http(s)://HOST/v1`` or ``.../v1/embeddings``, optionally followed by
+    ``#MODEL``).
+    """
+
+    name: str = Field(pattern=_SINK_NAME)
+    type: Literal["lancedb", "pgvector"]
+    uri: str | None = None  # lancedb: a folder (relative to the config's folder) or a LanceDB URI
+    dsn: str | None = None  # pgvector: a libpq connection string or postgresql:// URL
+    table: str = Field(pattern=_TABLE_NAME)
+    embedder: str = "wordllama"
+
+    @model_validator(mode="after")
+    def _where(self) -> SinkConfig:
+        if self.type == "lancedb" and not self.uri:
+            raise ValueError("uri: a lancedb sink needs `uri` (a folder such as ./vectors)")
+        if self.type == "pgvector" and not self.dsn:
+            raise ValueError("dsn: a pgvector sink needs `dsn` (e.g. postgresql://localhost/rag)")
+        if self.type == "lancedb" and self.dsn:
+            raise ValueError("dsn: is for pgvector sinks; a lancedb sink takes `uri`")
+        if self.type == "pgvector" and self.uri:
+            raise ValueError("uri: is for lancedb sinks; a pgvector sink takes `dsn`")
+        if not self.embedder.strip():
+            raise ValueError("embedder: empty (use wordllama, a model folder or an endpoint URL)")
+        return self
+
+
+class RetentionConfig(_Strict):
+    """How many snapshots ``chunkyard prune`` keeps per dataset version (besides protected ones)."""
+
+    keep: WholeNumber = Field(ge=1)
+
+
 class ConfigModel(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     version: WholeNumber = Field(gt=0)
@@ -233,6 +273,17 @@ class ConfigModel(_Strict):
     schedule: ScheduleConfig | None = None
     reviewer: str | None = None
     limits: LimitsConfig = LimitsConfig()
+    sinks: list[SinkConfig] = []
+    retention: RetentionConfig | None = None
+
+    @field_validator("sinks")
+    @classmethod
+    def _unique_sinks(cls, value: list[SinkConfig]) -> list[SinkConfig]:
+        names = [sink.name for sink in value]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"sink names must be unique: {', '.join(twice)} appear more than once")
+        return value
 
 
 @dataclass

@@ -223,12 +223,12 @@ def check_version(config: Config, previous: Snapshot) -> None:
         raise RunRefused(
             f"this chunkyard chunks differently from the one that made {previous.path} (chunking algorithm "
             f"{old_algorithm} → {ALGORITHM_VERSION}; the config is unchanged): bump `version` in "
-            f"{config.path or 'the config'} so the new chunks go to a new dataset version"
+            f"{config.path or 'the config'} so the new chunks go to a new dataset version", "version"
         )
     raise RunRefused(
         f"config changed since {previous.path} (config hash {old_hash} → {config.hash}) but "
         f"version is still {config.version}: bump `version` in {config.path or 'the config'} "
-        "so the new chunks go to a new dataset version"
+        "so the new chunks go to a new dataset version", "version"
     )
 
 
@@ -714,6 +714,17 @@ def previous_over_budget(snapshot: Snapshot) -> dict[tuple[str, int], str]:
     """The over-budget reasons a snapshot's manifest recorded, for rows carried over from it."""
     return {(item["doc_id"], item["chunk_index"]): item["reason"]
             for item in snapshot.manifest.get("over_budget", []) if isinstance(item, dict)}
+
+
+def nothing_changed(context: RunContext, stats: RunStats, removed: list[str]) -> bool:
+    """Whether a refresh found nothing to publish: no document new, changed (rechunked) or removed,
+    and the same files skipped (for the same reasons) and kept as in the previous snapshot. Its
+    snapshot would hold the previous one's rows again, so the run publishes none."""
+    previous = context.previous
+    if previous is None or stats.new or stats.changed or removed:
+        return False
+    skipped = [{"doc_id": s.doc_id, "reason": s.reason} for s in sorted(stats.skipped, key=lambda s: s.doc_id)]
+    return skipped == previous.manifest.get("skipped", []) and sorted(stats.kept) == previous.manifest.get("kept", [])
 
 
 def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: list[str],

@@ -817,8 +817,10 @@ class QuestionBox:
             if name == "bm25":
                 self._retrievers[name] = retrievers.BM25Retriever(self.texts())
             elif name == "dense":
+                from chunkyard.chunking.embeddings import cached_embeddings  # the cache sync shares
+
                 chunk_ids = self.index.chunk_ids.to_pylist()
-                cached = retrievers.cached_embeddings(self.index.snapshot.path, chunk_ids, self.texts())
+                cached = cached_embeddings(self.index.snapshot.path, chunk_ids, self.texts())
                 self._retrievers[name] = retrievers.DenseRetriever(cached.vectors)
             else:
                 raise ValueError(f"unknown retriever {name!r} (one of {', '.join(self.RETRIEVERS)})")

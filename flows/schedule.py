@@ -42,6 +42,10 @@ def scheduled_run(config_path: str) -> dict:
         print(f"chunkyard: scheduled run of {config_path} failed: {exc}", file=sys.stderr, flush=True)
         raise
     manifest, counts = result.manifest, result.manifest["counts"]
+    if not result.published:
+        print(f"No change since {result.snapshot}: nothing new, changed or removed; no snapshot published",
+              flush=True)
+        return {"snapshot": str(result.snapshot), "counts": counts, "published": False}
     print(f"Wrote {result.snapshot} ({manifest['kind']} snapshot {manifest['snapshot']} of {manifest['name']} "
           f"v{manifest['version']}): {counts['documents']} documents ({counts['new']} new, {counts['changed']} "
           f"changed, {counts['reused']} reused, {counts['removed']} removed, {counts['skipped']} skipped), "

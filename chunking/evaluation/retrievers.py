@@ -9,22 +9,17 @@ breadcrumb plus the text) and return, for each question, chunk row numbers best 
   are loaded with downloads disabled), L2-normalised, so cosine similarity is a dot product; top-k
   is a NumPy sort of one matrix product.
 
-Ties are broken by row number (stable sort), so results are deterministic. Chunk embeddings are
-cached per snapshot in ``OUTPUT/NAME/vX/.cache/NNNN/`` — beside the snapshot, never inside it
-(published snapshots are read-only): an ``.npy`` file and a ``.json`` key holding the model and a
-digest of the chunk ids and embedded texts; a key mismatch recomputes. Heavy libraries are imported
-inside functions, so importing this module stays cheap.
+Ties are broken by row number (stable sort), so results are deterministic. Chunk embeddings go
+through the dataset's embedding cache, ``OUTPUT/NAME/.embeddings/`` (``chunkyard.chunking.embeddings``,
+shared with ``chunkyard sync``): beside the snapshots, never inside one, keyed by model and
+``sha256(embed_text)``, so another snapshot or config re-embeds only texts it has not seen. Heavy
+libraries are imported inside functions, so importing this module stays cheap.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,7 +31,6 @@ from chunkyard.chunking.errors import ChunkyardError, import_extra
 RETRIEVERS = ("bm25", "dense")
 DENSE_MODEL = "l2_supercat"
 DENSE_DIM = 256
-CACHE_DIR = ".cache"
 
 
 class EvaluationError(ChunkyardError):
@@ -129,66 +123,3 @@ class DenseRetriever:
 
     def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
         return [top_k(scores, k) for scores in self.scores(queries)]
-
-
-# ---------------------------------------------------------------------------------------------
-# Embedding cache beside the snapshot
-
-
-@dataclass
-class CachedEmbeddings:
-    vectors: np.ndarray
-    status: str  # "hit" | "written" | "not cached: <reason>"
-    path: Path | None
-
-
-def cache_dir(snapshot_path: Path) -> Path:
-    """Where derived data of a snapshot lives: ``OUTPUT/NAME/vX/.cache/NNNN`` (never inside it)."""
-    return snapshot_path.parent / CACHE_DIR / snapshot_path.name
-
-
-def embeddings_key(chunk_ids: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:
-    digest = hashlib.sha256()
-    for chunk_id, text in zip(chunk_ids, texts, strict=True):
-        digest.update(chunk_id.encode("utf-8"))
-        digest.update(b"\x00")
-        digest.update(hashlib.sha256(text.encode("utf-8")).digest())
-    return {"model": f"wordllama/{DENSE_MODEL}", "dim": DENSE_DIM, "rows": len(chunk_ids),
-            "digest": digest.hexdigest()}
-
-
-def cached_embeddings(snapshot_path: Path | None, chunk_ids: Sequence[str], texts: Sequence[str],
-                      use_cache: bool = True) -> CachedEmbeddings:
-    """Chunk embeddings, read from the snapshot's cache when its key matches, else computed and stored."""
-    if snapshot_path is None or not use_cache:
-        return CachedEmbeddings(embed(texts), "not cached: caching off", None)
-    key = embeddings_key(chunk_ids, texts)
-    folder = cache_dir(snapshot_path)
-    stem = f"embeddings-wordllama-{DENSE_MODEL}-{DENSE_DIM}"
-    vectors_path, key_path = folder / f"{stem}.npy", folder / f"{stem}.json"
-    try:
-        if json.loads(key_path.read_text(encoding="utf-8")) == key:
-            vectors = np.load(vectors_path, allow_pickle=False)
-            if vectors.shape == (len(chunk_ids), DENSE_DIM):
-                return CachedEmbeddings(vectors.astype(np.float32, copy=False), "hit", vectors_path)
-    except (OSError, ValueError):
-        pass  # absent, stale or damaged: recompute
-    vectors = embed(texts)
-    tag = f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp_vectors, tmp_key = folder / f"{stem}{tag}.npy", folder / f"{stem}{tag}.json"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        np.save(tmp_vectors, vectors, allow_pickle=False)
-        tmp_key.write_text(json.dumps(key, indent=2) + "\n", encoding="utf-8")
-        # Each file is renamed into place whole; a reader checks the key and the shape.
-        os.replace(tmp_vectors, vectors_path)
-        os.replace(tmp_key, key_path)
-    except OSError as exc:
-        return CachedEmbeddings(vectors, f"not cached: {exc.strerror or exc}", None)
-    finally:
-        for leftover in (tmp_vectors, tmp_key):
-            try:
-                leftover.unlink(missing_ok=True)
-            except OSError:
-                pass
-    return CachedEmbeddings(vectors, "written", vectors_path)

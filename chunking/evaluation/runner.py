@@ -20,6 +20,7 @@ import numpy as np
 
 from chunkyard.chunking.config import Config
 from chunkyard.chunking.dataset import Snapshot, latest_snapshot, version_dir
+from chunkyard.chunking.embeddings import cached_embeddings
 from chunkyard.chunking.evaluation.metrics import score_retrieval, summarize
 from chunkyard.chunking.evaluation.questions import QuestionSet, Span, locate_questions
 from chunkyard.chunking.evaluation.retrievers import (
@@ -28,7 +29,6 @@ from chunkyard.chunking.evaluation.retrievers import (
     DenseRetriever,
     EvaluationError,
     Retriever,
-    cached_embeddings,
 )
 from chunkyard.chunking.words import plural
 

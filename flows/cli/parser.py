@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from chunkyard.flows.cli import dataset, evaluate, preview, review, run
+from chunkyard.flows.cli import dataset, evaluate, preview, review, run, sync
 from chunkyard.flows.cli.command import Command
 
 # In the order ``chunkyard --help`` lists them. A new command: its module, then one entry here.
@@ -20,6 +20,8 @@ COMMANDS: tuple[Command, ...] = (
     dataset.DIFF,
     dataset.EXPORT,
     evaluate.EVAL,
+    sync.SYNC,
+    sync.PRUNE,
 )
 
 

@@ -23,14 +23,25 @@ def _validate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_validate(args: argparse.Namespace, session: Session) -> int:
-    from chunkyard.chunking.pipeline import RunRefused, check_paths  # ≈0.2 s of imports preview does without
+    from chunkyard.chunking.pipeline import RunRefused, check_run  # ≈0.2 s of imports preview does without
 
     config = load_for_chunking(args.config)
-    try:  # the folders `run` would refuse before any work: missing, a file, output inside source
-        check_paths(config)
+    try:  # what `run` would refuse before any work: the folders, and the datasets already written
+        check_run(config)  # (a config changed under a version that has snapshots)
     except RunRefused as exc:
         line = field_line(config.text, exc.field) if exc.field else None
         raise ConfigError([ConfigIssue(str(args.config), line, exc.field, str(exc))]) from None
+    from chunkyard.chunking.embeddings import EmbeddingError, embedder_for
+
+    sink_issues = []
+    for index, sink in enumerate(config.model.sinks):  # what `sync` would refuse: a model folder that is not there
+        try:
+            embedder_for(sink.embedder, config.base_dir)
+        except EmbeddingError as exc:
+            sink_issues.append(ConfigIssue(str(args.config), field_line(config.text, "sinks"),
+                                           f"sinks[{index}].embedder", str(exc)))
+    if sink_issues:
+        raise ConfigError(sink_issues)
     rules = len(config.rule_settings)
     print(f"{args.config}: ok — dataset {config.name} v{config.version}, strategy {config.chunker.strategy}, "
           f"{config.chunker.max_size} {config.chunker.unit} (overlap {config.chunker.overlap}), "

@@ -85,6 +85,14 @@ def cmd_run(args: argparse.Namespace, session: Session) -> int:
                                 allow_mass_removal=args.allow_mass_removal)
     elapsed = time.perf_counter() - started
     manifest = result.manifest
+    if not result.published:
+        if args.json:
+            print(json.dumps({"name": manifest["name"], "version": manifest["version"], "published": False,
+                              "path": str(result.snapshot), "seconds": round(elapsed, 3)}, ensure_ascii=False))
+        else:
+            print(f"No change since {result.snapshot}: nothing new, changed or removed in "
+                  f"{manifest['counts']['documents']} documents; no snapshot published ({elapsed:.1f} s)")
+        return EXIT_OK
     if args.json:
         print(json.dumps({k: manifest[k] for k in ("name", "version", "snapshot", "kind", "counts",
                                                    "findings", "size_statistics", "skipped")}

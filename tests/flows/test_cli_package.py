@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_every_command_is_listed_once_with_a_handler():
     names = [command.name for command in COMMANDS]
     assert names == ["run", "schedule", "validate", "preview", "review", "flag", "ledger", "reprocess", "diff",
-                     "export", "eval"]
+                     "export", "eval", "sync", "prune"]
     _, parsers = build_parser()
     for name, command_parser in parsers.items():
         if name == "ledger":  # its actions carry the handlers
@@ -33,7 +33,7 @@ def test_every_command_is_listed_once_with_a_handler():
 
 
 def test_a_new_command_is_one_entry_in_the_list(capsys):
-    """What ``sync`` or ``prune`` will do: a Command with its arguments, handler and check."""
+    """What ``sync`` and ``prune`` did: a Command with its arguments, handler and check (here ``mirror``)."""
     calls = []
 
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,14 +48,14 @@ def test_a_new_command_is_one_entry_in_the_list(capsys):
         calls.append((args.target, args.dry_run))
         return EXIT_OK
 
-    commands = (*COMMANDS, Command("sync", "copy a dataset somewhere", arguments, handler, check=check))
-    args = parse(["sync", "bucket", "--dry-run"], commands)
+    commands = (*COMMANDS, Command("mirror", "copy a dataset somewhere", arguments, handler, check=check))
+    args = parse(["mirror", "bucket", "--dry-run"], commands)
     assert args.handler(args, Session()) == EXIT_OK and calls == [("bucket", True)]
     with pytest.raises(SystemExit) as exit_info:
-        parse(["sync", "nowhere"], commands)
+        parse(["mirror", "nowhere"], commands)
     assert exit_info.value.code == 2 and "nowhere is not a target" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="registered twice: sync"):
-        build_parser((*commands, Command("sync", "again", arguments, handler)))
+    with pytest.raises(ValueError, match="registered twice: mirror"):
+        build_parser((*commands, Command("mirror", "again", arguments, handler)))
 
 
 def test_no_command_prints_the_help_and_exits_2(capsys):

@@ -15,6 +15,7 @@ import pytest
 
 from chunkyard.chunking.config import Config, load_config
 from chunkyard.chunking.dataset import Snapshot, SnapshotWriter
+from chunkyard.chunking.embeddings import EMBEDDINGS_DIR
 from chunkyard.chunking.evaluation import (
     evaluate_snapshot,
     latest_evaluation,
@@ -24,7 +25,6 @@ from chunkyard.chunking.evaluation import (
     reusable_snapshot,
     write_results,
 )
-from chunkyard.chunking.evaluation.retrievers import cache_dir
 from chunkyard.chunking.pipeline import (
     RunStats,
     build_manifest,
@@ -128,7 +128,8 @@ def test_embeddings_cached_beside_the_snapshot_not_inside(datasets, evaluations)
     assert again.embeddings_cache == "hit"
     assert small.embeddings_cache in ("written", "hit")
     assert sorted(p.name for p in snapshot.iterdir()) == before
-    assert (cache_dir(snapshot) / "embeddings-wordllama-l2_supercat-256.npy").is_file()
+    # One cache per dataset and embedder, beside the snapshots (shared with `chunkyard sync`).
+    assert [p.suffix for p in (snapshot.parent.parent / EMBEDDINGS_DIR).iterdir()] == [".sqlite"]
     assert again.row("dense", 5) == small.row("dense", 5)
 
 

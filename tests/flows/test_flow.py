@@ -37,19 +37,22 @@ def first_sample_run(tmp_path: Path) -> tuple[Path, Path, Path, Snapshot]:
     return source, output, config, Snapshot.open(output / "kb")
 
 
-def test_runs_are_incremental(prefect_server, tmp_path):
+def test_runs_are_incremental(prefect_server, tmp_path, capsys):
     source, output, config, first = first_sample_run(tmp_path)
     assert first.number == 1 and first.manifest["kind"] == "full"
     n_docs = first.manifest["counts"]["documents"]
     assert n_docs == len([p for p in SAMPLE.rglob("*") if p.is_file()])
     assert first.manifest["counts"]["new"] == n_docs
 
+    # Nothing new, changed or removed: no snapshot is published, and the run says so in one line.
+    capsys.readouterr()
     assert run_cli("run", str(config)) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(f"No change since {first.path}: nothing new, changed or removed")
+    assert list_snapshots(first.path.parent) == [1]
+    assert not list(first.path.parent.glob(".staging-*"))
     second = Snapshot.open(output / "kb")
-    assert second.number == 2 and second.manifest["parent_snapshot"] == 1
-    assert second.manifest["counts"]["reused"] == n_docs
-    assert second.manifest["counts"]["new"] == second.manifest["counts"]["changed"] == 0
-    assert chunk_ids(first.path) == chunk_ids(second.path)
+    assert second.number == 1
 
     changed = source / "handbook" / "onboarding.md"
     changed.write_text(changed.read_text(encoding="utf-8") + "\n\n## Added later\n\nA new paragraph.\n",
@@ -59,6 +62,7 @@ def test_runs_are_incremental(prefect_server, tmp_path):
     assert run_cli("run", str(config)) == 0
     third = Snapshot.open(output / "kb")
     counts = third.manifest["counts"]
+    assert third.number == 2 and third.manifest["parent_snapshot"] == 1
     assert (counts["changed"], counts["new"], counts["removed"]) == (1, 1, 1)
     assert counts["reused"] == n_docs - 2
     assert third.manifest["removed"] == ["support/faq.md"]
