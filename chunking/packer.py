@@ -74,13 +74,25 @@ def _level(name: str, score: int, pattern: str) -> TextLevel:
 
 PARAGRAPH = _level("paragraph", SCORE_PARAGRAPH, r"\n[^\S\n]*\n")
 LINE = _level("line", SCORE_LINE, r"\n")
-# A sentence ends at . ! ? … (then closing quotes/brackets) before white space and a capital, digit
-# or CJK letter; not after a list number ("1.") or a common abbreviation ("Dr.", "e.g.").
+# Where a sentence ends (the one rule; oversize, constraints and the findings' marks use it):
+# - at . ! ? … (then closing quotes/brackets) before white space and a capital, a digit or a letter of
+#   a caseless script (\p{Lo}); not after a list number ("1.") or a common abbreviation ("Dr.", "e.g.");
+# - right after CJK 。！？ (no space follows them);
+# - after a mark that only ends sentences in its script (then closers and white space): Devanagari
+#   danda । and double danda ॥, Arabic question mark ؟, Urdu full stop ۔, Armenian full stop ։,
+#   Ethiopic full stop ። question mark ፧ and paragraph separator ፨, Khmer khan ។ and ៕, Myanmar ။;
+# - Thai and Lao have no sentence punctuation and no spaces between words; a space between two
+#   letters of those scripts separates phrases or sentences, so it is taken as the sentence end.
+#   Thai or Lao text without any space has no sentence ends: words and graphemes are the fallback.
+SENTENCE_MARKS = "।॥؟۔։።፧፨។៕။"
+PHRASE_SPACED = "\u0e01-\u0e5b\u0e81-\u0edf"  # Thai and Lao letters, marks and signs (a class body)
 _NOT_AN_END = r"(?<!(?:^|[\s(])(?:\d{1,3}|[A-Za-z]|Mr|Mrs|Ms|Dr|Prof|St|vs|No|Fig|approx|e\.g|i\.e|cf|etc))"
 SENTENCE = _level(
     "sentence",
     SCORE_SENTENCE,
-    r"(?:" + _NOT_AN_END + r"[.!?…]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[\p{Lu}\p{N}\p{Lo}])|[。！？]+)",
+    r"(?:" + _NOT_AN_END + r"[.!?…]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[\p{Lu}\p{N}\p{Lo}])|[。！？]+"
+    r"|[" + SENTENCE_MARKS + r"]+[\"'”’)\]]*\s*"
+    r"|(?<=[" + PHRASE_SPACED + r"])[^\S\n]+(?=[" + PHRASE_SPACED + r"]))",
 )
 SENTENCE_OR_PARAGRAPH = _level(
     "sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n"
@@ -167,8 +179,8 @@ class Span(NamedTuple):
 # The packer in C (chunking/_pack.c) when it was built and is current; ``Packer._spans`` is the reference.
 _native = native.load("_pack")
 # The levels _pack.c finds itself; for any other it calls ``Packer._find_level``.
-_LEVEL_CODES = {id(PARAGRAPH): 1, id(LINE): 2, id(SENTENCE): 3, id(SENTENCE_OR_PARAGRAPH): 4, id(WORD): 5,
-                id(GRAPHEME): 6}
+# Sentence levels are not among them: their rule lives in ``SENTENCE`` alone.
+_LEVEL_CODES = {id(PARAGRAPH): 1, id(LINE): 2, id(WORD): 5, id(GRAPHEME): 6}
 
 
 # What _pack.c asks of each code point, with the patterns the levels and units._SYNC use (bits as in
