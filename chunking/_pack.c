@@ -1607,11 +1607,16 @@ done:
 
 /* -- findings (chunking/findings.py: check_spans without the reviewer constraints) -------------- */
 
+/* findings._SENTENCE_END's class: . ! ? … 。！？ : ; and packer.SENTENCE_MARKS */
 static int is_sentence_end_char(Py_UCS4 c)
 {
     return c == '.' || c == '!' || c == '?' || c == 0x2026 || c == 0x3002 || c == 0xFF01 || c == 0xFF1F || c == ':'
-           || c == ';';
+           || c == ';' || c == 0x0964 || c == 0x0965 || c == 0x061F || c == 0x06D4 || c == 0x0589 || c == 0x1362
+           || c == 0x1367 || c == 0x1368 || c == 0x17D4 || c == 0x17D5 || c == 0x104B;
 }
+
+/* packer.PHRASE_SPACED: Thai and Lao */
+static int is_phrase_letter(Py_UCS4 c) { return (c >= 0x0E01 && c <= 0x0E5B) || (c >= 0x0E81 && c <= 0x0EDF); }
 
 static int is_end_closer(Py_UCS4 c) /* ['"”’)\]] */
 {
@@ -1656,6 +1661,8 @@ static int clean_start(Packer *pk, Py_ssize_t start, Py_ssize_t doc_start)
     }
     if (pos <= doc_start)
         return 1;
+    if (pos < start && start < pk->length && is_phrase_letter(CH(pk, pos - 1)) && is_phrase_letter(CH(pk, start)))
+        return 1;
     return sentence_end_in(pk, pos - 4 > doc_start ? pos - 4 : doc_start, pos);
 }
 
@@ -1663,6 +1670,13 @@ static int clean_end(Packer *pk, Py_ssize_t end)
 {
     if (sentence_end_in(pk, end - 4 > 0 ? end - 4 : 0, end))
         return 1;
+    if (end > 0 && end < pk->length && is_phrase_letter(CH(pk, end - 1))) {
+        Py_ssize_t after = end, limit = end + 200 < pk->length ? end + 200 : pk->length;
+        while (after < limit && CH(pk, after) != '\n' && Py_UNICODE_ISSPACE(CH(pk, after)))
+            after++;
+        if (after > end && after < pk->length && is_phrase_letter(CH(pk, after)))
+            return 1;
+    }
     Py_ssize_t stop = end + 200 < pk->length ? end + 200 : pk->length;
     Py_ssize_t newline = end <= stop ? PyUnicode_FindChar(pk->text, '\n', end, stop, 1) : -1;
     return newline >= 0 && !has_non_space(pk, end, newline);

@@ -11,7 +11,7 @@ import bisect
 import regex
 
 from chunkyard.chunking import packer
-from chunkyard.chunking.packer import Span
+from chunkyard.chunking.packer import PHRASE_SPACED, SENTENCE_MARKS, Span
 
 FINDINGS: dict[str, tuple[str, str]] = {
     "over_budget": (
@@ -60,7 +60,10 @@ FINDINGS: dict[str, tuple[str, str]] = {
     ),
 }
 
-_SENTENCE_END = regex.compile(r"[.!?…。！？:;]['\"”’)\]]*$|^\s*$")
+# A chunk edge is clean after a sentence end (the packer's marks, and : ;), or, in Thai and Lao,
+# at a space between two letters (see ``packer.SENTENCE``).
+_SENTENCE_END = regex.compile(r"[.!?…。！？:;" + SENTENCE_MARKS + r"]['\"”’)\]]*$|^\s*$")
+_PHRASE_LETTER = regex.compile("[" + PHRASE_SPACED + "]")
 _ATX_LINE = regex.compile(r"(?m)^ {0,3}#{1,6}(?:[ \t]|$)[^\n]*\Z")
 
 _GROUP_CODES = {"procedure": "split_procedure", "list": "split_list", "table": "split_table", "code": "split_code"}
@@ -211,6 +214,8 @@ def _clean_start(text: str, start: int, doc_start: int) -> bool:
         pos -= 1
     if pos <= doc_start:
         return True
+    if pos < start < len(text) and _PHRASE_LETTER.match(text, pos - 1) and _PHRASE_LETTER.match(text, start):
+        return True
     return _SENTENCE_END.search(text[max(doc_start, pos - 4) : pos]) is not None
 
 
@@ -223,6 +228,12 @@ _HEADING_TAIL = 300
 def _clean_end(text: str, end: int) -> bool:
     if _SENTENCE_END.search(text[max(0, end - 4) : end]):
         return True
+    if 0 < end < len(text) and _PHRASE_LETTER.match(text, end - 1):
+        after, stop = end, min(len(text), end + _CLEAN_END_LOOKAHEAD)
+        while after < stop and text[after] != "\n" and text[after].isspace():
+            after += 1
+        if after > end and after < len(text) and _PHRASE_LETTER.match(text, after):
+            return True
     newline = text.find("\n", end, end + _CLEAN_END_LOOKAHEAD)
     return newline != -1 and not text[end:newline].strip()
 

@@ -74,13 +74,25 @@ def _level(name: str, score: int, pattern: str) -> TextLevel:
 
 PARAGRAPH = _level("paragraph", SCORE_PARAGRAPH, r"\n[^\S\n]*\n")
 LINE = _level("line", SCORE_LINE, r"\n")
-# A sentence ends at . ! ? … (then closing quotes/brackets) before white space and a capital, digit
-# or CJK letter; not after a list number ("1.") or a common abbreviation ("Dr.", "e.g.").
+# Where a sentence ends (the one rule; oversize, constraints and the findings' marks use it):
+# - at . ! ? … (then closing quotes/brackets) before white space and a capital, a digit or a letter of
+#   a caseless script (\p{Lo}); not after a list number ("1.") or a common abbreviation ("Dr.", "e.g.");
+# - right after CJK 。！？ (no space follows them);
+# - after a mark that only ends sentences in its script (then closers and white space): Devanagari
+#   danda । and double danda ॥, Arabic question mark ؟, Urdu full stop ۔, Armenian full stop ։,
+#   Ethiopic full stop ። question mark ፧ and paragraph separator ፨, Khmer khan ។ and ៕, Myanmar ။;
+# - Thai and Lao have no sentence punctuation and no spaces between words; a space between two
+#   letters of those scripts separates phrases or sentences, so it is taken as the sentence end.
+#   Thai or Lao text without any space has no sentence ends: words and graphemes are the fallback.
+SENTENCE_MARKS = "।॥؟۔։።፧፨។៕။"
+PHRASE_SPACED = "\u0e01-\u0e5b\u0e81-\u0edf"  # Thai and Lao letters, marks and signs (a class body)
 _NOT_AN_END = r"(?<!(?:^|[\s(])(?:\d{1,3}|[A-Za-z]|Mr|Mrs|Ms|Dr|Prof|St|vs|No|Fig|approx|e\.g|i\.e|cf|etc))"
 SENTENCE = _level(
     "sentence",
     SCORE_SENTENCE,
-    r"(?:" + _NOT_AN_END + r"[.!?…]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[\p{Lu}\p{N}\p{Lo}])|[。！？]+)",
+    r"(?:" + _NOT_AN_END + r"[.!?…]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[\p{Lu}\p{N}\p{Lo}])|[。！？]+"
+    r"|[" + SENTENCE_MARKS + r"]+[\"'”’)\]]*\s*"
+    r"|(?<=[" + PHRASE_SPACED + r"])[^\S\n]+(?=[" + PHRASE_SPACED + r"]))",
 )
 SENTENCE_OR_PARAGRAPH = _level(
     "sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n"
@@ -116,6 +128,10 @@ def has_lone_cr(text: str, start: int = 0, end: int | None = None) -> bool:
 _CONTINUES = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Cluster_Break=SpacingMark}"
                            r"\p{Grapheme_Cluster_Break=ZWJ}\p{Grapheme_Cluster_Break=Regional_Indicator}"
                            r"\p{Grapheme_Cluster_Break=Prepend}\r\U0001F3FB-\U0001F3FF]")
+# A run of such characters long enough to hold a cluster longer than the packer's scanning windows
+# (``'a'`` and thousands of combining accents): those clusters are indexed once per text.
+LONG_CLUSTER = 64
+_CONTINUES_RUN = regex.compile(_CONTINUES.pattern + f"{{{LONG_CLUSTER // 2},}}")
 
 
 class Group(NamedTuple):
@@ -163,8 +179,8 @@ class Span(NamedTuple):
 # The packer in C (chunking/_pack.c) when it was built and is current; ``Packer._spans`` is the reference.
 _native = native.load("_pack")
 # The levels _pack.c finds itself; for any other it calls ``Packer._find_level``.
-_LEVEL_CODES = {id(PARAGRAPH): 1, id(LINE): 2, id(SENTENCE): 3, id(SENTENCE_OR_PARAGRAPH): 4, id(WORD): 5,
-                id(GRAPHEME): 6}
+# Sentence levels are not among them: their rule lives in ``SENTENCE`` alone.
+_LEVEL_CODES = {id(PARAGRAPH): 1, id(LINE): 2, id(WORD): 5, id(GRAPHEME): 6}
 
 
 # What _pack.c asks of each code point, with the patterns the levels and units._SYNC use (bits as in
@@ -185,6 +201,32 @@ def _char_classes(char: str) -> int:
             | bool(_LETTER.match(char)) << 5 | bool(_LETTER_OR_NUMBER.match(char)) << 6)
 
 
+def _long_clusters(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Grapheme clusters in ``text[start:end]`` longer than ``LONG_CLUSTER`` code points, in order.
+
+    Found once per text, in linear time: only a long run of characters that continue a cluster can
+    make one, and each run is segmented once from a safe origin before it (a line start, or the run's
+    first character's predecessor stepped back over Prepend characters).
+    """
+    if text.isascii():
+        return []
+    out: list[tuple[int, int]] = []
+    scanned = start
+    for run in _CONTINUES_RUN.finditer(text, start, end):
+        if run.end() <= scanned:
+            continue
+        origin = max(scanned, run.start() - 1)
+        while origin > scanned and _CONTINUES.match(text, origin):
+            origin -= 1
+        for match in GRAPHEME.pattern.finditer(text, origin, end):
+            if match.end() - match.start() > LONG_CLUSTER:
+                out.append((match.start(), match.end()))
+            if match.end() >= run.end():
+                scanned = match.end()
+                break
+    return out
+
+
 class Packer:
     def __init__(self, text: str, plan: Plan, meter: Meter, max_size: int, overlap: int, min_size: int):
         self.text = text
@@ -202,6 +244,8 @@ class Packer:
         self._keep = sorted(set(plan.keep))
         self._keep_fits: dict[tuple[int, int], bool] = {}
         self._indexed = False
+        self._long_clusters = _long_clusters(text, plan.start, plan.end)
+        self._long_cluster_starts = [a for a, _ in self._long_clusters]
 
     def _index(self) -> None:
         """The lookups the Python packer makes per chunk (_pack.c builds its own from the plan)."""
@@ -224,7 +268,8 @@ class Packer:
     # -- public -------------------------------------------------------------------------------
 
     def spans(self) -> list[Span]:
-        if _native is not None and not self._breaks and not self._keep:
+        # _pack.c scans clusters in short windows: a text with a cluster longer than those is packed here.
+        if _native is not None and not self._breaks and not self._keep and not self._long_clusters:
             return _native.spans(self, Span, tuple(_LEVEL_CODES.get(id(level), 0) for level in self._levels),
                                  _char_classes, SCORE_FORCED, LINE_GROUPS,
                                  self.meter if type(self.meter) is TokenMeter else None)
@@ -390,6 +435,13 @@ class Packer:
 
     # -- graphemes ---------------------------------------------------------------------------------
 
+    def _long_cluster_at(self, pos: int) -> tuple[int, int] | None:
+        """The long cluster (see ``_long_clusters``) that ``pos`` lies strictly inside, if any."""
+        k = bisect.bisect_left(self._long_cluster_starts, pos) - 1
+        if k >= 0 and pos < self._long_clusters[k][1]:
+            return self._long_clusters[k]
+        return None
+
     def _safe_origin(self, pos: int) -> int:
         """A position at or before ``pos`` that is certainly a grapheme boundary to scan from.
 
@@ -398,6 +450,10 @@ class Packer:
         sequences are segmented from their beginning.
         """
         text = self.text
+        if self._long_clusters:
+            k = bisect.bisect_right(self._long_cluster_starts, pos) - 1
+            if k >= 0 and pos <= self._long_clusters[k][1]:
+                return self._long_clusters[k][0] if pos == self._long_clusters[k][0] else self._long_clusters[k][1]
         floor = max(0, pos - 128)
         newline = text.rfind("\n", floor, pos)
         if newline != -1:
@@ -412,6 +468,8 @@ class Packer:
         """Grapheme boundaries in [low, high], found by scanning whole clusters from a safe origin."""
         text = self.text
         origin = self._safe_origin(low)
+        if origin > high:  # [low, high] lies inside one long cluster
+            return []
         stop = min(len(text), high + 64)  # let the cluster that straddles `high` finish
         out = [origin] if origin >= low else []
         for match in GRAPHEME.pattern.finditer(text, origin, stop):
@@ -430,6 +488,8 @@ class Packer:
             return True  # ASCII on both sides and not inside CR LF
         if not _CONTINUES.match(char) and not _CONTINUES.match(before) and char != "\n":
             return True  # fast path: neither side can join a cluster
+        if self._long_clusters and self._long_cluster_at(pos) is not None:
+            return False
         return pos in self._clusters(pos, pos)
 
     def _cluster_boundary(self, low: int, high: int, *, last: bool) -> int | None:
@@ -444,6 +504,9 @@ class Packer:
 
     def _smallest_end(self, start: int, prev_end: int) -> int:
         """The end of the first grapheme that ends after ``prev_end`` (used when nothing fits)."""
+        inside = self._long_cluster_at(prev_end + 1) if self._long_clusters else None
+        if inside is not None:
+            return min(self.plan.end, max(inside[1], start + 1))  # one cluster longer than the budget
         after = self._cluster_boundary(prev_end + 1, min(self.plan.end, prev_end + 512), last=False)
         end = after if after is not None else min(self.plan.end, prev_end + 1)
         return max(end, start + 1)
@@ -643,6 +706,7 @@ class Packer:
         return end
 
     def _over_budget_reason(self, start: int, end: int) -> str:
-        if end - start <= 64 and self._clusters(start, end) in ([end], [start, end]):
+        if (start, end) in self._long_clusters or (
+                end - start <= 64 and self._clusters(start, end) in ([end], [start, end])):
             return "a single grapheme is larger than the budget"
         return "no boundary fits the budget"

@@ -339,3 +339,31 @@ def test_regression_chunk_inside_the_previous_one() -> None:
     text = "Alpha. the \n\n beta Alpha. order refund."
     chunks = split_document(text, {"strategy": "markdown", "unit": "chars", "max_size": 10, "overlap": 6}).chunks
     assert all(b.end > a.end for a, b in zip(chunks, chunks[1:], strict=False)), [(c.start, c.end) for c in chunks]
+
+
+@pytest.mark.parametrize("strategy", ["sentence", "recursive", "markdown"])
+@pytest.mark.parametrize(("unit", "max_size", "overlap"), [("chars", 400, 0), ("chars", 400, 50), ("words", 20, 5),
+                                                           ("tokens", 100, 10)])
+def test_cluster_longer_than_the_budget_is_one_over_budget_chunk(strategy: str, unit: str, max_size: int,
+                                                                 overlap: int) -> None:
+    """Issue 20: one grapheme cluster of 1,001 code points was 490 chunks of one code point, cut inside it."""
+    cluster = "a" + "\u0301" * 1000
+    text = f"Before the cluster. {cluster} After it."
+    config = {"strategy": strategy, "unit": unit, "max_size": max_size, "overlap": overlap}
+    chunks = run_and_check(text, config).chunks
+    begin = text.index(cluster)
+    holding = [c for c in chunks if c.start < begin + len(cluster) and c.end > begin]
+    assert len(holding) == 1 and holding[0].start <= begin and holding[0].end >= begin + len(cluster)
+    assert ("over_budget" in holding[0].findings) == (unit != "words")  # 6 words: the text fits
+    assert len(chunks) <= 3
+
+
+@pytest.mark.parametrize("strategy", ["sentence", "recursive", "markdown"])
+def test_sixteen_thousand_combining_accents_are_linear(strategy: str) -> None:
+    """Issue 20: 'a' + 16,000 combining accents took 100 s (quadratic); 1,000,000 now is one chunk."""
+    for n in (16_000, 1_000_000):
+        text = "a" + "\u0301" * n
+        started = time.perf_counter()
+        chunks = run_and_check(text, {"strategy": strategy, "unit": "chars", "max_size": 400}).chunks
+        assert [(c.start, c.end) for c in chunks] == [(0, len(text))]
+        assert time.perf_counter() - started < 20

@@ -71,6 +71,8 @@ PIECES = [
     "! ", "? ", "...", "?! ", ".\" ", ".) ", "'", "\"", "(", "[", "e.g. ", "i.e. ", "Dr. ", "Mrs. ", "approx. ",
     "etc. ", "No. 5", "(a. ", "3. ", "- item\n", "1. step\n", "# Heading\n", "## Sub\n", "| a | b |\n|---|---|\n",
     "| 1 | 2 |\n", "```\ncode\n```\n", "é", "e\u0301", "中文。", "😀", "👍🏽", "\u00a0", "\x1c", "…", "“Quoted.” ",
+    # Sentence ends of other scripts (packer.SENTENCE_MARKS) and Thai/Lao phrase gaps.
+    "है। ", "है॥", "؟ ", "ہے۔", "։ ", "ነው። ", "፧", "។ ", "ข้าว ", "ดีมาก", "ສະບາຍດີ ", "\u0e3f",
 ]
 texts = st.lists(st.sampled_from(PIECES), max_size=120).map("".join)
 
