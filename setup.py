@@ -16,9 +16,13 @@ ACCELERATORS = ["_mdscan", "_pack"]
 def extension(name: str) -> Extension:
     source = Path("chunking") / f"{name}.c"
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
-    return Extension(f"chunkyard.chunking.{name}", [str(source)], optional=True,
-                     define_macros=[("CHUNKYARD_SOURCE_SHA256", f'"{digest}"')],
-                     extra_compile_args=["-O2"])
+    return Extension(
+        f"chunkyard.chunking.{name}",
+        [str(source)],
+        optional=True,
+        define_macros=[("CHUNKYARD_SOURCE_SHA256", f'"{digest}"')],
+        extra_compile_args=["-O2"],
+    )
 
 
 setup(ext_modules=[extension(name) for name in ACCELERATORS])

@@ -34,8 +34,11 @@ def main(argv: list[str] | None = None) -> int:
         print("| file | bytes | seconds | result |\n|---|---:|---:|---|")
         for item in discover(corpus.root, ["**/*"], []):
             started = time.perf_counter()
-            result = item if isinstance(item, Skipped) else read_document(item.path, item.doc_id,
-                                                                          identity=item.identity)
+            result = (
+                item
+                if isinstance(item, Skipped)
+                else read_document(item.path, item.doc_id, identity=item.identity)
+            )
             elapsed = time.perf_counter() - started
             size = item.size if isinstance(item, SourceFile) else 0
             what = result.reason if isinstance(result, Skipped) else f"read: {len(result.text):,} characters"
@@ -57,8 +60,10 @@ def main(argv: list[str] | None = None) -> int:
             plain = min(timed() for _ in range(3))
         finally:
             markdown.yamlbound.load = real
-        print(f"\nfront matter of {len(texts)} pages in {args.corpus.name}: yaml.safe_load {plain * 1000:.0f} ms, "
-              f"libyaml with the alias bound {bounded * 1000:.0f} ms ({plain / bounded:.1f}×)")
+        print(
+            f"\nfront matter of {len(texts)} pages in {args.corpus.name}: yaml.safe_load {plain * 1000:.0f} ms, "
+            f"libyaml with the alias bound {bounded * 1000:.0f} ms ({plain / bounded:.1f}×)"
+        )
     return 0
 
 

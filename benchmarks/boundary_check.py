@@ -129,8 +129,9 @@ class Tally:
     seconds: float = 0.0
 
 
-def check(text: str, structure: Structure, chunks: Located, size: Callable[[str], int], budget: int,
-          tally: Tally) -> None:
+def check(
+    text: str, structure: Structure, chunks: Located, size: Callable[[str], int], budget: int, tally: Tally
+) -> None:
     located = []
     for start, end, embed in chunks:
         while start < end and text[start].isspace():
@@ -161,7 +162,7 @@ def check(text: str, structure: Structure, chunks: Located, size: Callable[[str]
             tally.max_embed = max(tally.max_embed, size(embed))
         k = bisect.bisect_left(heading_starts, end) - 1
         if index < len(located) - 1 and k >= 0 and heading_starts[k] >= start:
-            if not text[structure.headings[k][1]:end].strip():
+            if not text[structure.headings[k][1] : end].strip():
                 tally.heading_at_end += 1
         k = bisect.bisect_right(paragraph_starts, start) - 1
         if k >= 0:
@@ -171,6 +172,7 @@ def check(text: str, structure: Structure, chunks: Located, size: Callable[[str]
 
 
 # -- splitters ------------------------------------------------------------------------------------------
+
 
 def _cl100k():
     import tiktoken
@@ -182,8 +184,15 @@ def _cl100k():
 def chunkyard_markdown(unit: str, budget: int, **extra: object) -> Splitter:
     from chunkyard import chunk_document
 
-    settings = {"strategy": "markdown", "unit": unit, "max_size": budget, "overlap": 0, "min_size": 0,
-                "front_matter": "exclude", **extra}
+    settings = {
+        "strategy": "markdown",
+        "unit": unit,
+        "max_size": budget,
+        "overlap": 0,
+        "min_size": 0,
+        "front_matter": "exclude",
+        **extra,
+    }
     return lambda text: [(c.start, c.end, c.embed_text) for c in chunk_document(text, settings)]
 
 
@@ -192,8 +201,11 @@ def text_splitter_markdown(unit: str, budget: int) -> Splitter | None:
         from semantic_text_splitter import MarkdownSplitter
     except ImportError:
         return None
-    splitter = (MarkdownSplitter(budget) if unit == "chars"
-                else MarkdownSplitter.from_tiktoken_model("gpt-3.5-turbo", budget))
+    splitter = (
+        MarkdownSplitter(budget)
+        if unit == "chars"
+        else MarkdownSplitter.from_tiktoken_model("gpt-3.5-turbo", budget)
+    )
     return lambda text: [(s, s + len(chunk), None) for s, chunk in splitter.chunk_indices(text)]
 
 
@@ -226,14 +238,18 @@ def splitters_for(unit: str, budget: int, length: Callable[[str], int]) -> dict[
         "chunkyard markdown": chunkyard_markdown(unit, budget),
         "semantic-text-splitter MarkdownSplitter": text_splitter_markdown(unit, budget),
         "LangChain MarkdownTextSplitter": langchain("MarkdownTextSplitter", unit, budget, length),
-        "LangChain RecursiveCharacterTextSplitter": langchain("RecursiveCharacterTextSplitter", unit, budget,
-                                                               length),
+        "LangChain RecursiveCharacterTextSplitter": langchain(
+            "RecursiveCharacterTextSplitter", unit, budget, length
+        ),
     }
 
 
 def markdown_files(corpus: Path, limit: int | None) -> list[Path]:
-    files = sorted(p for p in corpus.rglob("*.md") if p.is_file() and not any(
-        part.startswith(".") for part in p.relative_to(corpus).parts))
+    files = sorted(
+        p
+        for p in corpus.rglob("*.md")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(corpus).parts)
+    )
     return files[:limit] if limit else files
 
 
@@ -241,9 +257,11 @@ def row(name: str, tally: Tally) -> str:
     units = " | ".join(f"{tally.split[k]}/{tally.fitting[k]}" for k in UNIT_KINDS)
     chunks = max(tally.chunks, 1)
     embed = f" ({tally.max_embed} embedded)" if tally.max_embed else ""
-    return (f"| {name} | {units} | {100 * tally.heading_at_end / chunks:.2f}% | "
-            f"{100 * tally.mid_sentence_start / chunks:.2f}% | {tally.chunks:,} | {tally.max_text}{embed} | "
-            f"{tally.seconds:.1f} |")
+    return (
+        f"| {name} | {units} | {100 * tally.heading_at_end / chunks:.2f}% | "
+        f"{100 * tally.mid_sentence_start / chunks:.2f}% | {tally.chunks:,} | {tally.max_text}{embed} | "
+        f"{tally.seconds:.1f} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,8 +291,10 @@ def main(argv: list[str] | None = None) -> int:
             budget = int(budget)
             size = len if unit == "chars" else tokens
             print(f"\n### {corpus.name}: {len(files)} files, {mb:.1f} MB; {budget} {unit}, no overlap\n")
-            print("| splitter | split/fitting procedures | lists | tables | code | heading at end | "
-                  "mid-sentence start | chunks | max size | seconds |")
+            print(
+                "| splitter | split/fitting procedures | lists | tables | code | heading at end | "
+                "mid-sentence start | chunks | max size | seconds |"
+            )
             print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for name, split in splitters_for(unit, budget, tokens).items():
                 if args.only not in name:

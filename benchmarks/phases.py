@@ -39,13 +39,17 @@ def measure(texts: list[str], settings) -> dict[str, float]:
         t1 = clock()
         meter = make_meter(text, settings.unit, settings.tokenizer, None)
         t2 = clock()
-        spans = Packer(text, layout.plan, meter, settings.max_size, settings.overlap, settings.min_size).spans()
+        spans = Packer(
+            text, layout.plan, meter, settings.max_size, settings.overlap, settings.min_size
+        ).spans()
         t3 = clock()
         check_spans(text, spans, layout, settings.min_size)
         t4 = clock()
         split_document(text, settings)
         t5 = clock()
-        for name, took in zip((*PHASES, "split_document"), (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4), strict=True):
+        for name, took in zip(
+            (*PHASES, "split_document"), (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4), strict=True
+        ):
             spent[name] += took
     return spent
 
@@ -63,14 +67,23 @@ def main(argv: list[str] | None = None) -> int:
     files = sorted(args.corpus.rglob("*.md"))
     texts = [path.read_text(encoding="utf-8", errors="replace") for path in files]
     megabytes = sum(len(text.encode("utf-8")) for text in texts) / 1e6
-    settings = parse_settings({"front_matter": "keep", "strategy": args.strategy, "unit": args.unit,
-                               "max_size": args.max_size, "overlap": args.overlap,
-                               "count_tokens": not args.no_count})
+    settings = parse_settings(
+        {
+            "front_matter": "keep",
+            "strategy": args.strategy,
+            "unit": args.unit,
+            "max_size": args.max_size,
+            "overlap": args.overlap,
+            "count_tokens": not args.no_count,
+        }
+    )
     runs = [measure(texts, settings) for _ in range(args.repeats)]
     median = {name: statistics.median(run[name] for run in runs) for name in runs[0]}
     whole = median["split_document"]
-    print(f"{args.strategy} {args.unit} {args.max_size}/{args.overlap} on {len(files)} files, {megabytes:.1f} MB; "
-          f"median CPU s of {args.repeats} repeats")
+    print(
+        f"{args.strategy} {args.unit} {args.max_size}/{args.overlap} on {len(files)} files, {megabytes:.1f} MB; "
+        f"median CPU s of {args.repeats} repeats"
+    )
     print("| phase | CPU s | share of split_document |")
     print("|---|---:|---:|")
     for name in PHASES:

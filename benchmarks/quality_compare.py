@@ -25,14 +25,27 @@ from chunkyard.chunking.packer import Span
 from chunkyard.chunking.strategies import get_strategy
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "k8s-enhancements"
-CODES = ("split_procedure", "mid_sentence_start", "heading_at_end", "split_list", "split_table", "split_code",
-         "mid_sentence_end")
+CODES = (
+    "split_procedure",
+    "mid_sentence_start",
+    "heading_at_end",
+    "split_list",
+    "split_table",
+    "split_code",
+    "mid_sentence_end",
+)
 
 Splitter = Callable[[str], list[tuple[int, int]]]
 
 
 def chunkyard_splitter(strategy: str, max_size: int) -> Splitter:
-    settings = {"strategy": strategy, "unit": "chars", "max_size": max_size, "overlap": 0, "front_matter": "keep"}
+    settings = {
+        "strategy": strategy,
+        "unit": "chars",
+        "max_size": max_size,
+        "overlap": 0,
+        "front_matter": "keep",
+    }
     return lambda text: [(c.start, c.end) for c in chunk_document(text, settings)]
 
 
@@ -65,7 +78,9 @@ def text_splitter_markdown(max_size: int) -> Splitter | None:
 
 
 def findings_for(text: str, spans: list[tuple[int, int]]) -> list[list[str]]:
-    settings = parse_settings({"strategy": "markdown", "unit": "chars", "max_size": 10**9, "front_matter": "keep"})
+    settings = parse_settings(
+        {"strategy": "markdown", "unit": "chars", "max_size": 10**9, "front_matter": "keep"}
+    )
     layout = get_strategy("markdown")(text, settings, None)
     return check_spans(text, [Span(s, e, e - s) for s, e in spans], layout, 0)
 
@@ -75,8 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("corpus", nargs="?", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--max-size", type=int, default=1000)
     args = parser.parse_args(argv)
-    files = sorted(p for p in args.corpus.rglob("*.md") if p.is_file() and not any(
-        part.startswith(".") for part in p.relative_to(args.corpus).parts))
+    files = sorted(
+        p
+        for p in args.corpus.rglob("*.md")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(args.corpus).parts)
+    )
     if not files:
         print(f"no Markdown files under {args.corpus}", file=sys.stderr)
         return 2
@@ -103,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
             total += len(spans)
             for codes in findings_for(text, spans):
                 counts.update(set(codes))
-        print(f"{name:<42} {total:>7}" + "".join(f" {100 * counts[c] / max(total, 1):>18.2f}%" for c in CODES))
+        print(
+            f"{name:<42} {total:>7}" + "".join(f" {100 * counts[c] / max(total, 1):>18.2f}%" for c in CODES)
+        )
     return 0
 
 

@@ -70,8 +70,15 @@ Splitter = Callable[[str, str, str], list[tuple[int, int, str]]]
 
 
 def chunkyard_splitter(strategy: str, max_size: int, *, embed_text: bool) -> Splitter:
-    settings = parse_settings({"strategy": strategy, "unit": "chars", "max_size": max_size, "overlap": 0,
-                               "context": {"title": True, "headings": True}})
+    settings = parse_settings(
+        {
+            "strategy": strategy,
+            "unit": "chars",
+            "max_size": max_size,
+            "overlap": 0,
+            "context": {"title": True, "headings": True},
+        }
+    )
 
     def split(doc_id: str, text: str, title: str) -> list[tuple[int, int, str]]:
         chunks = split_document(text, settings, doc_id, title=title or None).chunks
@@ -91,10 +98,17 @@ def peer(make: Callable[[], Callable[[str], list[tuple[int, int, str]]] | None])
 def splitters(max_size: int) -> list[tuple[str, Splitter | None, str]]:
     return [
         (REFERENCE, chunkyard_splitter("markdown", max_size, embed_text=True), "embed_text"),
-        ("chunkyard markdown, text only", chunkyard_splitter("markdown", max_size, embed_text=False), "chunk text"),
+        (
+            "chunkyard markdown, text only",
+            chunkyard_splitter("markdown", max_size, embed_text=False),
+            "chunk text",
+        ),
         ("chunkyard recursive", chunkyard_splitter("recursive", max_size, embed_text=True), "embed_text"),
-        ("chunkyard recursive, text only", chunkyard_splitter("recursive", max_size, embed_text=False),
-         "chunk text"),
+        (
+            "chunkyard recursive, text only",
+            chunkyard_splitter("recursive", max_size, embed_text=False),
+            "chunk text",
+        ),
         ("semantic-text-splitter MarkdownSplitter", peer(lambda: text_splitter("markdown", max_size, 0)), ""),
         ("semantic-text-splitter TextSplitter", peer(lambda: text_splitter("text", max_size, 0)), ""),
         ("LangChain MarkdownTextSplitter", peer(lambda: langchain("markdown", max_size, 0)), ""),
@@ -127,14 +141,18 @@ def index(name: str, split: Splitter, documents: dict[str, tuple[str, str]], not
     return Indexed(name, spans, texts, note)
 
 
-def evaluate(entry: Indexed, questions: list[LocatedQuestion], retrievers: list[str], ks: tuple[int, ...]) -> None:
+def evaluate(
+    entry: Indexed, questions: list[LocatedQuestion], retrievers: list[str], ks: tuple[int, ...]
+) -> None:
     queries = [q.question for q in questions]
     for name in retrievers:
         retriever = BM25Retriever(entry.texts) if name == "bm25" else DenseRetriever(embed(entry.texts))
         rankings = retriever.search(queries, ks[-1])
         for k in ks:
-            entry.scores[name, k] = [score_retrieval(q.spans, [entry.spans[i] for i in ranking[:k]])
-                                     for q, ranking in zip(questions, rankings, strict=True)]
+            entry.scores[name, k] = [
+                score_retrieval(q.spans, [entry.spans[i] for i in ranking[:k]])
+                for q, ranking in zip(questions, rankings, strict=True)
+            ]
 
 
 def paired_interval(ours: list[float], theirs: list[float], seed: int = 0) -> tuple[float, float, float]:
@@ -148,10 +166,13 @@ def paired_interval(ours: list[float], theirs: list[float], seed: int = 0) -> tu
 
 def table(entries: list[Indexed], retriever: str, k: int) -> list[str]:
     reference = next(e for e in entries if e.name == REFERENCE)
-    lines = [f"#### {retriever}, top {k}", "",
-             "| splitter | indexed | chunks | mean chars | recall | precision | IoU | hit rate | MRR "
-             "| Δ recall vs chunkyard markdown (95% CI) | Δ IoU (95% CI) | Δ MRR (95% CI) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    lines = [
+        f"#### {retriever}, top {k}",
+        "",
+        "| splitter | indexed | chunks | mean chars | recall | precision | IoU | hit rate | MRR "
+        "| Δ recall vs chunkyard markdown (95% CI) | Δ IoU (95% CI) | Δ MRR (95% CI) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+    ]
     for entry in entries:
         scores = entry.scores[retriever, k]
         summary = summarize(scores)
@@ -161,12 +182,16 @@ def table(entries: list[Indexed], retriever: str, k: int) -> list[str]:
             if entry is reference:
                 cells.append("—")
                 continue
-            mean, low, high = paired_interval([getattr(s, metric) for s in reference.scores[retriever, k]],
-                                              [getattr(s, metric) for s in scores])
+            mean, low, high = paired_interval(
+                [getattr(s, metric) for s in reference.scores[retriever, k]],
+                [getattr(s, metric) for s in scores],
+            )
             cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]")
-        lines.append(f"| {entry.name} | {entry.note or 'chunk text'} | {len(entry.spans):,} | {mean_chars:.0f} "
-                     f"| {summary['recall_mean']:.3f} | {summary['precision_mean']:.3f} | {summary['iou_mean']:.3f} "
-                     f"| {summary['hit_rate']:.3f} | {summary['mrr']:.3f} | {' | '.join(cells)} |")
+        lines.append(
+            f"| {entry.name} | {entry.note or 'chunk text'} | {len(entry.spans):,} | {mean_chars:.0f} "
+            f"| {summary['recall_mean']:.3f} | {summary['precision_mean']:.3f} | {summary['iou_mean']:.3f} "
+            f"| {summary['hit_rate']:.3f} | {summary['mrr']:.3f} | {' | '.join(cells)} |"
+        )
     return [*lines, ""]
 
 
@@ -189,8 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     documents = read_corpus(args.corpus, include)
     try:
         question_set = load_questions(args.questions)
-        questions = locate_questions(question_set, lambda doc_id: documents.get(doc_id, (None,))[0],
-                                     f"{args.corpus} ({', '.join(include)})")
+        questions = locate_questions(
+            question_set,
+            lambda doc_id: documents.get(doc_id, (None,))[0],
+            f"{args.corpus} ({', '.join(include)})",
+        )
     except ChunkyardError as exc:
         print(f"retrieval_compare: {exc}", file=sys.stderr)
         return 2
@@ -206,9 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name}: {len(entry.spans):,} chunks", file=sys.stderr)
 
     size = sum(len(text) for text, _ in documents.values())
-    out = [f"Corpus: {args.corpus} ({', '.join(include)}: {len(documents)} documents, {size / 1e6:.1f} M characters); "
-           f"questions: {args.questions.name} ({len(questions)}); {args.max_size} characters, no overlap. "
-           f"Versions: {versions()}.", ""]
+    out = [
+        f"Corpus: {args.corpus} ({', '.join(include)}: {len(documents)} documents, {size / 1e6:.1f} M characters); "
+        f"questions: {args.questions.name} ({len(questions)}); {args.max_size} characters, no overlap. "
+        f"Versions: {versions()}.",
+        "",
+    ]
     for retriever in retrievers:
         for k in ks:
             out += table(entries, retriever, k)

@@ -38,9 +38,11 @@ def build(corpus: Path, out: Path, include: str) -> Path:
     dataset = out / corpus.name
     if (dataset / "v1").exists():
         return dataset
-    text = (f"name: {corpus.name}\nversion: 1\nreviewer: bench\nsource: {{path: {corpus}, include: [\"{include}\"]}}\n"
-            f"output: {{path: {out}}}\nchunker: {{strategy: auto, unit: tokens, max_size: 384, overlap: 32, "
-            "min_size: 40}\n")
+    text = (
+        f'name: {corpus.name}\nversion: 1\nreviewer: bench\nsource: {{path: {corpus}, include: ["{include}"]}}\n'
+        f"output: {{path: {out}}}\nchunker: {{strategy: auto, unit: tokens, max_size: 384, overlap: 32, "
+        "min_size: 40}\n"
+    )
     config = load_config_text(text, out / "config.yaml")
     context = prepare_run(config)
     writer, stats = SnapshotWriter(context.version_path), RunStats()
@@ -108,8 +110,10 @@ def main() -> None:
         runs[f"O (verdict, queue of {code})"] = [timed(Qt.Key.Key_O) for _ in range(min(args.keys, left))]
     for what, times in runs.items():
         if times:
-            print(f"{what}: median {statistics.median(times) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms "
-                  f"over {len(times)} keys")
+            print(
+                f"{what}: median {statistics.median(times) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms "
+                f"over {len(times)} keys"
+            )
     window.close()
 
 

@@ -29,8 +29,10 @@ sys.path.insert(0, str(REPO))
 
 from chunkyard.chunking.dataset import CHUNKS_SCHEMA, DOCUMENTS_SCHEMA, SnapshotWriter, latest_snapshot  # noqa: E402
 
-WORDS = np.array("the order refund policy customer stove tent ship return warehouse label carrier "
-                 "within days receipt store manager approve exchange warranty defect gear pack".split())
+WORDS = np.array(
+    "the order refund policy customer stove tent ship return warehouse label carrier "
+    "within days receipt store manager approve exchange warranty defect gear pack".split()
+)
 FINDING_CODES = ["mid_sentence_start", "mid_sentence_end", "split_procedure", "split_table", "undersized"]
 
 
@@ -49,7 +51,9 @@ def generate(root: Path, n_chunks: int, n_docs: int, seed: int = 7) -> Path:
         chunk_cols: dict[str, list] = {name: [] for name in CHUNKS_SCHEMA.names}
         for doc in range(first, min(n_docs, first + batch_docs)):
             doc_id = f"section-{doc // 100:03d}/doc-{doc:05d}.md"
-            pieces = [" ".join(rng.choice(WORDS, size=int(rng.integers(20, 40)))) + ".\n\n" for _ in range(per_doc)]
+            pieces = [
+                " ".join(rng.choice(WORDS, size=int(rng.integers(20, 40)))) + ".\n\n" for _ in range(per_doc)
+            ]
             text = "".join(pieces)
             doc_cols["doc_id"].append(doc_id)
             doc_cols["path"].append(doc_id)
@@ -68,7 +72,9 @@ def generate(root: Path, n_chunks: int, n_docs: int, seed: int = 7) -> Path:
             for index, piece in enumerate(pieces):
                 end = start + len(piece)
                 codes = [FINDING_CODES[int(rng.integers(len(FINDING_CODES)))]] if rng.random() < 0.08 else []
-                chunk_cols["chunk_id"].append(hashlib.sha256(f"{doc_id}\0{start}\0{end}".encode()).hexdigest()[:24])
+                chunk_cols["chunk_id"].append(
+                    hashlib.sha256(f"{doc_id}\0{start}\0{end}".encode()).hexdigest()[:24]
+                )
                 chunk_cols["doc_id"].append(doc_id)
                 chunk_cols["chunk_index"].append(index)
                 chunk_cols["start"].append(start)
@@ -89,19 +95,34 @@ def generate(root: Path, n_chunks: int, n_docs: int, seed: int = 7) -> Path:
                 chunk_cols["page_end"].append(None)
                 start = end
         writer.write(pa.table(doc_cols, schema=DOCUMENTS_SCHEMA), pa.table(chunk_cols, schema=CHUNKS_SCHEMA))
-    config_text = ("name: bench\nversion: 1\nsource: {path: .}\nchunker: {strategy: markdown, unit: tokens, "
-                   "max_size: 128, overlap: 0, min_size: 8}\n")
-    writer.publish({"schema_version": 1, "name": "bench", "version": 1, "kind": "full",
-                    "config": {"path": None, "hash": config_hash, "text": config_text},
-                    "counts": {"documents": n_docs, "chunks": per_doc * n_docs}})
+    config_text = (
+        "name: bench\nversion: 1\nsource: {path: .}\nchunker: {strategy: markdown, unit: tokens, "
+        "max_size: 128, overlap: 0, min_size: 8}\n"
+    )
+    writer.publish(
+        {
+            "schema_version": 1,
+            "name": "bench",
+            "version": 1,
+            "kind": "full",
+            "config": {"path": None, "hash": config_hash, "text": config_text},
+            "counts": {"documents": n_docs, "chunks": per_doc * n_docs},
+        }
+    )
     return dataset
 
 
 def measure(dataset: Path, png: Path) -> dict[str, float]:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "CHUNKYARD_TIMING": "1"}
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "chunkyard.flows.cli", "review", str(dataset), "--screenshot", str(png)],
-                               cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "chunkyard.flows.cli", "review", str(dataset), "--screenshot", str(png)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
     stderr = process.stderr.read() if process.stderr else ""
@@ -111,8 +132,12 @@ def measure(dataset: Path, png: Path) -> dict[str, float]:
     line = next(line for line in stderr.splitlines() if line.startswith("timing:"))
     loaded = float(line.split("loaded ")[1].split(" s")[0])
     painted = float(line.split("first paint ")[1].split(" s")[0])
-    return {"loaded_s": loaded, "first_paint_s": painted, "process_wall_s": wall,
-            "peak_rss_mb": usage.ru_maxrss / 1024}
+    return {
+        "loaded_s": loaded,
+        "first_paint_s": painted,
+        "process_wall_s": wall,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+    }
 
 
 def main() -> int:
@@ -127,15 +152,21 @@ def main() -> int:
     snapshot = latest_snapshot(dataset / "v1")
     assert snapshot is not None
     size_mb = sum(p.stat().st_size for p in snapshot.iterdir()) / 1e6
-    print(f"dataset: {snapshot} ({args.chunks:,} chunks, {args.docs:,} documents, {size_mb:,.0f} MB on disk; "
-          f"ready in {time.perf_counter() - started:.1f} s)")
+    print(
+        f"dataset: {snapshot} ({args.chunks:,} chunks, {args.docs:,} documents, {size_mb:,.0f} MB on disk; "
+        f"ready in {time.perf_counter() - started:.1f} s)"
+    )
     results = [measure(dataset, args.out / "screenshot.png") for _ in range(args.runs)]
     for number, result in enumerate(results, 1):
-        print(f"run {number}: data loaded {result['loaded_s']:.2f} s, first paint {result['first_paint_s']:.2f} s, "
-              f"process {result['process_wall_s']:.2f} s, peak RSS {result['peak_rss_mb']:,.0f} MB")
-    print(f"median: first paint {statistics.median(r['first_paint_s'] for r in results):.2f} s, "
-          f"peak RSS {statistics.median(r['peak_rss_mb'] for r in results):,.0f} MB "
-          f"(process start to exit {statistics.median(r['process_wall_s'] for r in results):.2f} s)")
+        print(
+            f"run {number}: data loaded {result['loaded_s']:.2f} s, first paint {result['first_paint_s']:.2f} s, "
+            f"process {result['process_wall_s']:.2f} s, peak RSS {result['peak_rss_mb']:,.0f} MB"
+        )
+    print(
+        f"median: first paint {statistics.median(r['first_paint_s'] for r in results):.2f} s, "
+        f"peak RSS {statistics.median(r['peak_rss_mb'] for r in results):,.0f} MB "
+        f"(process start to exit {statistics.median(r['process_wall_s'] for r in results):.2f} s)"
+    )
     return 0
 
 

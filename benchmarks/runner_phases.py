@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 
 
-def measure(config_path: Path, runner: str, workers: int, output: Path, flow_writes: bool = False) -> dict[str, float]:
+def measure(
+    config_path: Path, runner: str, workers: int, output: Path, flow_writes: bool = False
+) -> dict[str, float]:
     import chunkyard.flows.run as flow_module
     from chunkyard.chunking.config import load_config
 
@@ -41,14 +43,26 @@ def measure(config_path: Path, runner: str, workers: int, output: Path, flow_wri
         flow_module.snapshot_writer = lambda path, *a, parts=False, **k: original_writer(path, *a, **k)
     try:
         started, cpu = time.perf_counter(), time.process_time()
-        flow_module.run(load_config(config_path), output=output, task_runner=runner, workers=workers, kind="full",
-                        progress=lambda docs, *_: marks.append(time.perf_counter()) if docs else None)
+        flow_module.run(
+            load_config(config_path),
+            output=output,
+            task_runner=runner,
+            workers=workers,
+            kind="full",
+            progress=lambda docs, *_: marks.append(time.perf_counter()) if docs else None,
+        )
         returned, cpu = time.perf_counter(), time.process_time() - cpu
     finally:
         flow_module.survey = original_survey
         flow_module.snapshot_writer = original_writer
-    return {"flow start": survey_started[0] - started, "first batch": marks[0] - started,
-            "last batch": marks[-1] - started, "returned": returned - started, "flow CPU": cpu, "batches": len(marks)}
+    return {
+        "flow start": survey_started[0] - started,
+        "first batch": marks[0] - started,
+        "last batch": marks[-1] - started,
+        "returned": returned - started,
+        "flow CPU": cpu,
+        "batches": len(marks),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,13 +83,22 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             for runner, workers in runs:
                 output = Path(tmp) / f"out-{runner}-{workers}-{repeat}"
-                results[(runner, workers)].append(measure(args.config.resolve(), runner.split("+")[0], workers, output,
-                                                          flow_writes=runner.endswith("+flow-writes")))
+                results[(runner, workers)].append(
+                    measure(
+                        args.config.resolve(),
+                        runner.split("+")[0],
+                        workers,
+                        output,
+                        flow_writes=runner.endswith("+flow-writes"),
+                    )
+                )
     print("| runner | flow start | first batch | last batch | returned | flow process CPU s | batches |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for (runner, workers), rows in results.items():
-        cells = [f"{statistics.median(row[key] for row in rows):.2f}"
-                 for key in ("flow start", "first batch", "last batch", "returned", "flow CPU")]
+        cells = [
+            f"{statistics.median(row[key] for row in rows):.2f}"
+            for key in ("flow start", "first batch", "last batch", "returned", "flow CPU")
+        ]
         print(f"| {runner} ×{workers} | " + " | ".join(cells) + f" | {rows[0]['batches']:.0f} |")
     return 0
 

@@ -57,9 +57,13 @@ DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora"
 README = ROOT / "benchmarks" / "README.md"
 BEGIN, END = "<!-- speed:begin -->", "<!-- speed:end -->"
 GROUPS = ("chars", "overlap", "tokens", "markdown", "html", "hostile", "run")
-TITLES = {"chars": "recursive, 1000 characters, no overlap", "overlap": "recursive, 1000 characters, overlap 150",
-          "tokens": "512 cl100k tokens, overlap 64", "markdown": "Markdown-aware, 1000 characters",
-          "html": "HTML (httpd-manual), 1000 characters, every splitter on the text chunkyard extracts"}
+TITLES = {
+    "chars": "recursive, 1000 characters, no overlap",
+    "overlap": "recursive, 1000 characters, overlap 150",
+    "tokens": "512 cl100k tokens, overlap 64",
+    "markdown": "Markdown-aware, 1000 characters",
+    "html": "HTML (httpd-manual), 1000 characters, every splitter on the text chunkyard extracts",
+}
 # The shared corpora reported one by one (the Markdown ones), and the one whose HTML the html group uses.
 MARKDOWN_CORPORA = ("rust-book", "k8s-enhancements", "hugo-docs")
 HTML_CORPUS = "httpd-manual"
@@ -127,12 +131,17 @@ def text_splitter(kind: str, capacity: int, overlap: int, tokens: bool = False) 
     except ImportError:
         return None
     cls = sts.MarkdownSplitter if kind == "markdown" else sts.TextSplitter
-    splitter = (cls.from_tiktoken_model("gpt-3.5-turbo", capacity, overlap=overlap) if tokens
-                else cls(capacity, overlap=overlap))
+    splitter = (
+        cls.from_tiktoken_model("gpt-3.5-turbo", capacity, overlap=overlap)
+        if tokens
+        else cls(capacity, overlap=overlap)
+    )
     return lambda text: by_indices(splitter.chunk_indices(text))
 
 
-def langchain(kind: str, size: int, overlap: int, counter: Callable[[str], int] | None = None) -> Splitter | None:
+def langchain(
+    kind: str, size: int, overlap: int, counter: Callable[[str], int] | None = None
+) -> Splitter | None:
     try:
         from langchain_text_splitters import MarkdownTextSplitter, RecursiveCharacterTextSplitter
     except ImportError:
@@ -192,7 +201,11 @@ def group_entries(group: str) -> list[Entry]:
         settings = {"strategy": "recursive", "unit": "chars", "max_size": 1000, "overlap": overlap}
         entries = [
             ("chunkyard recursive", lambda: chunkyard(settings), ""),
-            ("chunkyard recursive, count_tokens: false", lambda: chunkyard({**settings, "count_tokens": False}), ""),
+            (
+                "chunkyard recursive, count_tokens: false",
+                lambda: chunkyard({**settings, "count_tokens": False}),
+                "",
+            ),
             ("semantic-text-splitter TextSplitter", lambda: text_splitter("text", 1000, overlap), ""),
             ("LangChain RecursiveCharacterTextSplitter", lambda: langchain("text", 1000, overlap), ""),
             ("semchunk", lambda: semchunk_splitter(1000, overlap, len), ""),
@@ -201,29 +214,55 @@ def group_entries(group: str) -> list[Entry]:
             entries.append(("chonkie RecursiveChunker", lambda: chonkie_splitter(1000, "character"), ""))
     elif group == "tokens":
         entries = [
-            ("chunkyard recursive",
-             lambda: chunkyard({"strategy": "recursive", "unit": "tokens", "max_size": 512, "overlap": 64}), ""),
-            ("chunkyard markdown",
-             lambda: chunkyard({"strategy": "markdown", "unit": "tokens", "max_size": 512, "overlap": 64}), ""),
+            (
+                "chunkyard recursive",
+                lambda: chunkyard(
+                    {"strategy": "recursive", "unit": "tokens", "max_size": 512, "overlap": 64}
+                ),
+                "",
+            ),
+            (
+                "chunkyard markdown",
+                lambda: chunkyard({"strategy": "markdown", "unit": "tokens", "max_size": 512, "overlap": 64}),
+                "",
+            ),
             # chonkie has no overlap: the like-for-like comparison for it.
-            ("chunkyard recursive, overlap 0",
-             lambda: chunkyard({"strategy": "recursive", "unit": "tokens", "max_size": 512, "overlap": 0}),
-             "no overlap"),
-            ("tiktoken: encode all text once", lambda: lambda text: [(0, len(text), text)] if count(text) else [], "floor"),
+            (
+                "chunkyard recursive, overlap 0",
+                lambda: chunkyard({"strategy": "recursive", "unit": "tokens", "max_size": 512, "overlap": 0}),
+                "no overlap",
+            ),
+            (
+                "tiktoken: encode all text once",
+                lambda: lambda text: [(0, len(text), text)] if count(text) else [],
+                "floor",
+            ),
             # chunkyard encodes cl100k with bpe-openai (same tokens): its own floor, for comparison.
             ("bpe-openai: encode all text once", lambda: fast_encode_all(), "floor, chunkyard's encoder"),
             ("chonkie RecursiveChunker (tiktoken)", lambda: chonkie_splitter(512, enc), "no overlap"),
             ("semchunk (tiktoken)", lambda: semchunk_splitter(512, 64, lambda t: len(count(t))), ""),
             ("semantic-text-splitter TextSplitter", lambda: text_splitter("text", 512, 64, tokens=True), ""),
-            ("LangChain RecursiveCharacterTextSplitter",
-             lambda: langchain("text", 512, 64, counter=lambda t: len(count(t))), ""),
+            (
+                "LangChain RecursiveCharacterTextSplitter",
+                lambda: langchain("text", 512, 64, counter=lambda t: len(count(t))),
+                "",
+            ),
         ]
     elif group in ("markdown", "html"):  # html: the peers get the text chunkyard extracted from the HTML
         strategy = group
         entries = [
-            (f"chunkyard {strategy}", lambda: chunkyard({"strategy": strategy, "unit": "chars", "max_size": 1000}), ""),
-            (f"chunkyard {strategy}, count_tokens: false",
-             lambda: chunkyard({"strategy": strategy, "unit": "chars", "max_size": 1000, "count_tokens": False}), ""),
+            (
+                f"chunkyard {strategy}",
+                lambda: chunkyard({"strategy": strategy, "unit": "chars", "max_size": 1000}),
+                "",
+            ),
+            (
+                f"chunkyard {strategy}, count_tokens: false",
+                lambda: chunkyard(
+                    {"strategy": strategy, "unit": "chars", "max_size": 1000, "count_tokens": False}
+                ),
+                "",
+            ),
             ("LangChain MarkdownTextSplitter", lambda: langchain("markdown", 1000, 0), "no structure"),
             ("semantic-text-splitter MarkdownSplitter", lambda: text_splitter("markdown", 1000, 0), ""),
         ]
@@ -248,7 +287,7 @@ def run_group(group: str, texts: list[str], repeats: int, check: bool = True) ->
     for entry in entries:  # warm up: imports, tokenizer files
         entry.make()(texts[0])
     for repeat in range(repeats):
-        order = entries[repeat % len(entries):] + entries[: repeat % len(entries)]
+        order = entries[repeat % len(entries) :] + entries[: repeat % len(entries)]
         for entry in order:
             split = entry.make()
             started = time.process_time()
@@ -276,13 +315,21 @@ def hostile_documents() -> dict[str, str]:
     line = " ".join(words[i % len(words)] for i in range(10_000_000 // 6))[:10_000_000]
     paragraphs = "\n\n".join(f"Paragraph {i} is one short line." for i in range(100_000))
     header = "| name | value | description |\n|---|---|---|\n"
-    rows = [f"| item {i} | {i * 7} | row {i} of a large table, with some text |" for i in range(1_000_000 // 66)]
+    rows = [
+        f"| item {i} | {i * 7} | row {i} of a large table, with some text |" for i in range(1_000_000 // 66)
+    ]
     table = header + "\n".join(rows) + "\n"
-    nested = "".join(("  " * depth) + f"- item at depth {depth}\n" for _ in range(2_000) for depth in range(12))
+    nested = "".join(
+        ("  " * depth) + f"- item at depth {depth}\n" for _ in range(2_000) for depth in range(12)
+    )
     lists = "".join(f"Step {i} needs this:\n\n- item a {i}\n- item b {i}\n\n" for i in range(30_000))
-    return {"10 MB without a newline": line, "100,000 one-line paragraphs": paragraphs,
-            "1 MB table": table, "nested lists (12 deep, 24,000 items)": nested,
-            "30,000 short lists with lead-ins (1.6 MB)": lists}
+    return {
+        "10 MB without a newline": line,
+        "100,000 one-line paragraphs": paragraphs,
+        "1 MB table": table,
+        "nested lists (12 deep, 24,000 items)": nested,
+        "30,000 short lists with lead-ins (1.6 MB)": lists,
+    }
 
 
 def run_hostile(texts: list[str], repeats: int) -> list[tuple[str, str, float, float]]:
@@ -322,27 +369,50 @@ def run_end_to_end(corpus: Path, texts: list[str], repeats: int) -> list[tuple[s
         for doc in docs:
             split_document(doc, parsed)
         chunk += time.process_time() - started
-    rows = [("read + decode (in process)", read / repeats, read / repeats, 0.0),
-            ("chunk_document, all documents (in process)", chunk / repeats, chunk / repeats, 0.0)]
+    rows = [
+        ("read + decode (in process)", read / repeats, read / repeats, 0.0),
+        ("chunk_document, all documents (in process)", chunk / repeats, chunk / repeats, 0.0),
+    ]
     chunkyard_bin = Path(sys.executable).with_name("chunkyard")
     with tempfile.TemporaryDirectory() as tmp, prefect_server(Path(tmp) / "prefect"):
         # One loopback server for every run (PREFECT_API_URL is set for the children), so that
         # the runs do not include starting one.
         config = Path(tmp) / "bench.yaml"
-        config.write_text(yaml.safe_dump({
-            "name": "bench", "version": 1,
-            "source": {"path": str(corpus.resolve()), "include": ["**/*.md"]},
-            "output": {"path": str(Path(tmp) / "out")},
-            "chunker": settings,
-        }))
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "bench",
+                    "version": 1,
+                    "source": {"path": str(corpus.resolve()), "include": ["**/*.md"]},
+                    "output": {"path": str(Path(tmp) / "out")},
+                    "chunker": settings,
+                }
+            )
+        )
         sample = Path(tmp) / "sample.yaml"  # the bundled sample: the constant part of the memory
-        sample.write_text(yaml.safe_dump({
-            "name": "sample", "version": 1, "source": {"path": str(ROOT / "examples" / "kb"), "include": ["**/*.md"]},
-            "output": {"path": str(Path(tmp) / "out")}, "chunker": settings}))
-        for label, path, runner, workers in ((f"chunkyard run, bundled sample ({len(md_files(ROOT / 'examples' / 'kb'))} files)",
-                                              sample, "thread", 1),
-                                             *((f"chunkyard run --task-runner {r} --workers {w}", config, r, w)
-                                               for r, w in (("thread", 1), ("process", 1), ("process", 2)))):
+        sample.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "sample",
+                    "version": 1,
+                    "source": {"path": str(ROOT / "examples" / "kb"), "include": ["**/*.md"]},
+                    "output": {"path": str(Path(tmp) / "out")},
+                    "chunker": settings,
+                }
+            )
+        )
+        for label, path, runner, workers in (
+            (
+                f"chunkyard run, bundled sample ({len(md_files(ROOT / 'examples' / 'kb'))} files)",
+                sample,
+                "thread",
+                1,
+            ),
+            *(
+                (f"chunkyard run --task-runner {r} --workers {w}", config, r, w)
+                for r, w in (("thread", 1), ("process", 1), ("process", 2))
+            ),
+        ):
             walls, cpus, peak = [], [], 0.0
             for repeat in range(repeats):
                 # Peak RSS per run from GNU time (the run's own process; the workers of a
@@ -351,10 +421,26 @@ def run_end_to_end(corpus: Path, texts: list[str], repeats: int) -> list[tuple[s
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 started = time.perf_counter()
                 done = subprocess.run(
-                    ["/usr/bin/time", "-f", "%M", "-o", str(rss_file), str(chunkyard_bin), "run", str(path),
-                     "--task-runner", runner, "--workers", str(workers),
-                     "--output", str(Path(tmp) / f"out-{runner}{workers}-{repeat}")],
-                    capture_output=True, text=True, env={**os.environ, "PREFECT_HOME": str(Path(tmp) / "prefect")})
+                    [
+                        "/usr/bin/time",
+                        "-f",
+                        "%M",
+                        "-o",
+                        str(rss_file),
+                        str(chunkyard_bin),
+                        "run",
+                        str(path),
+                        "--task-runner",
+                        runner,
+                        "--workers",
+                        str(workers),
+                        "--output",
+                        str(Path(tmp) / f"out-{runner}{workers}-{repeat}"),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "PREFECT_HOME": str(Path(tmp) / "prefect")},
+                )
                 if done.returncode not in (0, 3):  # 3: done, some files skipped (and recorded)
                     raise SystemExit(f"chunkyard run failed ({done.returncode}):\n{done.stderr[-2000:]}")
                 walls.append(time.perf_counter() - started)
@@ -369,17 +455,25 @@ def run_end_to_end(corpus: Path, texts: list[str], repeats: int) -> list[tuple[s
 
 
 def md_files(corpus: Path) -> list[Path]:
-    return sorted(p for p in corpus.rglob("*.md") if p.is_file()
-                  and not any(part.startswith(".") for part in p.relative_to(corpus).parts))
+    return sorted(
+        p
+        for p in corpus.rglob("*.md")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(corpus).parts)
+    )
 
 
 def group_table(group: str, results: dict[str, tuple[list[Entry], float]]) -> list[str]:
     """One row per splitter: MB/s and the speed ratio to chunkyard's first row on each corpus, and the
     correctness columns measured on the last corpus given (all documents)."""
     names = list(results)
-    lines = [f"### {TITLES[group]}", "",
-             "| splitter | " + " | ".join(f"{name} MB/s | ÷" for name in names) + " | chunks | exact spans | over budget | note |",
-             "|---|" + "---:|---:|" * len(names) + "---:|---:|---:|---|"]
+    lines = [
+        f"### {TITLES[group]}",
+        "",
+        "| splitter | "
+        + " | ".join(f"{name} MB/s | ÷" for name in names)
+        + " | chunks | exact spans | over budget | note |",
+        "|---|" + "---:|---:|" * len(names) + "---:|---:|---:|---|",
+    ]
     checked = results[names[-1]][0]
     for row, entry in enumerate(checked):
         cells = []
@@ -387,8 +481,10 @@ def group_table(group: str, results: dict[str, tuple[list[Entry], float]]) -> li
             entries, mb = results[name]
             base, seconds = statistics.median(entries[0].times), statistics.median(entries[row].times)
             cells.append(f"{mb / seconds:.1f} | {base / seconds:.2f}")
-        lines.append(f"| {entry.name} | " + " | ".join(cells) + f" | {entry.chunks:,} | {entry.exact:.1%} | "
-                     f"{entry.over:.2%} | {entry.note} |")
+        lines.append(
+            f"| {entry.name} | " + " | ".join(cells) + f" | {entry.chunks:,} | {entry.exact:.1%} | "
+            f"{entry.over:.2%} | {entry.note} |"
+        )
     lines += ["", "÷: this splitter's speed ÷ chunkyard's first row, on the same corpus."]
     return lines
 
@@ -396,9 +492,12 @@ def group_table(group: str, results: dict[str, tuple[list[Entry], float]]) -> li
 def goal_table(measured: dict[str, dict[str, tuple[list[Entry], float]]]) -> list[str]:
     """Each goal of the issue as chunkyard's speed ÷ the peer's, per corpus."""
     corpora = list(dict.fromkeys(name for results in measured.values() for name in results))
-    lines = ["### goals: chunkyard's speed ÷ the peer's, per corpus", "",
-             "| group | chunkyard | ÷ peer | goal | " + " | ".join(corpora) + " |",
-             "|---|---|---|---:|" + "---:|" * len(corpora)]
+    lines = [
+        "### goals: chunkyard's speed ÷ the peer's, per corpus",
+        "",
+        "| group | chunkyard | ÷ peer | goal | " + " | ".join(corpora) + " |",
+        "|---|---|---|---:|" + "---:|" * len(corpora),
+    ]
     for group, ours, theirs, goal in GOALS:
         if group not in measured:
             continue
@@ -426,14 +525,29 @@ def corpora_of(root: Path) -> tuple[dict[str, list[str]], list[str]]:
     corpora = {name: [p.read_text(encoding="utf-8") for p in md_files(root / name)] for name in known}
     corpora["all"] = [text for name in known for text in corpora[name]]
     html_root = root / HTML_CORPUS
-    html = [extract_html(p.read_text(encoding="utf-8", errors="replace")).text
-            for p in sorted(html_root.rglob("*.html"))] if html_root.is_dir() else []
+    html = (
+        [
+            extract_html(p.read_text(encoding="utf-8", errors="replace")).text
+            for p in sorted(html_root.rglob("*.html"))
+        ]
+        if html_root.is_dir()
+        else []
+    )
     return corpora, html
 
 
 def versions() -> str:
-    names = ["semantic-text-splitter", "langchain-text-splitters", "semchunk", "chonkie", "tiktoken", "bpe-openai", "regex",
-             "pyarrow", "prefect"]
+    names = [
+        "semantic-text-splitter",
+        "langchain-text-splitters",
+        "semchunk",
+        "chonkie",
+        "tiktoken",
+        "bpe-openai",
+        "regex",
+        "pyarrow",
+        "prefect",
+    ]
     found = []
     for name in names:
         try:
@@ -448,42 +562,68 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("corpus", nargs="?", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
-    parser.add_argument("--write-readme", action="store_true", help="replace the results in benchmarks/README.md")
+    parser.add_argument(
+        "--write-readme", action="store_true", help="replace the results in benchmarks/README.md"
+    )
     args = parser.parse_args(argv)
     corpora, html_texts = corpora_of(args.corpus)
     texts = corpora.get("all") or next(iter(corpora.values()))
     if not texts:
         print(f"no Markdown files under {args.corpus}", file=sys.stderr)
         return 2
-    sizes = ", ".join(f"{name}: {len(docs)} files, {sum(len(t.encode()) for t in docs) / 1e6:.1f} MB"
-                      for name, docs in corpora.items())
+    sizes = ", ".join(
+        f"{name}: {len(docs)} files, {sum(len(t.encode()) for t in docs) / 1e6:.1f} MB"
+        for name, docs in corpora.items()
+    )
     if html_texts:
-        sizes += (f"; {HTML_CORPUS}: {len(html_texts)} HTML files, "
-                  f"{sum(len(t.encode()) for t in html_texts) / 1e6:.1f} MB of extracted text")
-    out = [f"Corpus: {args.corpus} ({sizes}); {args.repeats} repeats, "
-           f"median CPU time. Machine: {platform.processor() or platform.machine()}, "
-           f"{os.cpu_count()} cores, Python {platform.python_version()}; {versions()}. "
-           f"Run {dt.date.today().isoformat()}.", ""]
+        sizes += (
+            f"; {HTML_CORPUS}: {len(html_texts)} HTML files, "
+            f"{sum(len(t.encode()) for t in html_texts) / 1e6:.1f} MB of extracted text"
+        )
+    out = [
+        f"Corpus: {args.corpus} ({sizes}); {args.repeats} repeats, "
+        f"median CPU time. Machine: {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}; {versions()}. "
+        f"Run {dt.date.today().isoformat()}.",
+        "",
+    ]
     print("\n".join(out), flush=True)
     measured: dict[str, dict[str, tuple[list[Entry], float]]] = {}
     for group in args.groups.split(","):
         print(f"[{group}]", file=sys.stderr, flush=True)
         if group == "hostile":
-            section = ["### hostile inputs (chunkyard, chars 1000)", "",
-                       "| strategy | input | s per MB | × prose |", "|---|---|---:|---:|"]
-            section += [f"| {s} | {case} | {sec:.3f} | {ratio:.2f} |"
-                        for s, case, sec, ratio in run_hostile(texts, args.repeats)]
+            section = [
+                "### hostile inputs (chunkyard, chars 1000)",
+                "",
+                "| strategy | input | s per MB | × prose |",
+                "|---|---|---:|---:|",
+            ]
+            section += [
+                f"| {s} | {case} | {sec:.3f} | {ratio:.2f} |"
+                for s, case, sec, ratio in run_hostile(texts, args.repeats)
+            ]
         elif group == "run":
             rows = run_end_to_end(args.corpus, texts, args.repeats)
             parts = rows[0][1] + rows[1][1]
-            section = ["### end to end (markdown, tokens 512/64)", "",
-                       "| what | wall s | CPU s | × parts (wall) | peak RSS MB |", "|---|---:|---:|---:|---:|"]
-            section += [f"| {what} | {wall:.2f} | {cpu:.2f} | "
-                        f"{'—' if 'sample' in what else f'{wall / parts:.2f}'} | {rss:.0f} |"
-                        for what, wall, cpu, rss in rows]
-            section.append(f"| largest document: {max(len(t.encode()) for t in texts) / 1e6:.2f} MB | | | | |")
-            section += ["", "CPU s counts the run's process and the children it waited for: process-pool "
-                        "workers (forked by a forkserver) are not in it. Peak RSS is the largest single process."]
+            section = [
+                "### end to end (markdown, tokens 512/64)",
+                "",
+                "| what | wall s | CPU s | × parts (wall) | peak RSS MB |",
+                "|---|---:|---:|---:|---:|",
+            ]
+            section += [
+                f"| {what} | {wall:.2f} | {cpu:.2f} | "
+                f"{'—' if 'sample' in what else f'{wall / parts:.2f}'} | {rss:.0f} |"
+                for what, wall, cpu, rss in rows
+            ]
+            section.append(
+                f"| largest document: {max(len(t.encode()) for t in texts) / 1e6:.2f} MB | | | | |"
+            )
+            section += [
+                "",
+                "CPU s counts the run's process and the children it waited for: process-pool "
+                "workers (forked by a forkserver) are not in it. Peak RSS is the largest single process.",
+            ]
         elif group == "html":
             if not html_texts:
                 print(f"  (html: no {HTML_CORPUS} under {args.corpus}, skipped)", file=sys.stderr)
@@ -494,9 +634,12 @@ def main(argv: list[str] | None = None) -> int:
         elif group in GROUPS:
             # Each corpus on its own, then all of them (where the correctness columns are measured).
             measured[group] = {
-                name: (run_group(group, docs, args.repeats, check=name == list(corpora)[-1]),
-                       sum(len(t.encode()) for t in docs) / 1e6)
-                for name, docs in corpora.items()}
+                name: (
+                    run_group(group, docs, args.repeats, check=name == list(corpora)[-1]),
+                    sum(len(t.encode()) for t in docs) / 1e6,
+                )
+                for name, docs in corpora.items()
+            }
             section = group_table(group, measured[group])
         else:
             parser.error(f"unknown group {group!r} (use: {', '.join(GROUPS)})")

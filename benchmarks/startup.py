@@ -82,24 +82,35 @@ def main(argv: list[str] | None = None) -> int:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "CHUNKYARD_"))}
     with tempfile.TemporaryDirectory() as tmp:
         # The startup timeout only lets the first start (which creates the database) finish under load.
-        hello_env = {**base, **quiet, "PREFECT_HOME": str(Path(tmp) / "hello-home"),
-                     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180"}
-        chunkyard_env = {**base, "CHUNKYARD_HOME": str(Path(tmp) / "chunkyard-home"),
-                         "CHUNKYARD_PREFECT_SERVER": "shared"}
+        hello_env = {
+            **base,
+            **quiet,
+            "PREFECT_HOME": str(Path(tmp) / "hello-home"),
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+        }
+        chunkyard_env = {
+            **base,
+            "CHUNKYARD_HOME": str(Path(tmp) / "chunkyard-home"),
+            "CHUNKYARD_PREFECT_SERVER": "shared",
+        }
         config = str(ROOT / "config" / "default.yaml")
         out = Path(tmp) / "out"
         runs = {
-            "Prefect hello world (one task, Prefect's defaults, warm home)":
-                lambda: timed([sys.executable, "-c", HELLO], hello_env),
-            "chunkyard run config/default.yaml (shared server running)":
-                lambda: timed([str(CHUNKYARD), "run", config, "--output", str(out)], chunkyard_env),
+            "Prefect hello world (one task, Prefect's defaults, warm home)": lambda: timed(
+                [sys.executable, "-c", HELLO], hello_env
+            ),
+            "chunkyard run config/default.yaml (shared server running)": lambda: timed(
+                [str(CHUNKYARD), "run", config, "--output", str(out)], chunkyard_env
+            ),
         }
         parts = {
             "python -c pass": lambda: timed([sys.executable, "-c", "pass"], base),
-            "python -c 'import chunkyard.flows.run' (Prefect + the flow)":
-                lambda: timed([sys.executable, "-c", "import chunkyard.flows.run"], chunkyard_env),
-            "chunk the sample in process, no Prefect (incl. python start)":
-                lambda: timed([sys.executable, "-c", CHUNK_SAMPLE.format(config=config)], base),
+            "python -c 'import chunkyard.flows.run' (Prefect + the flow)": lambda: timed(
+                [sys.executable, "-c", "import chunkyard.flows.run"], chunkyard_env
+            ),
+            "chunk the sample in process, no Prefect (incl. python start)": lambda: timed(
+                [sys.executable, "-c", CHUNK_SAMPLE.format(config=config)], base
+            ),
         }
         try:
             print("warming up (Prefect's database, the shared server)...", file=sys.stderr, flush=True)
@@ -108,27 +119,42 @@ def main(argv: list[str] | None = None) -> int:
             times: dict[str, list[float]] = {name: [] for name in [*runs, *parts]}
             for repeat in range(args.repeats):
                 order = list(runs.items()) + list(parts.items())
-                order = order[repeat % len(order):] + order[: repeat % len(order)]
+                order = order[repeat % len(order) :] + order[: repeat % len(order)]
                 for name, run in order:
                     times[name].append(run())
                 print(f"  repeat {repeat + 1}/{args.repeats}", file=sys.stderr, flush=True)
         finally:
-            stop = subprocess.run([sys.executable, "-c", "from chunkyard.flows.server import stop_shared_server as s; "
-                                   "raise SystemExit(0 if s() else 1)"], env=chunkyard_env)
+            stop = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "from chunkyard.flows.server import stop_shared_server as s; "
+                    "raise SystemExit(0 if s() else 1)",
+                ],
+                env=chunkyard_env,
+            )
             if stop.returncode:
                 print("warning: the shared server did not stop", file=sys.stderr)
     hello = statistics.median(times[next(iter(runs))])
-    lines = [f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average "
-             f"{os.getloadavg()[0]:.1f} at the end, Python {platform.python_version()}, prefect "
-             f"{metadata.version('prefect')}; {args.repeats} interleaved repeats, median wall seconds. "
-             f"Run {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M')} UTC.", "",
-             "| what | wall s (median) | min | max | ÷ Prefect hello world |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.1f} at the end, Python {platform.python_version()}, prefect "
+        f"{metadata.version('prefect')}; {args.repeats} interleaved repeats, median wall seconds. "
+        f"Run {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M')} UTC.",
+        "",
+        "| what | wall s (median) | min | max | ÷ Prefect hello world |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, values in times.items():
-        lines.append(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} | "
-                     f"{statistics.median(values) / hello:.2f} |")
+        lines.append(
+            f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} | "
+            f"{statistics.median(values) / hello:.2f} |"
+        )
     ratios = [c / h for h, c in zip(times[next(iter(runs))], times[list(runs)[1]], strict=True)]
-    lines += ["", f"chunkyard run ÷ hello world, per repeat: {', '.join(f'{r:.2f}' for r in ratios)} "
-              f"(goal ≤ 0.30)."]
+    lines += [
+        "",
+        f"chunkyard run ÷ hello world, per repeat: {', '.join(f'{r:.2f}' for r in ratios)} (goal ≤ 0.30).",
+    ]
     text = "\n".join(lines)
     print(text)
     if args.write_readme:
@@ -138,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             _, _, tail = rest.partition(END)
             README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
         else:
-            README.write_text(current.rstrip("\n") + f"\n\n## Start-up\n\n{BEGIN}\n{text}\n{END}\n", encoding="utf-8")
+            README.write_text(
+                current.rstrip("\n") + f"\n\n## Start-up\n\n{BEGIN}\n{text}\n{END}\n", encoding="utf-8"
+            )
     return 0
 
 

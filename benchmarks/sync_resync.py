@@ -33,19 +33,24 @@ def main() -> int:
         source = folder / "src"
         shutil.copytree(args.corpus, source)
         config_path = folder / "config.yaml"
-        config_path.write_text(textwrap.dedent(f"""\
+        config_path.write_text(
+            textwrap.dedent(f"""\
             name: bench
             version: 1
             source: {{path: {source}, include: ["**/*.md"]}}
-            output: {{path: {folder / 'datasets'}}}
+            output: {{path: {folder / "datasets"}}}
             chunker: {{strategy: auto, unit: tokens, max_size: 512, overlap: 32}}
             sinks:
-              - {{name: lance, type: lancedb, uri: {folder / 'vectors'}, table: chunks, embedder: '{args.embedder}'}}
-            """), encoding="utf-8")
+              - {{name: lance, type: lancedb, uri: {folder / "vectors"}, table: chunks, embedder: '{args.embedder}'}}
+            """),
+            encoding="utf-8",
+        )
         command = [sys.executable, "-m", "chunkyard.flows.cli", "run", str(config_path)]
         files = sorted(source.rglob("*.md"))
         size = sum(f.stat().st_size for f in files)
-        print(f"corpus {args.corpus.name}: {len(files)} Markdown files, {size / 1e6:.1f} MB; embedder {args.embedder}")
+        print(
+            f"corpus {args.corpus.name}: {len(files)} Markdown files, {size / 1e6:.1f} MB; embedder {args.embedder}"
+        )
 
         def run() -> None:
             code = subprocess.run(command, stdout=subprocess.DEVNULL, cwd=folder).returncode
@@ -57,16 +62,20 @@ def main() -> int:
             started = time.perf_counter()
             report = sync_sink(config, sink_config(config, "lance"))
             elapsed = time.perf_counter() - started
-            print(f"{label}: {elapsed:.1f} s, {report.upserts} upserts, {report.deletes} deletes, "
-                  f"{report.embedded} texts embedded, {report.cached} from the cache, {report.rows} rows "
-                  f"({report.method})")
+            print(
+                f"{label}: {elapsed:.1f} s, {report.upserts} upserts, {report.deletes} deletes, "
+                f"{report.embedded} texts embedded, {report.cached} from the cache, {report.rows} rows "
+                f"({report.method})"
+            )
 
         run()
         sync("first sync")
         edited = max(files, key=lambda f: f.stat().st_size)
         text = edited.read_text(encoding="utf-8")
         middle = text.index("\n\n", len(text) // 2)
-        edited.write_text(text[:middle] + "\n\nA paragraph added by the benchmark.\n" + text[middle:], encoding="utf-8")
+        edited.write_text(
+            text[:middle] + "\n\nA paragraph added by the benchmark.\n" + text[middle:], encoding="utf-8"
+        )
         run()
         sync(f"resync after editing {edited.relative_to(source)}")
         sync("sync again, nothing changed")

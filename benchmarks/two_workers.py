@@ -35,8 +35,11 @@ CHUNKYARD = Path(sys.executable).with_name("chunkyard")
 
 
 def build_corpus(target: Path, copies: int) -> tuple[int, float]:
-    files = [p for p in sorted(CORPORA.rglob("*.md"))
-             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(CORPORA).parts)]
+    files = [
+        p
+        for p in sorted(CORPORA.rglob("*.md"))
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(CORPORA).parts)
+    ]
     for copy in range(copies):
         for path in files:
             destination = target / f"copy{copy}" / path.relative_to(CORPORA)
@@ -47,8 +50,12 @@ def build_corpus(target: Path, copies: int) -> tuple[int, float]:
 
 def run(config: Path, output: Path, env: dict[str, str], *extra: str) -> tuple[float, Path]:
     started = time.perf_counter()
-    done = subprocess.run([str(CHUNKYARD), "run", str(config), "--output", str(output), *extra],
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(CHUNKYARD), "run", str(config), "--output", str(output), *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - started
     if done.returncode not in (0, 3):
         raise SystemExit(f"chunkyard run failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -69,12 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         files, mb = build_corpus(Path(tmp) / "corpus", args.copies)
         config = Path(tmp) / "big.yaml"
-        config.write_text(f"name: big\nversion: 1\nsource: {{path: {Path(tmp) / 'corpus'}, include: ['**/*.md']}}\n"
-                          f"output: {{path: {Path(tmp) / 'out'}}}\n"
-                          "chunker: {strategy: markdown, unit: tokens, max_size: 512, overlap: 64}\n", encoding="utf-8")
+        config.write_text(
+            f"name: big\nversion: 1\nsource: {{path: {Path(tmp) / 'corpus'}, include: ['**/*.md']}}\n"
+            f"output: {{path: {Path(tmp) / 'out'}}}\n"
+            "chunker: {strategy: markdown, unit: tokens, max_size: 512, overlap: 64}\n",
+            encoding="utf-8",
+        )
         env = {**base, "CHUNKYARD_HOME": str(Path(tmp) / "home"), "CHUNKYARD_PREFECT_SERVER": "shared"}
         try:
-            print(f"{files} files, {mb:.1f} MB; thread run (reference, warms the shared server)...", file=sys.stderr)
+            print(
+                f"{files} files, {mb:.1f} MB; thread run (reference, warms the shared server)...",
+                file=sys.stderr,
+            )
             thread_seconds, snapshot = run(config, Path(tmp) / "out-thread", env)
             reference = chunk_ids(snapshot)
             shutil.rmtree(Path(tmp) / "out-thread")
@@ -82,29 +95,40 @@ def main(argv: list[str] | None = None) -> int:
             for repeat in range(args.repeats):
                 for workers in (1, 2) if repeat % 2 == 0 else (2, 1):
                     output = Path(tmp) / f"out-{workers}-{repeat}"
-                    seconds, snapshot = run(config, output, env, "--task-runner", "process", "--workers", str(workers))
+                    seconds, snapshot = run(
+                        config, output, env, "--task-runner", "process", "--workers", str(workers)
+                    )
                     if chunk_ids(snapshot) != reference:
-                        raise SystemExit(f"process ×{workers}: chunk ids or their order differ from the thread runner's")
+                        raise SystemExit(
+                            f"process ×{workers}: chunk ids or their order differ from the thread runner's"
+                        )
                     shutil.rmtree(output)
                     times[workers].append(seconds)
                     print(f"  repeat {repeat + 1}: ×{workers} {seconds:.2f} s", file=sys.stderr, flush=True)
         finally:
-            subprocess.run([sys.executable, "-c", "from chunkyard.flows.server import stop_shared_server as s; s()"],
-                           env=env)
+            subprocess.run(
+                [sys.executable, "-c", "from chunkyard.flows.server import stop_shared_server as s; s()"],
+                env=env,
+            )
     one, two = statistics.median(times[1]), statistics.median(times[2])
     ratios = [a / b for a, b in zip(times[1], times[2], strict=True)]
-    lines = [f"Corpus: the shared corpora's Markdown ×{args.copies} ({files:,} files, {mb:.1f} MB); markdown, "
-             f"512/64 cl100k tokens. Machine: {platform.machine()}, {os.cpu_count()} cores (shared: load average "
-             f"{os.getloadavg()[0]:.1f} at the end), Python {platform.python_version()}, prefect "
-             f"{metadata.version('prefect')}, pyarrow {metadata.version('pyarrow')}; {args.repeats} interleaved "
-             f"repeats, wall seconds of `chunkyard run` with the shared server running. "
-             f"Run {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M')} UTC.", "",
-             "| run | wall s per repeat | median |", "|---|---|---:|",
-             f"| --task-runner thread (reference) | {thread_seconds:.2f} | |",
-             f"| --task-runner process --workers 1 | {', '.join(f'{t:.2f}' for t in times[1])} | {one:.2f} |",
-             f"| --task-runner process --workers 2 | {', '.join(f'{t:.2f}' for t in times[2])} | {two:.2f} |", "",
-             f"2 workers ÷ 1: **{one / two:.2f}×** by the medians; per repeat {', '.join(f'{r:.2f}' for r in ratios)} "
-             "(goal ≥ 1.6×). Every output had the thread runner's chunk ids in its row order."]
+    lines = [
+        f"Corpus: the shared corpora's Markdown ×{args.copies} ({files:,} files, {mb:.1f} MB); markdown, "
+        f"512/64 cl100k tokens. Machine: {platform.machine()}, {os.cpu_count()} cores (shared: load average "
+        f"{os.getloadavg()[0]:.1f} at the end), Python {platform.python_version()}, prefect "
+        f"{metadata.version('prefect')}, pyarrow {metadata.version('pyarrow')}; {args.repeats} interleaved "
+        f"repeats, wall seconds of `chunkyard run` with the shared server running. "
+        f"Run {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M')} UTC.",
+        "",
+        "| run | wall s per repeat | median |",
+        "|---|---|---:|",
+        f"| --task-runner thread (reference) | {thread_seconds:.2f} | |",
+        f"| --task-runner process --workers 1 | {', '.join(f'{t:.2f}' for t in times[1])} | {one:.2f} |",
+        f"| --task-runner process --workers 2 | {', '.join(f'{t:.2f}' for t in times[2])} | {two:.2f} |",
+        "",
+        f"2 workers ÷ 1: **{one / two:.2f}×** by the medians; per repeat {', '.join(f'{r:.2f}' for r in ratios)} "
+        "(goal ≥ 1.6×). Every output had the thread runner's chunk ids in its row order.",
+    ]
     text = "\n".join(lines)
     print(text)
     if args.write_readme:
@@ -114,8 +138,10 @@ def main(argv: list[str] | None = None) -> int:
             _, _, tail = rest.partition(END)
             README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
         else:
-            README.write_text(current.rstrip("\n") + f"\n\n## Two workers against one\n\n{BEGIN}\n{text}\n{END}\n",
-                              encoding="utf-8")
+            README.write_text(
+                current.rstrip("\n") + f"\n\n## Two workers against one\n\n{BEGIN}\n{text}\n{END}\n",
+                encoding="utf-8",
+            )
     return 0
 
 

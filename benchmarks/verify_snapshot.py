@@ -48,13 +48,17 @@ def main() -> int:
     if "files" not in snapshot.manifest:
         print(f"{snapshot.path}: written before checksums were recorded; remove {args.out} to regenerate")
     sizes = {p.name: p.stat().st_size for p in snapshot.path.glob("*.parquet")}
-    print(f"{snapshot.path}: {args.chunks:,} chunks, {args.docs:,} documents, "
-          + ", ".join(f"{name} {size / 1e6:.0f} MB" for name, size in sorted(sizes.items()))
-          + f"; load average {os.getloadavg()[0]:.1f}")
-    for label, call in (("Snapshot.open", lambda: Snapshot.open(dataset)),
-                        ("ReviewIndex.load", lambda: ReviewIndex.load(dataset)),
-                        ("Snapshot.verify_files", snapshot.verify_files),
-                        ("Snapshot.validate", snapshot.validate)):
+    print(
+        f"{snapshot.path}: {args.chunks:,} chunks, {args.docs:,} documents, "
+        + ", ".join(f"{name} {size / 1e6:.0f} MB" for name, size in sorted(sizes.items()))
+        + f"; load average {os.getloadavg()[0]:.1f}"
+    )
+    for label, call in (
+        ("Snapshot.open", lambda: Snapshot.open(dataset)),
+        ("ReviewIndex.load", lambda: ReviewIndex.load(dataset)),
+        ("Snapshot.verify_files", snapshot.verify_files),
+        ("Snapshot.validate", snapshot.validate),
+    ):
         print(f"  {label:<22} {best(args.runs, call):7.3f} s")
     return 0
 

@@ -88,8 +88,10 @@ def split_document(
     token_counter = meter if settings.unit == "tokens" else None
     # With chars or words the tokenizer is not checked at load (only the unit tokens needs it), so
     # n_tokens counts with it only when it is a known encoding, else with cl100k (as for a tokenizer.json).
-    tokenizer = None if token_counter or not settings.count_tokens else get_tokenizer(
-        settings.tokenizer if settings.tokenizer in KNOWN_ENCODINGS else "cl100k_base"
+    tokenizer = (
+        None
+        if token_counter or not settings.count_tokens
+        else get_tokenizer(settings.tokenizer if settings.tokenizer in KNOWN_ENCODINGS else "cl100k_base")
     )
     doc_title = title if title is not None else layout.title
     contexts = layout.contexts_at([span.start for span in spans])
@@ -107,12 +109,23 @@ def split_document(
         if prefix is None:
             prefix = prefixes[key] = make_prefix(path_here, contexts[index])
         n_tokens = span.size if token_counter else tokenizer.count(chunk_text) if tokenizer else None
-        chunks.append(Chunk(
-            index=index, start=start, end=end, text=chunk_text,
-            embed_text=prefix + chunk_text if prefix else chunk_text, section_path=path_here, size=span.size,
-            n_chars=end - start, n_tokens=n_tokens, strategy=strategy, findings=tuple(findings[index]),
-            label=labels[index], over_budget_reason=span.over_budget,
-        ))
+        chunks.append(
+            Chunk(
+                index=index,
+                start=start,
+                end=end,
+                text=chunk_text,
+                embed_text=prefix + chunk_text if prefix else chunk_text,
+                section_path=path_here,
+                size=span.size,
+                n_chars=end - start,
+                n_tokens=n_tokens,
+                strategy=strategy,
+                findings=tuple(findings[index]),
+                label=labels[index],
+                over_budget_reason=span.over_budget,
+            )
+        )
     return ChunkedDocument(chunks, layout.strategy, doc_title, layout.exclusions, layout.metadata)
 
 

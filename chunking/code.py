@@ -166,8 +166,14 @@ def scan_code(text: str, settings: ChunkerBase, path: str | None, language: str 
 # The plan
 
 
-def _plan(text: str, lines: _Lines, definitions: list[Definition], weak_rows: set[int],
-          settings: ChunkerBase, language: str) -> Plan:
+def _plan(
+    text: str,
+    lines: _Lines,
+    definitions: list[Definition],
+    weak_rows: set[int],
+    settings: ChunkerBase,
+    language: str,
+) -> Plan:
     boundaries: dict[int, int] = {}
     n = len(text)
 
@@ -207,17 +213,26 @@ def _plan(text: str, lines: _Lines, definitions: list[Definition], weak_rows: se
             mark(lines.starts[after], score)
         end = lines.ends[definition.end_row]
         body_start = min(lines.starts[min(definition.body_row, len(lines) - 1)], end)
-        groups.append(Group("code", start, end, max(body_start, start), context=definition.header,
-                            label=language))
+        groups.append(
+            Group("code", start, end, max(body_start, start), context=definition.header, label=language)
+        )
     groups.sort(key=lambda g: (g.start, -g.end))
     positions = sorted(boundaries)
     # Lines are the finest structural unit: no textual level, so a line that fits is never cut.
-    return Plan(0, n, positions=positions, scores=[boundaries[p] for p in positions], levels=(),
-                groups=groups, overlap_floor=LINE)
+    return Plan(
+        0,
+        n,
+        positions=positions,
+        scores=[boundaries[p] for p in positions],
+        levels=(),
+        groups=groups,
+        overlap_floor=LINE,
+    )
 
 
-def _section_paths(lines: _Lines, definitions: list[Definition],
-                   module: tuple[str, ...]) -> tuple[list[int], list[tuple[str, ...]]]:
+def _section_paths(
+    lines: _Lines, definitions: list[Definition], module: tuple[str, ...]
+) -> tuple[list[int], list[tuple[str, ...]]]:
     """Positions where the qualified name changes, and the name from there on."""
     events: list[tuple[int, int, tuple[str, ...]]] = [(0, 0, module)]
     order = 1
@@ -280,12 +295,17 @@ def _scan_python(text: str, lines: _Lines) -> tuple[list[Definition], set[int], 
     return definitions, weak_rows, title
 
 
-def _python_statements(body: list[ast.stmt], parents: tuple[str, ...]) -> Iterator[tuple[ast.stmt, tuple[str, ...]]]:
+def _python_statements(
+    body: list[ast.stmt], parents: tuple[str, ...]
+) -> Iterator[tuple[ast.stmt, tuple[str, ...]]]:
     """Every statement with the names of the definitions around it (if/try/with blocks are open)."""
     for node in body:
         yield node, parents
-        inner = parents + (node.name,) if isinstance(
-            node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else parents
+        inner = (
+            parents + (node.name,)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            else parents
+        )
         for name in ("body", "orelse", "finalbody"):
             block = getattr(node, name, None)
             if isinstance(block, list):
@@ -309,8 +329,9 @@ def _mark_continuations(node: ast.stmt, weak_rows: set[int]) -> None:
     weak_rows.update(range(node.lineno, last_header_row + 1))
 
 
-def _python_definition(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef,
-                       parents: tuple[str, ...], lines: _Lines) -> Definition:
+def _python_definition(
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, parents: tuple[str, ...], lines: _Lines
+) -> Definition:
     def_row = node.lineno - 1
     start_row = min([def_row] + [d.lineno - 1 for d in node.decorator_list])
     start_row = _comments_above(lines, start_row, ("#",))
@@ -378,45 +399,86 @@ _TREE_SITTER_GRAMMARS: dict[str, _Grammar] = {
     "javascript": _Grammar("tree_sitter_javascript", "language", _JS_DEFINITIONS),
     "typescript": _Grammar("tree_sitter_typescript", "language_typescript", _TS_DEFINITIONS),
     "tsx": _Grammar("tree_sitter_typescript", "language_tsx", _TS_DEFINITIONS),
-    "go": _Grammar("tree_sitter_go", "language", {
-        "function_declaration": "function",
-        "method_declaration": "function",
-        "type_declaration": "class",
-    }),
-    "rust": _Grammar("tree_sitter_rust", "language", {
-        "function_item": "function",
-        "function_signature_item": "function",
-        "struct_item": "class",
-        "enum_item": "class",
-        "union_item": "class",
-        "trait_item": "class",
-        "impl_item": "class",
-        "mod_item": "class",
-        "macro_definition": "function",
-    }),
-    "java": _Grammar("tree_sitter_java", "language", {
-        "class_declaration": "class",
-        "interface_declaration": "class",
-        "enum_declaration": "class",
-        "record_declaration": "class",
-        "annotation_type_declaration": "class",
-        "method_declaration": "function",
-        "constructor_declaration": "function",
-        "compact_constructor_declaration": "function",
-    }),
+    "go": _Grammar(
+        "tree_sitter_go",
+        "language",
+        {
+            "function_declaration": "function",
+            "method_declaration": "function",
+            "type_declaration": "class",
+        },
+    ),
+    "rust": _Grammar(
+        "tree_sitter_rust",
+        "language",
+        {
+            "function_item": "function",
+            "function_signature_item": "function",
+            "struct_item": "class",
+            "enum_item": "class",
+            "union_item": "class",
+            "trait_item": "class",
+            "impl_item": "class",
+            "mod_item": "class",
+            "macro_definition": "function",
+        },
+    ),
+    "java": _Grammar(
+        "tree_sitter_java",
+        "language",
+        {
+            "class_declaration": "class",
+            "interface_declaration": "class",
+            "enum_declaration": "class",
+            "record_declaration": "class",
+            "annotation_type_declaration": "class",
+            "method_declaration": "function",
+            "constructor_declaration": "function",
+            "compact_constructor_declaration": "function",
+        },
+    ),
 }
 # Nodes that can hold definitions; expressions are not entered, which keeps the walk short.
-_CONTAINERS = frozenset({
-    "program", "source_file", "statement_block", "block", "statement_list", "class_body",
-    "interface_body", "enum_body", "enum_body_declarations", "declaration_list", "constructor_body",
-    "switch_body", "switch_block", "switch_case", "switch_default", "else_clause", "catch_clause",
-    "finally_clause", "ambient_declaration", "export_statement", "expression_statement",
-})
+_CONTAINERS = frozenset(
+    {
+        "program",
+        "source_file",
+        "statement_block",
+        "block",
+        "statement_list",
+        "class_body",
+        "interface_body",
+        "enum_body",
+        "enum_body_declarations",
+        "declaration_list",
+        "constructor_body",
+        "switch_body",
+        "switch_block",
+        "switch_case",
+        "switch_default",
+        "else_clause",
+        "catch_clause",
+        "finally_clause",
+        "ambient_declaration",
+        "export_statement",
+        "expression_statement",
+    }
+)
 # Siblings directly above a definition that belong to it.
-_ATTACHED = frozenset({"comment", "line_comment", "block_comment", "decorator", "attribute_item",
-                       "annotation", "marker_annotation"})
-_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function",
-                              "class", "class_expression"})
+_ATTACHED = frozenset(
+    {
+        "comment",
+        "line_comment",
+        "block_comment",
+        "decorator",
+        "attribute_item",
+        "annotation",
+        "marker_annotation",
+    }
+)
+_FUNCTION_VALUES = frozenset(
+    {"arrow_function", "function_expression", "function", "generator_function", "class", "class_expression"}
+)
 
 _languages: dict[str, Any] = {}
 _languages_lock = threading.Lock()
@@ -464,8 +526,9 @@ def _scan_tree_sitter(text: str, lines: _Lines, language: str) -> tuple[list[Def
     if tree.root_node.has_error:
         node = _first_error(tree.root_node)
         row = lines.row_of(walker.offsets.char(node.start_byte)) if node is not None else 0
-        error = _ParseError(row + 1, "syntax error" if node is None or node.is_error else
-                            f"missing {node.type}")
+        error = _ParseError(
+            row + 1, "syntax error" if node is None or node.is_error else f"missing {node.type}"
+        )
     return walker.definitions, error
 
 
@@ -505,8 +568,12 @@ class _Walker:
             kind = self.grammar.definitions.get(child.type)
             if kind is not None:
                 self._definitions_in(child, child, kind, path, depth)
-            elif child.type in ("lexical_declaration", "variable_declaration", "public_field_definition",
-                                "field_definition"):
+            elif child.type in (
+                "lexical_declaration",
+                "variable_declaration",
+                "public_field_definition",
+                "field_definition",
+            ):
                 self._function_values(child, path, depth)
             elif child.type == "export_statement":
                 self._export(child, path, depth)
@@ -527,12 +594,17 @@ class _Walker:
 
     def _function_values(self, node: Any, path: tuple[str, ...], depth: int, outer: Any = None) -> None:
         """``const f = () => ...``, ``handler = function () ...``: named by the variable or field."""
-        declarators = [node] if node.type.endswith("field_definition") else [
-            c for c in node.named_children if c.type == "variable_declarator"]
+        declarators = (
+            [node]
+            if node.type.endswith("field_definition")
+            else [c for c in node.named_children if c.type == "variable_declarator"]
+        )
         if len(declarators) != 1:
             return
         value = declarators[0].child_by_field_name("value")
-        name_node = declarators[0].child_by_field_name("name") or declarators[0].child_by_field_name("property")
+        name_node = declarators[0].child_by_field_name("name") or declarators[0].child_by_field_name(
+            "property"
+        )
         if value is None or name_node is None or value.type not in _FUNCTION_VALUES:
             return
         kind = "class" if value.type.startswith("class") else "function"
@@ -556,8 +628,18 @@ class _Walker:
             qualifier = (receiver_type,) if receiver_type else ()
         self._add(outer, node, node, self._name(node), kind, path + qualifier, depth)
 
-    def _add(self, outer: Any, node: Any, inner: Any, name: str | None, kind: str,
-             path: tuple[str, ...], depth: int, *, visit: bool = True) -> None:
+    def _add(
+        self,
+        outer: Any,
+        node: Any,
+        inner: Any,
+        name: str | None,
+        kind: str,
+        path: tuple[str, ...],
+        depth: int,
+        *,
+        visit: bool = True,
+    ) -> None:
         """Record a definition (``name`` None: a block without a name of its own, path unchanged)."""
         lines, offsets = self.lines, self.offsets
         first = self._attached_start(outer)
@@ -574,11 +656,19 @@ class _Walker:
             header_end = body_char
             body_row = lines.row_of(body_char) + 1
         header_start = offsets.char(node.start_byte)
-        header = self.text[header_start:max(header_start, header_end)]
+        header = self.text[header_start : max(header_start, header_end)]
         full_path = path if name is None else path + (name or "<anonymous>",)
-        definition = Definition(full_path[-1] if full_path else "", kind, start_row, def_row,
-                                max(end_row, def_row), min(body_row, end_row + 1), _normalize(header),
-                                full_path, depth)
+        definition = Definition(
+            full_path[-1] if full_path else "",
+            kind,
+            start_row,
+            def_row,
+            max(end_row, def_row),
+            min(body_row, end_row + 1),
+            _normalize(header),
+            full_path,
+            depth,
+        )
         self.definitions.append(definition)
         if visit:
             # Methods and nested definitions: look inside the body (or the whole node without one).

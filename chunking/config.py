@@ -50,8 +50,10 @@ ALGORITHM_VERSION = "5"
 CONFIG_MAX_EXPANSION = 100_000
 
 # The chunker settings: a union of every registered strategy's model, told apart by ``strategy``.
-ChunkerSettings = Annotated[Union[tuple(s.settings for s in STRATEGIES.values())],  # noqa: UP007
-                            Field(discriminator="strategy")]
+ChunkerSettings = Annotated[
+    Union[tuple(s.settings for s in STRATEGIES.values())],  # noqa: UP007
+    Field(discriminator="strategy"),
+]
 _settings_adapter: TypeAdapter[Any] = TypeAdapter(ChunkerSettings)
 STRATEGY_NAMES = tuple(STRATEGIES)
 
@@ -93,8 +95,10 @@ def normalize_path(path: str) -> str:
     if os.name == "nt":
         return path
     if _DRIVE.match(path):
-        raise ValueError(f"{path!r} is a Windows path; write a path of this machine (relative paths are "
-                         "resolved against the config file's folder)")
+        raise ValueError(
+            f"{path!r} is a Windows path; write a path of this machine (relative paths are "
+            "resolved against the config file's folder)"
+        )
     return path.replace("\\", "/")
 
 
@@ -110,8 +114,10 @@ class SourceConfig(_Strict):
     @classmethod
     def _path(cls, value: str) -> str:
         if is_uri(value):
-            raise ValueError(f"{value!r} is a URI; source.path must be a folder of this machine "
-                             "(URIs such as s3://bucket/prefix are for output.path)")
+            raise ValueError(
+                f"{value!r} is a URI; source.path must be a folder of this machine "
+                "(URIs such as s3://bucket/prefix are for output.path)"
+            )
         return normalize_path(value)
 
     @field_validator("include", "exclude")
@@ -155,10 +161,24 @@ _CRON_FIELD = re.compile(rf"^{_CRON_ITEM}(?:,{_CRON_ITEM})*$")
 
 # Per cron field: its name, its range, and the names it accepts (months, week days; L = last day).
 _CRON_FIELDS = (
-    ("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {"L": None}),
-    ("month", 1, 12, {name: number for number, name in enumerate(
-        "JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split(), start=1)}),
-    ("day of week", 0, 7, {name: number for number, name in enumerate("SUN MON TUE WED THU FRI SAT".split())}),
+    ("minute", 0, 59, {}),
+    ("hour", 0, 23, {}),
+    ("day of month", 1, 31, {"L": None}),
+    (
+        "month",
+        1,
+        12,
+        {
+            name: number
+            for number, name in enumerate("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split(), start=1)
+        },
+    ),
+    (
+        "day of week",
+        0,
+        7,
+        {name: number for number, name in enumerate("SUN MON TUE WED THU FRI SAT".split())},
+    ),
 )
 
 
@@ -205,7 +225,9 @@ class ScheduleConfig(_Strict):
         try:
             ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"timezone: unknown time zone {self.timezone!r} (e.g. UTC, Europe/Paris)") from None
+            raise ValueError(
+                f"timezone: unknown time zone {self.timezone!r} (e.g. UTC, Europe/Paris)"
+            ) from None
         return self
 
 
@@ -446,13 +468,25 @@ def load_config(path: str | Path) -> Config:
     except UnicodeDecodeError as exc:
         what = "UTF-8" if encoding == "utf-8-sig" else encoding.upper()
         line = raw.count(b"\n", 0, exc.start) + 1 if encoding == "utf-8-sig" else None
-        raise ConfigError([ConfigIssue(str(path), line, "", f"cannot read config: not valid {what} at byte "
-                                                           f"{exc.start} (save it as UTF-8)")]) from None
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    str(path),
+                    line,
+                    "",
+                    f"cannot read config: not valid {what} at byte {exc.start} (save it as UTF-8)",
+                )
+            ]
+        ) from None
     return load_config_text(text.removeprefix("\ufeff"), path)
 
 
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
-         (codecs.BOM_UTF16_BE, "utf-16"))
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 def load_config_text(text: str, path: Path | None = None) -> Config:
@@ -503,13 +537,17 @@ def load_config_text(text: str, path: Path | None = None) -> Config:
         if chunker is None:
             # The defaults are broken and already reported: repeat only what the rule itself sets.
             prefix = f"rules[{index}].chunker."
-            rule_issues = [i for i in rule_issues
-                           if i.field.removeprefix(prefix).split(".")[0] in rule["chunker"]]
+            rule_issues = [
+                i for i in rule_issues if i.field.removeprefix(prefix).split(".")[0] in rule["chunker"]
+            ]
         issues.extend(rule_issues)
         match = rule.get("match")
         # A match that is not a string or a list of strings is reported by the model validation.
-        patterns = [match] if isinstance(match, str) else [
-            p for p in (match if isinstance(match, list) else []) if isinstance(p, str)]
+        patterns = (
+            [match]
+            if isinstance(match, str)
+            else [p for p in (match if isinstance(match, list) else []) if isinstance(p, str)]
+        )
         patterns = [_safe_pattern(p) for p in patterns]
         if settings is not None:
             rule_settings.append((patterns, settings))
@@ -527,8 +565,13 @@ def load_config_text(text: str, path: Path | None = None) -> Config:
     if issues:
         raise ConfigError(_dedupe(issues))
     assert model is not None and chunker is not None
-    return Config(model=model, path=path.resolve() if path else None, text=text, chunker=chunker,
-                  rule_settings=rule_settings)
+    return Config(
+        model=model,
+        path=path.resolve() if path else None,
+        text=text,
+        chunker=chunker,
+        rule_settings=rule_settings,
+    )
 
 
 def _pattern_issues(data: dict[str, Any], lines: dict[tuple[Any, ...], int], label: str) -> list[ConfigIssue]:
@@ -592,7 +635,9 @@ def tokenizer_load_issues(config: Config) -> list[ConfigIssue]:
     from chunkyard.chunking.units import get_tokenizer
 
     places: list[tuple[tuple[Any, ...], ChunkerBase]] = [(("chunker",), config.chunker)]
-    for index, (rule, (_, settings)) in enumerate(zip(config.model.rules, config.rule_settings, strict=False)):
+    for index, (rule, (_, settings)) in enumerate(
+        zip(config.model.rules, config.rule_settings, strict=False)
+    ):
         if "tokenizer" in rule.chunker or "unit" in rule.chunker:  # else it is the defaults' tokenizer
             places.append((("rules", index, "chunker"), settings))
     label = str(config.path) if config.path else "<config>"
@@ -670,8 +715,14 @@ def _yaml_issue(exc: yaml.YAMLError, label: str, text: str) -> ConfigIssue:
     return ConfigIssue(label, line, "", "invalid YAML: " + " ".join(str(problem).split()))
 
 
-def _index_lines(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int],
-                 issues: list[ConfigIssue], label: str, active: set[int]) -> None:
+def _index_lines(
+    node: yaml.Node,
+    path: tuple[Any, ...],
+    lines: dict[tuple[Any, ...], int],
+    issues: list[ConfigIssue],
+    label: str,
+    active: set[int],
+) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
     if id(node) in active:  # an alias to a node that contains it: ``a: &a [*a]``
         issues.append(ConfigIssue(label, node.start_mark.line + 1, _dotted(path), "recursive YAML alias"))
@@ -683,19 +734,32 @@ def _index_lines(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, 
         active.discard(id(node))
 
 
-def _index_children(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int],
-                    issues: list[ConfigIssue], label: str, active: set[int]) -> None:
+def _index_children(
+    node: yaml.Node,
+    path: tuple[Any, ...],
+    lines: dict[tuple[Any, ...], int],
+    issues: list[ConfigIssue],
+    label: str,
+    active: set[int],
+) -> None:
     if isinstance(node, yaml.MappingNode):
         seen: set[Any] = set()
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                issues.append(ConfigIssue(label, key_node.start_mark.line + 1, _dotted(path),
-                                          "a key must be a plain name, not a list or mapping"))
+                issues.append(
+                    ConfigIssue(
+                        label,
+                        key_node.start_mark.line + 1,
+                        _dotted(path),
+                        "a key must be a plain name, not a list or mapping",
+                    )
+                )
                 continue
             key = key_node.value
             if key in seen:
-                issues.append(ConfigIssue(label, key_node.start_mark.line + 1, _dotted(path + (key,)),
-                                          "duplicate key"))
+                issues.append(
+                    ConfigIssue(label, key_node.start_mark.line + 1, _dotted(path + (key,)), "duplicate key")
+                )
             seen.add(key)
             lines[path + (key,)] = key_node.start_mark.line + 1
             _index_lines(value_node, path + (key,), lines, issues, label, active)
@@ -705,8 +769,9 @@ def _index_children(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[An
             _index_lines(item, path + (index,), lines, issues, label, active)
 
 
-def _issues_from_validation(exc: ValidationError, where: tuple[Any, ...],
-                            lines: dict[tuple[Any, ...], int], label: str) -> list[ConfigIssue]:
+def _issues_from_validation(
+    exc: ValidationError, where: tuple[Any, ...], lines: dict[tuple[Any, ...], int], label: str
+) -> list[ConfigIssue]:
     issues = []
     for error in exc.errors():
         loc = tuple(part for part in error["loc"] if part not in STRATEGY_NAMES or part == "strategy")
@@ -714,15 +779,18 @@ def _issues_from_validation(exc: ValidationError, where: tuple[Any, ...],
         loc = where + loc
         message = error["msg"]
         if message.startswith("Value error, "):
-            message = message[len("Value error, "):]
+            message = message[len("Value error, ") :]
             field_name, sep, rest = message.partition(": ")
             if sep and field_name.isidentifier():
                 loc, message = loc + (field_name,), rest
         elif error["type"] == "extra_forbidden":
             message = "unknown key"
         elif error["type"] == "union_tag_invalid":
-            message = f"unknown strategy {error['input'].get('strategy')!r} (use one of: " + ", ".join(
-                s for s in STRATEGY_NAMES) + ")"
+            message = (
+                f"unknown strategy {error['input'].get('strategy')!r} (use one of: "
+                + ", ".join(s for s in STRATEGY_NAMES)
+                + ")"
+            )
             loc = loc + ("strategy",)
         elif error["type"] == "missing":
             message = "required key is missing"

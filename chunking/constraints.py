@@ -78,17 +78,39 @@ class Constraint:
 
     def payload(self) -> str:
         """The JSON stored in the constraint event's ``note``."""
-        data = {key: value for key, value in asdict(self).items() if key not in ("id", "kind", "doc_id", "doc_sha256")}
-        return json.dumps({"chunkyard_constraint": FORMAT_VERSION, **data}, ensure_ascii=False, sort_keys=True)
+        data = {
+            key: value
+            for key, value in asdict(self).items()
+            if key not in ("id", "kind", "doc_id", "doc_sha256")
+        }
+        return json.dumps(
+            {"chunkyard_constraint": FORMAT_VERSION, **data}, ensure_ascii=False, sort_keys=True
+        )
 
     def summary(self) -> dict:
         """What manifests list about a constraint (no anchor text)."""
-        return {"id": self.id, "doc_id": self.doc_id, "kind": self.kind, "start": self.start, "end": self.end,
-                "origin": self.origin, "flag_event": self.flag_event}
+        return {
+            "id": self.id,
+            "doc_id": self.doc_id,
+            "kind": self.kind,
+            "start": self.start,
+            "end": self.end,
+            "origin": self.origin,
+            "flag_event": self.flag_event,
+        }
 
 
-def anchor(text: str, doc_id: str, doc_sha256: str, kind: str, start: int, end: int | None = None, *,
-           origin: str = "explicit", flag_event: int | None = None) -> Constraint:
+def anchor(
+    text: str,
+    doc_id: str,
+    doc_sha256: str,
+    kind: str,
+    start: int,
+    end: int | None = None,
+    *,
+    origin: str = "explicit",
+    flag_event: int | None = None,
+) -> Constraint:
     """A constraint on ``text`` with its anchor; keep spans are trimmed of surrounding whitespace."""
     if kind not in KINDS:
         raise ValueError(f"unknown constraint {kind!r} (one of {', '.join(KINDS)})")
@@ -99,9 +121,18 @@ def anchor(text: str, doc_id: str, doc_sha256: str, kind: str, start: int, end: 
         start, end = _trim(text, start, end)
         if start >= end:
             raise ValueError("a keep-together span must hold some text")
-    return Constraint(kind, doc_id, doc_sha256, start, end, before=text[max(0, start - CONTEXT) : start],
-                      text=text[start:end] if kind == KEEP else "", after=text[end : end + CONTEXT],
-                      origin=origin, flag_event=flag_event)
+    return Constraint(
+        kind,
+        doc_id,
+        doc_sha256,
+        start,
+        end,
+        before=text[max(0, start - CONTEXT) : start],
+        text=text[start:end] if kind == KEEP else "",
+        after=text[end : end + CONTEXT],
+        origin=origin,
+        flag_event=flag_event,
+    )
 
 
 def place(constraint: Constraint, text: str, doc_sha256: str) -> Placement | None:
@@ -149,8 +180,12 @@ def _find_keep(constraint: Constraint, text: str) -> tuple[int, int] | None:
         return None
     length = len(body)
     # The whole span, disambiguated by ever more context when it occurs more than once.
-    for prefix, suffix in (("", ""), (constraint.before[-16:], ""), ("", constraint.after[:16]),
-                           (constraint.before, constraint.after)):
+    for prefix, suffix in (
+        ("", ""),
+        (constraint.before[-16:], ""),
+        ("", constraint.after[:16]),
+        (constraint.before, constraint.after),
+    ):
         found = _unique(text, prefix + body + suffix)
         if found is not None:
             start = found + len(prefix)
@@ -194,9 +229,17 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 # From flags
 
 
-def constraint_for_flag(reason: str, boundary: int | None, chunk_index: int, spans: list[tuple[int, int]],
-                        text: str, layout, doc_id: str, doc_sha256: str,
-                        flag_event: int | None = None) -> Constraint | None:
+def constraint_for_flag(
+    reason: str,
+    boundary: int | None,
+    chunk_index: int,
+    spans: list[tuple[int, int]],
+    text: str,
+    layout,
+    doc_id: str,
+    doc_sha256: str,
+    flag_event: int | None = None,
+) -> Constraint | None:
     """The constraint a flag asks for, on the text and chunks the flag was made on (None: nothing to do).
 
     ``spans`` are the document's chunks in order (``chunk_index`` indexes them); ``layout`` is the
@@ -275,7 +318,11 @@ def _sentences_around(text: str, boundary: int) -> tuple[int, int] | None:
     low, high = max(0, left - _SENTENCE_REACH), min(len(text), right + _SENTENCE_REACH)
     starts = [low] + [m.end() for m in SENTENCE_OR_PARAGRAPH.pattern.finditer(text, low, high)] + [high]
     start = starts[bisect.bisect_right(starts, left) - 1]
-    end = starts[bisect.bisect_right(starts, right)] if bisect.bisect_right(starts, right) < len(starts) else high
+    end = (
+        starts[bisect.bisect_right(starts, right)]
+        if bisect.bisect_right(starts, right) < len(starts)
+        else high
+    )
     start, end = _trim(text, start, end)
     return (start, end) if start < boundary < end else None
 
@@ -295,14 +342,24 @@ def best_inner_boundary(text: str, plan: Plan, start: int, end: int) -> int | No
         for match in level.pattern.finditer(text, max(0, low - 1), high):
             if low <= match.end() <= high:
                 candidates.append((level.score, match.end()))
-    candidates = [(score, pos) for score, pos in candidates
-                  if text[start:pos].strip() and text[pos:end].strip()]
+    candidates = [
+        (score, pos) for score, pos in candidates if text[start:pos].strip() and text[pos:end].strip()
+    ]
     if not candidates:
         return None
     return max(candidates, key=lambda item: (item[0], -abs(item[1] - middle), -item[1]))[1]
 
 
 __all__ = [
-    "BREAK", "KEEP", "KINDS", "Constraint", "Placement", "anchor", "apply_placements", "best_inner_boundary",
-    "constraint_for_flag", "place", "unit_around",
+    "BREAK",
+    "KEEP",
+    "KINDS",
+    "Constraint",
+    "Placement",
+    "anchor",
+    "apply_placements",
+    "best_inner_boundary",
+    "constraint_for_flag",
+    "place",
+    "unit_around",
 ]

@@ -133,8 +133,15 @@ class BatchRows:
         self._documents: dict[str, list[Any]] = {name: [] for name in DOCUMENTS_SCHEMA.names}
         self._chunks: dict[str, list[Any]] = {name: [] for name in CHUNKS_SCHEMA.names}
 
-    def add(self, document: Document, chunked: ChunkedDocument, *, unit: str, config_version: int,
-            config_hash: str) -> None:
+    def add(
+        self,
+        document: Document,
+        chunked: ChunkedDocument,
+        *,
+        unit: str,
+        config_version: int,
+        config_hash: str,
+    ) -> None:
         """The document's row and one row per chunk of ``chunked`` (its chunks under one config)."""
         metadata = {**document.metadata, **_jsonable(chunked.metadata)}
         if document.exclusions:
@@ -150,8 +157,12 @@ class BatchRows:
         documents["n_chars"].append(len(document.text))
         documents["n_chunks"].append(len(chunks))
         documents["title"].append(chunked.title)
-        documents["exclusions"].append([{"start": s, "end": e, "reason": r} for s, e, r in chunked.exclusions])
-        documents["metadata_json"].append(json.dumps(metadata, ensure_ascii=False, sort_keys=True, default=str))
+        documents["exclusions"].append(
+            [{"start": s, "end": e, "reason": r} for s, e, r in chunked.exclusions]
+        )
+        documents["metadata_json"].append(
+            json.dumps(metadata, ensure_ascii=False, sort_keys=True, default=str)
+        )
         documents["text"].append(document.text)
         documents["page_starts"].append(list(document.page_starts))
 
@@ -186,16 +197,28 @@ class BatchRows:
 
     def tables(self) -> tuple[pa.Table, pa.Table]:
         """The documents and chunks tables of the rows added so far."""
-        return (pa.table(self._documents, schema=DOCUMENTS_SCHEMA), pa.table(self._chunks, schema=CHUNKS_SCHEMA))
+        return (
+            pa.table(self._documents, schema=DOCUMENTS_SCHEMA),
+            pa.table(self._chunks, schema=CHUNKS_SCHEMA),
+        )
 
 
 def stored_document(row: dict[str, Any]) -> Document:
     """A ``documents.parquet`` row read back as the document it was made from (``BatchRows.add``'s
     inverse for what chunking needs), so a snapshot can be rechunked without its source folder."""
     metadata = json.loads(row["metadata_json"] or "{}")
-    return Document(row["doc_id"], row["path"], row["format"], row["sha256"], row["n_bytes"], row["text"],
-                    title=row["title"], exclusions=metadata.pop(EXTRACTION_EXCLUSIONS, []),
-                    metadata=metadata, page_starts=list(row.get("page_starts") or []))
+    return Document(
+        row["doc_id"],
+        row["path"],
+        row["format"],
+        row["sha256"],
+        row["n_bytes"],
+        row["text"],
+        title=row["title"],
+        exclusions=metadata.pop(EXTRACTION_EXCLUSIONS, []),
+        metadata=metadata,
+        page_starts=list(row.get("page_starts") or []),
+    )
 
 
 def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
@@ -215,8 +238,7 @@ def list_snapshots(version_path: Location) -> list[int]:
     if not version_path.is_dir():
         return []
     return sorted(
-        int(p.name) for p in version_path.iterdir()
-        if _SNAPSHOT.match(p.name) and (p / MANIFEST).is_file()
+        int(p.name) for p in version_path.iterdir() if _SNAPSHOT.match(p.name) and (p / MANIFEST).is_file()
     )
 
 
@@ -235,8 +257,10 @@ def resolve_snapshot(path: str | Location) -> Location:
         return path
     if not path.is_dir():
         if path.is_file():
-            raise DatasetPathError(f"{path}: a file, not a dataset folder (give OUTPUT/NAME, a version folder "
-                                   "vX or a snapshot folder NNNN)")
+            raise DatasetPathError(
+                f"{path}: a file, not a dataset folder (give OUTPUT/NAME, a version folder "
+                "vX or a snapshot folder NNNN)"
+            )
         raise DatasetPathError(f"{path}: no such dataset folder")
     if _VERSION.match(path.name):
         found = latest_snapshot(path)
@@ -252,16 +276,17 @@ def resolve_snapshot(path: str | Location) -> Location:
             return found
     if not versions:
         # An output folder holding exactly one dataset opens that dataset.
-        datasets = sorted(p for p in path.iterdir() if p.is_dir() and any(
-            _VERSION.match(v.name) for v in p.iterdir() if v.is_dir()))
+        datasets = sorted(
+            p
+            for p in path.iterdir()
+            if p.is_dir() and any(_VERSION.match(v.name) for v in p.iterdir() if v.is_dir())
+        )
         if len(datasets) == 1:
             return resolve_snapshot(datasets[0])
         if datasets:
             names = ", ".join(p.name for p in datasets)
             raise DatasetPathError(f"{path}: holds several datasets ({names}); name one of them")
-    raise DatasetPathError(
-        f"{path}: not a chunkyard dataset (expected NAME/vX/NNNN/manifest.json below it)"
-    )
+    raise DatasetPathError(f"{path}: not a chunkyard dataset (expected NAME/vX/NNNN/manifest.json below it)")
 
 
 def check_manifest(manifest: Any, where: Location) -> None:
@@ -293,8 +318,9 @@ def _kind(kind: pa.DataType) -> str:
     return str(kind)
 
 
-def check_columns(table: pa.Table, schema: pa.Schema, path: Location, *, whole: bool = True,
-                  first_row: int = 0) -> pa.Table:
+def check_columns(
+    table: pa.Table, schema: pa.Schema, path: Location, *, whole: bool = True, first_row: int = 0
+) -> pa.Table:
     """``table`` (columns read from ``path``) with each column of ``schema`` checked and cast to its
     type: the same kind of type (strings, integers, lists of them), no nulls where the schema allows
     none, integers that fit. Columns outside the schema are passed on as they are. The error names the
@@ -309,13 +335,17 @@ def check_columns(table: pa.Table, schema: pa.Schema, path: Location, *, whole: 
             raise DatasetError(f"{path}: column {name}: expected {_kind(field.type)}, found {column.type}")
         if not field.nullable and column.null_count:
             row = int(pc.index(pc.is_null(column), True).as_py())
-            raise DatasetError(f"{path}: column {name}, {_row(table, row, whole, first_row)}: null, where a value "
-                               "is required")
+            raise DatasetError(
+                f"{path}: column {name}, {_row(table, row, whole, first_row)}: null, where a value "
+                "is required"
+            )
         if _kind(field.type) == "list<string>" and len(column) and pc.list_flatten(column).null_count:
             lists = column.combine_chunks()
             parents = pc.list_parent_indices(lists)
             row = int(parents[pc.index(pc.is_null(pc.list_flatten(lists)), True).as_py()].as_py())
-            raise DatasetError(f"{path}: column {name}, {_row(table, row, whole, first_row)}: a null in the list")
+            raise DatasetError(
+                f"{path}: column {name}, {_row(table, row, whole, first_row)}: a null in the list"
+            )
         if column.type != field.type:
             try:
                 table = table.set_column(table.schema.get_field_index(name), name, column.cast(field.type))
@@ -360,7 +390,9 @@ def file_digest(path: Location, should_stop: Callable[[], bool] | None = None) -
     """Size and SHA-256 (hex) of a file, read in 1 MiB blocks (hashlib releases the GIL on them)."""
     digest = hashlib.sha256()
     size = 0
-    opener = path.filesystem.open_input_stream(path.path) if isinstance(path, StoragePath) else open(path, "rb")
+    opener = (
+        path.filesystem.open_input_stream(path.path) if isinstance(path, StoragePath) else open(path, "rb")
+    )
     with opener as handle:
         while block := handle.read(1 << 20):
             if should_stop is not None and should_stop():
@@ -408,8 +440,10 @@ class Snapshot:
                 raise DatasetError(f"{path}: cannot read: {detail}") from None
             for field in found:
                 if field.name in schema.names and _kind(field.type) != _kind(schema.field(field.name).type):
-                    raise DatasetError(f"{path}: column {field.name}: expected {_kind(schema.field(field.name).type)}, "
-                                       f"found {field.type}")
+                    raise DatasetError(
+                        f"{path}: column {field.name}: expected {_kind(schema.field(field.name).type)}, "
+                        f"found {field.type}"
+                    )
 
     @property
     def name(self) -> str:
@@ -445,8 +479,9 @@ class Snapshot:
             # Arrow may go on with the whole schema, a field per line: its first line says what is wrong.
             detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise DatasetError(f"{path}: cannot read: {detail}") from None
-        return check_columns(table, DOCUMENTS_SCHEMA if filename == DOCUMENTS else CHUNKS_SCHEMA, path,
-                             whole=doc_ids is None)
+        return check_columns(
+            table, DOCUMENTS_SCHEMA if filename == DOCUMENTS else CHUNKS_SCHEMA, path, whole=doc_ids is None
+        )
 
     def validate(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Check the whole snapshot, as every reader needs it to be (``DatasetError`` naming the file,
@@ -463,16 +498,24 @@ class Snapshot:
         doc_path = self.path / DOCUMENTS
         doc_ids = documents.column("doc_id").to_pylist()
         texts: dict[str, str] = {}
-        for row, (doc_id, n_chars, text) in enumerate(zip(doc_ids, documents.column("n_chars").to_pylist(),
-                                                         documents.column("text").to_pylist(), strict=True)):
+        for row, (doc_id, n_chars, text) in enumerate(
+            zip(
+                doc_ids,
+                documents.column("n_chars").to_pylist(),
+                documents.column("text").to_pylist(),
+                strict=True,
+            )
+        ):
             problem = safe_doc_id(doc_id)
             if problem:
                 raise DatasetError(f"{doc_path}: column doc_id, row {row}: {doc_id!r} {problem}")
             if doc_id in texts:
                 raise DatasetError(f"{doc_path}: column doc_id, row {row}: {doc_id!r} is listed twice")
             if n_chars != len(text):
-                raise DatasetError(f"{doc_path}: column n_chars, row {row} ({doc_id!r}): {n_chars} but its text "
-                                   f"has {len(text)} characters")
+                raise DatasetError(
+                    f"{doc_path}: column n_chars, row {row} ({doc_id!r}): {n_chars} but its text "
+                    f"has {len(text)} characters"
+                )
             texts[doc_id] = text
         del documents
         chunk_path = self.path / CHUNKS
@@ -487,56 +530,69 @@ class Snapshot:
         columns = ["doc_id", "chunk_index", "start", "end", "text"]
         known = pa.array(list(texts), pa.string())
         documents_in_order = list(texts.values())
-        lengths = np.fromiter((len(text) for text in documents_in_order), dtype=np.int64,
-                              count=len(documents_in_order))
+        lengths = np.fromiter(
+            (len(text) for text in documents_in_order), dtype=np.int64, count=len(documents_in_order)
+        )
         try:
             batches = parquet_file(chunk_path).iter_batches(batch_size=65536, columns=columns)
             row = 0
             for batch in batches:
                 if should_stop is not None and should_stop():
                     raise Stopped
-                table = check_columns(pa.Table.from_batches([batch]), CHUNKS_SCHEMA, chunk_path, first_row=row)
+                table = check_columns(
+                    pa.Table.from_batches([batch]), CHUNKS_SCHEMA, chunk_path, first_row=row
+                )
                 self._check_chunk_batch(table, known, documents_in_order, lengths, row)
                 row += table.num_rows
         except (OSError, pa.ArrowException) as exc:
             detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise DatasetError(f"{chunk_path}: cannot read: {detail}") from None
 
-    def _check_chunk_batch(self, table: pa.Table, known: pa.Array, documents: list[str], lengths: np.ndarray,
-                           first_row: int) -> None:
+    def _check_chunk_batch(
+        self, table: pa.Table, known: pa.Array, documents: list[str], lengths: np.ndarray, first_row: int
+    ) -> None:
         """One batch of chunks against the documents: the document exists, the offsets are in it, the
         text is the document's there. Vectorised except for the text comparison itself."""
         path = self.path / CHUNKS
 
         def where(row: int) -> str:
-            return (f"row {first_row + row} (chunk {table.column('chunk_index')[row].as_py()} of "
-                    f"{table.column('doc_id')[row].as_py()!r})")
+            return (
+                f"row {first_row + row} (chunk {table.column('chunk_index')[row].as_py()} of "
+                f"{table.column('doc_id')[row].as_py()!r})"
+            )
 
         ordinal = pc.index_in(table.column("doc_id"), value_set=known)
         if ordinal.null_count:
             row = int(pc.index(pc.is_null(ordinal), True).as_py())
-            raise DatasetError(f"{path}: column doc_id, row {first_row + row}: "
-                               f"{table.column('doc_id')[row].as_py()!r} is not a document of this snapshot")
+            raise DatasetError(
+                f"{path}: column doc_id, row {first_row + row}: "
+                f"{table.column('doc_id')[row].as_py()!r} is not a document of this snapshot"
+            )
         doc = ordinal.to_numpy(zero_copy_only=False).astype(np.int64)
         start = table.column("start").to_numpy()
         end = table.column("end").to_numpy()
         outside = (start < 0) | (end < start) | (end > lengths[doc])
         if outside.any():
             row = int(np.flatnonzero(outside)[0])
-            raise DatasetError(f"{path}: columns start/end, {where(row)}: [{start[row]}:{end[row]}] is outside its "
-                               f"document ({lengths[doc[row]]} characters)")
+            raise DatasetError(
+                f"{path}: columns start/end, {where(row)}: [{start[row]}:{end[row]}] is outside its "
+                f"document ({lengths[doc[row]]} characters)"
+            )
         text = table.column("text")
         wrong_length = pc.utf8_length(text).to_numpy(zero_copy_only=False) != end - start
         if wrong_length.any():
             row = int(np.flatnonzero(wrong_length)[0])
-            raise DatasetError(f"{path}: column text, {where(row)}: not the document's text at "
-                               f"[{start[row]}:{end[row]}]")
+            raise DatasetError(
+                f"{path}: column text, {where(row)}: not the document's text at [{start[row]}:{end[row]}]"
+            )
         # Same length: equal when the document has the text at ``start`` (no slice is copied).
-        for row, (number, at, value) in enumerate(zip(doc.tolist(), start.tolist(), text.to_pylist(),
-                                                      strict=True)):
+        for row, (number, at, value) in enumerate(
+            zip(doc.tolist(), start.tolist(), text.to_pylist(), strict=True)
+        ):
             if not documents[number].startswith(value, at):
-                raise DatasetError(f"{path}: column text, {where(row)}: not the document's text at "
-                                   f"[{start[row]}:{end[row]}]")
+                raise DatasetError(
+                    f"{path}: column text, {where(row)}: not the document's text at [{start[row]}:{end[row]}]"
+                )
 
     def verify_files(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Check the data files against the sizes and SHA-256 the manifest recorded at publish
@@ -554,10 +610,12 @@ class Snapshot:
             except OSError as exc:
                 raise DatasetError(f"{self.path / name}: cannot read: {exc.strerror or exc}") from None
             if size != entry.get("bytes") or digest != entry.get("sha256"):
-                raise DatasetError(f"{self.path / name}: damaged: its content differs from what was published "
-                                   f"({size:,} bytes, sha256 {digest[:12]}…; the manifest records "
-                                   f"{entry.get('bytes')!r} bytes, sha256 {str(entry.get('sha256'))[:12]}…); "
-                                   "restore the snapshot from a backup or run again")
+                raise DatasetError(
+                    f"{self.path / name}: damaged: its content differs from what was published "
+                    f"({size:,} bytes, sha256 {digest[:12]}…; the manifest records "
+                    f"{entry.get('bytes')!r} bytes, sha256 {str(entry.get('sha256'))[:12]}…); "
+                    "restore the snapshot from a backup or run again"
+                )
 
     def verify(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Everything a reviewer must know before approving what ships: ``verify_files`` then
@@ -609,7 +667,9 @@ class SnapshotWriter:
                 self.part_folder = self.staging / PARTS
                 self.part_folder.mkdir()
             else:
-                self._documents = pq.ParquetWriter(self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression=compression)
+                self._documents = pq.ParquetWriter(
+                    self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression=compression
+                )
                 self._chunks = pq.ParquetWriter(self.staging / CHUNKS, CHUNKS_SCHEMA, compression=compression)
         except (OSError, pa.ArrowException) as exc:
             self.abort()
@@ -622,7 +682,9 @@ class SnapshotWriter:
                 self.add_part(*write_part(self.part_folder, name, documents, chunks, self.compression))
                 return
             if documents.num_rows:
-                self._documents.write_table(conform(documents, DOCUMENTS_SCHEMA), row_group_size=DOCUMENT_ROW_GROUP)
+                self._documents.write_table(
+                    conform(documents, DOCUMENTS_SCHEMA), row_group_size=DOCUMENT_ROW_GROUP
+                )
             if chunks.num_rows:
                 self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=CHUNK_ROW_GROUP)
         except (OSError, pa.ArrowException) as exc:
@@ -634,8 +696,11 @@ class SnapshotWriter:
         """Append a batch written by ``write_part`` into ``part_folder`` (None: that table had no rows)."""
         if self.part_folder is None:
             raise DatasetError(f"{self.staging}: this writer streams its rows; it takes no parts")
-        self._parts.append(tuple(None if part is None else self._own_part(Path(part))
-                                 for part in (documents_part, chunks_part)))  # type: ignore[arg-type]
+        self._parts.append(
+            tuple(
+                None if part is None else self._own_part(Path(part)) for part in (documents_part, chunks_part)
+            )
+        )  # type: ignore[arg-type]
 
     def _own_part(self, part: Path) -> Path:
         if part.parent != self.part_folder or not part.is_file():
@@ -655,11 +720,15 @@ class SnapshotWriter:
         """
         try:
             self._close()
-            for child in self.staging.iterdir():  # the data files; only the manifest is written under the lock
+            for (
+                child
+            ) in self.staging.iterdir():  # the data files; only the manifest is written under the lock
                 _fsync_file(child)
             # Checked when a reader asks (Snapshot.verify_files): damage in any column is found.
-            manifest["files"] = {name: dict(zip(("bytes", "sha256"), file_digest(self.staging / name), strict=True))
-                                 for name in (DOCUMENTS, CHUNKS)}
+            manifest["files"] = {
+                name: dict(zip(("bytes", "sha256"), file_digest(self.staging / name), strict=True))
+                for name in (DOCUMENTS, CHUNKS)
+            }
         except (OSError, pa.ArrowException) as exc:
             raise write_failure(exc, self.staging) from None
         base = manifest.get("parent_snapshot")
@@ -673,7 +742,8 @@ class SnapshotWriter:
                     raise SnapshotSuperseded(
                         f"{self.version_path}: the newest snapshot is now {_numbered(previous)}, not "
                         f"{_numbered(base)} this one was made from (another run published meanwhile); "
-                        "nothing was published: run again")
+                        "nothing was published: run again"
+                    )
                 number = (previous or 0) + 1
                 manifest["snapshot"] = number
                 manifest["parent_snapshot"] = previous
@@ -711,8 +781,10 @@ class SnapshotWriter:
         self.closed = True
         shutil.rmtree(self.staging, ignore_errors=True)
         if self.staging.exists():
-            raise DatasetError(f"{self.staging}: could not remove the staging folder of this failed run; "
-                               "remove it by hand (the next run also removes it)")
+            raise DatasetError(
+                f"{self.staging}: could not remove the staging folder of this failed run; "
+                "remove it by hand (the next run also removes it)"
+            )
 
     def _close(self) -> None:
         if self.closed:
@@ -764,7 +836,9 @@ class ObjectStoreSnapshotWriter:
 
     def write(self, documents: pa.Table, chunks: pa.Table) -> None:
         if documents.num_rows:
-            self._documents.write_table(conform(documents, DOCUMENTS_SCHEMA), row_group_size=DOCUMENT_ROW_GROUP)
+            self._documents.write_table(
+                conform(documents, DOCUMENTS_SCHEMA), row_group_size=DOCUMENT_ROW_GROUP
+            )
         if chunks.num_rows:
             self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=CHUNK_ROW_GROUP)
 
@@ -809,8 +883,9 @@ def write_failure(exc: BaseException, path: Location) -> Exception:
     return DatasetError(f"{path}: cannot write: {detail} (nothing was published)")
 
 
-def snapshot_writer(version_path: Location, compression: str = "zstd", *,
-                    parts: bool = False) -> SnapshotWriter | ObjectStoreSnapshotWriter:
+def snapshot_writer(
+    version_path: Location, compression: str = "zstd", *, parts: bool = False
+) -> SnapshotWriter | ObjectStoreSnapshotWriter:
     """The writer for where the version lives: staging + rename locally, manifest-last elsewhere.
 
     ``parts``: a local writer takes part files from workers (``SnapshotWriter``); an object store's
@@ -821,16 +896,19 @@ def snapshot_writer(version_path: Location, compression: str = "zstd", *,
     return SnapshotWriter(version_path, compression, parts=parts)
 
 
-def write_part(folder: str | Path, name: str, documents: pa.Table, chunks: pa.Table,
-               compression: str = "zstd") -> tuple[str | None, str | None]:
+def write_part(
+    folder: str | Path, name: str, documents: pa.Table, chunks: pa.Table, compression: str = "zstd"
+) -> tuple[str | None, str | None]:
     """Write one batch's rows as ``NAME.documents.parquet`` and ``NAME.chunks.parquet`` in ``folder``
     (a ``SnapshotWriter``'s ``part_folder``), as the writer itself would; None for a table without rows.
 
     Each file is written under a temporary name and renamed, so a retried batch replaces its part whole.
     """
     written: list[str | None] = []
-    for kind, table, schema, row_group in (("documents", documents, DOCUMENTS_SCHEMA, DOCUMENT_ROW_GROUP),
-                                           ("chunks", chunks, CHUNKS_SCHEMA, CHUNK_ROW_GROUP)):
+    for kind, table, schema, row_group in (
+        ("documents", documents, DOCUMENTS_SCHEMA, DOCUMENT_ROW_GROUP),
+        ("chunks", chunks, CHUNKS_SCHEMA, CHUNK_ROW_GROUP),
+    ):
         if not table.num_rows:
             written.append(None)
             continue

@@ -33,7 +33,8 @@ def _set_async_exc(thread_id: int, exception: type[BaseException] | None) -> Non
     """Raise ``exception`` in the thread at its next bytecode; ``None`` cancels one not yet raised."""
     # PyDLL: called with the GIL held, as the function requires. ``None`` is passed as NULL.
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), None if exception is None else ctypes.py_object(exception))
+        ctypes.c_ulong(thread_id), None if exception is None else ctypes.py_object(exception)
+    )
 
 
 # Raised again this often while the block still runs: an exception delivered inside a ``__del__`` or a

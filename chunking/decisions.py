@@ -53,10 +53,19 @@ def decode_constraint(event: Event) -> Constraint | None:
     data = _json_note(event.note, "chunkyard_constraint")
     if data is None or not isinstance(data.get("start"), int) or not isinstance(data.get("end"), int):
         return None
-    return Constraint(event.reason, event.doc_id, event.doc_sha256, data["start"], data["end"],
-                      before=str(data.get("before", "")), text=str(data.get("text", "")),
-                      after=str(data.get("after", "")), origin=str(data.get("origin", "explicit")),
-                      flag_event=data.get("flag_event"), id=event.id)
+    return Constraint(
+        event.reason,
+        event.doc_id,
+        event.doc_sha256,
+        data["start"],
+        data["end"],
+        before=str(data.get("before", "")),
+        text=str(data.get("text", "")),
+        after=str(data.get("after", "")),
+        origin=str(data.get("origin", "explicit")),
+        flag_event=data.get("flag_event"),
+        id=event.id,
+    )
 
 
 def active_constraints(events: Iterable[Event]) -> dict[str, list[Constraint]]:
@@ -116,8 +125,9 @@ def _fold_flags(events: Iterable[Event]) -> tuple[dict[int, Event], set[int]]:
                     if resolution.get("flag_event") == flag_id:
                         del open_[flag_id]
                 elif event.kind == "mark_ok" or (
-                        (flag.boundary is None) == (event.boundary is None)
-                        and event.reason in (None, flag.reason)):
+                    (flag.boundary is None) == (event.boundary is None)
+                    and event.reason in (None, flag.reason)
+                ):
                     del open_[flag_id]
                     withdrawn.add(flag_id)
     return open_, withdrawn
@@ -134,33 +144,75 @@ def resolutions(events: Iterable[Event]) -> list[Resolution]:
             continue
         flag = by_id.get(record.get("flag_event"))  # a retracted flag has no resolution to show
         if flag is not None and flag.kind == "flag":
-            out.append(Resolution(flag, int(record.get("snapshot", event.snapshot)), record.get("constraint"),
-                                  event.id))
+            out.append(
+                Resolution(
+                    flag, int(record.get("snapshot", event.snapshot)), record.get("constraint"), event.id
+                )
+            )
     return out
 
 
-def constraint_target(dataset: str, version: int, snapshot: int, constraint: Constraint, *,
-                      chunk_id: str | None = None, chunk_index: int | None = None) -> Target:
+def constraint_target(
+    dataset: str,
+    version: int,
+    snapshot: int,
+    constraint: Constraint,
+    *,
+    chunk_id: str | None = None,
+    chunk_index: int | None = None,
+) -> Target:
     """What a constraint event is about: its document, the chunk it was set on, and its start as the boundary."""
-    return Target(dataset, version, snapshot, constraint.doc_id, constraint.doc_sha256, chunk_id, chunk_index,
-                  constraint.start)
+    return Target(
+        dataset,
+        version,
+        snapshot,
+        constraint.doc_id,
+        constraint.doc_sha256,
+        chunk_id,
+        chunk_index,
+        constraint.start,
+    )
 
 
-def record_constraint(ledger: Ledger, dataset: str, version: int, snapshot: int, constraint: Constraint, *,
-                      reviewer: str, chunk_id: str | None = None, chunk_index: int | None = None) -> Constraint:
+def record_constraint(
+    ledger: Ledger,
+    dataset: str,
+    version: int,
+    snapshot: int,
+    constraint: Constraint,
+    *,
+    reviewer: str,
+    chunk_id: str | None = None,
+    chunk_index: int | None = None,
+) -> Constraint:
     """Append the constraint to the ledger; returns it with its event id."""
-    target = constraint_target(dataset, version, snapshot, constraint, chunk_id=chunk_id, chunk_index=chunk_index)
+    target = constraint_target(
+        dataset, version, snapshot, constraint, chunk_id=chunk_id, chunk_index=chunk_index
+    )
     event_id = ledger.constraint(target, constraint.kind, reviewer=reviewer, note=constraint.payload())
-    return Constraint(**{**{f: getattr(constraint, f) for f in Constraint.__dataclass_fields__}, "id": event_id})
+    return Constraint(
+        **{**{f: getattr(constraint, f) for f in Constraint.__dataclass_fields__}, "id": event_id}
+    )
 
 
-def resolve_flag(ledger: Ledger, flag: Event, snapshot: int, constraint: int | None, *,
-                 reviewer: str = REPROCESS_REVIEWER) -> int:
+def resolve_flag(
+    ledger: Ledger, flag: Event, snapshot: int, constraint: int | None, *, reviewer: str = REPROCESS_REVIEWER
+) -> int:
     """Append the resolution of ``flag`` by ``snapshot`` (an ``unflag`` carrying the record)."""
-    target = Target(flag.dataset, flag.version, snapshot, flag.doc_id, flag.doc_sha256, flag.chunk_id,
-                    flag.chunk_index, flag.boundary)
-    note = json.dumps({"chunkyard_resolution": 1, "flag_event": flag.id, "snapshot": snapshot,
-                       "constraint": constraint}, sort_keys=True)
+    target = Target(
+        flag.dataset,
+        flag.version,
+        snapshot,
+        flag.doc_id,
+        flag.doc_sha256,
+        flag.chunk_id,
+        flag.chunk_index,
+        flag.boundary,
+    )
+    note = json.dumps(
+        {"chunkyard_resolution": 1, "flag_event": flag.id, "snapshot": snapshot, "constraint": constraint},
+        sort_keys=True,
+    )
     return ledger.append("unflag", target, reviewer=reviewer, reason=flag.reason, note=note)
 
 
@@ -178,8 +230,19 @@ def stale_constraints(manifest: dict) -> list[dict]:
 
 
 __all__ = [
-    "REPROCESS_REVIEWER", "stale_constraints", "Resolution", "active_constraints", "constraint_target",
-    "decode_constraint", "open_flags", "read_constraints", "record_constraint", "resolution_of", "resolutions", "resolve_flag", "withdrawn_flags",
+    "REPROCESS_REVIEWER",
+    "stale_constraints",
+    "Resolution",
+    "active_constraints",
+    "constraint_target",
+    "decode_constraint",
+    "open_flags",
+    "read_constraints",
+    "record_constraint",
+    "resolution_of",
+    "resolutions",
+    "resolve_flag",
+    "withdrawn_flags",
 ]
 
 
@@ -190,13 +253,25 @@ def reviewer_constraint_lines(manifest: dict) -> list[str]:
     ``manifest``: the reprocess snapshot's manifest (its ``constraints`` outcomes)."""
     lines = []
     for item in manifest.get("constraints") or []:
-        if not isinstance(item, dict) or item.get("origin") == "flag" or item.get("flag_event") is not None \
-                or item.get("status") == "stale":  # stale ones have their own line
+        if (
+            not isinstance(item, dict)
+            or item.get("origin") == "flag"
+            or item.get("flag_event") is not None
+            or item.get("status") == "stale"
+        ):  # stale ones have their own line
             continue
         kind = item.get("kind")
-        key = "T, keep together" if kind == "keep_together" else "H, break here" if kind == "break_here" else kind
+        key = (
+            "T, keep together"
+            if kind == "keep_together"
+            else "H, break here"
+            if kind == "break_here"
+            else kind
+        )
         start, end = item.get("placed") or (item.get("start"), item.get("end"))
         where = f"[{start}:{end})" if kind == "keep_together" else f"at {start}"
-        lines.append(f"  constraint {item.get('id')} ({key}, set in the reviewer) on {item.get('doc_id')} {where}: "
-                     f"{item.get('status', 'not applied')}")
+        lines.append(
+            f"  constraint {item.get('id')} ({key}, set in the reviewer) on {item.get('doc_id')} {where}: "
+            f"{item.get('status', 'not applied')}"
+        )
     return lines

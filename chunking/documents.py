@@ -28,9 +28,22 @@ from chunkyard.chunking.rst import RST_SUFFIXES
 from chunkyard.chunking.strategies import DOCUMENT_SUFFIXES, HTML_SUFFIXES, MARKDOWN_SUFFIXES
 
 CODE_SUFFIXES = {
-    ".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
-    ".ts": "typescript", ".tsx": "typescript", ".go": "go", ".rs": "rust", ".java": "java",
-    ".c": "c", ".h": "c", ".cpp": "cpp", ".hpp": "cpp", ".rb": "ruby", ".sh": "bash",
+    ".py": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".tsx": "typescript",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".c": "c",
+    ".h": "c",
+    ".cpp": "cpp",
+    ".hpp": "cpp",
+    ".rb": "ruby",
+    ".sh": "bash",
 }
 
 
@@ -77,8 +90,13 @@ class Skipped:
     folder: bool = False  # a folder that could not be listed: ``doc_id`` is the folder's path
 
 
-def discover(source_dir: Path, include: list[str], exclude: list[str],
-             skip_dirs: tuple[Path, ...] = (), follow_links: str = "inside") -> Iterator[SourceFile | Skipped]:
+def discover(
+    source_dir: Path,
+    include: list[str],
+    exclude: list[str],
+    skip_dirs: tuple[Path, ...] = (),
+    follow_links: str = "inside",
+) -> Iterator[SourceFile | Skipped]:
     """Walk ``source_dir`` in sorted order, yielding matching files as they are found.
 
     Streams: no list of every path is built. Directory symlinks are not followed (no loops);
@@ -103,7 +121,9 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
             with os.scandir(folder) as it:
                 return iter(sorted(it, key=lambda e: e.name))
         except OSError as exc:
-            return Skipped(rel or ".", f"unreadable folder: {exc.strerror or exc}", keep_previous=True, folder=True)
+            return Skipped(
+                rel or ".", f"unreadable folder: {exc.strerror or exc}", keep_previous=True, folder=True
+            )
 
     # An explicit stack, not recursion: a folder tree thousands of levels deep must not raise
     # RecursionError. Same order as a recursive walk (depth first, names sorted).
@@ -135,15 +155,20 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
                 continue
             if entry.name.startswith("."):
                 continue
-            if not (any(glob_match(p, doc_id) for p in include)
-                    and not any(glob_match(p, doc_id) for p in exclude)):
+            if not (
+                any(glob_match(p, doc_id) for p in include)
+                and not any(glob_match(p, doc_id) for p in exclude)
+            ):
                 continue
             try:
                 info = entry.stat(follow_symlinks=True)
             except OSError as exc:
                 broken = exc.errno == errno.ENOENT and entry.is_symlink()
-                yield Skipped(doc_id, "broken symbolic link (its target does not exist)") if broken else _os_skip(
-                    doc_id, exc)
+                yield (
+                    Skipped(doc_id, "broken symbolic link (its target does not exist)")
+                    if broken
+                    else _os_skip(doc_id, exc)
+                )
                 continue
             if stat.S_ISDIR(info.st_mode):
                 continue  # a symlink to a folder: not followed
@@ -159,7 +184,9 @@ def discover(source_dir: Path, include: list[str], exclude: list[str],
                     yield Skipped(doc_id, f"symbolic link to the hidden file {target} (not read)")
                     continue
                 if any(glob_match(p, target) for p in exclude):
-                    yield Skipped(doc_id, f"symbolic link to {target}, which source.exclude leaves out (not read)")
+                    yield Skipped(
+                        doc_id, f"symbolic link to {target}, which source.exclude leaves out (not read)"
+                    )
                     continue
                 if follow_links != "inside":
                     yield Skipped(doc_id, "symbolic link (not read: source.follow_links is never)")
@@ -210,8 +237,13 @@ READ_ATTEMPTS = 3
 
 
 DEFAULT_LIMITS = LimitsConfig()
-_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-               | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 class _Refused(Exception):
@@ -222,8 +254,9 @@ class _Refused(Exception):
         self.keep_previous = keep_previous
 
 
-def read_document(path: Path, doc_id: str, limits: LimitsConfig | None = None,
-                  identity: tuple[int, int] | None = None) -> Document | Skipped:
+def read_document(
+    path: Path, doc_id: str, limits: LimitsConfig | None = None, identity: tuple[int, int] | None = None
+) -> Document | Skipped:
     """Read, decode and extract one file; every failure is a ``Skipped`` with a specific reason.
 
     The file is opened without following a link and without blocking (``O_NOFOLLOW | O_NONBLOCK``),
@@ -246,8 +279,11 @@ def read_document(path: Path, doc_id: str, limits: LimitsConfig | None = None,
             return Skipped(doc_id, str(exc), keep_previous=exc.keep_previous)
         except OSError as exc:
             if exc.errno == errno.ELOOP and identity is not None:
-                return Skipped(doc_id, "became a symbolic link between discovery and reading (not read)",
-                               keep_previous=True)
+                return Skipped(
+                    doc_id,
+                    "became a symbolic link between discovery and reading (not read)",
+                    keep_previous=True,
+                )
             if exc.errno == errno.ENXIO:  # a socket, or a device without its driver
                 return Skipped(doc_id, "not a regular file")
             if exc.errno not in _TRANSIENT:
@@ -274,19 +310,27 @@ def _read_checked(path: Path, identity: tuple[int, int] | None, limits: LimitsCo
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise _Refused("not a regular file" if identity is None
-                           else "not a regular file (it was replaced after discovery)", identity is not None)
+            raise _Refused(
+                "not a regular file"
+                if identity is None
+                else "not a regular file (it was replaced after discovery)",
+                identity is not None,
+            )
         if identity is not None:
             if (info.st_dev, info.st_ino) != identity:
                 raise _Refused("replaced by another file between discovery and reading (not read)", True)
             opened = _descriptor_path(fd)
             if opened is not None and opened != os.fspath(path):
-                raise _Refused("moved, or a folder on its path was replaced, between discovery and reading "
-                               "(not read)", True)
+                raise _Refused(
+                    "moved, or a folder on its path was replaced, between discovery and reading (not read)",
+                    True,
+                )
         max_bytes = int(limits.max_file_mb * 1_000_000)
         if info.st_size > max_bytes:
-            raise _Refused(f"file of {info.st_size / 1e6:.1f} MB is over limits.max_file_mb "
-                           f"({limits.max_file_mb:g} MB)", False)
+            raise _Refused(
+                f"file of {info.st_size / 1e6:.1f} MB is over limits.max_file_mb ({limits.max_file_mb:g} MB)",
+                False,
+            )
         # Only what fstat promised: a file that grows while it is read (or never ends) is not followed.
         parts: list[bytes] = []
         remaining = info.st_size
@@ -313,8 +357,11 @@ def document_from_bytes(raw: bytes, doc_id: str, limits: LimitsConfig | None = N
     limits = limits or DEFAULT_LIMITS
     document = _document_from_bytes(raw, doc_id, limits)
     if isinstance(document, Document) and len(document.text) > limits.max_text_mb * 1_000_000:
-        return Skipped(doc_id, f"extracted text of {len(document.text) / 1e6:.1f} million characters is over "
-                               f"limits.max_text_mb ({limits.max_text_mb:g})")
+        return Skipped(
+            doc_id,
+            f"extracted text of {len(document.text) / 1e6:.1f} million characters is over "
+            f"limits.max_text_mb ({limits.max_text_mb:g})",
+        )
     return document
 
 
@@ -335,8 +382,9 @@ def _document_from_bytes(raw: bytes, doc_id: str, limits: LimitsConfig) -> Docum
         try:
             text = raw.decode(declared)
         except UnicodeDecodeError as decode_error:
-            return Skipped(doc_id, f"{exc}, and not valid {declared} (its declared charset) at byte "
-                                   f"{decode_error.start}")
+            return Skipped(
+                doc_id, f"{exc}, and not valid {declared} (its declared charset) at byte {decode_error.start}"
+            )
         if "\x00" in text:
             return Skipped(doc_id, "binary file (NUL bytes)")
     sha = hashlib.sha256(raw).hexdigest()
@@ -360,12 +408,16 @@ def decode_text(raw: bytes) -> str:
     Raises ValueError naming the byte offset of the first invalid sequence, or saying the file is
     binary (a NUL byte outside UTF-16/32).
     """
-    for bom, encoding in ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
-                          (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
-                          (codecs.BOM_UTF16_BE, "utf-16-be")):
+    for bom, encoding in (
+        (codecs.BOM_UTF32_LE, "utf-32-le"),
+        (codecs.BOM_UTF32_BE, "utf-32-be"),
+        (codecs.BOM_UTF8, "utf-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"),
+    ):
         if raw.startswith(bom):
             try:
-                return raw[len(bom):].decode(encoding)
+                return raw[len(bom) :].decode(encoding)
             except UnicodeDecodeError as exc:
                 raise ValueError(f"not valid {encoding.upper()} at byte {exc.start + len(bom)}") from None
     if b"\x00" in raw[:8192]:
@@ -396,11 +448,11 @@ _WHATWG_CODECS = {
     "iso8859_4": "csisolatin4 iso-8859-4 iso-ir-110 iso8859-4 iso88594 iso_8859-4 iso_8859-4:1988 l4 latin4",
     "iso8859_5": "csisolatincyrillic cyrillic iso-8859-5 iso-ir-144 iso8859-5 iso88595 iso_8859-5 iso_8859-5:1988",
     "iso8859_6": "arabic asmo-708 csiso88596e csiso88596i csisolatinarabic ecma-114 iso-8859-6 iso-8859-6-e "
-                 "iso-8859-6-i iso-ir-127 iso8859-6 iso88596 iso_8859-6 iso_8859-6:1987",
+    "iso-8859-6-i iso-ir-127 iso8859-6 iso88596 iso_8859-6 iso_8859-6:1987",
     "iso8859_7": "csisolatingreek ecma-118 elot_928 greek greek8 iso-8859-7 iso-ir-126 iso8859-7 iso88597 "
-                 "iso_8859-7 iso_8859-7:1987 sun_eu_greek",
+    "iso_8859-7 iso_8859-7:1987 sun_eu_greek",
     "iso8859_8": "csiso88598e csisolatinhebrew hebrew iso-8859-8 iso-8859-8-e iso-ir-138 iso8859-8 iso88598 "
-                 "iso_8859-8 iso_8859-8:1988 visual csiso88598i iso-8859-8-i logical",
+    "iso_8859-8 iso_8859-8:1988 visual csiso88598i iso-8859-8-i logical",
     "iso8859_10": "csisolatin6 iso-8859-10 iso-ir-157 iso8859-10 iso885910 l6 latin6",
     "iso8859_13": "iso-8859-13 iso8859-13 iso885913",
     "iso8859_14": "iso-8859-14 iso8859-14 iso885914",
@@ -415,10 +467,10 @@ _WHATWG_CODECS = {
     # Latin-1 and ASCII are read as their superset windows-1252, as browsers do (likewise GB2312 as
     # GBK, EUC-KR as windows-949, ISO-8859-9 as windows-1254, TIS-620 as windows-874).
     "cp1252": "ansi_x3.4-1968 ascii cp1252 cp819 csisolatin1 ibm819 iso-8859-1 iso-ir-100 iso8859-1 iso88591 "
-              "iso_8859-1 iso_8859-1:1987 l1 latin1 us-ascii windows-1252 x-cp1252",
+    "iso_8859-1 iso_8859-1:1987 l1 latin1 us-ascii windows-1252 x-cp1252",
     "cp1253": "cp1253 windows-1253 x-cp1253",
     "cp1254": "cp1254 csisolatin5 iso-8859-9 iso-ir-148 iso8859-9 iso88599 iso_8859-9 iso_8859-9:1989 l5 latin5 "
-              "windows-1254 x-cp1254",
+    "windows-1254 x-cp1254",
     "cp1255": "cp1255 windows-1255 x-cp1255",
     "cp1256": "cp1256 windows-1256 x-cp1256",
     "cp1257": "cp1257 windows-1257 x-cp1257",
@@ -431,7 +483,7 @@ _WHATWG_CODECS = {
     "iso2022_jp": "csiso2022jp iso-2022-jp",
     "shift_jis": "csshiftjis ms932 ms_kanji shift-jis shift_jis sjis windows-31j x-sjis",
     "cp949": "cseuckr csksc56011987 euc-kr iso-ir-149 korean ks_c_5601-1987 ks_c_5601-1989 ksc5601 ksc_5601 "
-             "windows-949",
+    "windows-949",
     "utf_16_be": "unicodefffe utf-16be",
     "utf_16_le": "csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16 utf-16le",
     # Encodings the standard maps to the "replacement" decoder (browsers show U+FFFD, never the text).
@@ -460,7 +512,9 @@ def _undeclared_reason(raw: bytes) -> str:
         return " and no charset is declared"
     name = _CODEC_OF_LABEL.get(label)
     if name is None:
-        return f", and its declared charset {label!r} is unknown (not a label of the WHATWG Encoding Standard)"
+        return (
+            f", and its declared charset {label!r} is unknown (not a label of the WHATWG Encoding Standard)"
+        )
     if name == "replacement":
         return f", and its declared charset {label!r} is one browsers refuse to decode"
     if name == "utf_8":
@@ -517,5 +571,14 @@ def _extract_binary(raw: bytes, doc_id: str, fmt: str, limits: LimitsConfig) -> 
         text, title, metadata = extraction.text, extraction.title, extraction.metadata
     if not text.strip():
         return Skipped(doc_id, "no text (empty or whitespace only after extraction)")
-    return Document(doc_id=doc_id, path=doc_id, format=fmt, sha256=sha, n_bytes=len(raw), text=text,
-                    title=title, metadata=dict(metadata), page_starts=page_starts)
+    return Document(
+        doc_id=doc_id,
+        path=doc_id,
+        format=fmt,
+        sha256=sha,
+        n_bytes=len(raw),
+        text=text,
+        title=title,
+        metadata=dict(metadata),
+        page_starts=page_starts,
+    )

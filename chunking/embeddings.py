@@ -81,8 +81,10 @@ class LocalModelEmbedder:
 
     def __init__(self, folder: Path):
         if not folder.is_dir():
-            raise EmbeddingError(f"{folder}: no such model folder (an embedder is `wordllama`, a local "
-                                 "sentence-transformers model folder or an http(s):// endpoint URL)")
+            raise EmbeddingError(
+                f"{folder}: no such model folder (an embedder is `wordllama`, a local "
+                "sentence-transformers model folder or an http(s):// endpoint URL)"
+            )
         self.folder = folder
         # The folder's files (names and sizes) stand for the model: another model there is another id.
         digest = hashlib.sha256()
@@ -97,15 +99,19 @@ class LocalModelEmbedder:
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError:
-                raise EmbeddingError(f"embedder {self.folder}: a local model needs the 'sentence-transformers' "
-                                     "package (pip install sentence-transformers)") from None
+                raise EmbeddingError(
+                    f"embedder {self.folder}: a local model needs the 'sentence-transformers' "
+                    "package (pip install sentence-transformers)"
+                ) from None
             try:
                 self._model = SentenceTransformer(str(self.folder), local_files_only=True)
             except Exception as exc:  # noqa: BLE001 - any load failure is one line for the user
-                raise EmbeddingError(f"embedder {self.folder}: cannot load the model: "
-                                     f"{type(exc).__name__}: {exc}") from None
-        vectors = self._model.encode(list(texts), batch_size=64, normalize_embeddings=True,
-                                     show_progress_bar=False)
+                raise EmbeddingError(
+                    f"embedder {self.folder}: cannot load the model: {type(exc).__name__}: {exc}"
+                ) from None
+        vectors = self._model.encode(
+            list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False
+        )
         return np.asarray(vectors, dtype=np.float32)
 
 
@@ -145,8 +151,10 @@ class OpenAIEmbedder:
         except (KeyError, TypeError, ValueError):
             raise EmbeddingError(f"embedder {self.url}: the answer has no data[].embedding list") from None
         if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-            raise EmbeddingError(f"embedder {self.url}: asked for {len(texts)} embeddings, got "
-                                 f"{vectors.shape[0] if vectors.ndim else 0}")
+            raise EmbeddingError(
+                f"embedder {self.url}: asked for {len(texts)} embeddings, got "
+                f"{vectors.shape[0] if vectors.ndim else 0}"
+            )
         return vectors
 
 
@@ -186,7 +194,9 @@ class EmbeddingCache:
         self._db.commit()
         stored = self._db.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()[0]
         if stored != embedder.id:
-            raise EmbeddingError(f"{path}: an embedding cache of {stored!r}, not of {embedder.id!r}; remove it")
+            raise EmbeddingError(
+                f"{path}: an embedding cache of {stored!r}, not of {embedder.id!r}; remove it"
+            )
 
     @classmethod
     def for_dataset(cls, dataset_dir: Path, embedder: Embedder) -> EmbeddingCache:
@@ -205,9 +215,10 @@ class EmbeddingCache:
         wanted = list(dict.fromkeys(hashes))
         found: dict[str, np.ndarray] = {}
         for start in range(0, len(wanted), 500):
-            part = wanted[start:start + 500]
-            rows = self._db.execute(f"SELECT hash, vector FROM vectors WHERE hash IN ({','.join('?' * len(part))})",
-                                    part).fetchall()
+            part = wanted[start : start + 500]
+            rows = self._db.execute(
+                f"SELECT hash, vector FROM vectors WHERE hash IN ({','.join('?' * len(part))})", part
+            ).fetchall()
             found.update((h, np.frombuffer(blob, dtype=np.float32)) for h, blob in rows)
         return found
 
@@ -223,7 +234,7 @@ class EmbeddingCache:
         if progress:
             progress(0, len(todo))
         for start in range(0, len(todo), BATCH):
-            part = todo[start:start + BATCH]
+            part = todo[start : start + BATCH]
             computed = np.asarray(self.embedder.embed([text for _, text in part]), dtype=np.float32)
             rows = [(digest, computed[i].tobytes()) for i, (digest, _) in enumerate(part)]
             self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
@@ -233,8 +244,10 @@ class EmbeddingCache:
                 progress(min(start + BATCH, len(todo)), len(todo))
         dims = {vector.shape[0] for vector in known.values()}
         if len(dims) > 1:
-            raise EmbeddingError(f"{self.path}: vectors of several dimensions {sorted(dims)} for one embedder; "
-                                 "remove the cache file")
+            raise EmbeddingError(
+                f"{self.path}: vectors of several dimensions {sorted(dims)} for one embedder; "
+                "remove the cache file"
+            )
         dim = dims.pop() if dims else 0
         matrix = np.stack([known[digest] for digest in hashes]) if hashes else np.zeros((0, dim), np.float32)
         return Embedded(matrix, computed=len(todo), cached=len(set(hashes)) - len(todo))
@@ -251,8 +264,9 @@ class CachedEmbeddings:
     path: Path | None
 
 
-def cached_embeddings(snapshot_path: Path | None, chunk_ids: Sequence[str], texts: Sequence[str],
-                      use_cache: bool = True) -> CachedEmbeddings:
+def cached_embeddings(
+    snapshot_path: Path | None, chunk_ids: Sequence[str], texts: Sequence[str], use_cache: bool = True
+) -> CachedEmbeddings:
     """WordLlama vectors of chunk texts through the dataset's embedding cache (``OUTPUT/NAME/.embeddings/``),
     which ``chunkyard sync`` shares: only texts no step has embedded before are computed; ``hit`` when
     none was."""
@@ -268,5 +282,18 @@ def cached_embeddings(snapshot_path: Path | None, chunk_ids: Sequence[str], text
     return CachedEmbeddings(got.vectors, "hit" if got.computed == 0 else "written", cache.path)
 
 
-__all__ = ["EMBEDDINGS_DIR", "CachedEmbeddings", "Embedded", "Embedder", "EmbeddingCache", "EmbeddingError", "LocalModelEmbedder",
-           "OpenAIEmbedder", "WordLlamaEmbedder", "cache_file", "cached_embeddings", "embedder_for", "text_hash"]
+__all__ = [
+    "EMBEDDINGS_DIR",
+    "CachedEmbeddings",
+    "Embedded",
+    "Embedder",
+    "EmbeddingCache",
+    "EmbeddingError",
+    "LocalModelEmbedder",
+    "OpenAIEmbedder",
+    "WordLlamaEmbedder",
+    "cache_file",
+    "cached_embeddings",
+    "embedder_for",
+    "text_hash",
+]

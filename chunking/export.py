@@ -84,7 +84,9 @@ def export_rows(snapshot: Snapshot) -> pa.Table:
     columns["doc_path"] = documents.column("path").combine_chunks().take(where)
     table = pa.table(columns).cast(EXPORT_SCHEMA)
     if table.num_rows:
-        table = table.take(pc.sort_indices(table, sort_keys=[("doc_id", "ascending"), ("chunk_index", "ascending")]))
+        table = table.take(
+            pc.sort_indices(table, sort_keys=[("doc_id", "ascending"), ("chunk_index", "ascending")])
+        )
     return table
 
 
@@ -92,16 +94,26 @@ def change_set(old: pa.Table, new: pa.Table) -> pa.Table:
     """Upserts (new ids, or same id with other content) then deletes (ids gone), from two full exports."""
     old_rows = {row["chunk_id"]: row for row in old.select(_CONTENT).to_pylist()}
     new_ids = new.column("chunk_id").to_pylist()
-    keep = [i for i, row in enumerate(new.select(_CONTENT).to_pylist()) if old_rows.get(row["chunk_id"]) != row]
+    keep = [
+        i for i, row in enumerate(new.select(_CONTENT).to_pylist()) if old_rows.get(row["chunk_id"]) != row
+    ]
     upserts = new.take(pa.array(keep, pa.int64()))
     gone = sorted(set(old_rows) - set(new_ids), key=lambda cid: (old_rows[cid]["doc_id"], cid))
-    deletes = pa.table({
-        name: (pa.array(["delete"] * len(gone), pa.string()) if name == "op"
-               else pa.array(gone, pa.string()) if name == "chunk_id"
-               else pa.array([old_rows[cid]["doc_id"] for cid in gone], pa.string()) if name == "doc_id"
-               else pa.nulls(len(gone), EXPORT_SCHEMA.field(name).type))
-        for name in EXPORT_SCHEMA.names
-    }, schema=EXPORT_SCHEMA)
+    deletes = pa.table(
+        {
+            name: (
+                pa.array(["delete"] * len(gone), pa.string())
+                if name == "op"
+                else pa.array(gone, pa.string())
+                if name == "chunk_id"
+                else pa.array([old_rows[cid]["doc_id"] for cid in gone], pa.string())
+                if name == "doc_id"
+                else pa.nulls(len(gone), EXPORT_SCHEMA.field(name).type)
+            )
+            for name in EXPORT_SCHEMA.names
+        },
+        schema=EXPORT_SCHEMA,
+    )
     return pa.concat_tables([upserts, deletes])
 
 
@@ -115,7 +127,9 @@ def apply_change_set(base: pa.Table, changes: pa.Table) -> pa.Table:
             rows[row["chunk_id"]] = row
     table = pa.Table.from_pylist(list(rows.values()), schema=EXPORT_SCHEMA)
     if table.num_rows:
-        table = table.take(pc.sort_indices(table, sort_keys=[("doc_id", "ascending"), ("chunk_index", "ascending")]))
+        table = table.take(
+            pc.sort_indices(table, sort_keys=[("doc_id", "ascending"), ("chunk_index", "ascending")])
+        )
     return table
 
 
@@ -125,8 +139,10 @@ def export(path: str | Path, out: str | Path, fmt: str, since: str | Path | None
         raise ExportRefused(f"unknown export format {fmt!r} (use one of: {', '.join(FORMATS)})")
     folder = Path(out).parent
     if (folder / MANIFEST).is_file():
-        raise ExportRefused(f"{out}: inside the published snapshot {folder}, which is never modified; "
-                          "write the export elsewhere")
+        raise ExportRefused(
+            f"{out}: inside the published snapshot {folder}, which is never modified; "
+            "write the export elsewhere"
+        )
     # Validated whole (Snapshot.validate): what ships is exactly what the documents say.
     snapshot = Snapshot.open(path, validate=True)
     table = export_rows(snapshot)
@@ -136,13 +152,20 @@ def export(path: str | Path, out: str | Path, fmt: str, since: str | Path | None
         table = change_set(export_rows(base), table)
     metadata = {
         "chunkyard.export_schema_version": str(EXPORT_SCHEMA_VERSION),
-        "chunkyard.dataset": snapshot.name, "chunkyard.version": str(snapshot.version),
-        "chunkyard.snapshot": str(snapshot.number), "chunkyard.since": str(base.path) if base else "",
+        "chunkyard.dataset": snapshot.name,
+        "chunkyard.version": str(snapshot.version),
+        "chunkyard.snapshot": str(snapshot.number),
+        "chunkyard.since": str(base.path) if base else "",
     }
     write_atomically(Path(out), lambda handle: _write(table, fmt, handle, metadata))
     ops = table.column("op").to_pylist()
-    return {"rows": table.num_rows, "upserts": ops.count("upsert"), "deletes": ops.count("delete"),
-            "snapshot": str(snapshot.path), "since": str(base.path) if base else None}
+    return {
+        "rows": table.num_rows,
+        "upserts": ops.count("upsert"),
+        "deletes": ops.count("delete"),
+        "snapshot": str(snapshot.path),
+        "since": str(base.path) if base else None,
+    }
 
 
 def read_export(path: str | Path) -> pa.Table:
@@ -152,14 +175,16 @@ def read_export(path: str | Path) -> pa.Table:
         return pq.read_table(path).cast(EXPORT_SCHEMA)
     with open(path, encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
-    return pa.Table.from_pylist([{name: row.get(name) for name in EXPORT_SCHEMA.names} for row in rows],
-                                schema=EXPORT_SCHEMA)
+    return pa.Table.from_pylist(
+        [{name: row.get(name) for name in EXPORT_SCHEMA.names} for row in rows], schema=EXPORT_SCHEMA
+    )
 
 
 def _write(table: pa.Table, fmt: str, handle: BinaryIO, metadata: dict[str, str]) -> None:
     if fmt == "parquet":
-        schema = table.schema.with_metadata({**(table.schema.metadata or {}),
-                                             **{k.encode(): v.encode() for k, v in metadata.items()}})
+        schema = table.schema.with_metadata(
+            {**(table.schema.metadata or {}), **{k.encode(): v.encode() for k, v in metadata.items()}}
+        )
         pq.write_table(table.cast(schema), handle, compression="zstd")
         return
     for row in table.to_pylist():
@@ -188,7 +213,7 @@ def remove_stale_temporaries(target: Path, now: float | None = None) -> list[Pat
     for entry in entries:
         if not entry.name.startswith(prefix):
             continue
-        pid_text, _, rest = entry.name[len(prefix):].partition("-")
+        pid_text, _, rest = entry.name[len(prefix) :].partition("-")
         if not pid_text.isdigit() or not rest:
             continue
         try:
@@ -242,5 +267,16 @@ def write_atomically(target: Path, write: Callable[[BinaryIO], None]) -> None:
         pass  # some filesystems cannot fsync a folder; the rename itself is atomic
 
 
-__all__ = ["EXPORT_SCHEMA", "FORMATS", "ExportError", "ExportRefused", "apply_change_set", "change_set", "export",
-           "export_rows", "read_export", "remove_stale_temporaries", "write_atomically"]
+__all__ = [
+    "EXPORT_SCHEMA",
+    "FORMATS",
+    "ExportError",
+    "ExportRefused",
+    "apply_change_set",
+    "change_set",
+    "export",
+    "export_rows",
+    "read_export",
+    "remove_stale_temporaries",
+    "write_atomically",
+]

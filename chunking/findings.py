@@ -66,16 +66,27 @@ _SENTENCE_END = regex.compile(r"[.!?…。！？:;" + SENTENCE_MARKS + r"]['\"�
 _PHRASE_LETTER = regex.compile("[" + PHRASE_SPACED + "]")
 _ATX_LINE = regex.compile(r"(?m)^ {0,3}#{1,6}(?:[ \t]|$)[^\n]*\Z")
 
-_GROUP_CODES = {"procedure": "split_procedure", "list": "split_list", "table": "split_table", "code": "split_code"}
+_GROUP_CODES = {
+    "procedure": "split_procedure",
+    "list": "split_list",
+    "table": "split_table",
+    "code": "split_code",
+}
 
 
 def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[list[str]]:
     """Finding codes for each span, in order. ``layout`` is a ``chunkyard.chunking.strategies.Layout``."""
     plan = layout.plan
     if packer._native is not None:  # the same checks in C (chunking/_pack.c); _check_spans is the reference
-        results = packer._native.check_spans(text, spans if isinstance(spans, list) else list(spans),
-                                             layout.heading_starts, plan.groups, plan.start, min_size,
-                                             packer._char_classes)
+        results = packer._native.check_spans(
+            text,
+            spans if isinstance(spans, list) else list(spans),
+            layout.heading_starts,
+            plan.groups,
+            plan.start,
+            min_size,
+            packer._char_classes,
+        )
     else:
         results = _check_spans(text, spans, layout, min_size)
     for index in unmet_constraint_chunks(text, spans, plan.keep, plan.breaks):
@@ -122,12 +133,17 @@ def keep_met(spans: list[Span], start: int, end: int) -> bool:
 
 def break_met(text: str, spans: list[Span], position: int) -> bool:
     """Whether no chunk holds text on both sides of ``position``."""
-    return not any(span.start < position < span.end and text[span.start : position].strip()
-                   and text[position : span.end].strip() for span in spans)
+    return not any(
+        span.start < position < span.end
+        and text[span.start : position].strip()
+        and text[position : span.end].strip()
+        for span in spans
+    )
 
 
-def unmet_constraint_chunks(text: str, spans: list[Span], keep: list[tuple[int, int]],
-                            breaks: list[int]) -> list[int]:
+def unmet_constraint_chunks(
+    text: str, spans: list[Span], keep: list[tuple[int, int]], breaks: list[int]
+) -> list[int]:
     """Indexes of the chunks that cut a keep span or cross a break (the first such chunk each)."""
     found: list[int] = []
     for start, end in keep:
@@ -179,8 +195,11 @@ class _GroupCuts:
         self.active = [item for item in self.active if item[1].end > pos]
         found = []
         for _, group in sorted(self.active, key=lambda item: item[0]):
-            if (self.text[pos : group.end].strip() and not self._between_members(group, pos)
-                    and not self._held_whole(group)):
+            if (
+                self.text[pos : group.end].strip()
+                and not self._between_members(group, pos)
+                and not self._held_whole(group)
+            ):
                 found.append(_GROUP_CODES[group.kind])
         return found
 

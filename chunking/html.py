@@ -52,19 +52,36 @@ class HtmlExtraction:
 
 
 # Elements whose subtree is not content. The kind recorded is the tag name.
-_DROP_TAGS = frozenset({
-    "head", "script", "style", "noscript", "template", "nav", "iframe", "svg", "title",
-    "object", "embed", "applet", "canvas", "audio", "video", "select", "datalist",
-    # Raw-text elements whose "text" is unparsed markup.
-    "noembed", "noframes",
-    # Ruby annotations (readings above the base text: 漢<rt>kan</rt>): inline they would split every
-    # annotated word ("漢kan字ji"); the base text stays.
-    "rt", "rp",
-})
-# Hidden by attribute: removed before the walk, recorded as kind "hidden".
-_HIDDEN_SELECTOR = (
-    '[hidden], [aria-hidden="true" i], [style*="display:none" i], [style*="display: none" i]'
+_DROP_TAGS = frozenset(
+    {
+        "head",
+        "script",
+        "style",
+        "noscript",
+        "template",
+        "nav",
+        "iframe",
+        "svg",
+        "title",
+        "object",
+        "embed",
+        "applet",
+        "canvas",
+        "audio",
+        "video",
+        "select",
+        "datalist",
+        # Raw-text elements whose "text" is unparsed markup.
+        "noembed",
+        "noframes",
+        # Ruby annotations (readings above the base text: 漢<rt>kan</rt>): inline they would split every
+        # annotated word ("漢kan字ji"); the base text stays.
+        "rt",
+        "rp",
+    }
 )
+# Hidden by attribute: removed before the walk, recorded as kind "hidden".
+_HIDDEN_SELECTOR = '[hidden], [aria-hidden="true" i], [style*="display:none" i], [style*="display: none" i]'
 
 # Node kinds.
 _INLINE, _BLOCK, _HEADING, _LIST, _ITEM, _QUOTE, _PRE, _TABLE, _ROW, _CELL, _CAPTION = range(11)
@@ -74,18 +91,58 @@ _ENDS_HEADING = frozenset({_BLOCK, _HEADING, _LIST, _ITEM, _QUOTE, _PRE, _TABLE,
 
 _KINDS: dict[str, int] = {tag: _DROP for tag in _DROP_TAGS}
 _KINDS.update({"-text": _TEXT, "-comment": _COMMENT})
-_KINDS.update({tag: _BLOCK for tag in (
-    "address", "article", "aside", "body", "center", "details", "dialog", "div", "dl", "fieldset",
-    "figcaption", "figure", "footer", "form", "header", "hgroup", "legend", "main", "marquee", "p",
-    "search", "section", "summary", "tbody", "tfoot", "frameset",
-)})
+_KINDS.update(
+    {
+        tag: _BLOCK
+        for tag in (
+            "address",
+            "article",
+            "aside",
+            "body",
+            "center",
+            "details",
+            "dialog",
+            "div",
+            "dl",
+            "fieldset",
+            "figcaption",
+            "figure",
+            "footer",
+            "form",
+            "header",
+            "hgroup",
+            "legend",
+            "main",
+            "marquee",
+            "p",
+            "search",
+            "section",
+            "summary",
+            "tbody",
+            "tfoot",
+            "frameset",
+        )
+    }
+)
 _KINDS.update({f"h{level}": _HEADING for level in range(1, 7)})
 _KINDS.update({tag: _LIST for tag in ("ul", "ol", "menu", "dir")})
 _KINDS.update({tag: _PRE for tag in ("pre", "listing", "xmp", "plaintext")})
-_KINDS.update({
-    "li": _ITEM, "blockquote": _QUOTE, "table": _TABLE, "tr": _ROW, "td": _CELL, "th": _CELL,
-    "caption": _CAPTION, "thead": _THEAD, "dt": _DT, "dd": _DD, "hr": _HR, "br": _BR,
-})
+_KINDS.update(
+    {
+        "li": _ITEM,
+        "blockquote": _QUOTE,
+        "table": _TABLE,
+        "tr": _ROW,
+        "td": _CELL,
+        "th": _CELL,
+        "caption": _CAPTION,
+        "thead": _THEAD,
+        "dt": _DT,
+        "dd": _DD,
+        "hr": _HR,
+        "br": _BR,
+    }
+)
 
 
 def _tag_ids() -> tuple[dict[int, int], dict[int, int], int]:
@@ -106,8 +163,24 @@ _TEXT_ID = next(tag_id for tag_id, kind in _KINDS_BY_ID.items() if kind == _TEXT
 _HEAD_ID = LexborHTMLParser("").create_node("head").tag_id
 
 # Exit actions pushed with a node's next sibling and run after its children.
-(_X_NONE, _X_SPACE, _X_BLOCK, _X_HEADING, _X_LIST, _X_ITEM, _X_QUOTE, _X_PRE, _X_TABLE, _X_ROW,
- _X_CELL, _X_CAPTION, _X_THEAD, _X_DT, _X_DD, _X_LAYOUT) = range(16)
+(
+    _X_NONE,
+    _X_SPACE,
+    _X_BLOCK,
+    _X_HEADING,
+    _X_LIST,
+    _X_ITEM,
+    _X_QUOTE,
+    _X_PRE,
+    _X_TABLE,
+    _X_ROW,
+    _X_CELL,
+    _X_CAPTION,
+    _X_THEAD,
+    _X_DT,
+    _X_DD,
+    _X_LAYOUT,
+) = range(16)
 
 _WS = re.compile(r"[ \t\n\r\f]+")  # HTML whitespace; NBSP is content and is kept
 # Line starts the Markdown scanner would misread in plain text: ATX headings, code fences, setext
@@ -135,15 +208,69 @@ _BR_MARK = "\x00"  # marks <br> in the inline buffer; the parser drops NUL from 
 
 # For the nesting scan: tags that never hold children, and the open tags each start tag closes
 # implicitly (an approximation of the HTML5 tree-construction rules, enough to follow real pages).
-_VOID_TAGS = frozenset({
-    "area", "base", "basefont", "bgsound", "br", "col", "embed", "frame", "hr", "image", "img",
-    "input", "keygen", "link", "meta", "param", "source", "track", "wbr", "html", "head", "body",
-})
-_CLOSES_P = frozenset({
-    "address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div", "dl",
-    "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
-    "header", "hgroup", "main", "menu", "nav", "ol", "p", "pre", "section", "summary", "table", "ul",
-})
+_VOID_TAGS = frozenset(
+    {
+        "area",
+        "base",
+        "basefont",
+        "bgsound",
+        "br",
+        "col",
+        "embed",
+        "frame",
+        "hr",
+        "image",
+        "img",
+        "input",
+        "keygen",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+        "html",
+        "head",
+        "body",
+    }
+)
+_CLOSES_P = frozenset(
+    {
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "center",
+        "details",
+        "dialog",
+        "dir",
+        "div",
+        "dl",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hgroup",
+        "main",
+        "menu",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "ul",
+    }
+)
 _IMPLIED_CLOSE: dict[str, frozenset[str]] = {
     "li": frozenset({"li", "p"}),
     "dt": frozenset({"dt", "dd", "p"}),
@@ -162,9 +289,19 @@ _IMPLIED_CLOSE: dict[str, frozenset[str]] = {
     "rtc": frozenset({"rb", "rt", "rp", "rtc"}),
 }
 _IMPLIED_CLOSE.update({tag: frozenset({"p"}) for tag in _CLOSES_P})
-_RAW_TEXT_TAGS = frozenset({
-    "script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes", "noscript",
-})
+_RAW_TEXT_TAGS = frozenset(
+    {
+        "script",
+        "style",
+        "textarea",
+        "title",
+        "xmp",
+        "iframe",
+        "noembed",
+        "noframes",
+        "noscript",
+    }
+)
 # Attribute text stops at "<" (and quoted values are bounded): a "<" without a ">" must not make
 # every later search scan to the end of the document. Possessive, so it never backtracks.
 _TAG = re.compile(r"""<(?:(/?)([A-Za-z][^\s/<>]*)(?:[^<>"']|"[^"]{0,256}"|'[^']{0,256}')*+>|!--)""")
@@ -275,7 +412,11 @@ class _Table:
         rows = [row for row in self.rows if any(row)]
         if not rows:
             return []
-        head = self.head_index if 0 <= self.head_index < len(self.rows) and any(self.rows[self.head_index]) else -1
+        head = (
+            self.head_index
+            if 0 <= self.head_index < len(self.rows) and any(self.rows[self.head_index])
+            else -1
+        )
         header = self.rows[head] if head >= 0 else rows[0]
         # Only the header is padded to the widest row (the delimiter row must match it); padding
         # every row would make a wide, long table quadratic in size.
@@ -296,8 +437,25 @@ class _Writer:
     while a heading is open so that its content stays on the heading line.
     """
 
-    __slots__ = ("out", "pending", "inline", "prefixes", "prefix", "marker", "marker_at", "flat",
-                 "raw", "language", "heading", "lists", "tables", "colspan", "rowspan", "first_h1", "open_headings")
+    __slots__ = (
+        "out",
+        "pending",
+        "inline",
+        "prefixes",
+        "prefix",
+        "marker",
+        "marker_at",
+        "flat",
+        "raw",
+        "language",
+        "heading",
+        "lists",
+        "tables",
+        "colspan",
+        "rowspan",
+        "first_h1",
+        "open_headings",
+    )
 
     def __init__(self, flat: bool = False) -> None:
         self.out: list[str] = []
@@ -388,7 +546,7 @@ class _Writer:
             if index:
                 out.append("\n")
             if index == 0 and self.marker is not None:
-                head = self.marker + prefix[self.marker_at:]
+                head = self.marker + prefix[self.marker_at :]
                 self.marker = None
                 out.append(head + line if line else head.rstrip())
             else:
@@ -496,8 +654,13 @@ class _Walker:
             if kind == _BR:
                 w.raw.append("\n")
             return _X_NONE
-        if w.flat and not (kind in _ENDS_HEADING and w.open_headings and w.open_headings[-1] and w.flat == 1
-                           and "".join(w.inline).strip()):
+        if w.flat and not (
+            kind in _ENDS_HEADING
+            and w.open_headings
+            and w.open_headings[-1]
+            and w.flat == 1
+            and "".join(w.inline).strip()
+        ):
             if kind == _THEAD:
                 return _X_NONE
             w.inline.append(" ")
@@ -726,8 +889,9 @@ def _extract(source: str | bytes) -> HtmlExtraction:
     text = "".join(main.out)
     if text:
         text += "\n"
-    exclusions = [{"kind": kind, "count": count, "chars": chars}
-                  for kind, (count, chars) in walker.exclusions.items()]
+    exclusions = [
+        {"kind": kind, "count": count, "chars": chars} for kind, (count, chars) in walker.exclusions.items()
+    ]
     return HtmlExtraction(text, title or main.first_h1, exclusions, metadata)
 
 

@@ -58,7 +58,9 @@ class Layout:
     def contexts_at(self, starts: list[int]) -> list[tuple[str, ...]]:
         """``tuple(g.context for g in self.groups_around(s))`` for each of ``starts``: one sweep when the
         starts do not decrease (a packer's chunks), as a run builds every chunk's ``embed_text``."""
-        if not self.plan.groups:  # recursive, sentence, fixed: nothing to look up (a short page pays per call)
+        if (
+            not self.plan.groups
+        ):  # recursive, sentence, fixed: nothing to look up (a short page pays per call)
             return [()] * len(starts)
         chosen = self._index("context")[1]
         if not chosen:
@@ -116,7 +118,11 @@ class Layout:
             for kind, chosen in (("context", context), ("code", code)):
                 if chosen:
                     chosen.sort(key=_start_end)
-                    self._indexes[kind] = ([g.start for g in chosen], chosen, max(g.end - g.start for g in chosen))
+                    self._indexes[kind] = (
+                        [g.start for g in chosen],
+                        chosen,
+                        max(g.end - g.start for g in chosen),
+                    )
                 else:
                     self._indexes[kind] = ([], chosen, 0)
             index = self._indexes[which]

@@ -194,7 +194,9 @@ def active_events(events: Iterable[Event]) -> list[Event]:
     return kept
 
 
-def derive_state(events: Iterable[Event], doc_sha256: Mapping[str, str] | None = None) -> dict[str, ChunkState]:
+def derive_state(
+    events: Iterable[Event], doc_sha256: Mapping[str, str] | None = None
+) -> dict[str, ChunkState]:
     """Current state per ``chunk_id`` from the ledger's events.
 
     With ``doc_sha256`` (doc_id → sha256 of the document in the snapshot shown), events about another
@@ -257,16 +259,36 @@ class Ledger:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def append(self, kind: str, target: Target, *, reviewer: str, reason: str | None = None,
-               note: str | None = None, target_event: int | None = None, created_at: str | None = None) -> int:
+    def append(
+        self,
+        kind: str,
+        target: Target,
+        *,
+        reviewer: str,
+        reason: str | None = None,
+        note: str | None = None,
+        target_event: int | None = None,
+        created_at: str | None = None,
+    ) -> int:
         """Append one event and fsync it; returns its id. Retries while another writer holds the lock,
         then raises ``LedgerBusy``. ``created_at``: when the decision was made, if not now (one that
         waited in the reviewer's queue)."""
         check_event(kind, reason, target_event)
         check_reviewer(reviewer)
         row = (
-            kind, target.dataset, int(target.version), int(target.snapshot), target.doc_id, target.doc_sha256,
-            target.chunk_id, target.chunk_index, target.boundary, reason, note, target_event, reviewer,
+            kind,
+            target.dataset,
+            int(target.version),
+            int(target.snapshot),
+            target.doc_id,
+            target.doc_sha256,
+            target.chunk_id,
+            target.chunk_index,
+            target.boundary,
+            reason,
+            note,
+            target_event,
+            reviewer,
             created_at or now_stamp(),
         )
 
@@ -301,8 +323,16 @@ class Ledger:
         original = self.event(event_id)
         if original is None:
             raise LedgerError(f"{self.path}: no event {event_id} to retract")
-        target = Target(original.dataset, original.version, original.snapshot, original.doc_id,
-                        original.doc_sha256, original.chunk_id, original.chunk_index, original.boundary)
+        target = Target(
+            original.dataset,
+            original.version,
+            original.snapshot,
+            original.doc_id,
+            original.doc_sha256,
+            original.chunk_id,
+            original.chunk_index,
+            original.boundary,
+        )
         return self.append("retract", target, reviewer=reviewer, target_event=event_id)
 
     # -- reading -------------------------------------------------------------------------------
@@ -311,8 +341,14 @@ class Ledger:
         rows = self._read("SELECT * FROM events WHERE id = ?", (event_id,))
         return rows[0] if rows else None
 
-    def events(self, dataset: str | None = None, version: int | None = None, *,
-               doc_id: str | None = None, after: int = 0) -> list[Event]:
+    def events(
+        self,
+        dataset: str | None = None,
+        version: int | None = None,
+        *,
+        doc_id: str | None = None,
+        after: int = 0,
+    ) -> list[Event]:
         """Events in ledger order, optionally for one dataset (and version, document), after an id."""
         clauses, params = ["id > ?"], [after]
         for column, value in (("dataset", dataset), ("version", version), ("doc_id", doc_id)):
@@ -321,7 +357,9 @@ class Ledger:
                 params.append(value)
         return self._read(f"SELECT * FROM events WHERE {' AND '.join(clauses)} ORDER BY id", tuple(params))
 
-    def state(self, dataset: str, version: int, doc_sha256: Mapping[str, str] | None = None) -> dict[str, ChunkState]:
+    def state(
+        self, dataset: str, version: int, doc_sha256: Mapping[str, str] | None = None
+    ) -> dict[str, ChunkState]:
         return derive_state(self.events(dataset, version), doc_sha256)
 
     def write_problem(self) -> str | None:
@@ -399,8 +437,10 @@ class Ledger:
                     message = str(exc).lower()
                     busy = "locked" in message or "busy" in message
                     if busy and attempt == self.retries:
-                        raise LedgerBusy(f"{self.path}: cannot record the decision: {exc} (another program is "
-                                         "writing to the review ledger)") from None
+                        raise LedgerBusy(
+                            f"{self.path}: cannot record the decision: {exc} (another program is "
+                            "writing to the review ledger)"
+                        ) from None
                     if not busy:
                         raise LedgerError(f"{self.path}: cannot record the decision: {exc}") from None
                 except sqlite3.DatabaseError as exc:
@@ -439,8 +479,10 @@ def check_reviewer(reviewer: str) -> None:
         raise LedgerRefused("a reviewer name is required to record a decision")
     bad = next((c for c in reviewer if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
     if bad is not None:
-        raise LedgerRefused(f"reviewer name {reviewer!r}: holds the control character U+{ord(bad):04X} "
-                            f"at position {reviewer.index(bad)}; use a plain name")
+        raise LedgerRefused(
+            f"reviewer name {reviewer!r}: holds the control character U+{ord(bad):04X} "
+            f"at position {reviewer.index(bad)}; use a plain name"
+        )
     if len(reviewer) > MAX_REVIEWER_LENGTH:
         raise LedgerRefused(f"reviewer name: {len(reviewer)} characters, more than {MAX_REVIEWER_LENGTH}")
 
@@ -456,8 +498,10 @@ def _refuse_links(path: Path) -> None:
         except OSError as exc:
             raise LedgerError(f"{candidate}: cannot read the review ledger: {exc.strerror or exc}") from None
         if stat.S_ISLNK(info.st_mode):
-            raise LedgerRefused(f"{candidate}: the review ledger is a symbolic link (to {os.readlink(candidate)!r}); "
-                                "chunkyard does not follow it: put the ledger file itself there")
+            raise LedgerRefused(
+                f"{candidate}: the review ledger is a symbolic link (to {os.readlink(candidate)!r}); "
+                "chunkyard does not follow it: put the ledger file itself there"
+            )
         if candidate == path and not stat.S_ISREG(info.st_mode):
             raise LedgerRefused(f"{path}: not a review ledger (not a regular file)")
 
@@ -509,7 +553,9 @@ def _create(path: Path) -> None:
             os.replace(temporary, path)
         except (OSError, sqlite3.Error) as exc:
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise LedgerError(f"{path}: cannot create the review ledger: {detail} (nothing was recorded)") from None
+            raise LedgerError(
+                f"{path}: cannot create the review ledger: {detail} (nothing was recorded)"
+            ) from None
         finally:
             for suffix in ("", "-wal", "-shm", "-journal"):
                 with contextlib.suppress(OSError):
@@ -551,33 +597,40 @@ def _open(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
         _create(path)
         _refuse_links(path)
     try:
-        connection = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None,
-                                     check_same_thread=False)
+        connection = sqlite3.connect(
+            path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+        )
     except (OSError, sqlite3.Error) as exc:
         raise LedgerError(f"{path}: cannot open the review ledger: {exc}") from None
     try:
         connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
-            raise LedgerError(f"{path}: the review ledger cannot use WAL mode here (got {mode}); "
-                              "put the dataset on a local filesystem")
+            raise LedgerError(
+                f"{path}: the review ledger cannot use WAL mode here (got {mode}); "
+                "put the dataset on a local filesystem"
+            )
         # FULL: fsync the WAL at every commit, so a committed decision survives a crash or SIGKILL.
         connection.execute("PRAGMA synchronous = FULL")
         connection.execute("PRAGMA foreign_keys = ON")
         check = connection.execute("PRAGMA quick_check").fetchall()
         if [row[0] for row in check] != ["ok"]:
             detail = "; ".join(str(row[0]) for row in check[:3])
-            raise LedgerError(f"{path}: the review ledger is corrupt ({detail}); chunkyard will not write to a "
-                              f"damaged ledger. Recover its events: `chunkyard ledger export {path} --out "
-                              "events.jsonl`, move it aside with its -wal and -shm files, "
-                              f"`chunkyard ledger import {path} events.jsonl` (or restore a backup)")
+            raise LedgerError(
+                f"{path}: the review ledger is corrupt ({detail}); chunkyard will not write to a "
+                f"damaged ledger. Recover its events: `chunkyard ledger export {path} --out "
+                "events.jsonl`, move it aside with its -wal and -shm files, "
+                f"`chunkyard ledger import {path} events.jsonl` (or restore a backup)"
+            )
         _ensure_schema(connection, path)
     except LedgerError:
         connection.close()
         raise
     except sqlite3.DatabaseError as exc:
         connection.close()
-        raise LedgerError(f"{path}: not a usable review ledger ({exc}); move it aside or restore a backup") from None
+        raise LedgerError(
+            f"{path}: not a usable review ledger ({exc}); move it aside or restore a backup"
+        ) from None
     return connection
 
 
@@ -590,24 +643,30 @@ def _check_header(path: Path) -> None:
     except OSError as exc:
         raise LedgerError(f"{path}: cannot read the review ledger: {exc}") from None
     if header and header != _SQLITE_MAGIC:
-        raise LedgerError(f"{path}: not a review ledger (not an SQLite database); move it aside — "
-                          "a new ledger is created when none exists")
+        raise LedgerError(
+            f"{path}: not a review ledger (not an SQLite database); move it aside — "
+            "a new ledger is created when none exists"
+        )
 
 
 def _ensure_schema(connection: sqlite3.Connection, path: Path) -> None:
     tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if "schema_version" not in tables:
         if tables - {"sqlite_sequence"}:
-            raise LedgerError(f"{path}: an SQLite database but not a chunkyard review ledger "
-                              f"(tables: {', '.join(sorted(tables))}); move it aside")
+            raise LedgerError(
+                f"{path}: an SQLite database but not a chunkyard review ledger "
+                f"(tables: {', '.join(sorted(tables))}); move it aside"
+            )
         connection.execute("BEGIN IMMEDIATE")
         try:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     connection.execute(statement)
             if connection.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 0:
-                connection.execute("INSERT INTO schema_version (version, created_at) VALUES (?, ?)",
-                                   (LEDGER_SCHEMA_VERSION, dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
+                connection.execute(
+                    "INSERT INTO schema_version (version, created_at) VALUES (?, ?)",
+                    (LEDGER_SCHEMA_VERSION, dt.datetime.now(dt.UTC).isoformat(timespec="seconds")),
+                )
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
@@ -617,15 +676,21 @@ def _ensure_schema(connection: sqlite3.Connection, path: Path) -> None:
     row = connection.execute("SELECT max(version) FROM schema_version").fetchone()
     version = row[0] if row else None
     if not isinstance(version, int):
-        raise LedgerError(f"{path}: the review ledger has no schema version; move it aside or restore a backup")
+        raise LedgerError(
+            f"{path}: the review ledger has no schema version; move it aside or restore a backup"
+        )
     if version > LEDGER_SCHEMA_VERSION:
-        raise LedgerError(f"{path}: written by a newer chunkyard (ledger schema {version}, this one reads "
-                          f"{LEDGER_SCHEMA_VERSION}); upgrade chunkyard")
+        raise LedgerError(
+            f"{path}: written by a newer chunkyard (ledger schema {version}, this one reads "
+            f"{LEDGER_SCHEMA_VERSION}); upgrade chunkyard"
+        )
     columns = {row[1] for row in connection.execute("PRAGMA table_info(events)")}
     missing = set(Event.__slots__) - columns
     if missing:
-        raise LedgerError(f"{path}: the review ledger's events table lacks {', '.join(sorted(missing))}; "
-                          "move it aside or restore a backup")
+        raise LedgerError(
+            f"{path}: the review ledger's events table lacks {', '.join(sorted(missing))}; "
+            "move it aside or restore a backup"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -646,8 +711,10 @@ def export_events(path: str | Path, out: str | Path) -> tuple[int, int]:
         raise LedgerRefused(f"{path}: no review ledger here")
     ledger_files = {Path(os.path.realpath(f"{path}{suffix}")) for suffix in ("", "-wal", "-shm", "-journal")}
     if Path(os.path.realpath(out)) in ledger_files:
-        raise LedgerRefused(f"{out}: that is the review ledger itself (or its journal); write the events to "
-                          "another file, e.g. --out events.jsonl")
+        raise LedgerRefused(
+            f"{out}: that is the review ledger itself (or its journal); write the events to "
+            "another file, e.g. --out events.jsonl"
+        )
     _check_header(path)
     columns = ", ".join(Event.__slots__)
     try:
@@ -663,11 +730,14 @@ def export_events(path: str | Path, out: str | Path) -> tuple[int, int]:
             try:
                 last = int(connection.execute("SELECT max(id) FROM events").fetchone()[0] or 0)
             except sqlite3.DatabaseError as exc:
-                raise LedgerError(f"{path}: no events can be read from this ledger ({exc}); "
-                                  "restore a backup") from None
+                raise LedgerError(
+                    f"{path}: no events can be read from this ledger ({exc}); restore a backup"
+                ) from None
             for event_id in range(1, last + 1):
                 try:
-                    row = connection.execute(f"SELECT {columns} FROM events WHERE id = ?", (event_id,)).fetchone()
+                    row = connection.execute(
+                        f"SELECT {columns} FROM events WHERE id = ?", (event_id,)
+                    ).fetchone()
                 except sqlite3.DatabaseError:
                     lost += 1
                     continue
@@ -680,7 +750,9 @@ def export_events(path: str | Path, out: str | Path) -> tuple[int, int]:
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(temporary, "w", encoding="utf-8") as handle:
             for row in rows:
-                handle.write(json.dumps(dict(zip(Event.__slots__, row, strict=True)), ensure_ascii=False) + "\n")
+                handle.write(
+                    json.dumps(dict(zip(Event.__slots__, row, strict=True)), ensure_ascii=False) + "\n"
+                )
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, out)
@@ -740,12 +812,15 @@ def import_events(path: str | Path, source: str | Path) -> int:
         rows.append(tuple(getattr(event, name) for name in Event.__slots__))
     with Ledger(path) as ledger:
         if ledger.last_event_id():
-            raise LedgerRefused(f"{path}: already holds events; import into a new ledger (move this one aside)")
+            raise LedgerRefused(
+                f"{path}: already holds events; import into a new ledger (move this one aside)"
+            )
 
         def insert(connection: sqlite3.Connection) -> int:
             connection.executemany(
                 f"INSERT INTO events ({', '.join(Event.__slots__)}) VALUES ({', '.join('?' * len(Event.__slots__))})",
-                rows)
+                rows,
+            )
             return len(rows)
 
         return ledger._write(insert)

@@ -153,15 +153,24 @@ def front_matter_span(text: str) -> tuple[int, int, dict] | None:
             try:
                 data = yamlbound.load(text[text.find("\n", offset) + 1 : pos], FRONT_MATTER_MAX_EXPANSION)
             except yamlbound.YamlTooLarge as exc:  # an alias bomb: its expansion is never built
-                return offset, end, {"front_matter_error": f"front matter at line {exc.line + 1}: {exc.problem}; "
-                                                           "not used"}
+                return (
+                    offset,
+                    end,
+                    {"front_matter_error": f"front matter at line {exc.line + 1}: {exc.problem}; not used"},
+                )
             except yaml.YAMLError as exc:
                 return offset, end, {"front_matter_error": _yaml_problem(exc)}
             if data is None:
                 return offset, end, {}
             if not isinstance(data, dict):
-                return offset, end, {"front_matter_error": f"front matter is a YAML {type(data).__name__}, not a "
-                                                           "mapping of keys to values; not used"}
+                return (
+                    offset,
+                    end,
+                    {
+                        "front_matter_error": f"front matter is a YAML {type(data).__name__}, not a "
+                        "mapping of keys to values; not used"
+                    },
+                )
             return offset, end, data
         if newline == -1:
             break
@@ -177,7 +186,9 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"invalid YAML in the front matter{where}: {problem}; not used"
 
 
-def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_matter: bool = True) -> Structure:
+def scan(
+    text: str, start: int = 0, end: int | None = None, *, exclude_front_matter: bool = True
+) -> Structure:
     """Scan ``text[start:end]`` for Markdown structure."""
     end = len(text) if end is None else end
     structure = Structure()
@@ -190,15 +201,24 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
             start = fm_end
     lone_cr = start < end and has_lone_cr(text, start, end)
     if _native is not None:  # the line scan and the steps below, in C
-        (structure.headings, structure.paths, structure.positions, structure.scores,
-         structure.groups) = _native.structure(text, start, end, lone_cr, Heading, Group)
+        (structure.headings, structure.paths, structure.positions, structure.scores, structure.groups) = (
+            _native.structure(text, start, end, lone_cr, Heading, Group)
+        )
         return structure
     headings, structure.positions, structure.scores, groups = _scan_lines(text, start, end, lone_cr)
     structure.headings = list(map(Heading._make, headings))
     structure.paths = _breadcrumbs(structure.headings)
     structure.groups = [
-        Group(kind, anchor, group_end, body, context=_lead_text(text, anchor, body) if header_end < 0 else
-              _join_context(_lead_text(text, anchor, body), text[body:header_end]), label=label)
+        Group(
+            kind,
+            anchor,
+            group_end,
+            body,
+            context=_lead_text(text, anchor, body)
+            if header_end < 0
+            else _join_context(_lead_text(text, anchor, body), text[body:header_end]),
+            label=label,
+        )
         for kind, anchor, group_end, body, header_end, label in groups
     ]
     structure.groups.extend(section_groups(structure.headings, end))
@@ -222,11 +242,14 @@ def _breadcrumbs(headings: list[Heading]) -> list[tuple[str, ...]]:
 
 
 RawHeading = tuple[int, int, int, str]  # start, end, level, title
-RawGroup = tuple[str, int, int, int, int, str]  # kind, start, end, body_start, end of a table's header (else -1), label
+RawGroup = tuple[
+    str, int, int, int, int, str
+]  # kind, start, end, body_start, end of a table's header (else -1), label
 
 
-def _scan_lines(text: str, start: int, end: int, lone_cr: bool
-                ) -> tuple[list[RawHeading], list[int], list[int], list[RawGroup]]:
+def _scan_lines(
+    text: str, start: int, end: int, lone_cr: bool
+) -> tuple[list[RawHeading], list[int], list[int], list[RawGroup]]:
     """The line scanner: headings, boundaries (positions and scores, sorted) and groups of
     ``text[start:end]``. ``chunking/_mdscan.c`` is the same scanner in C, used when it is built; this
     is the reference (tests/test_markdown_native.py holds them equal). ``lone_cr``: lines end at a lone
@@ -252,6 +275,7 @@ def _scan_lines(text: str, start: int, end: int, lone_cr: bool
         # A heading's first block must stay with it: no boundary right after a heading.
         if last_block_end_line not in heading_lines:
             mark(pos, score)
+
     prev_para: tuple[int, int] | None = None  # (start offset, line index) of the preceding paragraph
     prev_para_lead_in = False
 
@@ -311,8 +335,16 @@ def _scan_lines(text: str, start: int, end: int, lone_cr: bool
                 if boundaries.get(starts[j], 0) < score:
                     boundaries[starts[j]] = score
                 j += 1
-            groups.append(("table", anchor, starts[j - 1] + len(texts[j - 1]), line_start,
-                           starts[i + 1] + len(texts[i + 1]), ""))
+            groups.append(
+                (
+                    "table",
+                    anchor,
+                    starts[j - 1] + len(texts[j - 1]),
+                    line_start,
+                    starts[i + 1] + len(texts[i + 1]),
+                    "",
+                )
+            )
             last_block_end_line, prev_para = j - 1, None
             i = j
             continue
@@ -330,8 +362,11 @@ def _scan_lines(text: str, start: int, end: int, lone_cr: bool
                     continue
                 candidate_plain = plain_lines[j]
                 candidate_first = firsts[j]
-                sub = None if candidate_plain or not (candidate_first in _ITEM_FIRST or candidate_first.isdigit()) \
+                sub = (
+                    None
+                    if candidate_plain or not (candidate_first in _ITEM_FIRST or candidate_first.isdigit())
                     else _LIST_ITEM.match(candidate_text)
+                )
                 indent = len(candidate_text) - len(candidate_text.lstrip(" \t"))
                 if sub and not (sub.group(2) and _may_be_rule(candidate_text, sub.group(2))):
                     sub_indent = len(sub.group(1).expandtabs(4))
@@ -340,9 +375,16 @@ def _scan_lines(text: str, start: int, end: int, lone_cr: bool
                     score = LIST_ITEM_TOP if sub_indent <= base_indent + 1 else LIST_ITEM_NESTED
                     if boundaries.get(starts[j], 0) < score:  # mark(), inlined (0 < j)
                         boundaries[starts[j]] = score
-                elif indent > base_indent or (j == last + 1 and (candidate_plain or (
-                        not (candidate_first in _ATX_FIRST and _ATX_OPEN.match(candidate_text))
-                        and not (candidate_first in _FENCE_FIRST and _FENCE.match(candidate_text))))):
+                elif indent > base_indent or (
+                    j == last + 1
+                    and (
+                        candidate_plain
+                        or (
+                            not (candidate_first in _ATX_FIRST and _ATX_OPEN.match(candidate_text))
+                            and not (candidate_first in _FENCE_FIRST and _FENCE.match(candidate_text))
+                        )
+                    )
+                ):
                     # Continuation: indented, or a lazy line right after the item's text.
                     blank_before = _is_blank(texts[j - 1])
                     score = CODE_LINE if blank_before else LIST_CONTINUATION
@@ -377,8 +419,11 @@ def _scan_lines(text: str, start: int, end: int, lone_cr: bool
             if setext and j == i + 1 and not _LIST_ITEM.match(line_text):
                 setext_level = 1 if setext.group(1)[0] == "=" else 2
                 break
-            if ((lead in _ATX_FIRST and _ATX_OPEN.match(following)) or (lead in _FENCE_FIRST and _FENCE.match(following))
-                    or (lead in _HR_FIRST and _HR.match(following))):
+            if (
+                (lead in _ATX_FIRST and _ATX_OPEN.match(following))
+                or (lead in _FENCE_FIRST and _FENCE.match(following))
+                or (lead in _HR_FIRST and _HR.match(following))
+            ):
                 break
             if lead in _ITEM_FIRST or lead.isdigit():
                 following_item = _LIST_ITEM.match(following)

@@ -94,9 +94,7 @@ SENTENCE = _level(
     r"|[" + SENTENCE_MARKS + r"]+[\"'”’)\]]*\s*"
     r"|(?<=[" + PHRASE_SPACED + r"])[^\S\n]+(?=[" + PHRASE_SPACED + r"]))",
 )
-SENTENCE_OR_PARAGRAPH = _level(
-    "sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n"
-)
+SENTENCE_OR_PARAGRAPH = _level("sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n")
 WORD = _level("word", SCORE_WORD, r"\s+")
 GRAPHEME = _level("grapheme", SCORE_GRAPHEME, r"\X")
 
@@ -108,7 +106,9 @@ _BREAK, _BLANKS = r"(?:\n|\r(?!\n))", r"[^\S\r\n]*(?:\r?\n|\r)"
 _LONE_CR_LEVELS = {
     PARAGRAPH: _level("paragraph", SCORE_PARAGRAPH, _BREAK + _BLANKS),
     LINE: _level("line", SCORE_LINE, _BREAK),
-    SENTENCE_OR_PARAGRAPH: _level("sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + "|" + _BREAK + _BLANKS),
+    SENTENCE_OR_PARAGRAPH: _level(
+        "sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + "|" + _BREAK + _BLANKS
+    ),
 }
 
 # A character ``str.strip()`` keeps: ``re``'s \s is exactly ``str.isspace``, and a search neither copies
@@ -123,11 +123,14 @@ LINE_BREAK = re.compile(_BREAK)
 def has_lone_cr(text: str, start: int = 0, end: int | None = None) -> bool:
     return "\r" in text and LONE_CR.search(text, start, len(text) if end is None else end) is not None
 
+
 # Characters that can continue a grapheme cluster begun before them (or, for regional indicators
 # and \r, pair with a neighbour): a boundary next to one must be checked by segmenting.
-_CONTINUES = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Cluster_Break=SpacingMark}"
-                           r"\p{Grapheme_Cluster_Break=ZWJ}\p{Grapheme_Cluster_Break=Regional_Indicator}"
-                           r"\p{Grapheme_Cluster_Break=Prepend}\r\U0001F3FB-\U0001F3FF]")
+_CONTINUES = regex.compile(
+    r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Cluster_Break=SpacingMark}"
+    r"\p{Grapheme_Cluster_Break=ZWJ}\p{Grapheme_Cluster_Break=Regional_Indicator}"
+    r"\p{Grapheme_Cluster_Break=Prepend}\r\U0001F3FB-\U0001F3FF]"
+)
 # A run of such characters long enough to hold a cluster longer than the packer's scanning windows
 # (``'a'`` and thousands of combining accents): those clusters are indexed once per text.
 LONG_CLUSTER = 64
@@ -188,17 +191,25 @@ _LEVEL_CODES = {id(PARAGRAPH): 1, id(LINE): 2, id(WORD): 5, id(GRAPHEME): 6}
 _SPACE, _CAPITAL, _DECIMAL = regex.compile(r"\s"), regex.compile(r"[\p{Lu}\p{N}\p{Lo}]"), regex.compile(r"\d")
 _LETTER, _LETTER_OR_NUMBER = regex.compile(r"\p{L}"), regex.compile(r"[\p{L}\p{N}]")
 # May be part of a grapheme cluster of more than one code point: the rest are clusters of their own.
-_JOINER = regex.compile(r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Cluster_Break=SpacingMark}"
-                        r"\p{Grapheme_Cluster_Break=ZWJ}\p{Grapheme_Cluster_Break=Regional_Indicator}"
-                        r"\p{Grapheme_Cluster_Break=Prepend}\p{Grapheme_Cluster_Break=L}\p{Grapheme_Cluster_Break=V}"
-                        r"\p{Grapheme_Cluster_Break=T}\p{Grapheme_Cluster_Break=LV}\p{Grapheme_Cluster_Break=LVT}"
-                        r"\p{Extended_Pictographic}\r\n\U0001F3FB-\U0001F3FF]")
+_JOINER = regex.compile(
+    r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Cluster_Break=SpacingMark}"
+    r"\p{Grapheme_Cluster_Break=ZWJ}\p{Grapheme_Cluster_Break=Regional_Indicator}"
+    r"\p{Grapheme_Cluster_Break=Prepend}\p{Grapheme_Cluster_Break=L}\p{Grapheme_Cluster_Break=V}"
+    r"\p{Grapheme_Cluster_Break=T}\p{Grapheme_Cluster_Break=LV}\p{Grapheme_Cluster_Break=LVT}"
+    r"\p{Extended_Pictographic}\r\n\U0001F3FB-\U0001F3FF]"
+)
 
 
 def _char_classes(char: str) -> int:
-    return (bool(_SPACE.match(char)) | bool(_CAPITAL.match(char)) << 1 | bool(_DECIMAL.match(char)) << 2
-            | bool(_CONTINUES.match(char)) << 3 | bool(_JOINER.match(char) or _CONTINUES.match(char)) << 4
-            | bool(_LETTER.match(char)) << 5 | bool(_LETTER_OR_NUMBER.match(char)) << 6)
+    return (
+        bool(_SPACE.match(char))
+        | bool(_CAPITAL.match(char)) << 1
+        | bool(_DECIMAL.match(char)) << 2
+        | bool(_CONTINUES.match(char)) << 3
+        | bool(_JOINER.match(char) or _CONTINUES.match(char)) << 4
+        | bool(_LETTER.match(char)) << 5
+        | bool(_LETTER_OR_NUMBER.match(char)) << 6
+    )
 
 
 def _long_clusters(text: str, start: int, end: int) -> list[tuple[int, int]]:
@@ -255,7 +266,9 @@ class Packer:
         self._group_starts = [g.start for g in plan.groups]
         # Forced boundaries, and those of them that start a heading, in order: the packer looks these
         # up per chunk, and Markdown marks every line, so scanning ``plan.positions`` would be slow.
-        self._forced = [pos for pos, score in zip(plan.positions, plan.scores, strict=True) if score >= SCORE_FORCED]
+        self._forced = [
+            pos for pos, score in zip(plan.positions, plan.scores, strict=True) if score >= SCORE_FORCED
+        ]
         self._headings = [pos for pos in self._forced if pos in plan.heading_ends]
         self._heading_starts = sorted(plan.heading_ends)  # every heading, the one a chunk starts on too
         # Bodies of tables and code blocks, by start, with the furthest end so far: an overlapping
@@ -270,9 +283,15 @@ class Packer:
     def spans(self) -> list[Span]:
         # _pack.c scans clusters in short windows: a text with a cluster longer than those is packed here.
         if _native is not None and not self._breaks and not self._keep and not self._long_clusters:
-            return _native.spans(self, Span, tuple(_LEVEL_CODES.get(id(level), 0) for level in self._levels),
-                                 _char_classes, SCORE_FORCED, LINE_GROUPS,
-                                 self.meter if type(self.meter) is TokenMeter else None)
+            return _native.spans(
+                self,
+                Span,
+                tuple(_LEVEL_CODES.get(id(level), 0) for level in self._levels),
+                _char_classes,
+                SCORE_FORCED,
+                LINE_GROUPS,
+                self.meter if type(self.meter) is TokenMeter else None,
+            )
         return self._spans()
 
     def _spans(self) -> list[Span]:
@@ -342,9 +361,11 @@ class Packer:
                 reach = first_break  # nothing may cross a break; the break itself is the latest end
         structural = [
             pos
-            for pos in (self._first_forced(start, prev_end, reach),
-                        self._kept_group_start(start, prev_end, reach),
-                        self._kept_span_start(start, prev_end, reach))
+            for pos in (
+                self._first_forced(start, prev_end, reach),
+                self._kept_group_start(start, prev_end, reach),
+                self._kept_span_start(start, prev_end, reach),
+            )
             if pos is not None
         ]
         if structural:
@@ -357,7 +378,11 @@ class Packer:
             if low > reach:
                 continue
             best, score = self._best(low, reach, last=True)
-            if low == fill_from and early_from < fill_from and score + 10 <= self._ceiling(early_from, fill_from - 1):
+            if (
+                low == fill_from
+                and early_from < fill_from
+                and score + 10 <= self._ceiling(early_from, fill_from - 1)
+            ):
                 # A clearly stronger boundary a little earlier (a line end before word gaps) wins.
                 early, early_score = self._best(early_from, fill_from - 1, last=True)
                 if early is not None and early_score >= score + 10:
@@ -429,8 +454,9 @@ class Packer:
         while match is not None:
             if low <= match.end() <= high and self._is_cluster_boundary(match.end()):
                 return match.end()
-            match = level.pattern.search(text, match.end() if match.end() > match.start() else match.end() + 1,
-                                         high)
+            match = level.pattern.search(
+                text, match.end() if match.end() > match.start() else match.end() + 1, high
+            )
         return None
 
     # -- graphemes ---------------------------------------------------------------------------------
@@ -453,7 +479,11 @@ class Packer:
         if self._long_clusters:
             k = bisect.bisect_right(self._long_cluster_starts, pos) - 1
             if k >= 0 and pos <= self._long_clusters[k][1]:
-                return self._long_clusters[k][0] if pos == self._long_clusters[k][0] else self._long_clusters[k][1]
+                return (
+                    self._long_clusters[k][0]
+                    if pos == self._long_clusters[k][0]
+                    else self._long_clusters[k][1]
+                )
         floor = max(0, pos - 128)
         newline = text.rfind("\n", floor, pos)
         if newline != -1:
@@ -519,8 +549,7 @@ class Packer:
         i = bisect.bisect_right(forced, prev_end)
         j = bisect.bisect_right(forced, reach)
         for pos in forced[i:j]:
-            if (pos < end and self._has_body(start, pos)
-                    and self._trailing_heading(start, pos) is None):
+            if pos < end and self._has_body(start, pos) and self._trailing_heading(start, pos) is None:
                 if self.min_size == 0 or self.meter.size(start, self._trim_end(start, pos)) >= self.min_size:
                     return pos
         return None
@@ -563,8 +592,10 @@ class Packer:
             begin = self._skip_space(group.start, group.end)
             end = self._trim_end(begin, group.end)
             # The estimate rules out groups far over budget without encoding them.
-            fits = (self.meter.estimate(begin, end) <= self.max_size * 1.25 + 4
-                    and self.meter.size(begin, end) <= self.max_size)
+            fits = (
+                self.meter.estimate(begin, end) <= self.max_size * 1.25 + 4
+                and self.meter.size(begin, end) <= self.max_size
+            )
             self._group_fits[k] = fits
         return fits
 
@@ -614,8 +645,10 @@ class Packer:
         if fits is None:
             begin = self._skip_space(keep_start, keep_end)
             end = self._trim_end(begin, keep_end)
-            fits = (self.meter.estimate(begin, end) <= self.max_size * 1.25 + 4
-                    and self.meter.size(begin, end) <= self.max_size)
+            fits = (
+                self.meter.estimate(begin, end) <= self.max_size * 1.25 + 4
+                and self.meter.size(begin, end) <= self.max_size
+            )
             self._keep_fits[key] = fits
         return fits
 
@@ -682,13 +715,18 @@ class Packer:
         if first >= limit:
             return first
         if first == pos:
-            return first if self._is_cluster_boundary(first) else self._cluster_boundary(
-                max(0, first - 64), first, last=True) or first
+            return (
+                first
+                if self._is_cluster_boundary(first)
+                else self._cluster_boundary(max(0, first - 64), first, last=True) or first
+            )
         if not self._is_cluster_boundary(first):
             return first - 1  # the space before a combining mark belongs to its cluster
         newline = text.rfind("\n", pos, first)
         line_start = newline + 1 if newline != -1 else (pos if pos == 0 or text[pos - 1] == "\n" else first)
-        if line_start < first and (first - line_start > 32 or self.meter.size(line_start, first) * 2 > self.max_size):
+        if line_start < first and (
+            first - line_start > 32 or self.meter.size(line_start, first) * 2 > self.max_size
+        ):
             return first
         return line_start
 
@@ -707,6 +745,7 @@ class Packer:
 
     def _over_budget_reason(self, start: int, end: int) -> str:
         if (start, end) in self._long_clusters or (
-                end - start <= 64 and self._clusters(start, end) in ([end], [start, end])):
+            end - start <= 64 and self._clusters(start, end) in ([end], [start, end])
+        ):
             return "a single grapheme is larger than the budget"
         return "no boundary fits the budget"

@@ -96,14 +96,18 @@ def extract_pdf(raw: bytes, limits: LimitsConfig | None = None) -> PdfExtraction
         for number, page in enumerate(reader.pages, start=1):
             inflated += _content_size(page)
             if inflated > max_inflated:
-                raise PdfUnusable(f"page content streams of more than {inflated / 1e6:.1f} MB decoded (by page "
-                                  f"{number}) are over limits.max_inflated_mb ({limits.max_inflated_mb:g} MB)")
+                raise PdfUnusable(
+                    f"page content streams of more than {inflated / 1e6:.1f} MB decoded (by page "
+                    f"{number}) are over limits.max_inflated_mb ({limits.max_inflated_mb:g} MB)"
+                )
         for page in reader.pages:
             pages.append(_clean_page(page.extract_text() or ""))
             characters += len(pages[-1])
             if characters > max_text:
-                raise PdfUnusable(f"extracted text of more than {characters / 1e6:.1f} million characters (by page "
-                                  f"{len(pages)}) is over limits.max_text_mb ({limits.max_text_mb:g})")
+                raise PdfUnusable(
+                    f"extracted text of more than {characters / 1e6:.1f} million characters (by page "
+                    f"{len(pages)}) is over limits.max_text_mb ({limits.max_text_mb:g})"
+                )
     except PdfUnusable:
         raise
     except Exception as exc:
@@ -247,8 +251,15 @@ def _place_headings(page: str, entries: list[_OutlineEntry]) -> tuple[str, int]:
         for index in range(cursor, len(lines)):
             line = lines[index].lstrip("\\").strip()
             folded = _fold(line)
-            if folded == wanted or _fold(_SECTION_NUMBER.sub("", line, count=1)) == wanted or (
-                    folded.startswith(wanted) and len(folded) > len(wanted) and not folded[len(wanted)].isalnum()):
+            if (
+                folded == wanted
+                or _fold(_SECTION_NUMBER.sub("", line, count=1)) == wanted
+                or (
+                    folded.startswith(wanted)
+                    and len(folded) > len(wanted)
+                    and not folded[len(wanted)].isalnum()
+                )
+            ):
                 hit = index
                 break
         hits.append(hit)
@@ -262,12 +273,12 @@ def _place_headings(page: str, entries: list[_OutlineEntry]) -> tuple[str, int]:
             if not any(h is not None for h in hits[:number]):
                 where = 0
             else:
-                where = next((h for h in hits[number + 1:] if h is not None), len(lines))
+                where = next((h for h in hits[number + 1 :] if h is not None), len(lines))
             before.setdefault(where, []).append(marker + entry.title)
             continue
         line = lines[hit].lstrip("\\").strip()
         numbered = _fold(_SECTION_NUMBER.sub("", line, count=1)) == _fold(entry.title)
-        rest = "" if numbered else line[len(entry.title):].strip()
+        rest = "" if numbered else line[len(entry.title) :].strip()
         if rest and _fold(line[: len(entry.title)]) == _fold(entry.title):
             replaced[hit] = [marker + line[: len(line) - len(rest)].strip(), rest]
         else:

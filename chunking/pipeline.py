@@ -98,7 +98,9 @@ class RunContext:
     force: set[str] = field(default_factory=set)
 
 
-def prepare_run(config: Config, source: Path | None = None, output: str | Location | None = None) -> RunContext:
+def prepare_run(
+    config: Config, source: Path | None = None, output: str | Location | None = None
+) -> RunContext:
     """Check a run may start and find the snapshot it builds on.
 
     ``output`` (default: the config's ``output.path``) is a local folder or a URI such as
@@ -108,8 +110,9 @@ def prepare_run(config: Config, source: Path | None = None, output: str | Locati
     return _context(config, source_dir, output_dir, previous)
 
 
-def check_paths(config: Config, source: Path | None = None,
-                output: str | Location | None = None) -> tuple[Path, Location]:
+def check_paths(
+    config: Config, source: Path | None = None, output: str | Location | None = None
+) -> tuple[Path, Location]:
     """The source folder and the output location of a run, refused when they cannot work.
 
     Only local checks (no object store is contacted), so the command line runs them before it
@@ -118,47 +121,83 @@ def check_paths(config: Config, source: Path | None = None,
     source_dir = (source or config.source_dir).resolve()
     output_dir = location(output) if output is not None else config.output_location
     if source_dir.is_file():
-        raise RunRefused(f"source {source_dir} is a file; source.path must name a folder of documents",
-                         "source.path")
+        raise RunRefused(
+            f"source {source_dir} is a file; source.path must name a folder of documents", "source.path"
+        )
     if not source_dir.is_dir():
         if source_dir.exists():  # a FIFO, a device, a socket: never opened
-            raise RunRefused(f"source {source_dir} is not a folder (a FIFO, device or socket); source.path must "
-                             "name a folder of documents", "source.path")
+            raise RunRefused(
+                f"source {source_dir} is not a folder (a FIFO, device or socket); source.path must "
+                "name a folder of documents",
+                "source.path",
+            )
         raise RunRefused(f"source folder not found: {source_dir}", "source.path")
     pseudo = pseudo_filesystem(source_dir)
     if pseudo:
-        raise RunRefused(f"source {source_dir} is on the {pseudo} pseudo-filesystem (kernel and device files, not "
-                         "documents); source.path must name a folder of documents", "source.path")
+        raise RunRefused(
+            f"source {source_dir} is on the {pseudo} pseudo-filesystem (kernel and device files, not "
+            "documents); source.path must name a folder of documents",
+            "source.path",
+        )
     if isinstance(output_dir, StoragePath):
         return source_dir, output_dir
     output_dir = output_dir.resolve()
     if output_dir.exists() and not output_dir.is_dir():
-        raise RunRefused(f"output {output_dir} is a file; output.path must name a folder (it is created if missing)",
-                         "output.path")
+        raise RunRefused(
+            f"output {output_dir} is a file; output.path must name a folder (it is created if missing)",
+            "output.path",
+        )
     if output_dir.parent == output_dir:
-        raise RunRefused(f"output {output_dir} is the root of the filesystem; output.path must name a folder for "
-                         "the datasets", "output.path")
+        raise RunRefused(
+            f"output {output_dir} is the root of the filesystem; output.path must name a folder for "
+            "the datasets",
+            "output.path",
+        )
     pseudo = pseudo_filesystem(output_dir)
     if pseudo:
-        raise RunRefused(f"output {output_dir} is on the {pseudo} pseudo-filesystem; output.path must name a folder "
-                         "for the datasets", "output.path")
+        raise RunRefused(
+            f"output {output_dir} is on the {pseudo} pseudo-filesystem; output.path must name a folder "
+            "for the datasets",
+            "output.path",
+        )
     if output_dir == source_dir or output_dir.is_relative_to(source_dir):
         raise RunRefused(
             f"output folder {output_dir} is inside the source folder {source_dir}: "
-            "the run would chunk its own output; choose an output folder outside the source", "output.path"
+            "the run would chunk its own output; choose an output folder outside the source",
+            "output.path",
         )
     if source_dir.is_relative_to(output_dir):
         raise RunRefused(
             f"source folder {source_dir} is inside the output folder {output_dir}: datasets would be written "
-            "among the documents (and a dataset folder could shadow them); choose folders apart", "source.path"
+            "among the documents (and a dataset folder could shadow them); choose folders apart",
+            "source.path",
         )
     return source_dir, output_dir
 
 
 # Kernel and device filesystems: their files are not documents, and some never end (/proc/kmsg).
-PSEUDO_FILESYSTEMS = {"proc", "sysfs", "devtmpfs", "devpts", "debugfs", "tracefs", "securityfs", "cgroup",
-                      "cgroup2", "pstore", "bpf", "configfs", "fusectl", "mqueue", "hugetlbfs", "efivarfs",
-                      "binfmt_misc", "autofs", "rpc_pipefs", "nsfs"}
+PSEUDO_FILESYSTEMS = {
+    "proc",
+    "sysfs",
+    "devtmpfs",
+    "devpts",
+    "debugfs",
+    "tracefs",
+    "securityfs",
+    "cgroup",
+    "cgroup2",
+    "pstore",
+    "bpf",
+    "configfs",
+    "fusectl",
+    "mqueue",
+    "hugetlbfs",
+    "efivarfs",
+    "binfmt_misc",
+    "autofs",
+    "rpc_pipefs",
+    "nsfs",
+}
 
 
 def pseudo_filesystem(path: Path) -> str | None:
@@ -185,7 +224,9 @@ def pseudo_filesystem(path: Path) -> str | None:
     return best_type if best_type in PSEUDO_FILESYSTEMS else None
 
 
-def check_run(config: Config, source: Path | None = None, output: str | Location | None = None) -> Snapshot | None:
+def check_run(
+    config: Config, source: Path | None = None, output: str | Location | None = None
+) -> Snapshot | None:
     """Every refusal of a run that needs no chunking: the folders (``check_paths``), and a config
     changed under its version (``check_version``). Returns the snapshot the run would build on.
 
@@ -196,8 +237,9 @@ def check_run(config: Config, source: Path | None = None, output: str | Location
     return _checked(config, source, output)[2]
 
 
-def _checked(config: Config, source: Path | None,
-             output: str | Location | None) -> tuple[Path, Location, Snapshot | None]:
+def _checked(
+    config: Config, source: Path | None, output: str | Location | None
+) -> tuple[Path, Location, Snapshot | None]:
     """``check_run``'s refusals; returns the source folder, the output and the previous snapshot."""
     source_dir, output_dir = check_paths(config, source, output)
     if isinstance(output_dir, StoragePath) and output_dir.is_file():
@@ -218,17 +260,23 @@ def check_version(config: Config, previous: Snapshot) -> None:
     if old_hash == config.hash:
         return
     old_algorithm = str(previous.manifest.get("algorithm_version", ""))
-    if old_algorithm and old_algorithm != ALGORITHM_VERSION and isinstance(recorded, dict) \
-            and recorded.get("text") == config.text:
+    if (
+        old_algorithm
+        and old_algorithm != ALGORITHM_VERSION
+        and isinstance(recorded, dict)
+        and recorded.get("text") == config.text
+    ):
         raise RunRefused(
             f"this chunkyard chunks differently from the one that made {previous.path} (chunking algorithm "
             f"{old_algorithm} → {ALGORITHM_VERSION}; the config is unchanged): bump `version` in "
-            f"{config.path or 'the config'} so the new chunks go to a new dataset version", "version"
+            f"{config.path or 'the config'} so the new chunks go to a new dataset version",
+            "version",
         )
     raise RunRefused(
         f"config changed since {previous.path} (config hash {old_hash} → {config.hash}) but "
         f"version is still {config.version}: bump `version` in {config.path or 'the config'} "
-        "so the new chunks go to a new dataset version", "version"
+        "so the new chunks go to a new dataset version",
+        "version",
     )
 
 
@@ -239,8 +287,15 @@ class MassRemovalRefused(RunRefused):
     the CLI exits 2 (a refused run), ``--allow-mass-removal`` publishes anyway."""
 
 
-def check_removals(previous_documents: int, removed: int, documents: int, max_removed_share: float,
-                   *, allow: bool = False, where: str = "") -> None:
+def check_removals(
+    previous_documents: int,
+    removed: int,
+    documents: int,
+    max_removed_share: float,
+    *,
+    allow: bool = False,
+    where: str = "",
+) -> None:
     """Refuse to publish a snapshot of ``documents`` documents that drops ``removed`` of the
     ``previous_documents`` of its parent when that is more than ``max_removed_share`` of them, or
     that holds no document at all (a first run on an empty source included), unless ``allow``.
@@ -251,18 +306,26 @@ def check_removals(previous_documents: int, removed: int, documents: int, max_re
     if allow:
         return
     prefix = f"{where}: " if where else ""
-    hint = "nothing was published; check that the source folder is mounted and complete, or pass " \
-           "--allow-mass-removal to publish it anyway"
+    hint = (
+        "nothing was published; check that the source folder is mounted and complete, or pass "
+        "--allow-mass-removal to publish it anyway"
+    )
     if documents == 0:
-        before = (f"the previous snapshot has {previous_documents:,}" if previous_documents
-                  else "this would be the first snapshot")
-        raise MassRemovalRefused(f"{prefix}refused: the run found no document to publish ({before}); {hint}",
-                                 "source.path")
+        before = (
+            f"the previous snapshot has {previous_documents:,}"
+            if previous_documents
+            else "this would be the first snapshot"
+        )
+        raise MassRemovalRefused(
+            f"{prefix}refused: the run found no document to publish ({before}); {hint}", "source.path"
+        )
     if previous_documents and removed / previous_documents > max_removed_share:
         raise MassRemovalRefused(
             f"{prefix}refused: the run would remove {removed:,} of the previous snapshot's "
             f"{previous_documents:,} documents ({removed / previous_documents:.0%}, more than "
-            f"output.max_removed_share = {max_removed_share:g}); {hint}", "output.max_removed_share")
+            f"output.max_removed_share = {max_removed_share:g}); {hint}",
+            "output.max_removed_share",
+        )
 
 
 def _context(config: Config, source_dir: Path, output_dir: Location, previous: Snapshot | None) -> RunContext:
@@ -270,10 +333,15 @@ def _context(config: Config, source_dir: Path, output_dir: Location, previous: S
     previous_sha: dict[str, str] = {}
     if previous is not None:
         table = previous.documents(["doc_id", "sha256"])
-        previous_sha = dict(zip(table.column("doc_id").to_pylist(), table.column("sha256").to_pylist(), strict=True))
+        previous_sha = dict(
+            zip(table.column("doc_id").to_pylist(), table.column("sha256").to_pylist(), strict=True)
+        )
     # The review ledger is a local SQLite file; a dataset on an object store has none (review is local).
-    constraints = ({} if isinstance(vpath, StoragePath)
-                   else read_constraints(vpath.parent / LEDGER_FILE, config.name, config.version))
+    constraints = (
+        {}
+        if isinstance(vpath, StoragePath)
+        else read_constraints(vpath.parent / LEDGER_FILE, config.name, config.version)
+    )
     force = constraints_changed(previous, constraints) if previous is not None else set()
     return RunContext(config, source_dir, output_dir, vpath, previous, previous_sha, constraints, force)
 
@@ -290,7 +358,9 @@ def constraints_changed(previous: Snapshot, constraints: dict[str, list[Constrai
     """Documents whose active constraints differ from those ``previous`` honoured: rechunk them."""
     before = constraint_ids(previous.manifest)
     now = {doc_id: {c.id for c in items} for doc_id, items in constraints.items()}
-    return {doc_id for doc_id in set(before) | set(now) if before.get(doc_id, set()) != now.get(doc_id, set())}
+    return {
+        doc_id for doc_id in set(before) | set(now) if before.get(doc_id, set()) != now.get(doc_id, set())
+    }
 
 
 def kept_documents(skipped: Iterable[Skipped], previous_ids: Iterable[str]) -> list[str]:
@@ -318,8 +388,9 @@ def carried_constraints(previous: Snapshot, doc_ids: Iterable[str]) -> list[dict
 def discover_files(context: RunContext) -> Iterator[SourceFile | Skipped]:
     source = context.config.model.source
     skip = (context.output_dir,) if isinstance(context.output_dir, Path) else ()
-    return discover(context.source_dir, source.include, source.exclude, skip_dirs=skip,
-                    follow_links=source.follow_links)
+    return discover(
+        context.source_dir, source.include, source.exclude, skip_dirs=skip, follow_links=source.follow_links
+    )
 
 
 @dataclass
@@ -336,8 +407,12 @@ class Survey:
         Large enough that a task's fixed cost (milliseconds in a thread) stays a small share of its
         work, small enough to balance the workers.
         """
-        return int(min(MAX_BATCH_BYTES, max(MIN_BATCH_BYTES,
-                                            self.total_bytes / (max(1, workers) * BATCHES_PER_WORKER))))
+        return int(
+            min(
+                MAX_BATCH_BYTES,
+                max(MIN_BATCH_BYTES, self.total_bytes / (max(1, workers) * BATCHES_PER_WORKER)),
+            )
+        )
 
     def guided_target(self, workers: int) -> Callable[[int], int]:
         """Bytes for the next batch, given the bytes already batched: fewer, decreasing batches.
@@ -397,8 +472,11 @@ def survey(context: RunContext) -> Survey:
     return Survey(len(sizes), int(array.sum()) if len(sizes) else 0, array)
 
 
-def make_batches(files: Iterable[SourceFile | Skipped], target_bytes: BatchTarget = MAX_BATCH_BYTES,
-                 max_files: int = MAX_BATCH_FILES) -> Iterator[tuple[list[SourceFile], list[Skipped]]]:
+def make_batches(
+    files: Iterable[SourceFile | Skipped],
+    target_bytes: BatchTarget = MAX_BATCH_BYTES,
+    max_files: int = MAX_BATCH_FILES,
+) -> Iterator[tuple[list[SourceFile], list[Skipped]]]:
     """Group discovered files into batches of about ``target_bytes`` (a task costs milliseconds);
     each batch carries the skips discovered since the previous one."""
     batch: list[SourceFile] = []
@@ -435,8 +513,10 @@ class BatchResult:
 
 
 # The columns of a batch that the flow's statistics read (``RunStats.add``), once its rows are in parts.
-STATS_COLUMNS = {"documents": ["doc_id", "strategy"],
-                 "chunks": ["doc_id", "chunk_index", "strategy", "size", "unit", "findings"]}
+STATS_COLUMNS = {
+    "documents": ["doc_id", "strategy"],
+    "chunks": ["doc_id", "chunk_index", "strategy", "size", "unit", "findings"],
+}
 
 
 def store_part(result: BatchResult, part_folder: str, name: str, compression: str = "zstd") -> BatchResult:
@@ -448,8 +528,12 @@ def store_part(result: BatchResult, part_folder: str, name: str, compression: st
     return result
 
 
-def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str, str],
-                constraints: dict[str, list[Constraint]] | None = None) -> BatchResult:
+def chunk_files(
+    config: Config,
+    files: list[SourceFile],
+    previous_sha: dict[str, str],
+    constraints: dict[str, list[Constraint]] | None = None,
+) -> BatchResult:
     """Read and chunk a batch; documents whose bytes are unchanged are only listed as reused.
 
     ``constraints`` (per doc_id) are placed on each document's text as it is now: as recorded when
@@ -471,19 +555,29 @@ def chunk_files(config: Config, files: list[SourceFile], previous_sha: dict[str,
             if previous_sha.get(document.doc_id) == document.sha256:
                 result.reused.append(document.doc_id)
                 continue
-            _chunk_document(config, document, (constraints or {}).get(document.doc_id, []), result, rows, expires)
+            _chunk_document(
+                config, document, (constraints or {}).get(document.doc_id, []), result, rows, expires
+            )
         except DocumentTimeout:
-            result.skipped.append(Skipped(source_file.doc_id, f"abandoned: still being read or chunked after "
-                                                              f"{limits.document_seconds:g} s (limits.document_seconds)",
-                                          keep_previous=True))
+            result.skipped.append(
+                Skipped(
+                    source_file.doc_id,
+                    f"abandoned: still being read or chunked after "
+                    f"{limits.document_seconds:g} s (limits.document_seconds)",
+                    keep_previous=True,
+                )
+            )
         except Exception as exc:
-            result.skipped.append(Skipped(source_file.doc_id, f"failed: {describe_exception(exc)}", keep_previous=True))
+            result.skipped.append(
+                Skipped(source_file.doc_id, f"failed: {describe_exception(exc)}", keep_previous=True)
+            )
     result.documents, result.chunks = rows.tables()
     return result
 
 
-def rechunk_stored(config: Config, snapshot: Snapshot, doc_ids: list[str],
-                   constraints: dict[str, list[Constraint]]) -> BatchResult:
+def rechunk_stored(
+    config: Config, snapshot: Snapshot, doc_ids: list[str], constraints: dict[str, list[Constraint]]
+) -> BatchResult:
     """Rechunk documents from the text a snapshot stores (reprocessing needs no source folder)."""
     result, rows = _new_batch()
     stored = filter_doc_ids(snapshot.documents(doc_ids=doc_ids), doc_ids).to_pylist()
@@ -500,8 +594,14 @@ def _new_batch() -> tuple[BatchResult, BatchRows]:
     return BatchResult(DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table()), BatchRows()
 
 
-def _chunk_document(config: Config, document: Document, constraints: list[Constraint], result: BatchResult,
-                    rows: BatchRows, expires: float | None = None) -> None:
+def _chunk_document(
+    config: Config,
+    document: Document,
+    constraints: list[Constraint],
+    result: BatchResult,
+    rows: BatchRows,
+    expires: float | None = None,
+) -> None:
     """Chunk one document under its constraints and add its rows (or a skip) to the batch.
 
     Placing the constraints and chunking run under the deadline ``expires``, before any row is added,
@@ -509,18 +609,29 @@ def _chunk_document(config: Config, document: Document, constraints: list[Constr
     settings = config.settings_for(document.doc_id)
     try:
         with deadline_at(expires):
-            placed = [(constraint, place(constraint, document.text, document.sha256)) for constraint in constraints]
-            chunked = split_document(document.text, settings, document.doc_id, base_dir=config.base_dir,
-                                     title=document.title or None,
-                                     constraints=[placement for _, placement in placed if placement is not None])
+            placed = [
+                (constraint, place(constraint, document.text, document.sha256)) for constraint in constraints
+            ]
+            chunked = split_document(
+                document.text,
+                settings,
+                document.doc_id,
+                base_dir=config.base_dir,
+                title=document.title or None,
+                constraints=[placement for _, placement in placed if placement is not None],
+            )
             spans = [Span(c.start, c.end, c.size) for c in chunked.chunks] if placed else []
-            outcomes = [_constraint_outcome(document, constraint, placement, spans) for constraint, placement in placed]
+            outcomes = [
+                _constraint_outcome(document, constraint, placement, spans)
+                for constraint, placement in placed
+            ]
     except MissingExtra as exc:  # e.g. a JavaScript file without the code extra: say what to install
         result.skipped.append(Skipped(document.doc_id, str(exc), keep_previous=True))
         return
     except Exception as exc:  # a bug or a pathological file must not sink the whole run
-        result.skipped.append(Skipped(document.doc_id, f"chunking failed: {describe_exception(exc)}",
-                                      keep_previous=True))
+        result.skipped.append(
+            Skipped(document.doc_id, f"chunking failed: {describe_exception(exc)}", keep_previous=True)
+        )
         return
     result.chunked.append(document.doc_id)
     result.constraints.extend(outcomes)
@@ -530,8 +641,9 @@ def _chunk_document(config: Config, document: Document, constraints: list[Constr
     rows.add(document, chunked, unit=settings.unit, config_version=config.version, config_hash=config.hash)
 
 
-def _constraint_outcome(document: Document, constraint: Constraint, placement: Any,
-                        spans: list[Span]) -> dict[str, Any]:
+def _constraint_outcome(
+    document: Document, constraint: Constraint, placement: Any, spans: list[Span]
+) -> dict[str, Any]:
     """A manifest entry: applied (on the bytes it was made on), reanchored, stale or unmet."""
     entry = constraint.summary()
     if placement is None:
@@ -591,8 +703,9 @@ class _RowIndex:
         for row, doc_id in enumerate(ids):
             self.rows.setdefault(doc_id, []).append(row)
         metadata = self.file.metadata
-        self.group_starts = list(np.cumsum([0] + [metadata.row_group(i).num_rows
-                                                  for i in range(metadata.num_row_groups)]))
+        self.group_starts = list(
+            np.cumsum([0] + [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)])
+        )
         self._cached: tuple[int, pa.Table] | None = None
 
     def take(self, doc_ids: list[str]) -> pa.Table:
@@ -645,14 +758,17 @@ class RunStats:
             rule = self._rule_cache[doc_id] = self.rule_of(doc_id)
         return (rule, strategy)
 
-    def add(self, documents: pa.Table, chunks: pa.Table, reasons: dict[tuple[str, int], str] | None = None) -> None:
+    def add(
+        self, documents: pa.Table, chunks: pa.Table, reasons: dict[tuple[str, int], str] | None = None
+    ) -> None:
         self.documents += documents.num_rows
         self.chunks += chunks.num_rows
         if documents.num_rows and "n_chars" in documents.column_names:
             self.text_chars += int(pc.sum(documents.column("n_chars")).as_py() or 0)
         self.seen.update(documents.column("doc_id").to_pylist())
-        for doc_id, strategy in zip(documents.column("doc_id").to_pylist(),
-                                    documents.column("strategy").to_pylist(), strict=True):
+        for doc_id, strategy in zip(
+            documents.column("doc_id").to_pylist(), documents.column("strategy").to_pylist(), strict=True
+        ):
             self.doc_counts[self._key(doc_id, strategy)] += 1
         if not chunks.num_rows:
             return
@@ -684,11 +800,17 @@ class RunStats:
             self.findings[row_keys[row]][code] += 1
             if code == "over_budget":
                 doc_id, index = doc_ids[row], chunks.column("chunk_index")[row].as_py()
-                self.over_budget.append({
-                    "doc_id": doc_id, "chunk_index": index, "size": sizes[row], "unit": chunks.column("unit")[row].as_py(),
-                    "reason": (reasons or {}).get((doc_id, index),
-                                                  "a unit that cannot be split is larger than the budget"),
-                })
+                self.over_budget.append(
+                    {
+                        "doc_id": doc_id,
+                        "chunk_index": index,
+                        "size": sizes[row],
+                        "unit": chunks.column("unit")[row].as_py(),
+                        "reason": (reasons or {}).get(
+                            (doc_id, index), "a unit that cannot be split is larger than the budget"
+                        ),
+                    }
+                )
 
     def summary_rows(self) -> list[dict[str, Any]]:
         """One row per rule × strategy: documents, chunks, size p5/p50/p95/max, share of each finding."""
@@ -698,22 +820,32 @@ class RunStats:
             sizes = np.asarray(self.sizes[key])
             count = int(self.chunk_counts[key])
             p5, p50, p95 = (int(x) for x in np.percentile(sizes, [5, 50, 95], method="nearest"))
-            rows.append({
-                "rule": rule,
-                "strategy": strategy,
-                "documents": int(self.doc_counts[key]),
-                "chunks": count,
-                "size_p5": p5, "size_p50": p50, "size_p95": p95, "size_max": int(sizes.max()),
-                "findings": {code: {"chunks": n, "share": round(n / count, 4)}
-                             for code, n in sorted(self.findings[key].items())},
-            })
+            rows.append(
+                {
+                    "rule": rule,
+                    "strategy": strategy,
+                    "documents": int(self.doc_counts[key]),
+                    "chunks": count,
+                    "size_p5": p5,
+                    "size_p50": p50,
+                    "size_p95": p95,
+                    "size_max": int(sizes.max()),
+                    "findings": {
+                        code: {"chunks": n, "share": round(n / count, 4)}
+                        for code, n in sorted(self.findings[key].items())
+                    },
+                }
+            )
         return rows
 
 
 def previous_over_budget(snapshot: Snapshot) -> dict[tuple[str, int], str]:
     """The over-budget reasons a snapshot's manifest recorded, for rows carried over from it."""
-    return {(item["doc_id"], item["chunk_index"]): item["reason"]
-            for item in snapshot.manifest.get("over_budget", []) if isinstance(item, dict)}
+    return {
+        (item["doc_id"], item["chunk_index"]): item["reason"]
+        for item in snapshot.manifest.get("over_budget", [])
+        if isinstance(item, dict)
+    }
 
 
 def nothing_changed(context: RunContext, stats: RunStats, removed: list[str]) -> bool:
@@ -723,12 +855,21 @@ def nothing_changed(context: RunContext, stats: RunStats, removed: list[str]) ->
     previous = context.previous
     if previous is None or stats.new or stats.changed or removed:
         return False
-    skipped = [{"doc_id": s.doc_id, "reason": s.reason} for s in sorted(stats.skipped, key=lambda s: s.doc_id)]
-    return skipped == previous.manifest.get("skipped", []) and sorted(stats.kept) == previous.manifest.get("kept", [])
+    skipped = [
+        {"doc_id": s.doc_id, "reason": s.reason} for s in sorted(stats.skipped, key=lambda s: s.doc_id)
+    ]
+    return skipped == previous.manifest.get("skipped", []) and sorted(stats.kept) == previous.manifest.get(
+        "kept", []
+    )
 
 
-def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: list[str],
-                   applied_flags: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def build_manifest(
+    context: RunContext,
+    stats: RunStats,
+    kind: str,
+    removed: list[str],
+    applied_flags: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     config = context.config
     finding_totals: Counter = Counter()
     for counter in stats.findings.values():
@@ -764,7 +905,9 @@ def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: lis
             "kept": len(stats.kept),
         },
         "removed": removed,
-        "skipped": [{"doc_id": s.doc_id, "reason": s.reason} for s in sorted(stats.skipped, key=lambda s: s.doc_id)],
+        "skipped": [
+            {"doc_id": s.doc_id, "reason": s.reason} for s in sorted(stats.skipped, key=lambda s: s.doc_id)
+        ],
         # Previous documents this run could not read or chunk (see ``skipped``), carried over unchanged
         # so that they do not vanish from the dataset (and a vector store) until the next run.
         "kept": sorted(stats.kept),
@@ -778,4 +921,3 @@ def build_manifest(context: RunContext, stats: RunStats, kind: str, removed: lis
         # budget; its chunk carries constraint_unmet) or stale (its text is gone: listed for review).
         "constraints": sorted(stats.constraints, key=lambda e: (e["doc_id"], e["id"])),
     }
-

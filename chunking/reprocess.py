@@ -60,10 +60,18 @@ class FlagOutcome:
 
     def entry(self) -> dict[str, Any]:
         flag = self.flag
-        return {"event": flag.id, "doc_id": flag.doc_id, "snapshot": flag.snapshot, "chunk_id": flag.chunk_id,
-                "chunk_index": flag.chunk_index, "boundary": flag.boundary, "reason": flag.reason,
-                "reviewer": flag.reviewer, "constraint": self.constraint.id if self.constraint else None,
-                "status": self.status}
+        return {
+            "event": flag.id,
+            "doc_id": flag.doc_id,
+            "snapshot": flag.snapshot,
+            "chunk_id": flag.chunk_id,
+            "chunk_index": flag.chunk_index,
+            "boundary": flag.boundary,
+            "reason": flag.reason,
+            "reviewer": flag.reviewer,
+            "constraint": self.constraint.id if self.constraint else None,
+            "status": self.status,
+        }
 
 
 @dataclass
@@ -95,9 +103,12 @@ def prepare_reprocess(config: Config, output: Path | None = None) -> RunContext:
     if old_hash != config.hash:
         raise RunRefused(
             f"config changed since {parent.path} (config hash {old_hash} → {config.hash}): reprocessing applies "
-            f"review decisions under the same config; bump `version` and `chunkyard run` instead")
+            f"review decisions under the same config; bump `version` and `chunkyard run` instead"
+        )
     table = parent.documents(["doc_id", "sha256"])
-    previous_sha = dict(zip(table.column("doc_id").to_pylist(), table.column("sha256").to_pylist(), strict=True))
+    previous_sha = dict(
+        zip(table.column("doc_id").to_pylist(), table.column("sha256").to_pylist(), strict=True)
+    )
     source = Path(parent.manifest.get("source") or config.source_dir)
     return RunContext(config, source, output_dir, vpath, parent, previous_sha)
 
@@ -142,9 +153,16 @@ def plan_reprocess(context: RunContext, ledger: Ledger) -> ReprocessPlan:
             if isinstance(constraint, str):
                 outcome.status = constraint
                 continue
-            outcome.constraint = record_constraint(ledger, config.name, config.version, flag.snapshot, constraint,
-                                                   reviewer=flag.reviewer, chunk_id=flag.chunk_id,
-                                                   chunk_index=flag.chunk_index)
+            outcome.constraint = record_constraint(
+                ledger,
+                config.name,
+                config.version,
+                flag.snapshot,
+                constraint,
+                reviewer=flag.reviewer,
+                chunk_id=flag.chunk_id,
+                chunk_index=flag.chunk_index,
+            )
             constraints.setdefault(flag.doc_id, []).append(outcome.constraint)
     plan.constraints = constraints
     # A flag's new constraint changes its document's constraints; one the parent already honoured
@@ -173,15 +191,27 @@ def _derive(context: RunContext, flag: Event, snapshots: dict[int, Snapshot | No
     spans = list(zip(chunks.column("start").to_pylist(), chunks.column("end").to_pylist(), strict=True))
     settings = context.config.settings_for(flag.doc_id)
     layout = get_strategy(settings.strategy)(text, settings, flag.doc_id)
-    constraint = constraint_for_flag(flag.reason or "", flag.boundary, flag.chunk_index or 0, spans, text, layout,
-                                     flag.doc_id, flag.doc_sha256, flag_event=flag.id)
+    constraint = constraint_for_flag(
+        flag.reason or "",
+        flag.boundary,
+        flag.chunk_index or 0,
+        spans,
+        text,
+        layout,
+        flag.doc_id,
+        flag.doc_sha256,
+        flag_event=flag.id,
+    )
     return constraint if constraint is not None else "no_constraint"
 
 
 def resolve_flags(ledger: Ledger, plan: ReprocessPlan, snapshot: int) -> list[int]:
     """Resolve every flag the new snapshot met (call after publishing); returns the resolution event ids."""
-    return [resolve_flag(ledger, outcome.flag, snapshot, outcome.constraint.id if outcome.constraint else None)
-            for outcome in plan.flags if outcome.status == RESOLVED]
+    return [
+        resolve_flag(ledger, outcome.flag, snapshot, outcome.constraint.id if outcome.constraint else None)
+        for outcome in plan.flags
+        if outcome.status == RESOLVED
+    ]
 
 
 # (parent snapshot, doc_ids, constraints per doc) -> the batch; the flow passes one running a Prefect task.
@@ -195,31 +225,46 @@ class ReprocessResult:
     stats: RunStats = field(default_factory=RunStats)
 
 
-def reprocess_snapshot(config: Config, output: Path | None = None, rechunk: Rechunk | None = None) -> ReprocessResult:
+def reprocess_snapshot(
+    config: Config, output: Path | None = None, rechunk: Rechunk | None = None
+) -> ReprocessResult:
     """Write the next snapshot of the config's version with the review decisions applied (see module doc)."""
     context = prepare_reprocess(config, output)
     parent = context.previous
     assert parent is not None
     if rechunk is None:
-        def rechunk(snapshot: Snapshot, doc_ids: list[str], constraints: dict[str, list[Constraint]]) -> BatchResult:
+
+        def rechunk(
+            snapshot: Snapshot, doc_ids: list[str], constraints: dict[str, list[Constraint]]
+        ) -> BatchResult:
             return rechunk_stored(config, snapshot, doc_ids, constraints)
+
     with Ledger(ledger_file(context)) as ledger:
         plan = plan_reprocess(context, ledger)
         if not plan.doc_ids:
             # Every open flag's constraint is the parent's: report what became of it there, and
             # resolve the ones the parent met (a resolution that was undone, or never recorded).
             outcomes = list(parent.manifest.get("constraints") or [])
-            manifest = {"name": config.name, "version": config.version, "kind": "reprocess",
-                        "parent_snapshot": parent.number, "snapshot": None,
-                        "applied_flags": plan.applied_flags(outcomes), "constraints": outcomes}
+            manifest = {
+                "name": config.name,
+                "version": config.version,
+                "kind": "reprocess",
+                "parent_snapshot": parent.number,
+                "snapshot": None,
+                "applied_flags": plan.applied_flags(outcomes),
+                "constraints": outcomes,
+            }
             resolve_flags(ledger, plan, parent.number)
             return ReprocessResult(None, manifest)
-        result = rechunk(parent, plan.doc_ids, {doc_id: plan.constraints.get(doc_id, []) for doc_id in plan.doc_ids})
+        result = rechunk(
+            parent, plan.doc_ids, {doc_id: plan.constraints.get(doc_id, []) for doc_id in plan.doc_ids}
+        )
         # A document whose rechunking failed keeps its parent rows rather than vanish.
         kept = sorted(set(context.previous_sha) - set(result.chunked))
         documents, chunks = carried_over(parent, kept)
-        documents, chunks = sorted_by_doc(pa.concat_tables([documents, result.documents]),
-                                          pa.concat_tables([chunks, result.chunks]))
+        documents, chunks = sorted_by_doc(
+            pa.concat_tables([documents, result.documents]), pa.concat_tables([chunks, result.chunks])
+        )
         stats = RunStats(rule_of=config.rule_label)
         writer = SnapshotWriter(context.version_path)
         try:
@@ -245,10 +290,20 @@ def sorted_by_doc(documents: pa.Table, chunks: pa.Table) -> tuple[pa.Table, pa.T
     if documents.num_rows:
         documents = documents.take(pc.sort_indices(documents, sort_keys=[("doc_id", "ascending")]))
     if chunks.num_rows:
-        chunks = chunks.take(pc.sort_indices(chunks, sort_keys=[("doc_id", "ascending"),
-                                                                ("chunk_index", "ascending")]))
+        chunks = chunks.take(
+            pc.sort_indices(chunks, sort_keys=[("doc_id", "ascending"), ("chunk_index", "ascending")])
+        )
     return documents, chunks
 
 
-__all__ = ["FlagOutcome", "ReprocessPlan", "ReprocessResult", "ledger_file", "plan_reprocess", "prepare_reprocess",
-           "reprocess_snapshot", "resolve_flags", "sorted_by_doc"]
+__all__ = [
+    "FlagOutcome",
+    "ReprocessPlan",
+    "ReprocessResult",
+    "ledger_file",
+    "plan_reprocess",
+    "prepare_reprocess",
+    "reprocess_snapshot",
+    "resolve_flags",
+    "sorted_by_doc",
+]

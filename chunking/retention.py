@@ -89,8 +89,10 @@ def protected(config: Config, dataset: Path, snapshots: list[tuple[int, int]]) -
 
 def plan_prune(config: Config) -> PrunePlan:
     if config.model.retention is None:
-        raise PruneRefused(f"{config.path}: no retention in the config: add `retention: {{keep: N}}` (N snapshots "
-                           "kept besides those a sink, a flag or a constraint needs)")
+        raise PruneRefused(
+            f"{config.path}: no retention in the config: add `retention: {{keep: N}}` (N snapshots "
+            "kept besides those a sink, a flag or a constraint needs)"
+        )
     keep = config.model.retention.keep
     dataset = config.output_dir / config.name
     snapshots = dataset_snapshots(dataset)

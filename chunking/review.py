@@ -45,7 +45,9 @@ QUEUES: tuple[str, ...] = ("All", "Unreviewed", "Suspicious", "Flagged", "OK", "
 FINDING_QUEUE = "finding:"
 
 
-def reviewer_verdicts(events: Sequence[Event], doc_sha256: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+def reviewer_verdicts(
+    events: Sequence[Event], doc_sha256: dict[str, str] | None = None
+) -> dict[str, dict[str, str]]:
     """Per chunk_id, each reviewer's own verdict ("OK", "flagged: mid_sentence, boundary: split_table"),
     derived from that reviewer's events alone (the combined state keeps only the latest verdict, so a
     second reviewer's OK hides the first one's flag)."""
@@ -56,7 +58,9 @@ def reviewer_verdicts(events: Sequence[Event], doc_sha256: dict[str, str] | None
     for reviewer, own in by_reviewer.items():
         for chunk_id, state in derive_state(own, doc_sha256).items():
             if state.flagged:
-                text = "flagged: " + ", ".join(state.reasons + [f"boundary: {r}" for r in state.boundary_reasons])
+                text = "flagged: " + ", ".join(
+                    state.reasons + [f"boundary: {r}" for r in state.boundary_reasons]
+                )
             elif state.verdict == "ok":
                 text = "OK"
             else:
@@ -76,7 +80,7 @@ def finding_queue(code: str) -> str:
 
 def queue_title(queue: str) -> str:
     """What the window calls a queue ("Finding undersized", "Unreviewed")."""
-    return f"Finding {queue[len(FINDING_QUEUE):]}" if queue.startswith(FINDING_QUEUE) else queue
+    return f"Finding {queue[len(FINDING_QUEUE) :]}" if queue.startswith(FINDING_QUEUE) else queue
 
 
 class ReviewPace:
@@ -91,7 +95,7 @@ class ReviewPace:
 
     def record(self, now: float, count: int = 1) -> None:
         self.times.extend([now] * max(1, count))
-        del self.times[:-self.window - 1]
+        del self.times[: -self.window - 1]
 
     def per_minute(self) -> float | None:
         """None until there are three decisions over ``least_s`` seconds of reviewing (two quick keys
@@ -166,8 +170,16 @@ def elide_path(path: str, width: float, measure: Callable[[str], float], ellipsi
     if measure(path) <= width:
         return path
     parts = path.split("/")
-    generic = len(parts) > 1 and parts[-1].split(".", 1)[0].lower() in {"readme", "index", "_index", "main", "__init__"}
-    kept = 2 if generic else 1  # the names always shown: the file's, and its folder's when the file's is generic
+    generic = len(parts) > 1 and parts[-1].split(".", 1)[0].lower() in {
+        "readme",
+        "index",
+        "_index",
+        "main",
+        "__init__",
+    }
+    kept = (
+        2 if generic else 1
+    )  # the names always shown: the file's, and its folder's when the file's is generic
     for first in range(1, len(parts) - kept + 1):
         candidate = ellipsis + "/" + "/".join(parts[first:])
         if measure(candidate) <= width:
@@ -204,7 +216,7 @@ class ChunkDetail:
 
     @property
     def pages(self) -> str:
-        """"p. 3", "p. 3–4", or "" for a document without pages."""
+        """ "p. 3", "p. 3–4", or "" for a document without pages."""
         if self.page_start is None:
             return ""
         end = self.page_end if self.page_end is not None else self.page_start
@@ -235,8 +247,12 @@ class ReviewIndex:
         self.verdict = np.zeros(self.n_chunks, dtype=np.int8)
         self.states: dict[int, ChunkState] = {}
         self.disagree = np.zeros(self.n_chunks, dtype=bool)  # reviewers decided the chunk differently
-        self.recheck = np.zeros(self.n_chunks, dtype=bool)  # rechunked for a reviewer's flags (``set_recheck``)
-        self.verdicts_by_reviewer: dict[int, dict[str, str]] = {}  # row -> reviewer -> verdict, where they differ
+        self.recheck = np.zeros(
+            self.n_chunks, dtype=bool
+        )  # rechunked for a reviewer's flags (``set_recheck``)
+        self.verdicts_by_reviewer: dict[
+            int, dict[str, str]
+        ] = {}  # row -> reviewer -> verdict, where they differ
         self._details: OrderedDict[int, list[ChunkDetail]] = OrderedDict()
         self._texts: OrderedDict[int, str] = OrderedDict()
         self.config_reviewer, self.budgets = config_facts(snapshot.manifest)
@@ -246,7 +262,9 @@ class ReviewIndex:
         """Open the newest snapshot at or below ``path`` and read its ids, offsets and findings."""
         snapshot = Snapshot.open(path)
         documents = snapshot.documents(["doc_id", "title", "sha256", "n_chars"])
-        chunks = snapshot.chunks(["chunk_id", "doc_id", "chunk_index", "start", "end", "size", "unit", "findings"])
+        chunks = snapshot.chunks(
+            ["chunk_id", "doc_id", "chunk_index", "start", "end", "size", "unit", "findings"]
+        )
         return cls(snapshot, documents, chunks)
 
     def _build(self, documents: pa.Table, chunks: pa.Table) -> None:
@@ -269,8 +287,10 @@ class ReviewIndex:
         if len(known) and not pc.all(known).as_py():  # (all() of no chunks is null, not true)
             # Chunks of a document the snapshot does not list: shown against no text, yet exported.
             row = int(pc.index(known, False).as_py())
-            raise ValueError(f"chunks.parquet: row {row}: doc_id {chunks.column('doc_id')[row].as_py()!r} is not a "
-                             "document of this snapshot")
+            raise ValueError(
+                f"chunks.parquet: row {row}: doc_id {chunks.column('doc_id')[row].as_py()!r} is not a "
+                "document of this snapshot"
+            )
         # chunk_id uniqueness and text == document[start:end] are checked by Snapshot.verify, which the
         # window runs in the background once the dataset is shown (counting 1M ids here took 0.3-1.5 s).
         doc_of = ordinal.to_numpy(zero_copy_only=False).astype(np.int32)
@@ -301,8 +321,10 @@ class ReviewIndex:
         bad = (self.start < 0) | (self.end < self.start) | (self.end > self.doc_chars[self.chunk_doc])
         if self.n_chunks and bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"chunk {int(self.chunk_index[row])} of {self.doc_ids[self.chunk_doc[row]]!r} has "
-                             f"offsets [{int(self.start[row])}:{int(self.end[row])}] outside its document")
+            raise ValueError(
+                f"chunk {int(self.chunk_index[row])} of {self.doc_ids[self.chunk_doc[row]]!r} has "
+                f"offsets [{int(self.start[row])}:{int(self.end[row])}] outside its document"
+            )
         # doc_first[d]..doc_first[d+1] are document d's rows.
         self.doc_first = np.searchsorted(self.chunk_doc, np.arange(len(self.doc_ids) + 1)).astype(np.int64)
         findings = chunks.column("findings").combine_chunks()
@@ -341,7 +363,7 @@ class ReviewIndex:
 
     def row_of(self, doc: int, chunk_index: int) -> int | None:
         rows = self.doc_rows(doc)
-        position = bisect.bisect_left(self.chunk_index[rows.start:rows.stop], chunk_index)
+        position = bisect.bisect_left(self.chunk_index[rows.start : rows.stop], chunk_index)
         if position < len(rows) and self.chunk_index[rows.start + position] == chunk_index:
             return rows.start + position
         return None
@@ -364,8 +386,17 @@ class ReviewIndex:
         if doc in self._details:
             self._details.move_to_end(doc)
             return self._details[doc]
-        columns = ["doc_id", "chunk_index", "section_path", "size", "unit", "n_chars", "n_tokens", "strategy",
-                   "embed_text"]
+        columns = [
+            "doc_id",
+            "chunk_index",
+            "section_path",
+            "size",
+            "unit",
+            "n_chars",
+            "n_tokens",
+            "strategy",
+            "embed_text",
+        ]
         try:
             try:
                 table = self.snapshot.chunks([*columns, "page_start", "page_end"], [self.doc_ids[doc]])
@@ -375,11 +406,22 @@ class ReviewIndex:
             table = table.take(pc.sort_indices(table, sort_keys=[("chunk_index", "ascending")]))
             rows = table.to_pylist()
         except pa.ArrowException as exc:
-            raise DatasetError(f"{self.snapshot.path}: malformed chunks of {self.doc_ids[doc]!r}: {exc}") from None
+            raise DatasetError(
+                f"{self.snapshot.path}: malformed chunks of {self.doc_ids[doc]!r}: {exc}"
+            ) from None
         details = [
-            ChunkDetail(int(r["chunk_index"]), tuple(r["section_path"] or ()), int(r["size"]), r["unit"] or "",
-                        int(r["n_chars"]), None if r["n_tokens"] is None else int(r["n_tokens"]), r["strategy"] or "", r["embed_text"] or "",
-                        r.get("page_start"), r.get("page_end"))
+            ChunkDetail(
+                int(r["chunk_index"]),
+                tuple(r["section_path"] or ()),
+                int(r["size"]),
+                r["unit"] or "",
+                int(r["n_chars"]),
+                None if r["n_tokens"] is None else int(r["n_tokens"]),
+                r["strategy"] or "",
+                r["embed_text"] or "",
+                r.get("page_start"),
+                r.get("page_end"),
+            )
             for r in rows
         ]
         self._details[doc] = details
@@ -420,8 +462,16 @@ class ReviewIndex:
     def target(self, row: int, *, boundary: bool = False) -> Target:
         """The ledger target for a chunk, or for the boundary at its end (between it and the next)."""
         doc = int(self.chunk_doc[row])
-        return Target(self.dataset, self.version, self.snapshot_number, self.doc_ids[doc], self.doc_sha256[doc],
-                      self.chunk_id(row), int(self.chunk_index[row]), int(self.end[row]) if boundary else None)
+        return Target(
+            self.dataset,
+            self.version,
+            self.snapshot_number,
+            self.doc_ids[doc],
+            self.doc_sha256[doc],
+            self.chunk_id(row),
+            int(self.chunk_index[row]),
+            int(self.end[row]) if boundary else None,
+        )
 
     def state(self, row: int) -> ChunkState:
         return self.states.get(row) or ChunkState()
@@ -436,7 +486,7 @@ class ReviewIndex:
             return None
         if prefer is not None and prefer in rows and self.start[prefer] <= position < self.end[prefer]:
             return prefer
-        starts = self.start[rows.start:rows.stop]
+        starts = self.start[rows.start : rows.stop]
         candidate = int(np.searchsorted(starts, position, "right")) - 1
         for offset in range(candidate, max(candidate - 4, -1), -1):
             row = rows.start + offset
@@ -477,7 +527,9 @@ class ReviewIndex:
                 self.states[row] = state
                 self.verdict[row] = FLAGGED if state.flagged else OK if state.verdict == "ok" else UNREVIEWED
 
-    def reload_state(self, ledger: Ledger, docs: list[int] | None = None, pending: Sequence[Event] = ()) -> None:
+    def reload_state(
+        self, ledger: Ledger, docs: list[int] | None = None, pending: Sequence[Event] = ()
+    ) -> None:
         """Re-derive state from the ledger, for the whole dataset or some documents. ``pending``: events
         decided but not written yet (the reviewer's queue while another program holds the ledger's
         lock), after the ledger's own; their ids sort after every written one."""
@@ -487,8 +539,13 @@ class ReviewIndex:
             events = []
             for doc in docs:
                 events.extend(ledger.events(self.dataset, self.version, doc_id=self.doc_ids[doc]))
-        events.extend(e for e in pending if e.dataset == self.dataset and e.version == self.version
-                      and (docs is None or self.doc_number(e.doc_id) in docs))
+        events.extend(
+            e
+            for e in pending
+            if e.dataset == self.dataset
+            and e.version == self.version
+            and (docs is None or self.doc_number(e.doc_id) in docs)
+        )
         sha = self.doc_sha_map()
         self.apply_states(derive_state(events, sha), docs)
         self._apply_disagreements(disagreements(reviewer_verdicts(events, sha)), docs)
@@ -517,8 +574,11 @@ class ReviewIndex:
 
     def progress(self) -> tuple[int, int, int]:
         """(reviewed, total, flagged) chunks."""
-        return (int(np.count_nonzero(self.verdict != UNREVIEWED)), self.n_chunks,
-                int(np.count_nonzero(self.verdict == FLAGGED)))
+        return (
+            int(np.count_nonzero(self.verdict != UNREVIEWED)),
+            self.n_chunks,
+            int(np.count_nonzero(self.verdict == FLAGGED)),
+        )
 
     def progress_text(self) -> str:
         reviewed, total, flagged = self.progress()
@@ -533,8 +593,11 @@ class ReviewIndex:
         parent = manifest.get("parent_snapshot")
         if manifest.get("kind") != "reprocess" or not isinstance(parent, int) or not self.n_chunks:
             return 0
-        docs = {entry.get("doc_id") for entry in manifest.get("applied_flags") or []
-                if isinstance(entry, dict) and entry.get("reviewer") == reviewer}
+        docs = {
+            entry.get("doc_id")
+            for entry in manifest.get("applied_flags") or []
+            if isinstance(entry, dict) and entry.get("reviewer") == reviewer
+        }
         numbers = [number for doc_id in docs if (number := self.doc_number(str(doc_id))) is not None]
         if not numbers:
             return 0
@@ -563,7 +626,7 @@ class ReviewIndex:
         """(decided, total) of a queue: a finding queue counts every chunk with the finding, decided or
         not; Unreviewed and All count the whole dataset, Suspicious its suspicious chunks."""
         if queue.startswith(FINDING_QUEUE):
-            scope = self.finding_mask(queue[len(FINDING_QUEUE):])
+            scope = self.finding_mask(queue[len(FINDING_QUEUE) :])
         elif queue == "Suspicious":
             scope = self.suspicious
         elif queue == "Re-check":
@@ -577,7 +640,7 @@ class ReviewIndex:
 
     def queue_mask(self, queue: str) -> np.ndarray:
         if queue.startswith(FINDING_QUEUE):
-            return self.finding_mask(queue[len(FINDING_QUEUE):]) & (self.verdict == UNREVIEWED)
+            return self.finding_mask(queue[len(FINDING_QUEUE) :]) & (self.verdict == UNREVIEWED)
         if queue == "Unreviewed":
             return self.verdict == UNREVIEWED
         if queue == "Suspicious":
@@ -630,8 +693,13 @@ class ReviewIndex:
         """Where a reviewer picks up: the next chunk to review after the chunk of their latest decision (a
         flag, OK or note on this snapshot's chunks; anyone's when they have none), else that chunk's
         successor; with no decisions at all, the first chunk to review. None for an empty snapshot."""
-        decisions = [e for e in events if e.kind in ("flag", "mark_ok", "note", "unflag")
-                     and e.dataset == self.dataset and e.version == self.version]
+        decisions = [
+            e
+            for e in events
+            if e.kind in ("flag", "mark_ok", "note", "unflag")
+            and e.dataset == self.dataset
+            and e.version == self.version
+        ]
         mine = [e for e in decisions if reviewer is not None and e.reviewer == reviewer] or decisions
         for event in sorted(mine, key=lambda e: e.id, reverse=True):
             row = self.row_of_chunk_id(event.chunk_id)
@@ -683,7 +751,9 @@ class ReviewIndex:
             doc = ordinal.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
             chunk_index = table.column("chunk_index").to_numpy().astype(np.int64)
         except pa.ArrowException as exc:
-            raise DatasetError(f"{self.snapshot.path}: malformed column {name!r} in chunks.parquet: {exc}") from None
+            raise DatasetError(
+                f"{self.snapshot.path}: malformed column {name!r} in chunks.parquet: {exc}"
+            ) from None
         # Rows are ordered by (document, chunk_index): each chunk's row is found by that key.
         scale = int(max(self.chunk_index.max(), chunk_index.max() if len(chunk_index) else 0)) + 1
         keys = self.chunk_doc.astype(np.int64) * scale + self.chunk_index
@@ -724,17 +794,32 @@ class ReviewIndex:
         if target is None:
             matches = [i for i, doc_id in enumerate(self.doc_ids) if name.lower() in doc_id.lower()]
             if len(matches) != 1:
-                return None, None, (f"no document {name!r}" if not matches else
-                                    f"{len(matches)} documents match {name!r}: "
-                                    + ", ".join(self.doc_ids[i] for i in matches[:5]) + (" …" if len(matches) > 5 else ""))
+                return (
+                    None,
+                    None,
+                    (
+                        f"no document {name!r}"
+                        if not matches
+                        else f"{len(matches)} documents match {name!r}: "
+                        + ", ".join(self.doc_ids[i] for i in matches[:5])
+                        + (" …" if len(matches) > 5 else "")
+                    ),
+                )
             target = matches[0]
         if number is None:
             return target, None, ""
         row = self.row_of(target, number)
         if row is None:
             rows = self.doc_rows(target)
-            return None, None, (f"{self.doc_ids[target]} has no chunk {number} (chunks 0–{len(rows) - 1})"
-                                if len(rows) else f"{self.doc_ids[target]} has no chunks")
+            return (
+                None,
+                None,
+                (
+                    f"{self.doc_ids[target]} has no chunk {number} (chunks 0–{len(rows) - 1})"
+                    if len(rows)
+                    else f"{self.doc_ids[target]} has no chunks"
+                ),
+            )
         return target, row, ""
 
     def same_section_mask(self, row: int) -> np.ndarray:
@@ -756,7 +841,7 @@ class ReviewIndex:
         """The rows from ``first`` to ``last`` (either order), across documents."""
         low, high = sorted((first, last))
         mask = np.zeros(self.n_chunks, dtype=bool)
-        mask[low:high + 1] = True
+        mask[low : high + 1] = True
         return mask
 
     # -- statistics ------------------------------------------------------------------------------
@@ -778,7 +863,10 @@ class ReviewIndex:
         """Counts and bin edges of the sizes of the chunks measured in ``self.unit`` (the others are left
         out: see ``other_units``), with room for the largest budget."""
         sizes = self.size if self.in_unit.all() else self.size[self.in_unit]
-        top = max([int(sizes.max()) if len(sizes) else 1] + [b.max_size for b in self.budgets if b.unit == self.unit])
+        top = max(
+            [int(sizes.max()) if len(sizes) else 1]
+            + [b.max_size for b in self.budgets if b.unit == self.unit]
+        )
         return np.histogram(sizes, bins=bins, range=(0, max(1, top)))
 
 
@@ -837,8 +925,10 @@ class QuestionBox:
                 answers[name] = []
                 continue
             scores = self.retriever(name).scores([question])[0]
-            answers[name] = [Answer(name, rank, row, float(scores[row]))
-                             for rank, row in enumerate(top_k(scores, k), start=1)]
+            answers[name] = [
+                Answer(name, rank, row, float(scores[row]))
+                for rank, row in enumerate(top_k(scores, k), start=1)
+            ]
         return answers
 
 
@@ -874,7 +964,23 @@ def reviewer_name(index: ReviewIndex | None = None) -> str:
 
 
 __all__ = [
-    "FINDING_QUEUE", "QUEUES", "Answer", "ChunkDetail", "QuestionBox", "ReviewPace", "finding_queue", "format_duration", "queue_title", "Budget", "LedgerError", "OffsetMap", "ReviewIndex", "display_text", "elide_path", "disagreements",
+    "FINDING_QUEUE",
+    "QUEUES",
+    "Answer",
+    "ChunkDetail",
+    "QuestionBox",
+    "ReviewPace",
+    "finding_queue",
+    "format_duration",
+    "queue_title",
+    "Budget",
+    "LedgerError",
+    "OffsetMap",
+    "ReviewIndex",
+    "display_text",
+    "elide_path",
+    "disagreements",
     "reviewer_verdicts",
-    "open_ledger_for", "reviewer_name",
+    "open_ledger_for",
+    "reviewer_name",
 ]

@@ -162,10 +162,15 @@ def scan_rst(text: str) -> Structure:
             continue
         adornment = _ADORNMENT.match(line.text)
         # Over- and underlined title.
-        if (adornment and line.indent == 0 and i + 2 < n and not blank(i + 1)
-                and not _ADORNMENT.match(lines[i + 1].text)
-                and _ADORNMENT.match(lines[i + 2].text)
-                and lines[i + 2].text.strip()[0] == adornment.group(1)):
+        if (
+            adornment
+            and line.indent == 0
+            and i + 2 < n
+            and not blank(i + 1)
+            and not _ADORNMENT.match(lines[i + 1].text)
+            and _ADORNMENT.match(lines[i + 2].text)
+            and lines[i + 2].text.strip()[0] == adornment.group(1)
+        ):
             add_heading(line, lines[i + 2], (adornment.group(1), True), lines[i + 1].text)
             finish_block(i + 2, heading=True)
             prev_para = None
@@ -175,7 +180,11 @@ def scan_rst(text: str) -> Structure:
         if not adornment and line.indent == 0 and i + 1 < n:
             underline = _ADORNMENT.match(lines[i + 1].text)
             title = line.text.strip()
-            if underline and lines[i + 1].indent == 0 and len(lines[i + 1].text.strip()) >= min(len(title), 3):
+            if (
+                underline
+                and lines[i + 1].indent == 0
+                and len(lines[i + 1].text.strip()) >= min(len(title), 3)
+            ):
                 add_heading(line, lines[i + 1], (underline.group(1), False), title)
                 finish_block(i + 1, heading=True)
                 prev_para = None
@@ -193,10 +202,17 @@ def scan_rst(text: str) -> Structure:
                         mark(lines[k].start, TABLE_ROW)  # a row of a simple table
                 elif _GRID_BORDER.match(lines[k - 1].text) and not _GRID_BORDER.match(lines[k].text):
                     mark(lines[k].start, TABLE_ROW)  # the first line of a grid row
-            context = text[line.start:header_end] if header_end > line.start else ""
+            context = text[line.start : header_end] if header_end > line.start else ""
             lead = _lead_text(text, anchor, line.start)
-            structure.groups.append(Group("table", anchor, lines[last].end, line.start,
-                                          context="\n".join(part for part in (lead, context) if part)))
+            structure.groups.append(
+                Group(
+                    "table",
+                    anchor,
+                    lines[last].end,
+                    line.start,
+                    context="\n".join(part for part in (lead, context) if part),
+                )
+            )
             finish_block(last)
             prev_para = None
             i = last + 1
@@ -214,8 +230,16 @@ def scan_rst(text: str) -> Structure:
             mark_code_lines(i + 1, last)
             name = (explicit.group(2) or "").lower()
             label = (explicit.group(3) or "") if name in _CODE_DIRECTIVES else ""
-            structure.groups.append(Group("code", anchor, lines[last].end, line.start,
-                                          context=_lead_text(text, anchor, line.start), label=label))
+            structure.groups.append(
+                Group(
+                    "code",
+                    anchor,
+                    lines[last].end,
+                    line.start,
+                    context=_lead_text(text, anchor, line.start),
+                    label=label,
+                )
+            )
             finish_block(last)
             prev_para = None
             i = last + 1
@@ -244,8 +268,15 @@ def scan_rst(text: str) -> Structure:
                     break
                 last = j
                 j += 1
-            structure.groups.append(Group("procedure" if ordered else "list", anchor, lines[last].end,
-                                          line.start, context=_lead_text(text, anchor, line.start)))
+            structure.groups.append(
+                Group(
+                    "procedure" if ordered else "list",
+                    anchor,
+                    lines[last].end,
+                    line.start,
+                    context=_lead_text(text, anchor, line.start),
+                )
+            )
             finish_block(last)
             prev_para = None
             i = last + 1
@@ -257,7 +288,7 @@ def scan_rst(text: str) -> Structure:
         mark_block(line.start)
         for k in range(i + 1, j):
             mark(lines[k].start, PARAGRAPH_LINE)
-        para_text = text[line.start:lines[j - 1].end].rstrip()
+        para_text = text[line.start : lines[j - 1].end].rstrip()
         if para_text.endswith("::"):
             body = j
             while body < n and blank(body):
@@ -266,8 +297,15 @@ def scan_rst(text: str) -> Structure:
             if body < n and last >= body:
                 boundaries[lines[body].start] = LEAD_IN
                 mark_code_lines(body + 1, last)
-                structure.groups.append(Group("code", line.start, lines[last].end, lines[body].start,
-                                              context=_lead_text(text, line.start, lines[body].start)))
+                structure.groups.append(
+                    Group(
+                        "code",
+                        line.start,
+                        lines[last].end,
+                        lines[body].start,
+                        context=_lead_text(text, line.start, lines[body].start),
+                    )
+                )
                 finish_block(last)
                 prev_para = None
                 i = last + 1

@@ -122,8 +122,9 @@ def embed(texts: list[str]) -> np.ndarray:
 # Units and gaps
 
 
-def split_units(text: str, start: int = 0, end: int | None = None,
-                skip: list[tuple[int, int]] | None = None) -> list[Unit]:
+def split_units(
+    text: str, start: int = 0, end: int | None = None, skip: list[tuple[int, int]] | None = None
+) -> list[Unit]:
     """Sentences, paragraphs and item lines of ``text[start:end]``, trimmed, outside ``skip`` spans."""
     end = len(text) if end is None else end
     pieces: list[tuple[int, int, str]] = []  # (start, end, gap kind before)
@@ -289,15 +290,31 @@ def semantic_layout(text: str, settings: ChunkerBase, path: str | None) -> Layou
             fallback_boundaries(probe, line_start, line_end, boundaries)
 
     positions = sorted(boundaries)
-    plan = Plan(start, len(text), positions=positions, scores=[boundaries[p] for p in positions], levels=(),
-                groups=groups, overlap_floor=SENTENCE_LOW, fill=FILL, heading_ends=heading_ends)
+    plan = Plan(
+        start,
+        len(text),
+        positions=positions,
+        scores=[boundaries[p] for p in positions],
+        levels=(),
+        groups=groups,
+        overlap_floor=SENTENCE_LOW,
+        fill=FILL,
+        heading_ends=heading_ends,
+    )
     metadata["semantic"] = {
         "units": len(units),
         "topic_shifts": sum(1 for s in scores if s >= TOPIC_LOW),
         "cutoff": round(cutoff, 4) if np.isfinite(cutoff) else None,
     }
-    return Layout(plan, "semantic", title=title, heading_starts=heading_starts, heading_paths=heading_paths,
-                  exclusions=exclusions, metadata=metadata)
+    return Layout(
+        plan,
+        "semantic",
+        title=title,
+        heading_starts=heading_starts,
+        heading_paths=heading_paths,
+        exclusions=exclusions,
+        metadata=metadata,
+    )
 
 
 def _line_start_if_leading(text: str, pos: int) -> int:

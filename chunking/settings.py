@@ -15,8 +15,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 def _not_a_boolean(value: Any) -> Any:
     # YAML reads on/off/yes/no/true/false as booleans, and pydantic would take them for 1 and 0.
     if isinstance(value, bool):
-        raise ValueError(f"expected a whole number, got {str(value).lower()} (YAML reads yes/no/on/off as "
-                         "true/false)")
+        raise ValueError(
+            f"expected a whole number, got {str(value).lower()} (YAML reads yes/no/on/off as true/false)"
+        )
     return value
 
 
@@ -52,9 +53,7 @@ class ChunkerBase(_Strict):
     @model_validator(mode="after")
     def _sizes_fit(self) -> ChunkerBase:
         if self.overlap >= self.max_size:
-            raise ValueError(
-                f"overlap: must be smaller than max_size (got {self.overlap} ≥ {self.max_size})"
-            )
+            raise ValueError(f"overlap: must be smaller than max_size (got {self.overlap} ≥ {self.max_size})")
         if self.min_size >= self.max_size:
             raise ValueError(
                 f"min_size: must be smaller than max_size (got {self.min_size} ≥ {self.max_size})"

@@ -40,7 +40,9 @@ class SinkError(ChunkyardError):
 
 def row_hash(row: dict[str, Any]) -> str:
     """A digest of a row's exported columns (``CONTENT_COLUMNS``), the same in every store."""
-    payload = json.dumps([row.get(name) for name in CONTENT_COLUMNS], ensure_ascii=False, separators=(",", ":"))
+    payload = json.dumps(
+        [row.get(name) for name in CONTENT_COLUMNS], ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -103,8 +105,13 @@ def _lance_schema(dim: int) -> pa.Schema:
     fields = []
     for name in CONTENT_COLUMNS:
         kind = EXPORT_SCHEMA.field(name).type
-        fields.append(pa.field(name, pa.string() if kind == pa.large_string() else kind,
-                               nullable=name not in ("chunk_id", "doc_id")))
+        fields.append(
+            pa.field(
+                name,
+                pa.string() if kind == pa.large_string() else kind,
+                nullable=name not in ("chunk_id", "doc_id"),
+            )
+        )
     fields += [pa.field(name, pa.string(), nullable=False) for name in HASH_COLUMNS]
     fields.append(pa.field("vector", pa.list_(pa.float32(), dim)))
     return pa.schema(fields)
@@ -142,8 +149,12 @@ class LanceSink:
     def ids_and_hashes(self) -> dict[str, tuple[str, str]]:
         if self._table is None:
             return {}
-        return self._run("cannot read", lambda: stored_hashes(
-            self._table.search().select(CONTENT_COLUMNS).limit(None).to_arrow().to_pylist()))
+        return self._run(
+            "cannot read",
+            lambda: stored_hashes(
+                self._table.search().select(CONTENT_COLUMNS).limit(None).to_arrow().to_pylist()
+            ),
+        )
 
     def upsert(self, rows: list[dict[str, Any]], vectors: np.ndarray) -> None:
         if rows:
@@ -151,26 +162,35 @@ class LanceSink:
 
     def _upsert(self, rows: list[dict[str, Any]], vectors: np.ndarray) -> None:
         schema = _lance_schema(int(vectors.shape[1]))
-        columns = {name: pa.array([row[name] for row in rows], schema.field(name).type)
-                   for name in CONTENT_COLUMNS + HASH_COLUMNS}
+        columns = {
+            name: pa.array([row[name] for row in rows], schema.field(name).type)
+            for name in CONTENT_COLUMNS + HASH_COLUMNS
+        }
         columns["vector"] = pa.FixedSizeListArray.from_arrays(
-            pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1)), int(vectors.shape[1]))
+            pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1)), int(vectors.shape[1])
+        )
         data = pa.table(columns, schema=schema)
         if self._table is None:
             self._table = self._db.create_table(self.table_name, schema=schema, exist_ok=True)
         stored = self._table.schema.field("vector").type
         if getattr(stored, "list_size", None) != vectors.shape[1]:
-            raise SinkError(f"sink {self.name}: table {self.table_name} holds vectors of {stored}, the embedder "
-                            f"gives {vectors.shape[1]} dimensions; use another table for another embedder")
-        self._table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+            raise SinkError(
+                f"sink {self.name}: table {self.table_name} holds vectors of {stored}, the embedder "
+                f"gives {vectors.shape[1]} dimensions; use another table for another embedder"
+            )
+        self._table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all().execute(
+            data
+        )
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         if self._table is None:
             return
         for start in range(0, len(chunk_ids), BATCH):
-            quoted = ", ".join("'" + cid.replace("'", "''") + "'" for cid in chunk_ids[start:start + BATCH])
+            quoted = ", ".join("'" + cid.replace("'", "''") + "'" for cid in chunk_ids[start : start + BATCH])
             if quoted:
-                self._run("cannot delete from", lambda quoted=quoted: self._table.delete(f"chunk_id IN ({quoted})"))
+                self._run(
+                    "cannot delete from", lambda quoted=quoted: self._table.delete(f"chunk_id IN ({quoted})")
+                )
 
     def search(self, vector: np.ndarray, k: int) -> list[dict[str, Any]]:
         if self._table is None:
@@ -185,8 +205,13 @@ class LanceSink:
 # ---------------------------------------------------------------------------------------------
 # PostgreSQL + pgvector
 
-_PG_TYPES = {pa.string(): "text", pa.large_string(): "text", pa.int32(): "integer", pa.int64(): "bigint",
-             pa.list_(pa.string()): "text[]"}
+_PG_TYPES = {
+    pa.string(): "text",
+    pa.large_string(): "text",
+    pa.int32(): "integer",
+    pa.int64(): "bigint",
+    pa.list_(pa.string()): "text[]",
+}
 
 
 class PgvectorSink:
@@ -198,26 +223,35 @@ class PgvectorSink:
             with self._conn.transaction():
                 self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except psycopg.Error as exc:
-            raise SinkError(f"sink {self.name}: cannot use PostgreSQL at {_shown_dsn(self.dsn)}: "
-                            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}") from None
+            raise SinkError(
+                f"sink {self.name}: cannot use PostgreSQL at {_shown_dsn(self.dsn)}: "
+                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+            ) from None
 
     def describe(self) -> str:
         return f"pgvector {_shown_dsn(self.dsn)} table {self.table_name}"
 
     def _exists(self) -> bool:
         # Quoted, as every statement here names it (the config allows only letters, digits and _).
-        return self._conn.execute("SELECT to_regclass(%s)", (f'"{self.table_name}"',)).fetchone()[0] is not None
+        return (
+            self._conn.execute("SELECT to_regclass(%s)", (f'"{self.table_name}"',)).fetchone()[0] is not None
+        )
 
     def _create(self, dim: int) -> None:
         from psycopg import sql
 
-        columns = [sql.SQL("{} {}").format(sql.Identifier(name), sql.SQL(_PG_TYPES[EXPORT_SCHEMA.field(name).type]))
-                   for name in CONTENT_COLUMNS]
+        columns = [
+            sql.SQL("{} {}").format(sql.Identifier(name), sql.SQL(_PG_TYPES[EXPORT_SCHEMA.field(name).type]))
+            for name in CONTENT_COLUMNS
+        ]
         columns[0] = sql.SQL("{} text PRIMARY KEY").format(sql.Identifier("chunk_id"))
         columns += [sql.SQL("{} text NOT NULL").format(sql.Identifier(name)) for name in HASH_COLUMNS]
         columns.append(sql.SQL("vector vector({})").format(sql.Literal(dim)))
-        self._conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
-            sql.Identifier(self.table_name), sql.SQL(", ").join(columns)))
+        self._conn.execute(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
+                sql.Identifier(self.table_name), sql.SQL(", ").join(columns)
+            )
+        )
 
     def _run(self, what: str, action: Any) -> Any:
         try:
@@ -235,8 +269,12 @@ class PgvectorSink:
             if not self._exists():
                 return {}
             with self._conn.cursor(row_factory=dict_row) as cursor:
-                cursor.execute(sql.SQL("SELECT {} FROM {}").format(
-                    sql.SQL(", ").join(map(sql.Identifier, CONTENT_COLUMNS)), sql.Identifier(self.table_name)))
+                cursor.execute(
+                    sql.SQL("SELECT {} FROM {}").format(
+                        sql.SQL(", ").join(map(sql.Identifier, CONTENT_COLUMNS)),
+                        sql.Identifier(self.table_name),
+                    )
+                )
                 return stored_hashes(list(cursor.fetchall()))
 
         return self._run("cannot read", read)
@@ -248,12 +286,16 @@ class PgvectorSink:
 
         names = CONTENT_COLUMNS + HASH_COLUMNS + ["vector"]
         statement = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT (chunk_id) DO UPDATE SET {}").format(
-            sql.Identifier(self.table_name), sql.SQL(", ").join(map(sql.Identifier, names)),
+            sql.Identifier(self.table_name),
+            sql.SQL(", ").join(map(sql.Identifier, names)),
             sql.SQL(", ").join([sql.Placeholder()] * (len(names) - 1) + [sql.SQL("%s::vector")]),
-            sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in names[1:]))
-        params = [[row[name] for name in CONTENT_COLUMNS + HASH_COLUMNS]
-                  + ["[" + ",".join(repr(float(x)) for x in vector) + "]"]
-                  for row, vector in zip(rows, vectors, strict=True)]
+            sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in names[1:]),
+        )
+        params = [
+            [row[name] for name in CONTENT_COLUMNS + HASH_COLUMNS]
+            + ["[" + ",".join(repr(float(x)) for x in vector) + "]"]
+            for row, vector in zip(rows, vectors, strict=True)
+        ]
 
         def write() -> None:
             self._create(int(vectors.shape[1]))
@@ -267,8 +309,12 @@ class PgvectorSink:
 
         def remove() -> None:
             if self._exists() and chunk_ids:
-                self._conn.execute(sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(
-                    sql.Identifier(self.table_name)), (list(chunk_ids),))
+                self._conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(
+                        sql.Identifier(self.table_name)
+                    ),
+                    (list(chunk_ids),),
+                )
 
         self._run("cannot delete from", remove)
 
@@ -282,10 +328,16 @@ class PgvectorSink:
             if not self._exists():
                 return []
             with self._conn.cursor(row_factory=dict_row) as cursor:
-                cursor.execute(sql.SQL("SELECT {}, vector <=> %s::vector AS _distance FROM {} "
-                                       "ORDER BY vector <=> %s::vector LIMIT %s").format(
-                    sql.SQL(", ").join(map(sql.Identifier, CONTENT_COLUMNS)), sql.Identifier(self.table_name)),
-                    (literal, literal, k))
+                cursor.execute(
+                    sql.SQL(
+                        "SELECT {}, vector <=> %s::vector AS _distance FROM {} "
+                        "ORDER BY vector <=> %s::vector LIMIT %s"
+                    ).format(
+                        sql.SQL(", ").join(map(sql.Identifier, CONTENT_COLUMNS)),
+                        sql.Identifier(self.table_name),
+                    ),
+                    (literal, literal, k),
+                )
                 return list(cursor.fetchall())
 
         return self._run("cannot search", find)
@@ -300,5 +352,13 @@ def open_sink(config: SinkConfig, base_dir: Path) -> Sink:
     return kinds[config.type](config, base_dir)
 
 
-__all__ = ["CONTENT_COLUMNS", "LanceSink", "PgvectorSink", "Sink", "SinkError", "open_sink", "row_hash",
-           "with_hashes"]
+__all__ = [
+    "CONTENT_COLUMNS",
+    "LanceSink",
+    "PgvectorSink",
+    "Sink",
+    "SinkError",
+    "open_sink",
+    "row_hash",
+    "with_hashes",
+]

@@ -109,8 +109,12 @@ class StoragePath:
         return f"StoragePath({str(self)!r})"
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, StoragePath) and other.path == self.path and other.scheme == self.scheme
-                and other.filesystem.equals(self.filesystem))
+        return (
+            isinstance(other, StoragePath)
+            and other.path == self.path
+            and other.scheme == self.scheme
+            and other.filesystem.equals(self.filesystem)
+        )
 
     def __hash__(self) -> int:
         return hash((self.scheme, self.path))
@@ -159,8 +163,10 @@ def _fsspec(value: str, scheme: str) -> tuple[pafs.FileSystem, str]:
     except ImportError:
         fsspec = None
     if fsspec is None or scheme not in fsspec.available_protocols():
-        raise DatasetError(f"{_shown(value)}: unknown filesystem {scheme!r}: use a local path, file://, s3://, "
-                           "gs://, hdfs:// or abfs:// (or install fsspec and the package for this scheme)")
+        raise DatasetError(
+            f"{_shown(value)}: unknown filesystem {scheme!r}: use a local path, file://, s3://, "
+            "gs://, hdfs:// or abfs:// (or install fsspec and the package for this scheme)"
+        )
     try:
         filesystem, path = url_to_fs(value)
     except (ImportError, ValueError, OSError) as exc:
@@ -199,7 +205,9 @@ def require_local(path: str | Path | StoragePath, what: str) -> Path:
     """``path`` as a local ``Path``, or a clear error for a command that needs a local dataset."""
     found = location(path) if not isinstance(path, Path) else path
     if isinstance(found, StoragePath):
-        raise DatasetPathError(f"{what}: {found} is not a local folder; this command works on local datasets "
-                               "only (copy the dataset to this machine first, e.g. `aws s3 sync`; `chunkyard run`, "
-                               "`diff` and `export` also read datasets on object stores)")
+        raise DatasetPathError(
+            f"{what}: {found} is not a local folder; this command works on local datasets "
+            "only (copy the dataset to this machine first, e.g. `aws s3 sync`; `chunkyard run`, "
+            "`diff` and `export` also read datasets on object stores)"
+        )
     return found

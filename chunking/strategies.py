@@ -42,8 +42,16 @@ from chunkyard.chunking.settings import (
 )
 
 # Re-exported: chunkyard.chunking.documents picks the reader by these suffix sets.
-__all__ = ["DOCUMENT_SUFFIXES", "HTML_SUFFIXES", "MARKDOWN_SUFFIXES", "STRATEGIES", "Strategy",
-           "auto_strategy", "get_strategy", "register"]
+__all__ = [
+    "DOCUMENT_SUFFIXES",
+    "HTML_SUFFIXES",
+    "MARKDOWN_SUFFIXES",
+    "STRATEGIES",
+    "Strategy",
+    "auto_strategy",
+    "get_strategy",
+    "register",
+]
 
 StrategyFn = Callable[[str, ChunkerBase, str | None], Layout]
 
@@ -108,8 +116,9 @@ def fixed(text: str, settings: ChunkerBase, path: str | None) -> Layout:
 def sentence(text: str, settings: ChunkerBase, path: str | None) -> Layout:
     # One level for sentence ends and paragraph breaks, and fill=0: the furthest one that fits wins,
     # so as many whole sentences as fit are packed; words and graphemes only for a giant sentence.
-    plan = Plan(0, len(text), levels=(SENTENCE_OR_PARAGRAPH, WORD, GRAPHEME), overlap_floor=SCORE_SENTENCE,
-                fill=0.0)
+    plan = Plan(
+        0, len(text), levels=(SENTENCE_OR_PARAGRAPH, WORD, GRAPHEME), overlap_floor=SCORE_SENTENCE, fill=0.0
+    )
     return Layout(plan, "sentence", title=file_title(path))
 
 

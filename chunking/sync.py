@@ -82,8 +82,10 @@ def read_state(dataset: Path, sink_name: str) -> SinkState:
     except FileNotFoundError:
         return SinkState(sink_name)
     except (OSError, ValueError) as exc:
-        raise ChunkyardError(f"{path}: unreadable sink record: {exc} (remove it: the next sync reconciles "
-                             "the store with the snapshot)") from None
+        raise ChunkyardError(
+            f"{path}: unreadable sink record: {exc} (remove it: the next sync reconciles "
+            "the store with the snapshot)"
+        ) from None
     known = {key: data[key] for key in SinkState.__dataclass_fields__ if key in data}
     return SinkState(**{**known, "sink": sink_name})
 
@@ -130,8 +132,9 @@ def find_snapshot(config: Config, ref: str | None) -> Snapshot:
         candidate = Path(ref)
     if not (candidate / MANIFEST).is_file():
         held = ", ".join(f"v{config.version}/{n:04d}" for n in list_snapshots(dataset / f"v{config.version}"))
-        raise SyncRefused(f"--to {ref}: no published snapshot at {candidate} (v{config.version} has: "
-                          f"{held or 'none'})")
+        raise SyncRefused(
+            f"--to {ref}: no published snapshot at {candidate} (v{config.version} has: {held or 'none'})"
+        )
     return Snapshot.open(resolve_snapshot(candidate))
 
 
@@ -172,16 +175,18 @@ def _sink_lock(dataset: Path, sink_name: str) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise SinkBusy(f"sink {sink_name}: another sync of it is running ({path}); try again when it "
-                           "has finished") from None
+            raise SinkBusy(
+                f"sink {sink_name}: another sync of it is running ({path}); try again when it has finished"
+            ) from None
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def sync_sink(config: Config, sink_cfg: SinkConfig, to: str | None = None,
-              progress: SyncProgress | None = None) -> SyncReport:
+def sync_sink(
+    config: Config, sink_cfg: SinkConfig, to: str | None = None, progress: SyncProgress | None = None
+) -> SyncReport:
     """Bring one sink to the target snapshot (see the module's docstring); one sync per sink at a time."""
     dataset = dataset_dir(config)
     target = find_snapshot(config, to)
@@ -189,8 +194,9 @@ def sync_sink(config: Config, sink_cfg: SinkConfig, to: str | None = None,
         return _sync(config, sink_cfg, dataset, target, progress)
 
 
-def _sync(config: Config, sink_cfg: SinkConfig, dataset: Path, target: Snapshot,
-          progress: SyncProgress | None) -> SyncReport:
+def _sync(
+    config: Config, sink_cfg: SinkConfig, dataset: Path, target: Snapshot, progress: SyncProgress | None
+) -> SyncReport:
     target_ref = snapshot_ref(dataset, target)
     embedder = embedder_for(sink_cfg.embedder, config.base_dir)
     state = read_state(dataset, sink_cfg.name)
@@ -198,8 +204,10 @@ def _sync(config: Config, sink_cfg: SinkConfig, dataset: Path, target: Snapshot,
     try:
         store = sink.describe()
         if state.embedder and state.embedder != embedder.id and state.store == store:
-            raise SyncRefused(f"sink {sink_cfg.name}: {store} holds vectors of {state.embedder}, the config now "
-                              f"names {embedder.id}; give the sink another table (or drop this one)")
+            raise SyncRefused(
+                f"sink {sink_cfg.name}: {store} holds vectors of {state.embedder}, the config now "
+                f"names {embedder.id}; give the sink another table (or drop this one)"
+            )
         clean = state.target is None and state.snapshot is not None and state.store == store
         held = _open_held(dataset, state.snapshot) if clean else None
         if held is not None and state.snapshot == target_ref:
@@ -209,15 +217,28 @@ def _sync(config: Config, sink_cfg: SinkConfig, dataset: Path, target: Snapshot,
         write_state(dataset, state)  # in progress: a rerun after a kill reconciles
         if held is not None:
             changes = change_set(export_rows(held), export_rows(target))
-            upsert_ids = {cid for cid, op in zip(changes.column("chunk_id").to_pylist(),
-                                                 changes.column("op").to_pylist(), strict=True) if op == "upsert"}
-            deletes = [cid for cid, op in zip(changes.column("chunk_id").to_pylist(),
-                                              changes.column("op").to_pylist(), strict=True) if op == "delete"]
+            upsert_ids = {
+                cid
+                for cid, op in zip(
+                    changes.column("chunk_id").to_pylist(), changes.column("op").to_pylist(), strict=True
+                )
+                if op == "upsert"
+            }
+            deletes = [
+                cid
+                for cid, op in zip(
+                    changes.column("chunk_id").to_pylist(), changes.column("op").to_pylist(), strict=True
+                )
+                if op == "delete"
+            ]
             method = "change-set"
         else:
             stored = sink.ids_and_hashes()
-            upsert_ids = {row["chunk_id"] for row in target_rows
-                          if stored.get(row["chunk_id"], ("", ""))[1] != row["row_hash"]}
+            upsert_ids = {
+                row["chunk_id"]
+                for row in target_rows
+                if stored.get(row["chunk_id"], ("", ""))[1] != row["row_hash"]
+            }
             wanted = {row["chunk_id"] for row in target_rows}
             deletes = sorted(cid for cid in stored if cid not in wanted)
             method = "reconcile"
@@ -226,7 +247,7 @@ def _sync(config: Config, sink_cfg: SinkConfig, dataset: Path, target: Snapshot,
         if progress:
             progress("writing", 0, total)
         for start in range(0, len(deletes), BATCH):
-            sink.delete(deletes[start:start + BATCH])
+            sink.delete(deletes[start : start + BATCH])
             if progress:
                 progress("writing", min(start + BATCH, len(deletes)), total)
         computed = cached = 0
@@ -234,7 +255,7 @@ def _sync(config: Config, sink_cfg: SinkConfig, dataset: Path, target: Snapshot,
         # every vector computed, the store every batch it confirmed).
         with EmbeddingCache.for_dataset(dataset, embedder) as cache:
             for start in range(0, len(upserts), BATCH):
-                batch = upserts[start:start + BATCH]
+                batch = upserts[start : start + BATCH]
                 embedded = cache.vectors([row["embed_text"] or "" for row in batch])
                 computed, cached = computed + embedded.computed, cached + embedded.cached
                 sink.upsert(batch, embedded.vectors)
@@ -243,8 +264,18 @@ def _sync(config: Config, sink_cfg: SinkConfig, dataset: Path, target: Snapshot,
         previous = state.snapshot
         state.snapshot, state.target, state.rows = target_ref, None, len(target_rows)
         write_state(dataset, state)  # only now: every write above was confirmed by the store
-        return SyncReport(sink_cfg.name, store, previous, target_ref, method, len(upserts), len(deletes),
-                          computed, cached, len(target_rows))
+        return SyncReport(
+            sink_cfg.name,
+            store,
+            previous,
+            target_ref,
+            method,
+            len(upserts),
+            len(deletes),
+            computed,
+            cached,
+            len(target_rows),
+        )
     finally:
         sink.close()
 
@@ -277,13 +308,16 @@ def verify_sink(config: Config, sink_cfg: SinkConfig, to: str | None = None) -> 
     dataset = dataset_dir(config)
     state = read_state(dataset, sink_cfg.name)
     snapshot = find_snapshot(config, to if to is not None else state.snapshot)
-    expected = {row["chunk_id"]: (row["embed_hash"], row["row_hash"])
-                for row in with_hashes(export_rows(snapshot).to_pylist())}
+    expected = {
+        row["chunk_id"]: (row["embed_hash"], row["row_hash"])
+        for row in with_hashes(export_rows(snapshot).to_pylist())
+    }
     sink: Sink = open_sink(sink_cfg, config.base_dir)
     try:
         stored = sink.ids_and_hashes()
-        report = VerifyReport(sink_cfg.name, sink.describe(), snapshot_ref(dataset, snapshot), state.target,
-                              len(expected))
+        report = VerifyReport(
+            sink_cfg.name, sink.describe(), snapshot_ref(dataset, snapshot), state.target, len(expected)
+        )
     finally:
         sink.close()
     report.missing = sorted(set(expected) - set(stored))
@@ -311,5 +345,20 @@ def nearest(config: Config, sink_cfg: SinkConfig, question: str, k: int = 3) -> 
         sink.close()
 
 
-__all__ = ["SINKS_DIR", "SinkBusy", "SinkState", "SyncRefused", "SyncReport", "VerifyReport", "all_states", "find_snapshot",
-           "nearest", "read_state", "sink_config", "state_path", "sync_sink", "verify_sink", "write_state"]
+__all__ = [
+    "SINKS_DIR",
+    "SinkBusy",
+    "SinkState",
+    "SyncRefused",
+    "SyncReport",
+    "VerifyReport",
+    "all_states",
+    "find_snapshot",
+    "nearest",
+    "read_state",
+    "sink_config",
+    "state_path",
+    "sync_sink",
+    "verify_sink",
+    "write_state",
+]

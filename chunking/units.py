@@ -31,8 +31,10 @@ _native = native.load("_pack")
 KNOWN_ENCODINGS = frozenset({"cl100k_base"})
 
 _WORD = regex.compile(r"\S+")
-_CL100K_PATTERN = (r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"
-                   r"|\s++$|\s*[\r\n]|\s+(?!\S)|\s")
+_CL100K_PATTERN = (
+    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"
+    r"|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
+)
 
 
 class Meter(Protocol):
@@ -188,8 +190,10 @@ def _version(package: str) -> str:
 
 # Texts the fast encoder must encode exactly as tiktoken before it is used: letters, numbers,
 # contractions, white-space runs (the pre-tokenizer's look-ahead), CJK, emoji, special-token text.
-_PROBE = ("It's  a test:\r\n\n  12345 ¿qué? 中文字符 😀👍🏽 <|endoftext|>\t\t x  \n\n\n"
-          "don't WE'LL I'd    ünïcödé\u00a0nbsp 1.5e10 ___ ==> ")
+_PROBE = (
+    "It's  a test:\r\n\n  12345 ¿qué? 中文字符 😀👍🏽 <|endoftext|>\t\t x  \n\n\n"
+    "don't WE'LL I'd    ünïcödé\u00a0nbsp 1.5e10 ___ ==> "
+)
 
 
 def _bpe_openai_bindings():
@@ -261,7 +265,9 @@ def _load_tokenizer(name: str) -> Tokenizer:
         return HuggingFaceTokenizer(path)
     if name not in KNOWN_ENCODINGS:
         known = ", ".join(sorted(KNOWN_ENCODINGS))
-        raise TokenizerError(f"unknown tokenizer {name!r} (use one of: {known}, or a path to a tokenizer.json)")
+        raise TokenizerError(
+            f"unknown tokenizer {name!r} (use one of: {known}, or a path to a tokenizer.json)"
+        )
     return TiktokenTokenizer(name)
 
 
@@ -333,8 +339,11 @@ class TokenMeter:
             return self.tokenizer.count(self.text[start:end])
         starts = self.starts
         i, j = starts.searchsorted((q1, q2)).tolist()
-        if (i < len(starts) and starts[i] != q1) or (j < len(starts) and starts[j] != q2) or (
-                j == len(starts) and q2 != self.n):
+        if (
+            (i < len(starts) and starts[i] != q1)
+            or (j < len(starts) and starts[j] != q2)
+            or (j == len(starts) and q2 != self.n)
+        ):
             return self.tokenizer.count(self.text[start:end])  # not a piece boundary after all: be safe
         return head + (j - i) + tail
 
@@ -352,7 +361,7 @@ class TokenMeter:
             first = _SYNC.search(text, start, min(end, start + _SYNC_WINDOW))
             if first is None:
                 return end, 0
-            found = (first.start(), self.tokenizer.count(text[start:first.start()]))
+            found = (first.start(), self.tokenizer.count(text[start : first.start()]))
         self._heads[start] = found
         return found
 
@@ -368,7 +377,7 @@ class TokenMeter:
             last = _SYNC_REVERSE.search(text, max(start, end - _SYNC_WINDOW), end)
             if last is None:
                 return start, 0
-            found = (last.start(), self.tokenizer.count(text[last.start():end]))
+            found = (last.start(), self.tokenizer.count(text[last.start() : end]))
         self._tails[end] = found
         return found
 

@@ -34,8 +34,10 @@ class SnapshotDiff:
     documents: list[DocumentDiff]
 
     def totals(self) -> dict[str, int]:
-        docs = {status: sum(1 for d in self.documents if d.status == status)
-                for status in ("added", "removed", "changed", "unchanged")}
+        docs = {
+            status: sum(1 for d in self.documents if d.status == status)
+            for status in ("added", "removed", "changed", "unchanged")
+        }
         return {
             "chunks_added": sum(len(d.added) for d in self.documents),
             "chunks_removed": sum(len(d.removed) for d in self.documents),
@@ -45,15 +47,20 @@ class SnapshotDiff:
         }
 
     def to_json(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "totals": self.totals(),
-                "documents": [asdict(d) for d in self.documents]}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "totals": self.totals(),
+            "documents": [asdict(d) for d in self.documents],
+        }
 
 
 def _chunks_by_doc(snapshot: Snapshot) -> dict[str, list[tuple[str, int, str, str]]]:
     table = snapshot.chunks(["doc_id", "chunk_id", "chunk_index", "text", "embed_text"])
     out: dict[str, list[tuple[str, int, str, str]]] = {}
-    for doc_id, cid, index, text, embed in zip(*(table.column(c).to_pylist() for c in table.column_names),
-                                               strict=True):
+    for doc_id, cid, index, text, embed in zip(
+        *(table.column(c).to_pylist() for c in table.column_names), strict=True
+    ):
         out.setdefault(doc_id, []).append((cid, index, text, embed))
     for rows in out.values():
         rows.sort(key=lambda row: row[1])
@@ -96,17 +103,25 @@ def format_diff(diff: SnapshotDiff, *, all_documents: bool = False) -> str:
     for doc in diff.documents:
         if doc.status == "unchanged" and not all_documents:
             continue
-        lines.append(f"  {doc.status:<9} {doc.doc_id}: +{len(doc.added)} -{len(doc.removed)} "
-                     f"~{len(doc.changed)} ={doc.unchanged}")
+        lines.append(
+            f"  {doc.status:<9} {doc.doc_id}: +{len(doc.added)} -{len(doc.removed)} "
+            f"~{len(doc.changed)} ={doc.unchanged}"
+        )
     t = diff.totals()
-    lines.append(f"documents: {t['documents_added']} added, {t['documents_removed']} removed, "
-                 f"{t['documents_changed']} changed, {t['documents_unchanged']} unchanged")
-    lines.append(f"chunks:    {t['chunks_added']} added, {t['chunks_removed']} removed, "
-                 f"{t['chunks_changed']} changed, {t['chunks_unchanged']} unchanged")
+    lines.append(
+        f"documents: {t['documents_added']} added, {t['documents_removed']} removed, "
+        f"{t['documents_changed']} changed, {t['documents_unchanged']} unchanged"
+    )
+    lines.append(
+        f"chunks:    {t['chunks_added']} added, {t['chunks_removed']} removed, "
+        f"{t['chunks_changed']} changed, {t['chunks_unchanged']} unchanged"
+    )
     return "\n".join(lines)
 
 
-def moved_boundaries(a_spans: list[tuple[int, int]], b_spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+def moved_boundaries(
+    a_spans: list[tuple[int, int]], b_spans: list[tuple[int, int]]
+) -> tuple[list[int], list[int]]:
     """Boundaries (chunk ends, the last excluded) only in A, and only in B, for one document text."""
     a_ends = {end for _, end in a_spans[:-1]}
     b_ends = {end for _, end in b_spans[:-1]}

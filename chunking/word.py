@@ -80,8 +80,11 @@ def extract_docx(raw: bytes, limits: LimitsConfig | None = None) -> DocxExtracti
         items = list(_block_items(document.element.body, document))
     except Exception as exc:
         message = " ".join(str(exc).split())
-        raise DocxUnusable(f"broken DOCX: {type(exc).__name__}: {message}" if message
-                           else f"broken DOCX: {type(exc).__name__}") from None
+        raise DocxUnusable(
+            f"broken DOCX: {type(exc).__name__}: {message}"
+            if message
+            else f"broken DOCX: {type(exc).__name__}"
+        ) from None
     writer = _Writer(_Numbering(document))
     title = ""
     # With a Title paragraph, the title is the one level-1 heading and Heading n is level n + 1,
@@ -147,12 +150,16 @@ def _check_inflated_size(raw: bytes, limits: LimitsConfig) -> None:
         raise DocxUnusable(f"DOCX package of {len(members):,} parts (more than {_MAX_MEMBERS:,}); not read")
     xml = sum(m.file_size for m in members if m.filename.lower().endswith((".xml", ".rels")))
     if xml > limits.max_inflated_mb * 1_000_000:
-        raise DocxUnusable(f"DOCX inflates to {xml / 1e6:.1f} MB of XML, over limits.max_inflated_mb "
-                           f"({limits.max_inflated_mb:g} MB); not read")
+        raise DocxUnusable(
+            f"DOCX inflates to {xml / 1e6:.1f} MB of XML, over limits.max_inflated_mb "
+            f"({limits.max_inflated_mb:g} MB); not read"
+        )
     total = sum(m.file_size for m in members)
     if total > limits.max_file_mb * 1_000_000:
-        raise DocxUnusable(f"DOCX inflates to {total / 1e6:.1f} MB, over limits.max_file_mb "
-                           f"({limits.max_file_mb:g} MB); not read")
+        raise DocxUnusable(
+            f"DOCX inflates to {total / 1e6:.1f} MB, over limits.max_file_mb "
+            f"({limits.max_file_mb:g} MB); not read"
+        )
 
 
 # python-docx looks a paragraph's style up by scanning every style of the document (for the default
@@ -189,8 +196,10 @@ def _table_rows(table: Any) -> list[list[str]]:
     rows: list[list[str]] = []
     seen: set[Any] = set()
     for row in table.rows:
-        cells = [" ".join(_cell_text(cell).split()).replace("|", "\\|") if cell is not None else ""
-                 for cell in _once(row.cells, seen)]
+        cells = [
+            " ".join(_cell_text(cell).split()).replace("|", "\\|") if cell is not None else ""
+            for cell in _once(row.cells, seen)
+        ]
         if any(cells):
             rows.append(cells)
     return rows
@@ -239,8 +248,10 @@ def _is_table_of_contents(sdt: Any) -> bool:
 # and inline content controls (python-docx's ``Paragraph.text`` reads only ``w:r`` and ``w:hyperlink``
 # children); not deleted or moved-away text, text boxes (a paragraph of their own), the fallback copy
 # of alternate content, or ruby annotations.
-_VISIBLE_RUNS = (".//w:r[not(ancestor::w:del) and not(ancestor::w:moveFrom) and not(ancestor::w:txbxContent)"
-                 " and not(ancestor::*[local-name()='Fallback']) and not(ancestor::w:rt)]")
+_VISIBLE_RUNS = (
+    ".//w:r[not(ancestor::w:del) and not(ancestor::w:moveFrom) and not(ancestor::w:txbxContent)"
+    " and not(ancestor::*[local-name()='Fallback']) and not(ancestor::w:rt)]"
+)
 
 
 def _paragraph_text(paragraph: Any) -> str:
@@ -258,8 +269,10 @@ def _run_text(run: Any) -> str:
         return f"[^{_note_label(reference.tag.endswith('endnoteReference'), reference.get(f'{_W}id'))}]"
     if run.find(f"{_W}br") is None:
         return run.text
-    return "".join("\n" if child.tag == f"{_W}br" else str(child)
-                   for child in run.xpath("w:br | w:cr | w:noBreakHyphen | w:ptab | w:t | w:tab"))
+    return "".join(
+        "\n" if child.tag == f"{_W}br" else str(child)
+        for child in run.xpath("w:br | w:cr | w:noBreakHyphen | w:ptab | w:t | w:tab")
+    )
 
 
 def _note_label(endnote: bool, note_id: str | None) -> str:
@@ -273,16 +286,24 @@ def _notes(document: Any) -> list[tuple[str, list[tuple[str, str]]]]:
 
     out = []
     for kind in ("footnotes", "endnotes"):
-        part = next((rel.target_part for rel in document.part.rels.values()
-                     if not rel.is_external and rel.reltype.endswith("/" + kind)), None)
+        part = next(
+            (
+                rel.target_part
+                for rel in document.part.rels.values()
+                if not rel.is_external and rel.reltype.endswith("/" + kind)
+            ),
+            None,
+        )
         if part is None:
             continue
         notes = []
         for note in parse_xml(part.blob).iterchildren(f"{_W}{kind[:-1]}"):
             if note.get(f"{_W}type") in ("separator", "continuationSeparator", "continuationNotice"):
                 continue
-            text = " ".join(" ".join("".join(_run_text(run) for run in paragraph.xpath(_VISIBLE_RUNS)).split())
-                            for paragraph in note.iterchildren(f"{_W}p"))
+            text = " ".join(
+                " ".join("".join(_run_text(run) for run in paragraph.xpath(_VISIBLE_RUNS)).split())
+                for paragraph in note.iterchildren(f"{_W}p")
+            )
             text = text.strip()  # the note's own mark (w:footnoteRef, its number) has no text
             if text:
                 notes.append((_note_label(kind == "endnotes", note.get(f"{_W}id")), text))
@@ -299,8 +320,12 @@ def _cell_text(cell: Any) -> str:
     for item in _block_items(cell._tc, cell):
         if isinstance(item, Table):
             seen: set[Any] = set()
-            parts.extend(_cell_text(inner) for row in item.rows for inner in _once(row.cells, seen)
-                         if inner is not None)
+            parts.extend(
+                _cell_text(inner)
+                for row in item.rows
+                for inner in _once(row.cells, seen)
+                if inner is not None
+            )
         else:
             parts.append(_paragraph_text(item))
     return "\n".join(parts)
@@ -363,8 +388,14 @@ class _Numbering:
             ilvl = int(digit.group(1)) - 1 if digit else 0
         level = max(0, min(ilvl, 8))
         # A level the numbering does not define takes the nearest shallower level's format.
-        fmt, start = next((self.formats[(num_id or "", lvl)] for lvl in range(level, -1, -1)
-                           if (num_id or "", lvl) in self.formats), ("", 1))
+        fmt, start = next(
+            (
+                self.formats[(num_id or "", lvl)]
+                for lvl in range(level, -1, -1)
+                if (num_id or "", lvl) in self.formats
+            ),
+            ("", 1),
+        )
         if not fmt:
             fmt = "bullet" if "bullet" in lowered or "number" not in lowered else "decimal"
         if fmt in ("bullet", "none"):
@@ -386,8 +417,10 @@ def _num_pr(ppr: Any) -> tuple[str | None, int | None]:
         return None, None
     num_id = num_pr.find(f"{_W}numId")
     ilvl = num_pr.find(f"{_W}ilvl")
-    return (num_id.get(f"{_W}val") if num_id is not None else None,
-            int(ilvl.get(f"{_W}val", "0")) if ilvl is not None else None)
+    return (
+        num_id.get(f"{_W}val") if num_id is not None else None,
+        int(ilvl.get(f"{_W}val", "0")) if ilvl is not None else None,
+    )
 
 
 class _Writer:

@@ -25,8 +25,10 @@ class YamlTooLarge(yaml.YAMLError):
     def __init__(self, line: int, max_size: int) -> None:
         self.line = line
         self.max_size = max_size
-        self.problem = (f"YAML aliases expand this to more than {max_size:,} nodes and characters "
-                        "(an alias bomb?); refused")
+        self.problem = (
+            f"YAML aliases expand this to more than {max_size:,} nodes and characters "
+            "(an alias bomb?); refused"
+        )
         super().__init__(f"line {line}: {self.problem}")
 
 

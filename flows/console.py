@@ -19,12 +19,17 @@ class NoTraceback(logging.Filter):
     # Prefect's flow-run logger reports the exception that ends the flow ("Encountered exception
     # during execution: RunRefused(...)") and a Ctrl+C ("Crash detected! Execution was aborted by an
     # interrupt signal."); chunkyard prints each of these itself, in one line.
-    SAID_BY_CHUNKYARD = ("Encountered exception during execution",
-                         "Crash detected! Execution was aborted by an interrupt signal")
+    SAID_BY_CHUNKYARD = (
+        "Encountered exception during execution",
+        "Crash detected! Execution was aborted by an interrupt signal",
+    )
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name.startswith("prefect.flow_runs") and isinstance(record.msg, str) and \
-                record.msg.startswith(self.SAID_BY_CHUNKYARD):
+        if (
+            record.name.startswith("prefect.flow_runs")
+            and isinstance(record.msg, str)
+            and record.msg.startswith(self.SAID_BY_CHUNKYARD)
+        ):
             return False
         if record.exc_info or record.exc_text:
             record.exc_info, record.exc_text = None, None

@@ -96,9 +96,15 @@ class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
     stays inert, or each worker would start a forkserver (and a queue, a thread, pools) of its own.
     """
 
-    def __init__(self, max_workers: int | None = None, *, preload: Sequence[str] = (),
-                 initializer: Callable[..., None] | None = None, warm_up: Callable[[], Any] | None = None,
-                 owner_pid: int | None = None):
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        *,
+        preload: Sequence[str] = (),
+        initializer: Callable[..., None] | None = None,
+        warm_up: Callable[[], Any] | None = None,
+        owner_pid: int | None = None,
+    ):
         super().__init__(max_workers=max_workers)
         self._owner_pid = owner_pid or os.getpid()
         self._preload = list(preload)
@@ -106,8 +112,13 @@ class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
         self._warm_up = warm_up
 
     def duplicate(self) -> ForkserverProcessPoolTaskRunner:
-        return type(self)(max_workers=self._max_workers, preload=self._preload, initializer=self._worker_initializer,
-                          warm_up=self._warm_up, owner_pid=self._owner_pid)
+        return type(self)(
+            max_workers=self._max_workers,
+            preload=self._preload,
+            initializer=self._worker_initializer,
+            warm_up=self._warm_up,
+            owner_pid=self._owner_pid,
+        )
 
     def __enter__(self) -> ForkserverProcessPoolTaskRunner:
         if os.getpid() != self._owner_pid:
@@ -128,8 +139,9 @@ class ForkserverProcessPoolTaskRunner(ProcessPoolTaskRunner):
             initializer, initargs = self._worker_initializer, (spawned._initializer, spawned._initargs)
         else:
             initializer, initargs = spawned._initializer, spawned._initargs
-        self._executor = ProcessPoolExecutor(max_workers=self._max_workers, mp_context=context,
-                                             initializer=initializer, initargs=initargs)
+        self._executor = ProcessPoolExecutor(
+            max_workers=self._max_workers, mp_context=context, initializer=initializer, initargs=initargs
+        )
         spawned.shutdown(wait=False)
         if self._warm_up is not None:  # fork every worker now, while the flow surveys the source
             for _ in range(self._max_workers):
@@ -185,8 +197,13 @@ def share_ssl_contexts() -> None:
     contexts: dict[tuple[Any, str], ssl.SSLContext] = {}
     create = ssl.create_default_context
 
-    def create_default_context(purpose: Any = ssl.Purpose.SERVER_AUTH, *, cafile: str | None = None,
-                               capath: str | None = None, cadata: Any = None) -> ssl.SSLContext:
+    def create_default_context(
+        purpose: Any = ssl.Purpose.SERVER_AUTH,
+        *,
+        cafile: str | None = None,
+        capath: str | None = None,
+        cadata: Any = None,
+    ) -> ssl.SSLContext:
         if cafile is None or capath is not None or cadata is not None:
             return create(purpose, cafile=cafile, capath=capath, cadata=cadata)
         key = (purpose, cafile)
@@ -194,7 +211,9 @@ def share_ssl_contexts() -> None:
             contexts[key] = create(purpose, cafile=cafile)
         return contexts[key]
 
-    shared = types.SimpleNamespace(**{name: getattr(ssl, name) for name in dir(ssl) if not name.startswith("__")})
+    shared = types.SimpleNamespace(
+        **{name: getattr(ssl, name) for name in dir(ssl) if not name.startswith("__")}
+    )
     shared.create_default_context = create_default_context
     orchestration.ssl = shared
 
@@ -286,24 +305,44 @@ def missing_names() -> list[str]:
             missing.append(label)
 
     runners = prefect.task_runners
-    need("prefect.futures.PrefectConcurrentFuture._wrapped_future, ._final_state",
-         lambda: all(hasattr(prefect.futures.PrefectConcurrentFuture(uuid.uuid4(), concurrent.futures.Future()), name)
-                     for name in ("_wrapped_future", "_final_state")))
-    need("prefect.task_runners._UnpicklingFuture.wrapped_future",
-         lambda: hasattr(runners._UnpicklingFuture(concurrent.futures.Future()), "wrapped_future"))
-    need("prefect.task_runners._ChainedFuture._resolution_future, ._process_future",
-         lambda: all(hasattr(runners._ChainedFuture(concurrent.futures.Future()), name)
-                     for name in ("_resolution_future", "_process_future")))
+    need(
+        "prefect.futures.PrefectConcurrentFuture._wrapped_future, ._final_state",
+        lambda: all(
+            hasattr(prefect.futures.PrefectConcurrentFuture(uuid.uuid4(), concurrent.futures.Future()), name)
+            for name in ("_wrapped_future", "_final_state")
+        ),
+    )
+    need(
+        "prefect.task_runners._UnpicklingFuture.wrapped_future",
+        lambda: hasattr(runners._UnpicklingFuture(concurrent.futures.Future()), "wrapped_future"),
+    )
+    need(
+        "prefect.task_runners._ChainedFuture._resolution_future, ._process_future",
+        lambda: all(
+            hasattr(runners._ChainedFuture(concurrent.futures.Future()), name)
+            for name in ("_resolution_future", "_process_future")
+        ),
+    )
     need("concurrent.futures.Future._result", lambda: hasattr(concurrent.futures.Future(), "_result"))
-    need("prefect.task_runners.ProcessPoolTaskRunner._executor, ._max_workers",
-         lambda: all(hasattr(ProcessPoolTaskRunner(max_workers=1), name) for name in ("_executor", "_max_workers")))
-    need("concurrent.futures.ProcessPoolExecutor._initializer, ._initargs, ._processes",
-         lambda: all(_assigns(ProcessPoolExecutor.__init__, name)
-                     for name in ("_initializer", "_initargs", "_processes")))
+    need(
+        "prefect.task_runners.ProcessPoolTaskRunner._executor, ._max_workers",
+        lambda: all(
+            hasattr(ProcessPoolTaskRunner(max_workers=1), name) for name in ("_executor", "_max_workers")
+        ),
+    )
+    need(
+        "concurrent.futures.ProcessPoolExecutor._initializer, ._initargs, ._processes",
+        lambda: all(
+            _assigns(ProcessPoolExecutor.__init__, name)
+            for name in ("_initializer", "_initargs", "_processes")
+        ),
+    )
     need("prefect._internal.concurrency.services.QueueService.drain_all", _has_drain_all)
     need("prefect.client.orchestration.ssl", _has_client_ssl)
-    need("prefect.context.SettingsContext.serialize",
-         lambda: callable(getattr(prefect.context.SettingsContext, "serialize", None)))
+    need(
+        "prefect.context.SettingsContext.serialize",
+        lambda: callable(getattr(prefect.context.SettingsContext, "serialize", None)),
+    )
     return missing
 
 
@@ -325,7 +364,8 @@ def check_prefect() -> None:
     if missing:
         raise PrefectIncompatible(
             f"the installed Prefect {PREFECT_VERSION} lacks what chunkyard.flows.prefect_compat uses: "
-            f"{'; '.join(missing)} (install the Prefect chunkyard pins: pip install '{_pinned_prefect()}')")
+            f"{'; '.join(missing)} (install the Prefect chunkyard pins: pip install '{_pinned_prefect()}')"
+        )
 
 
 def _pinned_prefect() -> str:

@@ -21,20 +21,30 @@ from chunkyard.flows.run import RunResult, _config_from_text
 
 
 @task(name="rechunk flagged documents", retries=2, retry_delay_seconds=1)
-def rechunk_documents(config_text: str, config_path: str | None, snapshot_path: str, doc_ids: list[str],
-                      constraints: dict[str, list[Constraint]]) -> BatchResult:
+def rechunk_documents(
+    config_text: str,
+    config_path: str | None,
+    snapshot_path: str,
+    doc_ids: list[str],
+    constraints: dict[str, list[Constraint]],
+) -> BatchResult:
     config = _config_from_text(config_text, config_path)
     return rechunk_stored(config, Snapshot.open(snapshot_path), doc_ids, constraints)
 
 
 @flow(name="chunkyard-reprocess", flow_run_name="reprocess {config_name}", log_prints=True)
-def reprocess_corpus(config_text: str, config_path: str | None = None, config_name: str = "",
-                     output: str | None = None) -> RunResult:
+def reprocess_corpus(
+    config_text: str, config_path: str | None = None, config_name: str = "", output: str | None = None
+) -> RunResult:
     """Write the next snapshot of the config's version with the review decisions applied."""
     config = _config_from_text(config_text, config_path)
 
-    def rechunk(parent: Snapshot, doc_ids: list[str], constraints: dict[str, list[Constraint]]) -> BatchResult:
-        return rechunk_documents.submit(config_text, config_path, str(parent.path), doc_ids, constraints).result()
+    def rechunk(
+        parent: Snapshot, doc_ids: list[str], constraints: dict[str, list[Constraint]]
+    ) -> BatchResult:
+        return rechunk_documents.submit(
+            config_text, config_path, str(parent.path), doc_ids, constraints
+        ).result()
 
     result = reprocess_snapshot(config, Path(output) if output else None, rechunk)
     return RunResult(result.snapshot, result.manifest, result.stats)
@@ -45,6 +55,9 @@ def reprocess(config: Config, output: Path | None = None) -> RunResult:
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        return reprocess_corpus(config.text, str(config.path) if config.path else None,
-                                config_name=f"{config.name} v{config.version}",
-                                output=str(output) if output else None)
+        return reprocess_corpus(
+            config.text,
+            str(config.path) if config.path else None,
+            config_name=f"{config.name} v{config.version}",
+            output=str(output) if output else None,
+        )

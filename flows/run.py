@@ -58,9 +58,16 @@ class RunResult:
 
     __slots__ = ("snapshot", "manifest", "stats", "published")
 
-    def __init__(self, snapshot: Location | None, manifest: dict[str, Any], stats: RunStats | None = None,
-                 published: bool = True):
-        self.snapshot = snapshot  # a local folder, or a chunkyard.chunking.storage.StoragePath for a URI output
+    def __init__(
+        self,
+        snapshot: Location | None,
+        manifest: dict[str, Any],
+        stats: RunStats | None = None,
+        published: bool = True,
+    ):
+        self.snapshot = (
+            snapshot  # a local folder, or a chunkyard.chunking.storage.StoragePath for a URI output
+        )
         self.manifest = manifest
         self.stats = stats if stats is not None else RunStats()
         # False for a refresh that found nothing new, changed or removed (``nothing_changed``):
@@ -85,10 +92,16 @@ def _config_from_text(text: str, path: str | None) -> Config:
 
 
 @task(name="chunk batch", task_run_name="chunk batch {index}/{total}", retries=2, retry_delay_seconds=1)
-def chunk_batch(config_text: str, config_path: str | None, files: list[SourceFile],
-                previous_sha: dict[str, str], index: int, total: int,
-                constraints: dict[str, list[Constraint]] | None = None,
-                part_folder: str | None = None) -> BatchResult:
+def chunk_batch(
+    config_text: str,
+    config_path: str | None,
+    files: list[SourceFile],
+    previous_sha: dict[str, str],
+    index: int,
+    total: int,
+    constraints: dict[str, list[Constraint]] | None = None,
+    part_folder: str | None = None,
+) -> BatchResult:
     # Reviewer constraints travel as parameters: a Dask worker has no access to the ledger.
     config = _config_from_text(config_text, config_path)
     result = chunk_files(config, files, previous_sha, constraints)
@@ -98,10 +111,18 @@ def chunk_batch(config_text: str, config_path: str | None, files: list[SourceFil
 
 
 @flow(name="chunkyard-run", flow_run_name="chunk {config_name}", log_prints=True)
-def chunk_corpus(config_text: str, config_path: str | None = None, config_name: str = "",
-                 source: str | None = None, output: str | None = None, kind: str = "auto",
-                 workers: int = 1, task_runner: str = "thread", progress: ProgressHook | None = None,
-                 allow_mass_removal: bool = False) -> RunResult:
+def chunk_corpus(
+    config_text: str,
+    config_path: str | None = None,
+    config_name: str = "",
+    source: str | None = None,
+    output: str | None = None,
+    kind: str = "auto",
+    workers: int = 1,
+    task_runner: str = "thread",
+    progress: ProgressHook | None = None,
+    allow_mass_removal: bool = False,
+) -> RunResult:
     """Chunk the config's source folder into the next snapshot of its dataset version.
 
     The config travels as its text (plus the path its relative paths resolve against), so the
@@ -150,12 +171,24 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
         batches = make_batches(discover_files(context), target_bytes=target)
         for index, (files, skipped) in enumerate(batches, start=1):
             # A document whose constraints changed is rechunked even when its bytes did not.
-            batch_sha = {f.doc_id: context.previous_sha[f.doc_id] for f in files
-                         if f.doc_id in context.previous_sha and f.doc_id not in context.force}
-            batch_constraints = {f.doc_id: context.constraints[f.doc_id] for f in files
-                                 if f.doc_id in context.constraints}
-            future = chunk_batch.submit(config.text, config_path, opaque(files), opaque(batch_sha), index,
-                                        max(total, index), opaque(batch_constraints or None), part_folder)
+            batch_sha = {
+                f.doc_id: context.previous_sha[f.doc_id]
+                for f in files
+                if f.doc_id in context.previous_sha and f.doc_id not in context.force
+            }
+            batch_constraints = {
+                f.doc_id: context.constraints[f.doc_id] for f in files if f.doc_id in context.constraints
+            }
+            future = chunk_batch.submit(
+                config.text,
+                config_path,
+                opaque(files),
+                opaque(batch_sha),
+                index,
+                max(total, index),
+                opaque(batch_constraints or None),
+                part_folder,
+            )
             pending.append((future, skipped))
             drain(2 * workers)  # enough queued that no worker waits while the oldest batch finishes
         drain(0)
@@ -163,9 +196,14 @@ def chunk_corpus(config_text: str, config_path: str | None = None, config_name: 
         if kind == "refresh" and context.previous is not None and nothing_changed(context, stats, removed):
             writer.abort()  # the previous snapshot already holds exactly this
             return RunResult(context.previous.path, context.previous.manifest, stats, published=False)
-        check_removals(len(context.previous_sha), len(removed), stats.documents,
-                       config.model.output.max_removed_share, allow=allow_mass_removal,
-                       where=str(context.version_path))
+        check_removals(
+            len(context.previous_sha),
+            len(removed),
+            stats.documents,
+            config.model.output.max_removed_share,
+            allow=allow_mass_removal,
+            where=str(context.version_path),
+        )
         manifest = build_manifest(context, stats, kind, removed)
         snapshot = writer.publish(manifest)
     except BaseException:
@@ -179,8 +217,15 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _record(result: BatchResult, skipped: list[Skipped], context, writer: SnapshotWriter | ObjectStoreSnapshotWriter, stats: RunStats,
-            carry: CarryOver | None, previous_reasons: dict[tuple[str, int], str]) -> None:
+def _record(
+    result: BatchResult,
+    skipped: list[Skipped],
+    context,
+    writer: SnapshotWriter | ObjectStoreSnapshotWriter,
+    stats: RunStats,
+    carry: CarryOver | None,
+    previous_reasons: dict[tuple[str, int], str],
+) -> None:
     if result.part is not None:
         writer.add_part(*result.part)
     else:
@@ -223,6 +268,7 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
         yield ThreadPoolTaskRunner(max_workers=max(1, workers))
         return
     from chunkyard.flows.server import prefect_server
+
     cache_settings_serialization()  # every submit to another process sends the settings
     with prefect_server(batch=True):
         if name == "process":
@@ -236,8 +282,9 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
 
             if forkserver_available():
                 start_forkserver()  # already running when the CLI started it early; else it starts now
-                yield ForkserverProcessPoolTaskRunner(max_workers=workers, preload=PRELOAD, initializer=init_worker,
-                                                      warm_up=ready)
+                yield ForkserverProcessPoolTaskRunner(
+                    max_workers=workers, preload=PRELOAD, initializer=init_worker, warm_up=ready
+                )
             else:
                 yield ProcessPoolTaskRunner(max_workers=workers)
         elif name == "dask":
@@ -263,16 +310,31 @@ def task_runner_for(name: str, workers: int, address: str | None) -> Iterator[An
             with dask.config.set(settings):
                 # No dashboard; the scheduler's HTTP server (which ``dashboard_address: None`` leaves on
                 # 8787 of every interface, with a warning when that port is taken) on a free loopback port.
-                yield DaskTaskRunner(cluster_kwargs={
-                    "n_workers": workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None,
-                    "scheduler_kwargs": {"dashboard": False, "dashboard_address": "127.0.0.1:0"}})
+                yield DaskTaskRunner(
+                    cluster_kwargs={
+                        "n_workers": workers,
+                        "threads_per_worker": 1,
+                        "processes": True,
+                        "dashboard_address": None,
+                        "scheduler_kwargs": {"dashboard": False, "dashboard_address": "127.0.0.1:0"},
+                    }
+                )
         else:
             raise ValueError(f"unknown task runner {name!r} (use one of: {', '.join(TASK_RUNNERS)})")
 
 
-def run(config: Config, source: Path | None = None, output: str | Path | None = None, *,
-        task_runner: str = "thread", workers: int | None = None, address: str | None = None,
-        kind: str = "auto", progress: ProgressHook | None = None, allow_mass_removal: bool = False) -> RunResult:
+def run(
+    config: Config,
+    source: Path | None = None,
+    output: str | Path | None = None,
+    *,
+    task_runner: str = "thread",
+    workers: int | None = None,
+    address: str | None = None,
+    kind: str = "auto",
+    progress: ProgressHook | None = None,
+    allow_mass_removal: bool = False,
+) -> RunResult:
     """Run the flow once with the chosen task runner (thread, process or dask); ``progress`` is called
     with (documents_done, bytes_done, total_documents, total_bytes) after each batch."""
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
@@ -281,9 +343,11 @@ def run(config: Config, source: Path | None = None, output: str | Path | None = 
         raise ValueError(f"unknown task runner {task_runner!r} (use one of: {', '.join(TASK_RUNNERS)})")
     # A thread runner gains nothing from more threads (the GIL); parallel runners use every core.
     workers = workers or (1 if task_runner == "thread" else default_workers())
-    with task_runner_for(task_runner, workers, address) as runner, \
-            temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}), \
-            _scheduler_named(address if task_runner == "dask" else None):
+    with (
+        task_runner_for(task_runner, workers, address) as runner,
+        temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+        _scheduler_named(address if task_runner == "dask" else None),
+    ):
         # The heartbeat thread adds about a second at exit; a batch job does not need it.
         return chunk_corpus.with_options(task_runner=runner)(
             config.text,
@@ -309,6 +373,7 @@ def _scheduler_named(address: str | None) -> Iterator[None]:
         if address and not exc.strerror and str(exc).startswith("Timed out trying to connect to"):
             from chunkyard.chunking.errors import ChunkyardError
 
-            raise ChunkyardError(f"cannot reach the Dask scheduler at {address}: {exc} (nothing was published)") \
-                from exc
+            raise ChunkyardError(
+                f"cannot reach the Dask scheduler at {address}: {exc} (nothing was published)"
+            ) from exc
         raise

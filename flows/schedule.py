@@ -43,13 +43,18 @@ def scheduled_run(config_path: str) -> dict:
         raise
     manifest, counts = result.manifest, result.manifest["counts"]
     if not result.published:
-        print(f"No change since {result.snapshot}: nothing new, changed or removed; no snapshot published",
-              flush=True)
+        print(
+            f"No change since {result.snapshot}: nothing new, changed or removed; no snapshot published",
+            flush=True,
+        )
         return {"snapshot": str(result.snapshot), "counts": counts, "published": False}
-    print(f"Wrote {result.snapshot} ({manifest['kind']} snapshot {manifest['snapshot']} of {manifest['name']} "
-          f"v{manifest['version']}): {counts['documents']} documents ({counts['new']} new, {counts['changed']} "
-          f"changed, {counts['reused']} reused, {counts['removed']} removed, {counts['skipped']} skipped), "
-          f"{counts['chunks']} chunks", flush=True)
+    print(
+        f"Wrote {result.snapshot} ({manifest['kind']} snapshot {manifest['snapshot']} of {manifest['name']} "
+        f"v{manifest['version']}): {counts['documents']} documents ({counts['new']} new, {counts['changed']} "
+        f"changed, {counts['reused']} reused, {counts['removed']} removed, {counts['skipped']} skipped), "
+        f"{counts['chunks']} chunks",
+        flush=True,
+    )
     return {"snapshot": str(result.snapshot), "counts": counts}
 
 
@@ -61,7 +66,7 @@ def build_deployment(config: Config) -> RunnerDeployment:
     """The deployment for a config; it must have a ``schedule`` section."""
     if config.model.schedule is None or config.path is None:
         raise ChunkyardError(
-            f"{config.path or 'config'}: no schedule: add `schedule: {{cron: \"0 2 * * *\", timezone: UTC}}`"
+            f'{config.path or "config"}: no schedule: add `schedule: {{cron: "0 2 * * *", timezone: UTC}}`'
         )
     schedule = config.model.schedule
     return scheduled_run.to_deployment(

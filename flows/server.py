@@ -52,7 +52,9 @@ def healthy(api_url: str, timeout: float = 2.0) -> bool:
 
 
 @contextlib.contextmanager
-def prefect_server(home: Path | None = None, startup_timeout: float = 90.0, *, batch: bool = False) -> Iterator[str]:
+def prefect_server(
+    home: Path | None = None, startup_timeout: float = 90.0, *, batch: bool = False
+) -> Iterator[str]:
     """Yield a Prefect API URL: the configured one, else a loopback server started here.
 
     Configured means ``PREFECT_API_URL`` in the environment, in the active Prefect profile
@@ -97,10 +99,14 @@ class PendingServer:
             deadline = time.monotonic() + self._timeout
             while not healthy(self.url, timeout=1):
                 if not _alive(self._supervisor):
-                    raise ServerError(f"the shared Prefect server stopped while starting; see {self._log_path}")
+                    raise ServerError(
+                        f"the shared Prefect server stopped while starting; see {self._log_path}"
+                    )
                 if time.monotonic() > deadline:
-                    raise ServerError(f"the shared Prefect server did not become healthy in {self._timeout:.0f} s; "
-                                      f"see {self._log_path}")
+                    raise ServerError(
+                        f"the shared Prefect server did not become healthy in {self._timeout:.0f} s; "
+                        f"see {self._log_path}"
+                    )
                 time.sleep(0.05)
         elif process is None:  # the configured server
             if not healthy(self.url, timeout=10):
@@ -109,10 +115,14 @@ class PendingServer:
             deadline = time.monotonic() + self._timeout
             while not healthy(self.url, timeout=1):
                 if process.poll() is not None:
-                    raise ServerError(f"prefect server exited with code {process.returncode}; see {self._log_path}")
+                    raise ServerError(
+                        f"prefect server exited with code {process.returncode}; see {self._log_path}"
+                    )
                 if time.monotonic() > deadline:
-                    raise ServerError(f"prefect server did not become healthy in {self._timeout:.0f} s; "
-                                      f"see {self._log_path}")
+                    raise ServerError(
+                        f"prefect server did not become healthy in {self._timeout:.0f} s; "
+                        f"see {self._log_path}"
+                    )
                 time.sleep(0.05)
         self._ready = True
         return self.url
@@ -121,22 +131,39 @@ class PendingServer:
 # Server services a batch command (run, reprocess, eval) never uses: they schedule, supervise and
 # expire deployment runs, workers and automations. Without them a started server answers 0.5–0.9 s
 # sooner. The task run recorder and the event persister stay: flow and task runs are recorded.
-_BATCH_SERVICES_OFF = {f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false" for name in (
-    "SCHEDULER", "LATE_RUNS", "FOREMAN", "CANCELLATION_CLEANUP", "PAUSE_EXPIRATIONS", "REPOSSESSOR",
-    "CLEANUP_RECONCILER", "TRIGGERS")}
+_BATCH_SERVICES_OFF = {
+    f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false"
+    for name in (
+        "SCHEDULER",
+        "LATE_RUNS",
+        "FOREMAN",
+        "CANCELLATION_CLEANUP",
+        "PAUSE_EXPIRATIONS",
+        "REPOSSESSOR",
+        "CLEANUP_RECONCILER",
+        "TRIGGERS",
+    )
+}
 
 
 def server_environment(home: Path, *, batch: bool = False) -> dict[str, str]:
     """The environment of a server started here: this one's, with its own home, no telemetry, no UI."""
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "DO_NOT_TRACK": "1", "PREFECT_UI_ENABLED": "false", **(_BATCH_SERVICES_OFF if batch else {})}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_UI_ENABLED": "false",
+        **(_BATCH_SERVICES_OFF if batch else {}),
+    }
     env.pop("PREFECT_API_URL", None)
     return env
 
 
 @contextlib.contextmanager
-def pending_server(home: Path | None = None, startup_timeout: float = 90.0, *,
-                   batch: bool = False) -> Iterator[PendingServer]:
+def pending_server(
+    home: Path | None = None, startup_timeout: float = 90.0, *, batch: bool = False
+) -> Iterator[PendingServer]:
     """Like ``prefect_server``, without waiting for a started server to answer: the caller does
     other work (loading the config, imports) while it starts, then calls ``ready()``.
 
@@ -158,12 +185,19 @@ def pending_server(home: Path | None = None, startup_timeout: float = 90.0, *,
         url = f"http://127.0.0.1:{port}/api"
         log_path = home / "server.log"
         # ``python -m prefect``, not the ``prefect`` script next to it: a venv may lack its scripts.
-        command = _dies_with_us([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                                 "--port", str(port)])
+        command = _dies_with_us(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+        )
         env = server_environment(home, batch=batch)
         with open(log_path, "ab") as log:
-            process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(
+                command,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
     previous = os.environ.get("PREFECT_API_URL")
     os.environ["PREFECT_API_URL"] = url
     pending = PendingServer(url, process, log_path, startup_timeout)
@@ -424,12 +458,30 @@ def _start_supervisor(folder: Path) -> dict:
     home.mkdir(parents=True, exist_ok=True)
     with open(folder / _LOG, "ab") as log:
         supervisor = subprocess.Popen(
-            [sys.executable, "-m", "chunkyard.flows.server", "supervise", str(folder), str(port), str(home),
-             str(idle_seconds())],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            env={k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"})
-    state = {"url": url, "port": port, "supervisor": supervisor.pid, "prefect_home": str(home),
-             "idle_seconds": idle_seconds(), "started": time.time()}
+            [
+                sys.executable,
+                "-m",
+                "chunkyard.flows.server",
+                "supervise",
+                str(folder),
+                str(port),
+                str(home),
+                str(idle_seconds()),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"},
+        )
+    state = {
+        "url": url,
+        "port": port,
+        "supervisor": supervisor.pid,
+        "prefect_home": str(home),
+        "idle_seconds": idle_seconds(),
+        "started": time.time(),
+    }
     temporary = folder / f".{_STATE}.{os.getpid()}"
     temporary.write_text(json.dumps(state), encoding="utf-8")
     os.replace(temporary, folder / _STATE)
@@ -441,10 +493,12 @@ def _supervise(folder: Path, port: int, home: Path, idle: float) -> int:
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    command = _dies_with_us([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                             "--port", str(port)])
-    server = subprocess.Popen(command, env=server_environment(home, batch=True), stdin=subprocess.DEVNULL,
-                              start_new_session=True)
+    command = _dies_with_us(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    )
+    server = subprocess.Popen(
+        command, env=server_environment(home, batch=True), stdin=subprocess.DEVNULL, start_new_session=True
+    )
     lock = os.open(folder / _LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     state_file = folder / _STATE
     why = ""
@@ -468,7 +522,10 @@ def _supervise(folder: Path, port: int, home: Path, idle: float) -> int:
                 why = f"unused for {idle:g} s"
                 break
             fcntl.flock(lock, fcntl.LOCK_UN)
-        print(f"chunkyard: stopping the shared server on port {port}: {why or f'the server exited (code {server.poll()})'}", flush=True)
+        print(
+            f"chunkyard: stopping the shared server on port {port}: {why or f'the server exited (code {server.poll()})'}",
+            flush=True,
+        )
         # Still holding the exclusive lock (or the server died): a command now waiting starts a new one.
         state = _read_state(folder)
         if state is not None and state.get("supervisor") == os.getpid():

@@ -64,7 +64,10 @@ WORKER_THREAD_LIMITS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MK
 # (``chunkyard.flows.cli.entry``), and the resource tracker, which then removes the pool's semaphores itself,
 # would warn about them; a local Dask cluster's workers (forked from the forkserver) would log their
 # start and stop at INFO.
-QUIET_CHILDREN = {"PYTHONWARNINGS": "ignore:resource_tracker:UserWarning", "DASK_LOGGING__DISTRIBUTED": "warning"}
+QUIET_CHILDREN = {
+    "PYTHONWARNINGS": "ignore:resource_tracker:UserWarning",
+    "DASK_LOGGING__DISTRIBUTED": "warning",
+}
 
 
 @contextlib.contextmanager
@@ -135,7 +138,9 @@ def init_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ..
     die_with_parent()
     if orphaned():
         os._exit(1)
-    signal.signal(signal.SIGINT, end_quietly_on_interrupt)  # also set by the preload, for any forkserver child
+    signal.signal(
+        signal.SIGINT, end_quietly_on_interrupt
+    )  # also set by the preload, for any forkserver child
     from chunkyard.flows.prefect_compat import reuse_settings, share_ssl_contexts
 
     share_ssl_contexts()

@@ -45,11 +45,24 @@ def _quiet_offscreen_platform() -> None:
 
 # Debian/Ubuntu packages of the libraries Qt's xcb platform loads, where the package name does not follow
 # from the library's soname by Debian's rule (``libfoo-bar.so.N`` -> ``libfoo-barN``, ``libfoo2.so.N`` -> ``libfoo2-N``).
-_PACKAGE_OF = {"libglib-2.0.so.0": "libglib2.0-0", "libEGL.so.1": "libegl1", "libGL.so.1": "libgl1",
-               "libOpenGL.so.0": "libopengl0", "libGLX.so.0": "libglx0", "libdbus-1.so.3": "libdbus-1-3"}
+_PACKAGE_OF = {
+    "libglib-2.0.so.0": "libglib2.0-0",
+    "libEGL.so.1": "libegl1",
+    "libGL.so.1": "libgl1",
+    "libOpenGL.so.0": "libopengl0",
+    "libGLX.so.0": "libglx0",
+    "libdbus-1.so.3": "libdbus-1-3",
+}
 # What the README lists for `chunkyard review` in a window (the same names the pre-flight prints).
-XCB_PACKAGES = ("libxcb-cursor0", "libxcb-icccm4", "libxcb-keysyms1", "libxcb-image0", "libxcb-render-util0",
-                "libxcb-xkb1", "libxkbcommon-x11-0")
+XCB_PACKAGES = (
+    "libxcb-cursor0",
+    "libxcb-icccm4",
+    "libxcb-keysyms1",
+    "libxcb-image0",
+    "libxcb-render-util0",
+    "libxcb-xkb1",
+    "libxkbcommon-x11-0",
+)
 
 
 def package_of(soname: str) -> str:
@@ -112,15 +125,22 @@ def preflight(environ: dict[str, str] | None = None, plugin: Path | None = None)
         missing = missing_libraries(plugin or _xcb_plugin())
         if missing:
             packages = " ".join(dict.fromkeys(package_of(name) for name in missing))
-            return (f"Qt cannot open a window: missing system libraries {', '.join(missing)}; "
-                    f"install them (Debian/Ubuntu: apt-get install {packages}), or use --screenshot PNG")
+            return (
+                f"Qt cannot open a window: missing system libraries {', '.join(missing)}; "
+                f"install them (Debian/Ubuntu: apt-get install {packages}), or use --screenshot PNG"
+            )
     if _display_socket_missing(display):
         return f"no display: no X server answers on DISPLAY={display}; use --screenshot PNG to render without one"
     return None
 
 
-def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: str | None = None,
-               started: float | None = None) -> int:
+def run_review(
+    path: str | Path | None,
+    *,
+    screenshot: Path | None = None,
+    doc: str | None = None,
+    started: float | None = None,
+) -> int:
     """Show the reviewer (or render one screenshot) and return the process exit code."""
     started = time.perf_counter() if started is None else started
     if screenshot is not None and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
@@ -138,7 +158,9 @@ def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: 
     controller = ReviewController()
     window = MainWindow(controller)
     outcome = {"code": 0, "message": ""}
-    usage = {"refused": False}  # the path or --doc given names nothing to show: exit 2, as for other bad usage
+    usage = {
+        "refused": False
+    }  # the path or --doc given names nothing to show: exit 2, as for other bad usage
 
     def show_requested_document() -> bool:
         index = controller.index
@@ -161,7 +183,9 @@ def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: 
             return True
         rows = index.doc_rows(number)
         suspicious = index.next_suspicious(rows.start - 1 if rows.start else None, 1)
-        controller.select_document(number, suspicious if suspicious is not None and suspicious in rows else None)
+        controller.select_document(
+            number, suspicious if suspicious is not None and suspicious in rows else None
+        )
         return True
 
     if screenshot is None:
@@ -176,7 +200,9 @@ def run_review(path: str | Path | None, *, screenshot: Path | None = None, doc: 
         code = 2 if usage["refused"] or (controller.index is None and controller.load_refused) else 1
         if path is None and controller.index is None and not outcome["message"]:
             # The user typed no path: say that the current folder was tried, not only a folder found in it.
-            message = f"no PATH given, and the current folder ({Path.cwd()}) is not a dataset to open: {message}"
+            message = (
+                f"no PATH given, and the current folder ({Path.cwd()}) is not a dataset to open: {message}"
+            )
         outcome["code"], outcome["message"] = code, outcome["message"] or message
         app.exit(code)
 

@@ -113,7 +113,9 @@ class CompareWindow(QWidget):
         header.addWidget(self.summary, 1)
         layout.addLayout(header)
         layout.addWidget(panes, 1)
-        layout.addWidget(QLabel("Decisions on this document (select a resolved flag to see its before/after):"))
+        layout.addWidget(
+            QLabel("Decisions on this document (select a resolved flag to see its before/after):")
+        )
         layout.addWidget(self.decisions)
         # The question box for both snapshots: one question, each side's top k (did a rechunk change which
         # chunk answers?); the question line is the left panel's, the right one follows it.
@@ -152,25 +154,33 @@ class CompareWindow(QWidget):
         self.index_a, self.index_b = self._index(path_a), self._index(path_b)
         spans = []
         texts = []
-        for index, view, label in ((self.index_a, self.left, self.left_label),
-                                   (self.index_b, self.right, self.right_label)):
+        for index, view, label in (
+            (self.index_a, self.left, self.left_label),
+            (self.index_b, self.right, self.right_label),
+        ):
             doc = index.doc_number(self.doc_id)
             view.show_document(index if doc is not None else None, doc)
             rows = index.doc_rows(doc) if doc is not None else range(0)
             spans.append([(int(index.start[r]), int(index.end[r])) for r in rows])
             texts.append(index.document_text(doc) if doc is not None else None)
             kind = index.snapshot.manifest.get("kind", "")
-            label.setText(f"snapshot {index.snapshot_number} ({kind}) — "
-                          + (plural(len(rows), 'chunk') if doc is not None else "document not in this snapshot"))
+            label.setText(
+                f"snapshot {index.snapshot_number} ({kind}) — "
+                + (plural(len(rows), "chunk") if doc is not None else "document not in this snapshot")
+            )
         if texts[0] is not None and texts[0] == texts[1]:
             self.moved_a, self.moved_b = moved_boundaries(spans[0], spans[1])
-            self.summary.setText(f"{self.doc_id}: {len(self.moved_a)} boundaries only in snapshot "
-                                 f"{self.index_a.snapshot_number}, {len(self.moved_b)} only in snapshot "
-                                 f"{self.index_b.snapshot_number} (red)")
+            self.summary.setText(
+                f"{self.doc_id}: {len(self.moved_a)} boundaries only in snapshot "
+                f"{self.index_a.snapshot_number}, {len(self.moved_b)} only in snapshot "
+                f"{self.index_b.snapshot_number} (red)"
+            )
         else:
             self.moved_a, self.moved_b = [], []
-            self.summary.setText(f"{self.doc_id}: the document's text differs between the snapshots; "
-                                 "boundaries are not compared")
+            self.summary.setText(
+                f"{self.doc_id}: the document's text differs between the snapshots; "
+                "boundaries are not compared"
+            )
         self.left.set_moved(self.moved_a)
         self.right.set_moved(self.moved_b)
         if getattr(self, "question_a", None) is not None:
@@ -193,10 +203,14 @@ class CompareWindow(QWidget):
     def step_changed(self, step: int) -> bool:
         """Show the next (``step`` 1) or previous changed document after this one, in doc_id order."""
         changed = self.changed_documents()
-        later = [d for d in changed if d > self.doc_id] if step > 0 else [d for d in changed if d < self.doc_id]
+        later = (
+            [d for d in changed if d > self.doc_id] if step > 0 else [d for d in changed if d < self.doc_id]
+        )
         if not later:
-            self.summary.setText(f"{self.doc_id}: no changed document {'after' if step > 0 else 'before'} this one "
-                                 f"({plural(len(changed), 'changed document')})")
+            self.summary.setText(
+                f"{self.doc_id}: no changed document {'after' if step > 0 else 'before'} this one "
+                f"({plural(len(changed), 'changed document')})"
+            )
             return False
         self.show_document(later[0] if step > 0 else later[-1])
         return True
@@ -223,16 +237,22 @@ class CompareWindow(QWidget):
         self.resolutions: list[Resolution] = resolutions(events)
         for resolution in self.resolutions:
             flag = resolution.flag
-            where = f"boundary at {flag.boundary}" if flag.boundary is not None else f"chunk {flag.chunk_index}"
-            item = QListWidgetItem(f"resolved flag {flag.id}: {flag.reason} on {where} (snapshot {flag.snapshot}) "
-                                   f"→ resolved by snapshot {resolution.snapshot}")
+            where = (
+                f"boundary at {flag.boundary}" if flag.boundary is not None else f"chunk {flag.chunk_index}"
+            )
+            item = QListWidgetItem(
+                f"resolved flag {flag.id}: {flag.reason} on {where} (snapshot {flag.snapshot}) "
+                f"→ resolved by snapshot {resolution.snapshot}"
+            )
             item.setData(RESOLUTION_ROLE, resolution)
             self.decisions.addItem(item)
         for entry in self.index_b.snapshot.manifest.get("constraints") or []:
             if entry.get("doc_id") == self.doc_id:
                 placed = entry.get("placed")
                 where = f"[{placed[0]}:{placed[1]}]" if placed else "its text is gone"
-                self.decisions.addItem(f"constraint {entry['id']}: {entry['kind']} {where} — {entry['status']}")
+                self.decisions.addItem(
+                    f"constraint {entry['id']}: {entry['kind']} {where} — {entry['status']}"
+                )
 
     def _on_decision(self, item: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
         resolution = item.data(RESOLUTION_ROLE) if item is not None else None
@@ -246,8 +266,11 @@ class CompareWindow(QWidget):
             if focus is None:  # a flag on a chunk: where that chunk starts in the snapshot it was made on
                 index = self._index(before)
                 doc = index.doc_number(self.doc_id)
-                row = index.row_of(doc, resolution.flag.chunk_index) \
-                    if doc is not None and resolution.flag.chunk_index is not None else None
+                row = (
+                    index.row_of(doc, resolution.flag.chunk_index)
+                    if doc is not None and resolution.flag.chunk_index is not None
+                    else None
+                )
                 focus = int(index.start[row]) if row is not None else None
             self.show_pair(before, after, focus)
 

@@ -67,7 +67,9 @@ class PendingEvent:
     created_at: str
     reason: str | None = None
     note: str | None = None
-    retracts: PendingEvent | None = None  # the decision a retract cancels (written before it: the queue is in order)
+    retracts: PendingEvent | None = (
+        None  # the decision a retract cancels (written before it: the queue is in order)
+    )
     event_id: int | None = None
 
     @property
@@ -76,9 +78,23 @@ class PendingEvent:
 
     def as_event(self) -> Event:
         t = self.target
-        return Event(self.id, self.kind, t.dataset, t.version, t.snapshot, t.doc_id, t.doc_sha256, t.chunk_id,
-                     t.chunk_index, t.boundary, self.reason, self.note,
-                     self.retracts.id if self.retracts is not None else None, self.reviewer, self.created_at)
+        return Event(
+            self.id,
+            self.kind,
+            t.dataset,
+            t.version,
+            t.snapshot,
+            t.doc_id,
+            t.doc_sha256,
+            t.chunk_id,
+            t.chunk_index,
+            t.boundary,
+            self.reason,
+            self.note,
+            self.retracts.id if self.retracts is not None else None,
+            self.reviewer,
+            self.created_at,
+        )
 
 
 class Loader(QThread):
@@ -138,8 +154,9 @@ class Verifier(QThread):
             return
         except Exception as exc:  # a DatasetError, or whatever a hostile file raises: a dialog
             detail = str(exc) if isinstance(exc, ChunkyardError) else f"{type(exc).__name__}: {exc}"
-            self.failed.emit(f"{detail}\n\nDo not approve chunks of this snapshot: what is shown may not be "
-                             "what ships.")
+            self.failed.emit(
+                f"{detail}\n\nDo not approve chunks of this snapshot: what is shown may not be what ships."
+            )
 
 
 class _Decision(QUndoCommand):
@@ -184,7 +201,9 @@ class ReviewController(QObject):
         self.index: ReviewIndex | None = None
         self.ledger: Ledger | None = None
         self.ledger_problem = ""
-        self.read_only = ""  # why decisions cannot be recorded (no ledger, a read-only one, the dataset deleted)
+        self.read_only = (
+            ""  # why decisions cannot be recorded (no ledger, a read-only one, the dataset deleted)
+        )
         self._ledger_identity: tuple[int, int] | None = None  # (device, inode) of the ledger file opened
         self.undo_stack = QUndoStack(self)
         self.doc: int | None = None
@@ -204,7 +223,9 @@ class ReviewController(QObject):
         self.bulk_anchor: int | None = None  # where a range starts (the first Ctrl+Shift+R)
         self._loader: Loader | None = None
         self._verifier: Verifier | None = None
-        self.load_refused = False  # the last load failed on the path given (the CLI exits 2), not a damaged dataset
+        self.load_refused = (
+            False  # the last load failed on the path given (the CLI exits 2), not a damaged dataset
+        )
         self._seen_event = 0
         # Another reviewer may be writing the same ledger: pick up their events every few seconds.
         self._poll = QTimer(self)
@@ -214,7 +235,9 @@ class ReviewController(QObject):
         self._pending: deque[PendingEvent] = deque()
         self._seq = 0
         self._write_problem = ""  # why the oldest queued event could not be written at the last attempt
-        self._reported = ""  # the last write error other than a lock shown in a dialog (once, not at every retry)
+        self._reported = (
+            ""  # the last write error other than a lock shown in a dialog (once, not at every retry)
+        )
         self._retry = QTimer(self)
         self._retry.setInterval(RETRY_MS)
         self._retry.timeout.connect(self.flush)
@@ -226,8 +249,10 @@ class ReviewController(QObject):
         if self._loader is not None and self._loader.isRunning():
             return
         if not self.flush(CLOSE_PATIENCE_MS):
-            self.failed.emit(f"{self.pending_text()}: {self.pending_problem()}\n\nThey are saved as soon as the "
-                             "ledger is free; open another dataset after that.")
+            self.failed.emit(
+                f"{self.pending_text()}: {self.pending_problem()}\n\nThey are saved as soon as the "
+                "ledger is free; open another dataset after that."
+            )
             return
         self.loading.emit(str(path))
         loader = Loader(path, self)
@@ -257,7 +282,9 @@ class ReviewController(QObject):
     def wait_loaded(self, timeout_ms: int = 60000) -> bool:
         return self._loader is None or self._loader.wait(timeout_ms)
 
-    def _on_loaded(self, index: ReviewIndex, ledger: Ledger | None, problem: str, loader: Loader | None = None) -> None:
+    def _on_loaded(
+        self, index: ReviewIndex, ledger: Ledger | None, problem: str, loader: Loader | None = None
+    ) -> None:
         if loader is not None and loader is not self._loader:  # closed while it was loading
             if ledger is not None:
                 ledger.close()
@@ -280,7 +307,9 @@ class ReviewController(QObject):
             ledger.set_patience(WRITE_PATIENCE_MS, retries=0)
             self._poll.start()
         verifier = self._verifier = Verifier(index.snapshot, self)
-        verifier.failed.connect(lambda message: self.failed.emit(message) if verifier is self._verifier else None)
+        verifier.failed.connect(
+            lambda message: self.failed.emit(message) if verifier is self._verifier else None
+        )
         verifier.start()
 
     def wait_verified(self, timeout_ms: int = 60000) -> bool:
@@ -329,14 +358,18 @@ class ReviewController(QObject):
             return True
         if not self.read_only.startswith("the dataset was deleted"):
             waiting = f" {self.pending_text()}, which cannot be saved now." if self._pending else ""
-            self.read_only = (f"the dataset was deleted or replaced while it was open ({self.ledger.path} is gone): "
-                              "decisions cannot be recorded; reopen the dataset to go on reviewing")
+            self.read_only = (
+                f"the dataset was deleted or replaced while it was open ({self.ledger.path} is gone): "
+                "decisions cannot be recorded; reopen the dataset to go on reviewing"
+            )
             self._poll.stop()
             self.undo_stack.clear()  # an undo would have to be recorded too
             self.read_only_changed.emit(self.read_only)
-            self.failed.emit(f"{self.read_only[0].upper()}{self.read_only[1:]}.{waiting}\n\nEvery decision "
-                             "given before it was deleted had been saved; nothing more is recorded in this "
-                             "window.")
+            self.failed.emit(
+                f"{self.read_only[0].upper()}{self.read_only[1:]}.{waiting}\n\nEvery decision "
+                "given before it was deleted had been saved; nothing more is recorded in this "
+                "window."
+            )
         return False
 
     # -- writing: at once, or queued while another program holds the ledger's lock ----------------
@@ -361,8 +394,15 @@ class ReviewController(QObject):
     def pending_problem(self) -> str:
         return self._write_problem or BUSY
 
-    def _give(self, kind: str, target: Target, *, reason: str | None = None, note: str | None = None,
-              retracts: PendingEvent | None = None) -> PendingEvent:
+    def _give(
+        self,
+        kind: str,
+        target: Target,
+        *,
+        reason: str | None = None,
+        note: str | None = None,
+        retracts: PendingEvent | None = None,
+    ) -> PendingEvent:
         """Queue one event behind any still waiting, and try to write the queue now."""
         check_event(kind, reason, 0 if retracts is not None else None)  # refused now, never poisons the queue
         self._seq += 1
@@ -392,9 +432,15 @@ class ReviewController(QObject):
                 event = self._pending[0]
                 retracted = event.retracts.event_id if event.retracts is not None else None
                 try:
-                    event.event_id = ledger.append(event.kind, event.target, reviewer=event.reviewer,
-                                                   reason=event.reason, note=event.note, target_event=retracted,
-                                                   created_at=event.created_at)
+                    event.event_id = ledger.append(
+                        event.kind,
+                        event.target,
+                        reviewer=event.reviewer,
+                        reason=event.reason,
+                        note=event.note,
+                        target_event=retracted,
+                        created_at=event.created_at,
+                    )
                 except LedgerBusy:
                     problem = BUSY
                     break
@@ -402,8 +448,10 @@ class ReviewController(QObject):
                     problem = str(exc)
                     if problem != self._reported:  # said once, not every RETRY_MS
                         self._reported = problem
-                        self.failed.emit(f"The decision is not saved yet: {exc}\n\nIt waits with the others and "
-                                         "is tried again every moment; closing the window asks first.")
+                        self.failed.emit(
+                            f"The decision is not saved yet: {exc}\n\nIt waits with the others and "
+                            "is tried again every moment; closing the window asks first."
+                        )
                     break
                 self._pending.popleft()
         finally:
@@ -492,7 +540,7 @@ class ReviewController(QObject):
         return row is not None
 
     def queue_progress_text(self) -> str:
-        """"Finding undersized: 12 of 180 decided · 6.0/min · 28 min left" for the current queue."""
+        """ "Finding undersized: 12 of 180 decided · 6.0/min · 28 min left" for the current queue."""
         if self.index is None:
             return ""
         decided, total = self.index.queue_progress(self.queue)
@@ -534,7 +582,9 @@ class ReviewController(QObject):
 
     @property
     def can_record(self) -> bool:
-        return self.index is not None and self.ledger is not None and self.row is not None and not self.read_only
+        return (
+            self.index is not None and self.ledger is not None and self.row is not None and not self.read_only
+        )
 
     def set_boundary_mode(self, on: bool) -> None:
         """B: the next flag targets the boundary after the current chunk instead of the chunk."""
@@ -544,16 +594,25 @@ class ReviewController(QObject):
     def flag(self, reason: str) -> bool:
         if reason not in REASONS:
             raise ValueError(f"unknown reason {reason!r}")
-        if self.boundary_mode and self.row is not None and self.index is not None \
-                and not self._has_next_in_doc(self.row):
+        if (
+            self.boundary_mode
+            and self.row is not None
+            and self.index is not None
+            and not self._has_next_in_doc(self.row)
+        ):
             self.set_boundary_mode(False)
-            self.notice.emit(f"Chunk {self._chunk_label()} is the last: there is no boundary after it; "
-                             "nothing was flagged")
+            self.notice.emit(
+                f"Chunk {self._chunk_label()} is the last: there is no boundary after it; nothing was flagged"
+            )
             return False
         on_boundary = self.boundary_mode and self.row is not None
         where = "boundary after chunk" if on_boundary else "chunk"
-        done = self._record("flag", reason=reason, boundary=on_boundary,
-                            text=f"flag {where} {self._chunk_label()} as {reason}")
+        done = self._record(
+            "flag",
+            reason=reason,
+            boundary=on_boundary,
+            text=f"flag {where} {self._chunk_label()} as {reason}",
+        )
         if done:
             self.set_boundary_mode(False)
             if self.auto_advance:
@@ -584,11 +643,13 @@ class ReviewController(QObject):
         return self.index.state(row).note
 
     def describe_row(self, row: int) -> str:
-        """"chunk 3 of guides/refunds.md (flagged: mid_sentence)" — what a dialog about ``row`` names."""
+        """ "chunk 3 of guides/refunds.md (flagged: mid_sentence)" — what a dialog about ``row`` names."""
         assert self.index is not None
         state = self.index.state(row)
         if state.flagged:
-            verdict = "flagged: " + ", ".join(state.reasons + [f"boundary after: {r}" for r in state.boundary_reasons])
+            verdict = "flagged: " + ", ".join(
+                state.reasons + [f"boundary after: {r}" for r in state.boundary_reasons]
+            )
         elif state.verdict == "ok":
             verdict = "marked OK"
         else:
@@ -614,8 +675,16 @@ class ReviewController(QObject):
         assert self.index is not None
         return row + 1 < self.index.n_chunks and self.index.chunk_doc[row + 1] == self.index.chunk_doc[row]
 
-    def _record(self, kind: str, *, text: str, reason: str | None = None, note: str | None = None,
-                boundary: bool = False, row: int | None = None) -> bool:
+    def _record(
+        self,
+        kind: str,
+        *,
+        text: str,
+        reason: str | None = None,
+        note: str | None = None,
+        boundary: bool = False,
+        row: int | None = None,
+    ) -> bool:
         if self.index is not None and self.ledger is not None and not self.read_only:
             self.check_ledger_file()
         if not self.can_record:
@@ -649,14 +718,22 @@ class ReviewController(QObject):
             return 0
         if how == "range" and self.bulk_anchor is None:
             self.bulk_anchor = row
-            self.notice.emit(f"A range starts at chunk {self._chunk_label(row)}: go to its last chunk and "
-                             "press Ctrl+Shift+R again")
+            self.notice.emit(
+                f"A range starts at chunk {self._chunk_label(row)}: go to its last chunk and "
+                "press Ctrl+Shift+R again"
+            )
             return 0
         if how == "findings":
-            mask, what = index.same_findings_mask(row), "with " + " + ".join(index.findings(row) or ["no finding"])
+            mask, what = (
+                index.same_findings_mask(row),
+                "with " + " + ".join(index.findings(row) or ["no finding"]),
+            )
         elif how == "section":
             title = index.section_titles()[row]
-            mask, what = index.same_section_mask(row), f"in sections titled {title!r}" if title else "(no title)"
+            mask, what = (
+                index.same_section_mask(row),
+                f"in sections titled {title!r}" if title else "(no title)",
+            )
         elif how == "range":
             assert self.bulk_anchor is not None
             mask = index.range_mask(self.bulk_anchor, row)
@@ -700,7 +777,9 @@ class ReviewController(QObject):
                 try:
                     event = self._give(kind, index.target(row), reason=reason)
                 except ChunkyardError as exc:
-                    self.failed.emit(f"Stopped after {done} of {len(rows)}: the decision was not recorded: {exc}")
+                    self.failed.emit(
+                        f"Stopped after {done} of {len(rows)}: the decision was not recorded: {exc}"
+                    )
                     break
                 self.undo_stack.push(_Decision(self, row, event, f"{kind} chunk {self._chunk_label(row)}"))
                 done += 1
@@ -738,10 +817,18 @@ class ReviewController(QObject):
         index, doc = self.index, self.doc
         row = index.chunk_at(doc, start) or (self.row if self.row is not None else index.doc_rows(doc).start)
         try:
-            constraint = anchor(index.document_text(doc), index.doc_ids[doc], index.doc_sha256[doc], kind, start, end)
+            constraint = anchor(
+                index.document_text(doc), index.doc_ids[doc], index.doc_sha256[doc], kind, start, end
+            )
             # The event chunkyard.chunking.decisions.record_constraint appends, through the queue.
-            target = constraint_target(index.dataset, index.version, index.snapshot_number, constraint,
-                                       chunk_id=index.chunk_id(row), chunk_index=int(index.chunk_index[row]))
+            target = constraint_target(
+                index.dataset,
+                index.version,
+                index.snapshot_number,
+                constraint,
+                chunk_id=index.chunk_id(row),
+                chunk_index=int(index.chunk_index[row]),
+            )
             event = self._give("constraint", target, reason=constraint.kind, note=constraint.payload())
         except (ValueError, ChunkyardError) as exc:
             self.failed.emit(f"The constraint was not recorded: {exc}")

@@ -28,15 +28,20 @@ LEGEND: tuple[tuple[QColor, str], ...] = (
 
 
 def key_text(action: QAction) -> str:
-    return ", ".join(sequence.toString(QKeySequence.SequenceFormat.NativeText) for sequence in action.shortcuts())
+    return ", ".join(
+        sequence.toString(QKeySequence.SequenceFormat.NativeText) for sequence in action.shortcuts()
+    )
 
 
 def key_rows(sections: list[tuple[str, list[QAction]]]) -> list[tuple[str, list[tuple[str, str]]]]:
     """(section, [(keys, what)]) for the actions that have a key, in menu order."""
     rows = []
     for title, actions in sections:
-        entries = [(key_text(action), action.text().replace("&", "")) for action in actions
-                   if not action.isSeparator() and action.shortcuts()]
+        entries = [
+            (key_text(action), action.text().replace("&", ""))
+            for action in actions
+            if not action.isSeparator() and action.shortcuts()
+        ]
         if entries:
             rows.append((title, entries))
     return rows
@@ -89,7 +94,9 @@ class KeysOverlay(QWidget):
         metrics = QFontMetrics(self.font())
         line = metrics.height() + 4
         rows = self.rows()
-        key_width = max([metrics.horizontalAdvance(keys) for _t, entries in rows for keys, _w in entries] + [40]) + 16
+        key_width = (
+            max([metrics.horizontalAdvance(keys) for _t, entries in rows for keys, _w in entries] + [40]) + 16
+        )
         # Two columns of sections when they do not fit in one.
         columns: list[list[tuple[str, list[tuple[str, str]]]]] = [[], []]
         heights = [0, 0]
@@ -108,8 +115,11 @@ class KeysOverlay(QWidget):
         title_font.setBold(True)
         painter.setFont(title_font)
         painter.setPen(QColor("#0f172a"))
-        painter.drawText(QRectF(panel.left() + 16, panel.top() + 8, panel.width() - 32, line),
-                         Qt.AlignmentFlag.AlignVCenter, "Keys (any key closes this)")
+        painter.drawText(
+            QRectF(panel.left() + 16, panel.top() + 8, panel.width() - 32, line),
+            Qt.AlignmentFlag.AlignVCenter,
+            "Keys (any key closes this)",
+        )
         column_width = (panel.width() - 48) / 2
         for number, column in enumerate(columns):
             x = panel.left() + 16 + number * (column_width + 16)
@@ -124,16 +134,24 @@ class KeysOverlay(QWidget):
                     painter.setPen(QColor("#0f172a"))
                     painter.drawText(QRectF(x, y, key_width, line), Qt.AlignmentFlag.AlignVCenter, keys)
                     painter.setPen(QColor("#334155"))
-                    text = metrics.elidedText(what, Qt.TextElideMode.ElideRight, int(column_width - key_width))
-                    painter.drawText(QRectF(x + key_width, y, column_width - key_width, line),
-                                     Qt.AlignmentFlag.AlignVCenter, text)
+                    text = metrics.elidedText(
+                        what, Qt.TextElideMode.ElideRight, int(column_width - key_width)
+                    )
+                    painter.drawText(
+                        QRectF(x + key_width, y, column_width - key_width, line),
+                        Qt.AlignmentFlag.AlignVCenter,
+                        text,
+                    )
                     y += line
                 y += line * 0.5
         y = panel.top() + 8 + line * 1.5 + max(heights)
         painter.setFont(title_font)
         painter.setPen(QColor("#1d4ed8"))
-        painter.drawText(QRectF(panel.left() + 16, y, panel.width(), line), Qt.AlignmentFlag.AlignVCenter,
-                         "Colours in the text")
+        painter.drawText(
+            QRectF(panel.left() + 16, y, panel.width(), line),
+            Qt.AlignmentFlag.AlignVCenter,
+            "Colours in the text",
+        )
         painter.setFont(self.font())
         y += line
         for number, (colour, meaning) in enumerate(LEGEND):
@@ -143,5 +161,7 @@ class KeysOverlay(QWidget):
             painter.setBrush(colour)
             painter.drawRect(QRectF(x, row_y + 3, 28, line - 6))
             painter.setPen(QColor("#0f172a"))
-            painter.drawText(QRectF(x + 36, row_y, column_width - 36, line), Qt.AlignmentFlag.AlignVCenter, meaning)
+            painter.drawText(
+                QRectF(x + 36, row_y, column_width - 36, line), Qt.AlignmentFlag.AlignVCenter, meaning
+            )
         painter.end()

@@ -81,12 +81,17 @@ class _ElidePath(QStyledItemDelegate):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self._cut: dict[tuple[str, int, str], str] = {}  # (id, width, font) -> text: a repaint measures nothing
+        self._cut: dict[
+            tuple[str, int, str], str
+        ] = {}  # (id, width, font) -> text: a repaint measures nothing
 
     def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:
         super().initStyleOption(option, index)
-        margin = 2 * (option.widget.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1) \
-            if option.widget is not None else 6
+        margin = (
+            2 * (option.widget.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1)
+            if option.widget is not None
+            else 6
+        )
         width = max(0, option.rect.width() - margin)
         key = (option.text, width, option.font.key())
         text = self._cut.get(key)
@@ -115,8 +120,14 @@ class _FittingTable(QTableView):
         if width <= 0 or not self.preferred:
             return
         columns = sorted(self.preferred)
-        floor = {c: self.least.get(c) or header.fontMetrics().horizontalAdvance(
-                     str(self.model().headerData(c, Qt.Orientation.Horizontal))) + 14 for c in columns}
+        floor = {
+            c: self.least.get(c)
+            or header.fontMetrics().horizontalAdvance(
+                str(self.model().headerData(c, Qt.Orientation.Horizontal))
+            )
+            + 14
+            for c in columns
+        }
         room = width * (1 - self.share)  # what the other columns may take together
         hidden: set[int] = set()
         for column in (None, *self.optional):
@@ -134,7 +145,9 @@ class _FittingTable(QTableView):
             header.setSectionHidden(column, column in hidden)
             if column not in hidden:
                 least = min(floor[column], self.preferred[column])
-                header.resizeSection(column, round(least + (self.preferred[column] - least) * min(1.0, scale)))
+                header.resizeSection(
+                    column, round(least + (self.preferred[column] - least) * min(1.0, scale))
+                )
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -224,8 +237,12 @@ class MainWindow(QMainWindow):
         self.controller = controller or ReviewController(self)
         self.last_error = ""
         self._filtering = False  # filtering moves the list's current row; that is not a user's choice
-        self.compare_window: QWidget | None = None  # the Compare window (gui.compare_view.CompareWindow), if open
-        self._syncing = False  # the window moves a table's current row to the controller's: not a user's choice
+        self.compare_window: QWidget | None = (
+            None  # the Compare window (gui.compare_view.CompareWindow), if open
+        )
+        self._syncing = (
+            False  # the window moves a table's current row to the controller's: not a user's choice
+        )
         self.setWindowTitle("chunkyard review")
         self._fit_to_screen(1500, 900)
         self._build_widgets()
@@ -321,19 +338,26 @@ class MainWindow(QMainWindow):
                 self.chunks_view.preferred[column] = width
         # Never fewer than six rows in view, whatever the splitter or the screen (at 2x it showed two).
         row_height = self.chunks_view.verticalHeader().defaultSectionSize()
-        self.chunks_view.setMinimumHeight(6 * row_height + self.chunks_view.horizontalHeader().sizeHint().height()
-                                          + 2 * self.chunks_view.frameWidth()
-                                          + self.chunks_view.horizontalScrollBar().sizeHint().height())
+        self.chunks_view.setMinimumHeight(
+            6 * row_height
+            + self.chunks_view.horizontalHeader().sizeHint().height()
+            + 2 * self.chunks_view.frameWidth()
+            + self.chunks_view.horizontalScrollBar().sizeHint().height()
+        )
         # A size is read whole or not at all ("… chars" said nothing).
         self.chunks_view.least[1] = self.chunks_view.fontMetrics().horizontalAdvance("8,888 tokens") + 14
         # The section path takes what the pane has left (it is elided from the left): all columns,
         # the Review column included, stay in view at every pane width.
-        chunk_header.setSectionResizeMode(ChunksModel.HEADERS.index("Section"), QHeaderView.ResizeMode.Stretch)
+        chunk_header.setSectionResizeMode(
+            ChunksModel.HEADERS.index("Section"), QHeaderView.ResizeMode.Stretch
+        )
         self.chunks_view.setTextElideMode(Qt.TextElideMode.ElideLeft)  # the deepest heading matters most
         # Finding codes and verdicts ("⚑ split_procedure") are read from the left.
         self._findings_delegate = _ElideRight(self.chunks_view)
         for column in ("Findings", "Review"):
-            self.chunks_view.setItemDelegateForColumn(ChunksModel.HEADERS.index(column), self._findings_delegate)
+            self.chunks_view.setItemDelegateForColumn(
+                ChunksModel.HEADERS.index(column), self._findings_delegate
+            )
         self.detail = QPlainTextEdit()
         self.detail.setReadOnly(True)
         self.detail.setPlaceholderText("Select a chunk")
@@ -345,12 +369,16 @@ class MainWindow(QMainWindow):
         self.evaluation.setReadOnly(True)
         self.evaluation.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.evaluation.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.evaluation.setPlaceholderText("No evaluation of this dataset yet: run `chunkyard eval CONFIG --questions FILE`")
+        self.evaluation.setPlaceholderText(
+            "No evaluation of this dataset yet: run `chunkyard eval CONFIG --questions FILE`"
+        )
         self.tabs.addTab(self.evaluation, "Evaluation")
         from chunkyard.gui.question_view import QuestionPanel
 
         self.question_panel = QuestionPanel()
-        self.question_panel.question.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # never takes review keys by Tab
+        self.question_panel.question.setFocusPolicy(
+            Qt.FocusPolicy.ClickFocus
+        )  # never takes review keys by Tab
         self.tabs.addTab(self.question_panel, "Question")
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.chunks_view)
@@ -384,16 +412,22 @@ class MainWindow(QMainWindow):
         self.queue_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.queue_box.setMinimumContentsLength(24)
         self.queue_box.setCurrentText(self.controller.queue)
-        self.queue_box.setToolTip("Queue: which documents are listed and where a verdict moves on to; a finding's "
-                                  "queue holds its chunks not decided yet (or click its bar under Statistics)")
+        self.queue_box.setToolTip(
+            "Queue: which documents are listed and where a verdict moves on to; a finding's "
+            "queue holds its chunks not decided yet (or click its bar under Statistics)"
+        )
         self.queue_progress_label = QLabel("")
         self.queue_progress_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.queue_progress_label.setToolTip("This queue: chunks decided of all it covers, your pace over the "
-                                             "last decisions, and the time the rest would take at that pace")
+        self.queue_progress_label.setToolTip(
+            "This queue: chunks decided of all it covers, your pace over the "
+            "last decisions, and the time the rest would take at that pace"
+        )
         self.reviewer_box = QLineEdit(self.controller.reviewer)
         self.reviewer_box.setMaximumWidth(160)
         self.reviewer_box.setToolTip("Reviewer name recorded with each decision")
-        self.reviewer_box.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # as the filter box: never takes review keys
+        self.reviewer_box.setFocusPolicy(
+            Qt.FocusPolicy.ClickFocus
+        )  # as the filter box: never takes review keys
         self.target_label = QLabel("")
         toolbar.addWidget(QLabel(" Queue: "))
         toolbar.addWidget(self.queue_box)
@@ -408,9 +442,13 @@ class MainWindow(QMainWindow):
         self.search_box.setPlaceholderText("Find in chunk text… (/)")
         self.search_box.setClearButtonEnabled(True)
         self.search_box.setMaximumWidth(240)
-        self.search_box.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # as the filter box: never takes review keys
-        self.search_box.setToolTip("Return finds the next chunk whose text contains this (any case); F3 / Shift+F3 "
-                                   "the next / previous one; Esc goes back to reviewing")
+        self.search_box.setFocusPolicy(
+            Qt.FocusPolicy.ClickFocus
+        )  # as the filter box: never takes review keys
+        self.search_box.setToolTip(
+            "Return finds the next chunk whose text contains this (any case); F3 / Shift+F3 "
+            "the next / previous one; Esc goes back to reviewing"
+        )
         toolbar.addWidget(self.search_box)
         spacer = QWidget()
         spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
@@ -462,8 +500,11 @@ class MainWindow(QMainWindow):
             flag_menu.addAction(action)
             self.addAction(action)
             self.decision_actions.append(action)
-        self.boundary_action = add("Flag the boundary after this chunk (next flag)", "B",
-                                   lambda: controller.set_boundary_mode(not controller.boundary_mode))
+        self.boundary_action = add(
+            "Flag the boundary after this chunk (next flag)",
+            "B",
+            lambda: controller.set_boundary_mode(not controller.boundary_mode),
+        )
         self.boundary_action.setCheckable(True)
         self.decision_actions += [
             self.boundary_action,
@@ -476,10 +517,11 @@ class MainWindow(QMainWindow):
         bulk = review.addMenu("Bulk")
         self._bulk_menu = bulk
         bulk_actions = []
-        for text, keys, how in (("Choose the chunks with this chunk's findings", "Ctrl+Shift+F", "findings"),
-                                ("Choose the chunks with this chunk's section title", "Ctrl+Shift+S", "section"),
-                                ("Choose a range: press at its first chunk, then at its last", "Ctrl+Shift+R",
-                                 "range")):
+        for text, keys, how in (
+            ("Choose the chunks with this chunk's findings", "Ctrl+Shift+F", "findings"),
+            ("Choose the chunks with this chunk's section title", "Ctrl+Shift+S", "section"),
+            ("Choose a range: press at its first chunk, then at its last", "Ctrl+Shift+R", "range"),
+        ):
             action = QAction(text, self, shortcut=QKeySequence(keys))
             action.triggered.connect(lambda _=False, h=how: self.controller.bulk_select(h))
             bulk_actions.append(action)
@@ -522,8 +564,12 @@ class MainWindow(QMainWindow):
         find.triggered.connect(lambda: (self.filter_box.setFocus(), self.filter_box.selectAll()))
         view.addAction(find)
         find_text = QAction("Find in chunk text", self, shortcut=QKeySequence("/"))
-        find_text.triggered.connect(lambda: (self.search_box.setFocus(Qt.FocusReason.ShortcutFocusReason),
-                                             self.search_box.selectAll()))
+        find_text.triggered.connect(
+            lambda: (
+                self.search_box.setFocus(Qt.FocusReason.ShortcutFocusReason),
+                self.search_box.selectAll(),
+            )
+        )
         view.addAction(find_text)
         next_hit = QAction("Next chunk with the text found", self, shortcut=QKeySequence("F3"))
         next_hit.triggered.connect(lambda: self.step_hit(1))
@@ -561,7 +607,9 @@ class MainWindow(QMainWindow):
         bar.addSeparator()
         for action in self.decision_actions:
             if action.shortcut().toString() in ("B", "O", "E"):
-                action.setIconText({"B": "B boundary", "O": "O OK", "E": "E note"}[action.shortcut().toString()])
+                action.setIconText(
+                    {"B": "B boundary", "O": "O OK", "E": "E note"}[action.shortcut().toString()]
+                )
                 bar.addAction(action)
         bar.addSeparator()
         bar.addAction(self.keys_action)
@@ -571,11 +619,15 @@ class MainWindow(QMainWindow):
     def key_sections(self) -> list[tuple[str, list[QAction]]]:
         """The window's actions by menu, for the `?` overlay (read from the menus: it cannot drift)."""
         review = [a for a in self._review_menu.actions() if a.menu() is None]
-        return [("Review", review), ("Flag the chunk (B first: the boundary after it)", self._flag_menu.actions()),
-                ("Bulk: choose chunks, decide them in one step", self._bulk_menu.actions()),
-                ("View", self._view_menu.actions()), ("File", self._file_menu.actions()),
-                ("Help", [self.keys_action]),
-                ("In the filter box", [self._leave_filter_action])]
+        return [
+            ("Review", review),
+            ("Flag the chunk (B first: the boundary after it)", self._flag_menu.actions()),
+            ("Bulk: choose chunks, decide them in one step", self._bulk_menu.actions()),
+            ("View", self._view_menu.actions()),
+            ("File", self._file_menu.actions()),
+            ("Help", [self.keys_action]),
+            ("In the filter box", [self._leave_filter_action]),
+        ]
 
     def _on_search(self) -> None:
         """Return in the search box: find the chunks containing the text, go to the next one after the
@@ -605,10 +657,13 @@ class MainWindow(QMainWindow):
             row = index.next_row(hits, None, step)
         assert row is not None
         self.controller.select_row(row)
-        number = int(np.count_nonzero(hits[:row + 1]))
-        self.statusBar().showMessage(f"“{self.hits_needle}”: chunk {number} of {total} that contain it"
-                                     + (" (from the other end)" if wrapped else "") + " — F3 next, Shift+F3 previous",
-                                     8000)
+        number = int(np.count_nonzero(hits[: row + 1]))
+        self.statusBar().showMessage(
+            f"“{self.hits_needle}”: chunk {number} of {total} that contain it"
+            + (" (from the other end)" if wrapped else "")
+            + " — F3 next, Shift+F3 previous",
+            8000,
+        )
         return True
 
     def go_to(self, spec: str) -> bool:
@@ -628,7 +683,9 @@ class MainWindow(QMainWindow):
     def ask_go_to(self) -> None:
         from PySide6.QtWidgets import QInputDialog
 
-        spec, accepted = QInputDialog.getText(self, "Go to", "Chunk number (this document), DOC_ID, or DOC_ID#N:")
+        spec, accepted = QInputDialog.getText(
+            self, "Go to", "Chunk number (this document), DOC_ID, or DOC_ID#N:"
+        )
         if accepted:
             self.go_to(spec)
         self.give_keys_to_review()
@@ -676,28 +733,40 @@ class MainWindow(QMainWindow):
         leave_search.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
         leave_search.triggered.connect(lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason))
         self.search_box.addAction(leave_search)
-        self.question_panel.answered.connect(lambda: self.source_view.set_answers(self.question_panel.margin_marks()))
+        self.question_panel.answered.connect(
+            lambda: self.source_view.set_answers(self.question_panel.margin_marks())
+        )
         self.question_panel.chunk_chosen.connect(controller.select_row)
         leave_question = QAction("Back to reviewing", self.question_panel.question)
         leave_question.setShortcut(QKeySequence(Qt.Key.Key_Escape))
         leave_question.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
-        leave_question.triggered.connect(lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason))
+        leave_question.triggered.connect(
+            lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        )
         self.question_panel.question.addAction(leave_question)
         self.queue_box.currentIndexChanged.connect(self._on_queue_chosen)
         self.stats.findings.finding_clicked.connect(self.review_finding)
         self.reviewer_box.editingFinished.connect(self._on_reviewer_edited)
         # Return takes the name; Escape drops the edit. Either way the keys go back to the review.
-        self.reviewer_box.returnPressed.connect(lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason))
+        self.reviewer_box.returnPressed.connect(
+            lambda: self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        )
         leave_reviewer = QAction(self.reviewer_box)
         leave_reviewer.setShortcut(QKeySequence(Qt.Key.Key_Escape))
         leave_reviewer.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
-        leave_reviewer.triggered.connect(lambda: (self.reviewer_box.setText(self.controller.reviewer),
-                                                  self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason)))
+        leave_reviewer.triggered.connect(
+            lambda: (
+                self.reviewer_box.setText(self.controller.reviewer),
+                self.chunks_view.setFocus(Qt.FocusReason.ShortcutFocusReason),
+            )
+        )
         self.reviewer_box.addAction(leave_reviewer)
 
     def _on_reviewer_edited(self) -> None:
         self.controller.set_reviewer(self.reviewer_box.text())
-        if self.reviewer_box.text() != self.controller.reviewer:  # an empty name is not taken: show the one used
+        if (
+            self.reviewer_box.text() != self.controller.reviewer
+        ):  # an empty name is not taken: show the one used
             self.reviewer_box.setText(self.controller.reviewer)
 
     # -- opening ---------------------------------------------------------------------------------
@@ -733,7 +802,9 @@ class MainWindow(QMainWindow):
         index = self.controller.index
         if index is None:
             return
-        self.setWindowTitle(f"chunkyard review — {index.dataset} v{index.version} / {index.snapshot_number:04d}")
+        self.setWindowTitle(
+            f"chunkyard review — {index.dataset} v{index.version} / {index.snapshot_number:04d}"
+        )
         self.documents_model.set_index(index)
         self.chunks_model.set_document(None, None)
         self.source_view.show_document(None, None)
@@ -755,16 +826,23 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(
             f"{index.snapshot.path}: {plural(index.n_documents, 'document')}, {plural(index.n_chunks, 'chunk')}"
             + (f" — read-only: {self.controller.read_only}" if self.controller.read_only else "")
-            + (f" — {len(stale)} stale constraint(s), their text is gone: "
-               + ", ".join(sorted({entry['doc_id'] for entry in stale})) if stale else ""))
+            + (
+                f" — {len(stale)} stale constraint(s), their text is gone: "
+                + ", ".join(sorted({entry["doc_id"] for entry in stale}))
+                if stale
+                else ""
+            )
+        )
 
     @staticmethod
     def _why_empty(index: ReviewIndex) -> str:
         """What the text pane says about a snapshot without chunks: each file skipped and why."""
         skipped = [item for item in index.snapshot.manifest.get("skipped") or [] if isinstance(item, dict)]
-        head = (f"This snapshot has no chunks: {plural(index.n_documents, 'document')} with text"
-                + (f", and {plural(len(skipped), 'file')} skipped:" if skipped else
-                   "; no file was skipped (the source folder held none the config includes)."))
+        head = f"This snapshot has no chunks: {plural(index.n_documents, 'document')} with text" + (
+            f", and {plural(len(skipped), 'file')} skipped:"
+            if skipped
+            else "; no file was skipped (the source folder held none the config includes)."
+        )
         lines = [f"  {item.get('doc_id')}: {item.get('reason')}" for item in skipped[:200]]
         if len(skipped) > 200:
             lines.append(f"  … and {len(skipped) - 200} more (manifest.json, `skipped`)")
@@ -795,7 +873,9 @@ class MainWindow(QMainWindow):
         """A clear dialog, never a crash; non-blocking so that a scripted run cannot hang on it."""
         self.last_error = message
         self.statusBar().showMessage(message.splitlines()[0] if message else "")
-        box = QMessageBox(QMessageBox.Icon.Critical, "chunkyard review", message, QMessageBox.StandardButton.Ok, self)
+        box = QMessageBox(
+            QMessageBox.Icon.Critical, "chunkyard review", message, QMessageBox.StandardButton.Ok, self
+        )
         box.setTextFormat(Qt.TextFormat.PlainText)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         box.open()
@@ -817,7 +897,9 @@ class MainWindow(QMainWindow):
         # Each name in its own bidi isolate: a right-to-left title would otherwise take the count with it.
         name = _isolate(index.doc_ids[doc])
         count = plural(n, "chunk")
-        self.doc_label.setText(f"{name}  ·  {_isolate(title)}  ·  {count}" if title else f"{name}  ·  {count}")
+        self.doc_label.setText(
+            f"{name}  ·  {_isolate(title)}  ·  {count}" if title else f"{name}  ·  {count}"
+        )
         self._select_current_document()
 
     def _select_current_document(self) -> None:
@@ -830,7 +912,9 @@ class MainWindow(QMainWindow):
             self._syncing = True
             try:
                 self.documents_view.selectionModel().setCurrentIndex(
-                    proxy, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+                    proxy,
+                    QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows,
+                )
             finally:
                 self._syncing = False
             self.documents_view.scrollTo(proxy)
@@ -847,7 +931,9 @@ class MainWindow(QMainWindow):
             self._syncing = True  # as for the document list: the view must hear of the change
             try:
                 self.chunks_view.selectionModel().setCurrentIndex(
-                    model_index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+                    model_index,
+                    QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows,
+                )
             finally:
                 self._syncing = False
             self.chunks_view.scrollTo(model_index)
@@ -877,8 +963,12 @@ class MainWindow(QMainWindow):
 
     def _on_bulk(self, count: int, what: str) -> None:
         self.bulk_label.setVisible(bool(what))
-        self.bulk_label.setText(f"{plural(count, 'chunk')} chosen {what} — Ctrl+1–9 flag them, Ctrl+Shift+O "
-                                "marks them OK, Ctrl+Shift+X clears" if what else "")
+        self.bulk_label.setText(
+            f"{plural(count, 'chunk')} chosen {what} — Ctrl+1–9 flag them, Ctrl+Shift+O "
+            "marks them OK, Ctrl+Shift+X clears"
+            if what
+            else ""
+        )
         self.chunks_model.set_marked(self.controller.bulk)
 
     def _on_boundary_mode(self, on: bool) -> None:
@@ -959,7 +1049,9 @@ class MainWindow(QMainWindow):
             if detail.pages:
                 lines.append(f"Pages      {detail.pages}")
         if state.flagged:
-            verdict = "flagged: " + ", ".join(state.reasons + [f"boundary after: {r}" for r in state.boundary_reasons])
+            verdict = "flagged: " + ", ".join(
+                state.reasons + [f"boundary after: {r}" for r in state.boundary_reasons]
+            )
         elif state.verdict == "ok":
             verdict = "OK"
         else:
@@ -971,7 +1063,9 @@ class MainWindow(QMainWindow):
             lines.append(f"Note       {state.note}")
         differ = index.verdicts_by_reviewer.get(row)
         if differ:
-            lines.append("Reviewers  differ: " + " · ".join(f"{who}: {what}" for who, what in sorted(differ.items())))
+            lines.append(
+                "Reviewers  differ: " + " · ".join(f"{who}: {what}" for who, what in sorted(differ.items()))
+            )
         findings = index.explain_findings(row)
         lines.append("")
         lines.append("Findings" if findings else "Findings   none")
@@ -1078,9 +1172,12 @@ class MainWindow(QMainWindow):
         """The status bar says how many decisions wait for the ledger; the window closes once they are
         written if the user chose "Close when saved"."""
         if count:
-            self.pending_label.setText(f"{problem or 'review ledger busy'} — {self.controller.pending_text()}")
-            self.pending_label.setToolTip("Each decision is saved as soon as the review ledger is free; the window "
-                                          "shows it already.")
+            self.pending_label.setText(
+                f"{problem or 'review ledger busy'} — {self.controller.pending_text()}"
+            )
+            self.pending_label.setToolTip(
+                "Each decision is saved as soon as the review ledger is free; the window shows it already."
+            )
             self.pending_label.show()
             return
         was_waiting = not self.pending_label.isHidden()
@@ -1114,10 +1211,15 @@ class MainWindow(QMainWindow):
             self.unsaved_box.raise_()
             return
         controller = self.controller
-        box = QMessageBox(QMessageBox.Icon.Warning, "chunkyard review",
-                          f"{controller.pending_text()[0].upper()}{controller.pending_text()[1:]}: "
-                          f"{controller.pending_problem()}.\n\nThey are saved as soon as the review ledger is "
-                          "free. Closing now loses them.", QMessageBox.StandardButton.NoButton, self)
+        box = QMessageBox(
+            QMessageBox.Icon.Warning,
+            "chunkyard review",
+            f"{controller.pending_text()[0].upper()}{controller.pending_text()[1:]}: "
+            f"{controller.pending_problem()}.\n\nThey are saved as soon as the review ledger is "
+            "free. Closing now loses them.",
+            QMessageBox.StandardButton.NoButton,
+            self,
+        )
         box.setTextFormat(Qt.TextFormat.PlainText)
         wait = box.addButton("Close when saved", QMessageBox.ButtonRole.AcceptRole)
         box.addButton("Keep reviewing", QMessageBox.ButtonRole.RejectRole)

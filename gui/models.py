@@ -31,8 +31,14 @@ class _HeaderedTableModel(QAbstractTableModel):
     def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self.HEADERS)
 
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < len(self.HEADERS):
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
+        if (
+            orientation == Qt.Orientation.Horizontal
+            and role == Qt.ItemDataRole.DisplayRole
+            and 0 <= section < len(self.HEADERS)
+        ):
             return self.HEADERS[section]
         return None
 
@@ -87,7 +93,8 @@ class DocumentsModel(_HeaderedTableModel):
     def set_allowed(self, allowed: np.ndarray | None) -> bool:
         """List only the documents where ``allowed`` holds (all for None); False if nothing changed."""
         same = (allowed is None and self._allowed is None) or (
-            allowed is not None and self._allowed is not None and np.array_equal(allowed, self._allowed))
+            allowed is not None and self._allowed is not None and np.array_equal(allowed, self._allowed)
+        )
         if same:
             return False
         self.beginResetModel()
@@ -133,9 +140,14 @@ class DocumentsModel(_HeaderedTableModel):
         keep = np.ones(index.n_documents, dtype=bool) if self._allowed is None else self._allowed.copy()
         if self._needle:
             needle = self._needle
-            keep &= np.fromiter((needle in d.lower() or needle in t.lower()
-                                 for d, t in zip(index.doc_ids, index.titles, strict=True)),
-                                dtype=bool, count=index.n_documents)
+            keep &= np.fromiter(
+                (
+                    needle in d.lower() or needle in t.lower()
+                    for d, t in zip(index.doc_ids, index.titles, strict=True)
+                ),
+                dtype=bool,
+                count=index.n_documents,
+            )
         self._rows = self._order[keep[self._order]]
         self._position = np.full(index.n_documents, -1, dtype=np.int64)
         self._position[self._rows] = np.arange(len(self._rows))
@@ -196,7 +208,9 @@ class ChunksModel(_HeaderedTableModel):
         self.first_row = 0
         self._count = 0
         self._details: list[ChunkDetail] = []
-        self.marked: np.ndarray | None = None  # the bulk selection (dataset rows), shown as "●" before the number
+        self.marked: np.ndarray | None = (
+            None  # the bulk selection (dataset rows), shown as "●" before the number
+        )
 
     def set_marked(self, marked: np.ndarray | None) -> None:
         self.marked = marked

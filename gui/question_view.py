@@ -33,11 +33,11 @@ TITLES = {"bm25": "BM25 (words)", "dense": "Dense (WordLlama embeddings)"}
 
 
 def answer_line(index: ReviewIndex, answer: Answer, width: int = 90) -> str:
-    """"1.  2.618  handbook/refunds.md #10 — Tents and shelters | 60 days …" (the chunk's opening words)."""
+    """ "1.  2.618  handbook/refunds.md #10 — Tents and shelters | 60 days …" (the chunk's opening words)."""
     doc = int(index.chunk_doc[answer.row])
-    text = index.document_text(doc)[int(index.start[answer.row]):int(index.end[answer.row])]
+    text = index.document_text(doc)[int(index.start[answer.row]) : int(index.end[answer.row])]
     opening = " ".join(text.split())
-    opening = opening if len(opening) <= width else opening[:width - 1] + "…"
+    opening = opening if len(opening) <= width else opening[: width - 1] + "…"
     return f"{answer.rank}.  {answer.score:.3f}  {index.doc_ids[doc]} #{int(index.chunk_index[answer.row])} — {opening}"
 
 
@@ -54,7 +54,9 @@ class QuestionPanel(QWidget):
         self.box: QuestionBox | None = None
         self.answers: dict[str, list[Answer]] = {}
         self.question = QLineEdit()
-        self.question.setPlaceholderText("Ask a question (Return): the chunks that answer it, by BM25 and dense")
+        self.question.setPlaceholderText(
+            "Ask a question (Return): the chunks that answer it, by BM25 and dense"
+        )
         self.question.setClearButtonEnabled(True)
         self.k = QSpinBox()
         self.k.setRange(1, 50)
@@ -106,9 +108,14 @@ class QuestionPanel(QWidget):
         text, k, box = self.question.text(), self.k.value(), self.box
         self.busy, self._asked = True, text
         first = not box._retrievers
-        self.status.setText(f"Ranking {self.index.n_chunks:,} chunks…" + (
-            " (the first question builds the indexes: about a minute per 30,000 chunks, once per snapshot)"
-            if first else ""))
+        self.status.setText(
+            f"Ranking {self.index.n_chunks:,} chunks…"
+            + (
+                " (the first question builds the indexes: about a minute per 30,000 chunks, once per snapshot)"
+                if first
+                else ""
+            )
+        )
 
         def rank() -> None:
             try:
@@ -144,8 +151,12 @@ class QuestionPanel(QWidget):
         self.answers = answers
         self._fill()
         text = self._asked.strip()
-        self.status.setText(f"Top {self.k.value()} of {self.index.n_chunks:,} chunks for “{text}”; choose one to "
-                            "see it (the margin shows each chunk's rank)" if text else "")
+        self.status.setText(
+            f"Top {self.k.value()} of {self.index.n_chunks:,} chunks for “{text}”; choose one to "
+            "see it (the margin shows each chunk's rank)"
+            if text
+            else ""
+        )
         self.answered.emit()
 
     def _fill(self) -> None:
@@ -172,8 +183,10 @@ class QuestionPanel(QWidget):
                 best, texts = marks.get(answer.row, (answer.rank, []))
                 texts.append(f"{name} #{answer.rank} ({answer.score:.3f})")
                 marks[answer.row] = (min(best, answer.rank), texts)
-        return {row: (str(rank) if rank < 10 else "·", "question box: " + " · ".join(texts))
-                for row, (rank, texts) in marks.items()}
+        return {
+            row: (str(rank) if rank < 10 else "·", "question box: " + " · ".join(texts))
+            for row, (rank, texts) in marks.items()
+        }
 
     def _on_item(self, item: QTreeWidgetItem | None, _previous: QTreeWidgetItem | None) -> None:
         row = item.data(0, ROW_ROLE) if item is not None else None

@@ -67,12 +67,15 @@ class SourceView(QPlainTextEdit):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.answers: dict[int, tuple[str, str]] = {}  # row -> (margin symbol, tooltip) of the question box's hits
+        self.answers: dict[
+            int, tuple[str, str]
+        ] = {}  # row -> (margin symbol, tooltip) of the question box's hits
         self.setReadOnly(True)
         self.setUndoRedoEnabled(False)
         self.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
-        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
-                                     | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+        self.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.TextSelectableByKeyboard
+        )
         font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         font.setPointSize(max(font.pointSize(), 10))
         self.setFont(font)
@@ -136,15 +139,18 @@ class SourceView(QPlainTextEdit):
         if index is None or not len(self._rows):
             return markers
         first = self._rows.start
-        for row in np.flatnonzero(index.suspicious[first:self._rows.stop]) + first:
+        for row in np.flatnonzero(index.suspicious[first : self._rows.stop]) + first:
             row, position = int(row), int(row) - first
             codes = index.findings(row)
             start_codes = [c for c in codes if c == "mid_sentence_start"]
             end_codes = [c for c in codes if c != "mid_sentence_start"]
             explained = dict(index.explain_findings(row))
             if start_codes:
-                markers.append(_Marker(self._starts[position], row, "finding",
-                                       _describe(index, row, start_codes, explained)))
+                markers.append(
+                    _Marker(
+                        self._starts[position], row, "finding", _describe(index, row, start_codes, explained)
+                    )
+                )
             if end_codes:
                 at = max(self._starts[position], self._ends[position] - 1)
                 markers.append(_Marker(at, row, "finding", _describe(index, row, end_codes, explained)))
@@ -162,7 +168,7 @@ class SourceView(QPlainTextEdit):
         index = self.index
         if index is not None and len(self._rows):
             first = self._rows.start
-            for row in np.flatnonzero(index.verdict[first:self._rows.stop]) + first:
+            for row in np.flatnonzero(index.verdict[first : self._rows.stop]) + first:
                 row, position = int(row), int(row) - first
                 verdict = int(index.verdict[row])
                 state = index.state(row)
@@ -175,7 +181,11 @@ class SourceView(QPlainTextEdit):
                     text += f"\nnote: {state.note}"
                 # A flag on the boundary is drawn where the boundary is: at the chunk's end.
                 only_boundary = verdict == FLAGGED and state.boundary_reasons and not state.reasons
-                at = max(self._starts[position], self._ends[position] - 1) if only_boundary else self._starts[position]
+                at = (
+                    max(self._starts[position], self._ends[position] - 1)
+                    if only_boundary
+                    else self._starts[position]
+                )
                 # Drawn after the findings: where markers stack up, the verdict is the one on top.
                 markers.append(_Marker(at, row, "flag" if verdict == FLAGGED else "ok", text))
             for row, (symbol, text) in self.answers.items():
@@ -209,8 +219,11 @@ class SourceView(QPlainTextEdit):
         first, last = self._visible_range()
         lo = bisect.bisect_left(self._shade_starts, first - self._longest_shade)
         hi = bisect.bisect_right(self._shade_starts, last)
-        return [(max(start, first), min(end, last), colour) for start, end, colour in self._shades[lo:hi]
-                if max(start, first) < min(end, last)]
+        return [
+            (max(start, first), min(end, last), colour)
+            for start, end, colour in self._shades[lo:hi]
+            if max(start, first) < min(end, last)
+        ]
 
     # -- selection -------------------------------------------------------------------------------
 
@@ -282,8 +295,13 @@ class SourceView(QPlainTextEdit):
         Found from the block layouts by bisecting line tops: ``cursorForPosition`` walks every line
         of a paragraph, 84 ms on a 10 MB one-line document, and this runs several times per paint.
         """
-        key = (self.verticalScrollBar().value(), self.viewport().width(), self.viewport().height(),
-               self.document().revision(), self.document().blockCount())
+        key = (
+            self.verticalScrollBar().value(),
+            self.viewport().width(),
+            self.viewport().height(),
+            self.document().revision(),
+            self.document().blockCount(),
+        )
         if self._visible is not None and self._visible[0] == key:
             return self._visible[1]
         height = self.viewport().height()
@@ -294,7 +312,10 @@ class SourceView(QPlainTextEdit):
         first = self._line_at(block, offset, 0.0)[0]
         while True:  # the last block that begins on screen (a screen holds a few dozen)
             following = block.next()
-            if not following.isValid() or self.blockBoundingGeometry(following).translated(offset).top() >= height:
+            if (
+                not following.isValid()
+                or self.blockBoundingGeometry(following).translated(offset).top() >= height
+            ):
                 break
             block = following
         last = self._line_at(block, offset, float(height))[1]
@@ -333,8 +354,12 @@ class SourceView(QPlainTextEdit):
         relative = position - block.position()
         line = layout.lineAt(_line_index(layout, relative))
         geometry = self.blockBoundingGeometry(block).translated(self.contentOffset())
-        return QRect(math.floor(geometry.left() + line.cursorToX(relative)[0] + 0.5),  # qRound, as Qt does
-                     math.floor(geometry.top() + line.y() + 0.5), self.cursorWidth(), math.floor(line.height() + 0.5))
+        return QRect(
+            math.floor(geometry.left() + line.cursorToX(relative)[0] + 0.5),  # qRound, as Qt does
+            math.floor(geometry.top() + line.y() + 0.5),
+            self.cursorWidth(),
+            math.floor(line.height() + 0.5),
+        )
 
     def _span_path(self, start: int, end: int) -> QPainterPath:
         """Outline of the text from ``start`` to ``end`` (UTF-16) the way a text selection is shaped:
@@ -370,7 +395,9 @@ class SourceView(QPlainTextEdit):
                 if a > b or (a == b and a == end and a != start):
                     continue
                 if self._has_rtl(block):
-                    rects += _bidi_rects(block, line, geometry, a, b, right_edge if to_edge and end > line_end else None)
+                    rects += _bidi_rects(
+                        block, line, geometry, a, b, right_edge if to_edge and end > line_end else None
+                    )
                     continue
                 left = geometry.left() + (line.cursorToX(a - base)[0] if a > line_start else 0.0) + 1
                 if end > line_end:
@@ -387,8 +414,10 @@ class SourceView(QPlainTextEdit):
         """Whether ``block`` holds right-to-left text (then its lines are not drawn left to right)."""
         number = block.blockNumber()
         if number not in self._rtl_blocks:
-            self._rtl_blocks[number] = block.textDirection() == Qt.LayoutDirection.RightToLeft \
+            self._rtl_blocks[number] = (
+                block.textDirection() == Qt.LayoutDirection.RightToLeft
                 or _RTL.search(block.text()) is not None
+            )
         return self._rtl_blocks[number]
 
     # -- margin ----------------------------------------------------------------------------------
@@ -451,7 +480,11 @@ class SourceView(QPlainTextEdit):
             painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, symbol)
 
     def marker_text_at(self, point: QPoint) -> str | None:
-        texts = [marker.text for rect, marker in self.markers_on_screen() if rect.adjusted(-2, -2, 2, 2).contains(point)]
+        texts = [
+            marker.text
+            for rect, marker in self.markers_on_screen()
+            if rect.adjusted(-2, -2, 2, 2).contains(point)
+        ]
         return "\n\n".join(texts) if texts else None
 
     def marker_row_at(self, point: QPoint) -> int | None:
@@ -497,8 +530,10 @@ class _Margin(QWidget):
 
 # Characters of right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, N'Ko, …; their presentation forms
 # and supplementary blocks) and the explicit right-to-left marks, embeddings, overrides and isolates.
-_RTL = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefe\u200f\u202b\u202e\u2067"
-                  "\U00010800-\U00010fff\U0001e800-\U0001efff]")
+_RTL = re.compile(
+    "[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefe\u200f\u202b\u202e\u2067"
+    "\U00010800-\U00010fff\U0001e800-\U0001efff]"
+)
 
 
 def _bidi_rects(block: Any, line: Any, geometry: QRectF, a: int, b: int, edge: float | None) -> list[QRectF]:
@@ -527,7 +562,9 @@ def _bidi_rects(block: Any, line: Any, geometry: QRectF, a: int, b: int, edge: f
         else:
             merged.append([left, right])
     top = geometry.top() + line.y()
-    return [QRectF(geometry.left() + left + 1, top, right - left, line.height() + 0.5) for left, right in merged]
+    return [
+        QRectF(geometry.left() + left + 1, top, right - left, line.height() + 0.5) for left, right in merged
+    ]
 
 
 def _line_index(layout: Any, position: int) -> int:

@@ -44,10 +44,12 @@ class SizeHistogram(QWidget):
         self.update()
 
     def title(self) -> str:
-        """"Chunk sizes (tokens)", saying how many chunks in other units are not shown."""
+        """ "Chunk sizes (tokens)", saying how many chunks in other units are not shown."""
         if not self.unit:
             return "Chunk sizes"
-        left_out = "".join(f"; {n:,} chunks in {unit} not shown" for unit, n in sorted(self.other_units.items()))
+        left_out = "".join(
+            f"; {n:,} chunks in {unit} not shown" for unit, n in sorted(self.other_units.items())
+        )
         return f"Chunk sizes ({self.unit}{left_out})"
 
     def sizeHint(self) -> QSize:
@@ -73,17 +75,31 @@ class SizeHistogram(QWidget):
         painter.setBrush(BAR)
         for number, count in enumerate(self.counts):
             height = plot.height() * int(count) / peak
-            painter.drawRect(QRectF(plot.left() + number * width + 0.5, plot.bottom() - height, max(1.0, width - 1), height))
+            painter.drawRect(
+                QRectF(
+                    plot.left() + number * width + 0.5, plot.bottom() - height, max(1.0, width - 1), height
+                )
+            )
         painter.setPen(QPen(AXIS, 1))
         painter.drawLine(plot.bottomLeft(), plot.bottomRight())
         painter.drawLine(plot.bottomLeft(), plot.topLeft())
-        painter.drawText(QRectF(0, plot.top() - line / 2, left - 4, line), Qt.AlignmentFlag.AlignRight, f"{peak:,}")
-        painter.drawText(QRectF(0, plot.bottom() - line / 2, left - 4, line), Qt.AlignmentFlag.AlignRight, "0")
+        painter.drawText(
+            QRectF(0, plot.top() - line / 2, left - 4, line), Qt.AlignmentFlag.AlignRight, f"{peak:,}"
+        )
+        painter.drawText(
+            QRectF(0, plot.bottom() - line / 2, left - 4, line), Qt.AlignmentFlag.AlignRight, "0"
+        )
         for fraction in (0.0, 0.5, 1.0):
             value = x_max * fraction
             x = plot.left() + plot.width() * fraction
-            align = {0.0: Qt.AlignmentFlag.AlignLeft, 0.5: Qt.AlignmentFlag.AlignHCenter, 1.0: Qt.AlignmentFlag.AlignRight}[fraction]
-            box = QRectF(x - (0 if fraction == 0 else 60 if fraction == 1 else 30), plot.bottom() + 2, 60, line)
+            align = {
+                0.0: Qt.AlignmentFlag.AlignLeft,
+                0.5: Qt.AlignmentFlag.AlignHCenter,
+                1.0: Qt.AlignmentFlag.AlignRight,
+            }[fraction]
+            box = QRectF(
+                x - (0 if fraction == 0 else 60 if fraction == 1 else 30), plot.bottom() + 2, 60, line
+            )
             painter.drawText(box, align, f"{value:,.0f}")
         label_y = plot.top() + 2
         for budget in sorted(self.budgets, key=lambda b: b.max_size):
@@ -97,8 +113,11 @@ class SizeHistogram(QWidget):
             painter.drawText(QRectF(tx, label_y, text_width + 2, line), Qt.AlignmentFlag.AlignLeft, text)
             label_y += line
         painter.setPen(AXIS)
-        painter.drawText(QRectF(plot.left(), plot.bottom() + line + 2, plot.width(), line), Qt.AlignmentFlag.AlignCenter,
-                         "dashed: max_size budget")
+        painter.drawText(
+            QRectF(plot.left(), plot.bottom() + line + 2, plot.width(), line),
+            Qt.AlignmentFlag.AlignCenter,
+            "dashed: max_size budget",
+        )
         painter.end()
 
 
@@ -118,7 +137,9 @@ class FindingCounts(QWidget):
     def set_index(self, index: ReviewIndex | None) -> None:
         self.counts = index.finding_counts() if index is not None else {}
         self.total = index.n_chunks if index is not None else 0
-        self.setToolTip("\n".join(f"{code}: {FINDINGS.get(code, ('unknown finding',))[0]}" for code in self.counts))
+        self.setToolTip(
+            "\n".join(f"{code}: {FINDINGS.get(code, ('unknown finding',))[0]}" for code in self.counts)
+        )
         self.updateGeometry()
         self.update()
 
@@ -163,12 +184,19 @@ class FindingCounts(QWidget):
         for number, (code, count) in enumerate(self.counts.items()):
             y = line * (number + 1) + 2
             painter.setPen(AXIS)
-            painter.drawText(QRectF(4, y, label_width - 6, line), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, code)
+            painter.drawText(
+                QRectF(4, y, label_width - 6, line),
+                Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                code,
+            )
             width = bar_space * count / peak
             painter.fillRect(QRectF(label_width, y + 3, max(1.0, width), line - 6), FINDING_BAR)
             share = f" ({count / self.total:.0%})" if self.total else ""
-            painter.drawText(QRectF(label_width + width + 4, y, number_width, line), Qt.AlignmentFlag.AlignVCenter,
-                             f"{count:,}{share}")
+            painter.drawText(
+                QRectF(label_width + width + 4, y, number_width, line),
+                Qt.AlignmentFlag.AlignVCenter,
+                f"{count:,}{share}",
+            )
         painter.end()
 
 

@@ -110,7 +110,9 @@ def load_questions(path: str | Path) -> QuestionSet:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise QuestionSetError([QuestionIssue(str(path), None, f"not valid UTF-8 at byte {exc.start}")]) from None
+        raise QuestionSetError(
+            [QuestionIssue(str(path), None, f"not valid UTF-8 at byte {exc.start}")]
+        ) from None
     return parse_questions(text, str(path), path=path.resolve())
 
 
@@ -136,8 +138,10 @@ def parse_questions(text: str, label: str = "<questions>", *, path: Path | None 
             continue
         unknown = sorted(set(item) - ALLOWED_KEYS)
         if unknown:
-            bad(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-                f"(allowed: {', '.join(sorted(ALLOWED_KEYS))})")
+            bad(
+                f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+                f"(allowed: {', '.join(sorted(ALLOWED_KEYS))})"
+            )
         question = item.get("question")
         if not isinstance(question, str) or not question.strip():
             bad("'question' must be a non-empty string")
@@ -151,8 +155,10 @@ def parse_questions(text: str, label: str = "<questions>", *, path: Path | None 
         seen_ids.setdefault(qid, number)
         raw_refs = item.get("references")
         if not isinstance(raw_refs, list) or not raw_refs:
-            bad("'references' must be a non-empty list of {\"doc_id\", \"start\", \"end\"} or "
-                "{\"doc_id\", \"text\"} objects")
+            bad(
+                '\'references\' must be a non-empty list of {"doc_id", "start", "end"} or '
+                '{"doc_id", "text"} objects'
+            )
             continue
         references: list[Reference] = []
         for index, ref in enumerate(raw_refs, start=1):
@@ -176,8 +182,10 @@ def _parse_reference(ref: object, where: str, bad: Callable[[str], None]) -> Ref
     ok = True
     unknown = sorted(set(ref) - REFERENCE_KEYS)
     if unknown:
-        bad(f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-            f"(allowed: {', '.join(sorted(REFERENCE_KEYS))})")
+        bad(
+            f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            f"(allowed: {', '.join(sorted(REFERENCE_KEYS))})"
+        )
         ok = False
     doc_id = ref.get("doc_id")
     if not isinstance(doc_id, str) or not doc_id.strip():
@@ -259,7 +267,9 @@ def locate_questions(
             if ref.text is None:
                 assert ref.start is not None and ref.end is not None
                 if ref.end > len(document):
-                    bad(f"{label}: end {ref.end} is past the end of {ref.doc_id} ({len(document)} characters)")
+                    bad(
+                        f"{label}: end {ref.end} is past the end of {ref.doc_id} ({len(document)} characters)"
+                    )
                     continue
                 spans.append(Span(ref.doc_id, ref.start, ref.end))
                 continue
@@ -269,8 +279,10 @@ def locate_questions(
             elif len(matches) > 1:
                 offsets = ", ".join(str(start) for start, _ in matches[:5])
                 more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
-                bad(f"{label}: passage is ambiguous: found {len(matches)} times in {ref.doc_id} "
-                    f"(at offsets {offsets}{more}); quote a longer passage or give start/end")
+                bad(
+                    f"{label}: passage is ambiguous: found {len(matches)} times in {ref.doc_id} "
+                    f"(at offsets {offsets}{more}); quote a longer passage or give start/end"
+                )
             else:
                 spans.append(Span(ref.doc_id, *matches[0]))
         if len(spans) == len(question.references):

@@ -71,8 +71,10 @@ class BM25Retriever:
         """Each query's BM25 score of every text (the reviewer's question box lists them)."""
         tokenized = self._bm25s.tokenize(list(queries), stopwords="en", return_ids=False, show_progress=False)
         # A query of stop words only matches nothing; every chunk scores 0 (ranked by row).
-        return [np.asarray(self._index.get_scores(tokens) if tokens else np.zeros(self.n), dtype=np.float64)
-                for tokens in tokenized]
+        return [
+            np.asarray(self._index.get_scores(tokens) if tokens else np.zeros(self.n), dtype=np.float64)
+            for tokens in tokenized
+        ]
 
     def search(self, queries: Sequence[str], k: int) -> list[list[int]]:
         return [top_k(scores, k) for scores in self.scores(queries)]
@@ -93,10 +95,16 @@ def load_wordllama() -> Any:
                 root.removeHandler(handler)
         root.setLevel(level)
     try:
-        return WordLlama.load(config=DENSE_MODEL, dim=DENSE_DIM,
-                              cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+        return WordLlama.load(
+            config=DENSE_MODEL,
+            dim=DENSE_DIM,
+            cache_dir=Path(wordllama.__file__).parent,
+            disable_download=True,
+        )
     except Exception as exc:  # missing weights file, incompatible version
-        raise EvaluationError(f"cannot load the WordLlama model offline: {type(exc).__name__}: {exc}") from None
+        raise EvaluationError(
+            f"cannot load the WordLlama model offline: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def embed(texts: Sequence[str]) -> np.ndarray:

@@ -130,16 +130,23 @@ def evaluate_snapshot(
 
     snapshot = Snapshot.open(path, validate=True)
     documents = snapshot.documents(["doc_id", "text"], doc_ids=question_set.doc_ids)
-    texts = dict(zip(documents.column("doc_id").to_pylist(), documents.column("text").to_pylist(), strict=True))
+    texts = dict(
+        zip(documents.column("doc_id").to_pylist(), documents.column("text").to_pylist(), strict=True)
+    )
     located = locate_questions(question_set, texts.get, f"dataset {snapshot.path}")
-    chunks = snapshot.chunks(["chunk_id", "doc_id", "start", "end", "n_chars", "n_tokens", "strategy",
-                              "embed_text"])
+    chunks = snapshot.chunks(
+        ["chunk_id", "doc_id", "start", "end", "n_chars", "n_tokens", "strategy", "embed_text"]
+    )
     if chunks.num_rows == 0:
         raise EvaluationError(f"{snapshot.path}: the snapshot has no chunks to retrieve")
     chunk_ids = chunks.column("chunk_id").to_pylist()
     doc_ids = chunks.column("doc_id").to_pylist()
-    spans = [Span(d, s, e) for d, s, e in zip(doc_ids, chunks.column("start").to_pylist(),
-                                               chunks.column("end").to_pylist(), strict=True)]
+    spans = [
+        Span(d, s, e)
+        for d, s, e in zip(
+            doc_ids, chunks.column("start").to_pylist(), chunks.column("end").to_pylist(), strict=True
+        )
+    ]
     embed_texts = chunks.column("embed_text").to_pylist()
     timings["load"] = time.perf_counter() - started
 
@@ -147,8 +154,10 @@ def evaluate_snapshot(
     queries = [q.question for q in located]
     max_k = ks[-1]
     if max_k > len(spans):
-        say(f"note: {label} has {plural(len(spans), 'chunk')}: k = {', '.join(str(k) for k in ks if k > len(spans))} "
-            "retrieves every chunk")
+        say(
+            f"note: {label} has {plural(len(spans), 'chunk')}: k = {', '.join(str(k) for k in ks if k > len(spans))} "
+            "retrieves every chunk"
+        )
     summary: list[dict[str, Any]] = []
     per_question: list[dict[str, Any]] = []
     cache_status: str | None = None
@@ -164,7 +173,9 @@ def evaluate_snapshot(
             cache_status = cached.status
             retriever = DenseRetriever(cached.vectors)
             timings[f"{name}_index"] = time.perf_counter() - t0
-            how = "read from the snapshot's cache" if cached.status == "hit" else f"embedded ({cached.status})"
+            how = (
+                "read from the snapshot's cache" if cached.status == "hit" else f"embedded ({cached.status})"
+            )
             say(f"dense: {len(spans):,} chunk embeddings {how} in {timings['dense_index']:.1f} s")
         t0 = time.perf_counter()
         rankings = retriever.search(queries, max_k)
@@ -175,18 +186,33 @@ def evaluate_snapshot(
                 top = ranking[:k]
                 score = score_retrieval(question.spans, [spans[i] for i in top])
                 scores.append(score)
-                per_question.append({
-                    "config": label, "retriever": name, "k": k, "question_id": question.id,
-                    "line": question.line, "question": question.question,
-                    "recall": score.recall, "precision": score.precision, "iou": score.iou,
-                    "hit": score.hit, "reciprocal_rank": score.reciprocal_rank,
-                    "relevant_chars": score.relevant_chars, "retrieved_chars": score.retrieved_chars,
-                    "reference_chars": score.reference_chars,
-                    "chunk_ids": [chunk_ids[i] for i in top], "doc_ids": [doc_ids[i] for i in top],
-                })
+                per_question.append(
+                    {
+                        "config": label,
+                        "retriever": name,
+                        "k": k,
+                        "question_id": question.id,
+                        "line": question.line,
+                        "question": question.question,
+                        "recall": score.recall,
+                        "precision": score.precision,
+                        "iou": score.iou,
+                        "hit": score.hit,
+                        "reciprocal_rank": score.reciprocal_rank,
+                        "relevant_chars": score.relevant_chars,
+                        "retrieved_chars": score.retrieved_chars,
+                        "reference_chars": score.reference_chars,
+                        "chunk_ids": [chunk_ids[i] for i in top],
+                        "doc_ids": [doc_ids[i] for i in top],
+                    }
+                )
             summary.append({"config": label, "retriever": name, "k": k, **summarize(scores)})
-    cost = measure_cost(snapshot, chunks.column("n_chars").to_numpy(), chunks.column("n_tokens").to_numpy().astype(float),
-                        embed_texts)
+    cost = measure_cost(
+        snapshot,
+        chunks.column("n_chars").to_numpy(),
+        chunks.column("n_tokens").to_numpy().astype(float),
+        embed_texts,
+    )
     strategies = sorted(set(chunks.column("strategy").to_pylist()))
     timings["total"] = time.perf_counter() - started
     return ConfigEvaluation(
@@ -209,8 +235,9 @@ def evaluate_snapshot(
     )
 
 
-def measure_cost(snapshot: Snapshot, n_chars: np.ndarray, n_tokens: np.ndarray,
-                 embed_texts: Sequence[str]) -> dict[str, float]:
+def measure_cost(
+    snapshot: Snapshot, n_chars: np.ndarray, n_tokens: np.ndarray, embed_texts: Sequence[str]
+) -> dict[str, float]:
     """What the config costs downstream: rows, embedded characters and tokens, overlap overhead."""
     from chunkyard.chunking.units import get_tokenizer
 
@@ -228,8 +255,9 @@ def measure_cost(snapshot: Snapshot, n_chars: np.ndarray, n_tokens: np.ndarray,
         "embedded_tokens": embedded_tokens,
         "mean_chunk_chars": round(text_chars / chunks, 1) if chunks else 0.0,
         # n_tokens is null (NaN here) where the config did not count tokens.
-        "mean_chunk_tokens": round(float(np.nanmean(n_tokens)), 1) if chunks and not np.isnan(n_tokens).all() else 0.0,
+        "mean_chunk_tokens": round(float(np.nanmean(n_tokens)), 1)
+        if chunks and not np.isnan(n_tokens).all()
+        else 0.0,
         "mean_embedded_tokens": round(embedded_tokens / chunks, 1) if chunks else 0.0,
         "overlap_factor": round(text_chars / document_chars, 3) if document_chars else 0.0,
     }
-

@@ -37,65 +37,80 @@ RESULTS = "results.json"
 CHART = "chart.png"
 FORMAT_VERSION = 1
 
-COST_COLUMNS = ("chunks", "embedded_chars", "embedded_tokens", "mean_chunk_chars", "mean_chunk_tokens",
-                "overlap_factor")
+COST_COLUMNS = (
+    "chunks",
+    "embedded_chars",
+    "embedded_tokens",
+    "mean_chunk_chars",
+    "mean_chunk_tokens",
+    "overlap_factor",
+)
 
-SUMMARY_SCHEMA = pa.schema([
-    pa.field("config", pa.string(), nullable=False),
-    pa.field("dataset", pa.string(), nullable=False),
-    pa.field("version", pa.int32(), nullable=False),
-    pa.field("snapshot", pa.int32(), nullable=False),
-    pa.field("config_hash", pa.string(), nullable=False),
-    pa.field("strategy", pa.string(), nullable=False),
-    pa.field("retriever", pa.string(), nullable=False),
-    pa.field("k", pa.int32(), nullable=False),
-    pa.field("questions", pa.int32(), nullable=False),
-    pa.field("recall_mean", pa.float64(), nullable=False),
-    pa.field("recall_std", pa.float64(), nullable=False),
-    pa.field("precision_mean", pa.float64(), nullable=False),
-    pa.field("precision_std", pa.float64(), nullable=False),
-    pa.field("iou_mean", pa.float64(), nullable=False),
-    pa.field("iou_std", pa.float64(), nullable=False),
-    pa.field("hit_rate", pa.float64(), nullable=False),
-    pa.field("mrr", pa.float64(), nullable=False),
-    pa.field("chunks", pa.int64(), nullable=False),
-    pa.field("embedded_chars", pa.int64(), nullable=False),
-    pa.field("embedded_tokens", pa.int64(), nullable=False),
-    pa.field("mean_chunk_chars", pa.float64(), nullable=False),
-    pa.field("mean_chunk_tokens", pa.float64(), nullable=False),
-    pa.field("overlap_factor", pa.float64(), nullable=False),
-])
+SUMMARY_SCHEMA = pa.schema(
+    [
+        pa.field("config", pa.string(), nullable=False),
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("version", pa.int32(), nullable=False),
+        pa.field("snapshot", pa.int32(), nullable=False),
+        pa.field("config_hash", pa.string(), nullable=False),
+        pa.field("strategy", pa.string(), nullable=False),
+        pa.field("retriever", pa.string(), nullable=False),
+        pa.field("k", pa.int32(), nullable=False),
+        pa.field("questions", pa.int32(), nullable=False),
+        pa.field("recall_mean", pa.float64(), nullable=False),
+        pa.field("recall_std", pa.float64(), nullable=False),
+        pa.field("precision_mean", pa.float64(), nullable=False),
+        pa.field("precision_std", pa.float64(), nullable=False),
+        pa.field("iou_mean", pa.float64(), nullable=False),
+        pa.field("iou_std", pa.float64(), nullable=False),
+        pa.field("hit_rate", pa.float64(), nullable=False),
+        pa.field("mrr", pa.float64(), nullable=False),
+        pa.field("chunks", pa.int64(), nullable=False),
+        pa.field("embedded_chars", pa.int64(), nullable=False),
+        pa.field("embedded_tokens", pa.int64(), nullable=False),
+        pa.field("mean_chunk_chars", pa.float64(), nullable=False),
+        pa.field("mean_chunk_tokens", pa.float64(), nullable=False),
+        pa.field("overlap_factor", pa.float64(), nullable=False),
+    ]
+)
 
-QUESTIONS_SCHEMA = pa.schema([
-    pa.field("config", pa.string(), nullable=False),
-    pa.field("retriever", pa.string(), nullable=False),
-    pa.field("k", pa.int32(), nullable=False),
-    pa.field("question_id", pa.string(), nullable=False),
-    pa.field("line", pa.int32(), nullable=False),
-    pa.field("question", pa.string(), nullable=False),
-    pa.field("recall", pa.float64(), nullable=False),
-    pa.field("precision", pa.float64(), nullable=False),
-    pa.field("iou", pa.float64(), nullable=False),
-    pa.field("hit", pa.bool_(), nullable=False),
-    pa.field("reciprocal_rank", pa.float64(), nullable=False),
-    pa.field("relevant_chars", pa.int64(), nullable=False),
-    pa.field("retrieved_chars", pa.int64(), nullable=False),
-    pa.field("reference_chars", pa.int64(), nullable=False),
-    pa.field("chunk_ids", pa.list_(pa.string()), nullable=False),
-    pa.field("doc_ids", pa.list_(pa.string()), nullable=False),
-])
+QUESTIONS_SCHEMA = pa.schema(
+    [
+        pa.field("config", pa.string(), nullable=False),
+        pa.field("retriever", pa.string(), nullable=False),
+        pa.field("k", pa.int32(), nullable=False),
+        pa.field("question_id", pa.string(), nullable=False),
+        pa.field("line", pa.int32(), nullable=False),
+        pa.field("question", pa.string(), nullable=False),
+        pa.field("recall", pa.float64(), nullable=False),
+        pa.field("precision", pa.float64(), nullable=False),
+        pa.field("iou", pa.float64(), nullable=False),
+        pa.field("hit", pa.bool_(), nullable=False),
+        pa.field("reciprocal_rank", pa.float64(), nullable=False),
+        pa.field("relevant_chars", pa.int64(), nullable=False),
+        pa.field("retrieved_chars", pa.int64(), nullable=False),
+        pa.field("reference_chars", pa.int64(), nullable=False),
+        pa.field("chunk_ids", pa.list_(pa.string()), nullable=False),
+        pa.field("doc_ids", pa.list_(pa.string()), nullable=False),
+    ]
+)
 
 
 def summary_rows(evaluation: ConfigEvaluation) -> list[dict[str, Any]]:
     rows = []
     for row in evaluation.summary:
-        rows.append({
-            **{name: row[name] for name in SUMMARY_SCHEMA.names if name in row},
-            "dataset": evaluation.dataset, "version": evaluation.version, "snapshot": evaluation.snapshot,
-            "config_hash": evaluation.config_hash, "strategy": evaluation.strategy,
-            "questions": int(row["questions"]),
-            **{name: evaluation.cost[name] for name in COST_COLUMNS},
-        })
+        rows.append(
+            {
+                **{name: row[name] for name in SUMMARY_SCHEMA.names if name in row},
+                "dataset": evaluation.dataset,
+                "version": evaluation.version,
+                "snapshot": evaluation.snapshot,
+                "config_hash": evaluation.config_hash,
+                "strategy": evaluation.strategy,
+                "questions": int(row["questions"]),
+                **{name: evaluation.cost[name] for name in COST_COLUMNS},
+            }
+        )
     return rows
 
 
@@ -114,12 +129,16 @@ def _now() -> dt.datetime:
 
 
 def questions_info(question_set: QuestionSet) -> dict[str, Any]:
-    return {"path": str(question_set.path) if question_set.path else question_set.label,
-            "sha256": question_set.sha256, "count": len(question_set.questions)}
+    return {
+        "path": str(question_set.path) if question_set.path else question_set.label,
+        "sha256": question_set.sha256,
+        "count": len(question_set.questions),
+    }
 
 
-def write_results(evaluations: list[ConfigEvaluation], question_set: QuestionSet, out_dir: Path,
-                  *, chart: bool = True) -> dict[str, Path]:
+def write_results(
+    evaluations: list[ConfigEvaluation], question_set: QuestionSet, out_dir: Path, *, chart: bool = True
+) -> dict[str, Path]:
     """Write the comparison folder; returns the paths written by kind."""
     from chunkyard.chunking.pipeline import CHUNKYARD_VERSION
 
@@ -153,8 +172,12 @@ def evaluations_dir(snapshot_path: Path) -> Path:
     return snapshot_path.parent / EVALUATIONS_DIR / snapshot_path.name
 
 
-def record_evaluation(evaluation: ConfigEvaluation, question_set: QuestionSet,
-                      compared_with: list[str] | None = None, out_dir: Path | None = None) -> Path | None:
+def record_evaluation(
+    evaluation: ConfigEvaluation,
+    question_set: QuestionSet,
+    compared_with: list[str] | None = None,
+    out_dir: Path | None = None,
+) -> Path | None:
     """Store the evaluation beside its snapshot; returns the record folder, or None if not writable."""
     from chunkyard.chunking.pipeline import CHUNKYARD_VERSION
 
@@ -167,15 +190,18 @@ def record_evaluation(evaluation: ConfigEvaluation, question_set: QuestionSet,
     try:
         staging.mkdir(parents=True)
         pq.write_table(questions_table([evaluation]), staging / QUESTIONS, compression="zstd")
-        _write_json(staging / RECORD, {
-            "format_version": FORMAT_VERSION,
-            "created_at": created.replace(microsecond=0).isoformat(),
-            "chunkyard_version": CHUNKYARD_VERSION,
-            "questions": questions_info(question_set),
-            "compared_with": compared_with or [],
-            "results_folder": str(out_dir.resolve()) if out_dir else None,
-            **evaluation.describe(),
-        })
+        _write_json(
+            staging / RECORD,
+            {
+                "format_version": FORMAT_VERSION,
+                "created_at": created.replace(microsecond=0).isoformat(),
+                "chunkyard_version": CHUNKYARD_VERSION,
+                "questions": questions_info(question_set),
+                "compared_with": compared_with or [],
+                "results_folder": str(out_dir.resolve()) if out_dir else None,
+                **evaluation.describe(),
+            },
+        )
         target = parent / name
         os.rename(staging, target)
         return target

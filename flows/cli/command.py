@@ -58,7 +58,8 @@ def local_path(command: str) -> Callable[[str], Path]:
         if is_uri(text) and not text.lower().startswith("file://"):
             raise argparse.ArgumentTypeError(
                 f"{text.split('?', 1)[0]}: `chunkyard {command}` works on local datasets only (the review ledger "
-                "is a local file); copy the dataset to this machine first")
+                "is a local file); copy the dataset to this machine first"
+            )
         if text.lower().startswith("file://"):
             return location(text)
         return Path(text)

@@ -28,21 +28,37 @@ def _k_values(text: str) -> tuple[int, ...]:
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("configs", type=Path, nargs="+", metavar="CONFIG")
     parser.add_argument("--questions", type=Path, required=True, help="JSONL question set with references")
-    parser.add_argument("--k", type=_k_values, default=(5,), metavar="K[,K...]",
-                        help="how many chunks to retrieve; several at once, e.g. 1,5,10 (default 5)")
-    parser.add_argument("--retriever", choices=["bm25", "dense", "both"], default="both",
-                        help="BM25 (bm25s), dense (WordLlama, offline) or both (default)")
+    parser.add_argument(
+        "--k",
+        type=_k_values,
+        default=(5,),
+        metavar="K[,K...]",
+        help="how many chunks to retrieve; several at once, e.g. 1,5,10 (default 5)",
+    )
+    parser.add_argument(
+        "--retriever",
+        choices=["bm25", "dense", "both"],
+        default="both",
+        help="BM25 (bm25s), dense (WordLlama, offline) or both (default)",
+    )
     parser.add_argument("--out", type=Path, help="results folder (default: ./evaluations/<UTC time>)")
-    parser.add_argument("--refresh", action="store_true",
-                        help="run the chunking flow even when a snapshot with the config's hash exists")
+    parser.add_argument(
+        "--refresh",
+        action="store_true",
+        help="run the chunking flow even when a snapshot with the config's hash exists",
+    )
 
 
 def eval_labels(paths: list[Path]) -> list[str]:
     """Short, distinct names for the configs: file stems, with the folder when stems repeat."""
     stems = [path.stem for path in paths]
-    labels = [stem if stems.count(stem) == 1 else f"{path.resolve().parent.name}/{stem}"
-              for stem, path in zip(stems, paths, strict=True)]
-    return [label if labels.count(label) == 1 else str(path) for label, path in zip(labels, paths, strict=True)]
+    labels = [
+        stem if stems.count(stem) == 1 else f"{path.resolve().parent.name}/{stem}"
+        for stem, path in zip(stems, paths, strict=True)
+    ]
+    return [
+        label if labels.count(label) == 1 else str(path) for label, path in zip(labels, paths, strict=True)
+    ]
 
 
 def cmd_eval(args: argparse.Namespace, session: Session) -> int:
@@ -81,24 +97,39 @@ def cmd_eval(args: argparse.Namespace, session: Session) -> int:
         for path, config in zip(args.configs, configs, strict=True):
             snapshot = None if args.refresh else reusable_snapshot(config)
             if snapshot is None:  # check the references before spending time on chunking
-                locate_questions(questions, source_text_reader(config.source_dir, config.is_included),
-                                 f"the source of {path} (include: {', '.join(config.model.source.include)})")
+                locate_questions(
+                    questions,
+                    source_text_reader(config.source_dir, config.is_included),
+                    f"the source of {path} (include: {', '.join(config.model.source.include)})",
+                )
             snapshots.append(snapshot)
-        note(f"{args.questions}: {plural(len(questions.questions), 'question')}; "
-             f"retrievers: {', '.join(retrievers)}; k = {', '.join(map(str, args.k))}")
+        note(
+            f"{args.questions}: {plural(len(questions.questions), 'question')}; "
+            f"retrievers: {', '.join(retrievers)}; k = {', '.join(map(str, args.k))}"
+        )
         evaluations = []
-        for index, (config, label, snapshot) in enumerate(zip(configs, labels, snapshots, strict=True), start=1):
+        for index, (config, label, snapshot) in enumerate(
+            zip(configs, labels, snapshots, strict=True), start=1
+        ):
             prefix = f"[{index}/{len(configs)}] {label}"
             if snapshot is None:
-                note(f"{prefix}: chunking {config.source_dir} into {config.name} v{config.version} "
-                     f"(config hash {config.hash})")
+                note(
+                    f"{prefix}: chunking {config.source_dir} into {config.name} v{config.version} "
+                    f"(config hash {config.hash})"
+                )
                 started = time.perf_counter()
                 snapshot = _eval_chunk(config, session)
                 note(f"{prefix}: wrote {snapshot} in {time.perf_counter() - started:.1f} s")
             else:
                 note(f"{prefix}: reusing {snapshot} (same config hash {config.hash})")
-            evaluation = evaluate_snapshot(snapshot, questions, ks=args.k, retrievers=retrievers, label=label,
-                                           log=lambda message, prefix=prefix: note(f"{prefix}: {message}"))
+            evaluation = evaluate_snapshot(
+                snapshot,
+                questions,
+                ks=args.k,
+                retrievers=retrievers,
+                label=label,
+                log=lambda message, prefix=prefix: note(f"{prefix}: {message}"),
+            )
             evaluations.append(evaluation)
     except QuestionSetError as exc:
         for issue in exc.issues:
@@ -112,9 +143,11 @@ def cmd_eval(args: argparse.Namespace, session: Session) -> int:
     for evaluation, record in zip(evaluations, recorded, strict=True):
         if record is None:
             note(f"  note: could not record the evaluation beside {evaluation.snapshot_path} (not writable)")
-    print("Metrics are character-level (Chroma's method): recall = share of reference characters retrieved; "
-          "precision = share of retrieved characters that are reference; IoU = overlap ÷ union; "
-          "hit rate = share of questions with a reference in the top k; MRR = mean 1/rank of the first hit.")
+    print(
+        "Metrics are character-level (Chroma's method): recall = share of reference characters retrieved; "
+        "precision = share of retrieved characters that are reference; IoU = overlap ÷ union; "
+        "hit rate = share of questions with a reference in the top k; MRR = mean 1/rank of the first hit."
+    )
     return EXIT_OK
 
 
@@ -129,12 +162,16 @@ def _check_eval_configs(paths: list[Path], configs: list[Config], *, refresh: bo
         key = (str(config.output_location), config.name, config.version)
         other = writers.setdefault(key, (path, config.hash))
         if other[1] != config.hash:
-            raise UsageError(f"{other[0]} and {path} both write {config.name} v{config.version} in "
-                             f"{config.output_location} with different chunking settings: give one another name "
-                             "or version")
+            raise UsageError(
+                f"{other[0]} and {path} both write {config.name} v{config.version} in "
+                f"{config.output_location} with different chunking settings: give one another name "
+                "or version"
+            )
     for config in configs:
         if refresh or reusable_snapshot(config) is None:
-            prepare_run(config)  # raises RunRefused: a missing folder, a changed config under its version, ...
+            prepare_run(
+                config
+            )  # raises RunRefused: a missing folder, a changed config under its version, ...
 
 
 def _check_out_folder(out_dir: Path) -> None:
@@ -143,7 +180,9 @@ def _check_out_folder(out_dir: Path) -> None:
     while not folder.exists() and folder.parent != folder:
         folder = folder.parent  # the nearest existing folder: where the results folder would be made
     if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--out {out_dir}: {folder} is a file; --out must name a folder (created if missing)")
+        raise UsageError(
+            f"--out {out_dir}: {folder} is a file; --out must name a folder (created if missing)"
+        )
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"--out {out_dir}: {folder} is not writable")
 

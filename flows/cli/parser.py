@@ -25,14 +25,17 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
-def build_parser(commands: tuple[Command, ...] = COMMANDS) -> tuple[argparse.ArgumentParser,
-                                                                     dict[str, argparse.ArgumentParser]]:
+def build_parser(
+    commands: tuple[Command, ...] = COMMANDS,
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The program's parser, and each command's own parser by name."""
     names = [command.name for command in commands]
     duplicated = sorted({name for name in names if names.count(name) > 1})
     if duplicated:
         raise ValueError(f"commands registered twice: {', '.join(duplicated)}")
-    parser = argparse.ArgumentParser(prog="chunkyard", description="Chunk document corpora into versioned Parquet datasets.")
+    parser = argparse.ArgumentParser(
+        prog="chunkyard", description="Chunk document corpora into versioned Parquet datasets."
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parsers = {}

@@ -34,18 +34,25 @@ def cmd_validate(args: argparse.Namespace, session: Session) -> int:
     from chunkyard.chunking.embeddings import EmbeddingError, embedder_for
 
     sink_issues = []
-    for index, sink in enumerate(config.model.sinks):  # what `sync` would refuse: a model folder that is not there
+    for index, sink in enumerate(
+        config.model.sinks
+    ):  # what `sync` would refuse: a model folder that is not there
         try:
             embedder_for(sink.embedder, config.base_dir)
         except EmbeddingError as exc:
-            sink_issues.append(ConfigIssue(str(args.config), field_line(config.text, "sinks"),
-                                           f"sinks[{index}].embedder", str(exc)))
+            sink_issues.append(
+                ConfigIssue(
+                    str(args.config), field_line(config.text, "sinks"), f"sinks[{index}].embedder", str(exc)
+                )
+            )
     if sink_issues:
         raise ConfigError(sink_issues)
     rules = len(config.rule_settings)
-    print(f"{args.config}: ok — dataset {config.name} v{config.version}, strategy {config.chunker.strategy}, "
-          f"{config.chunker.max_size} {config.chunker.unit} (overlap {config.chunker.overlap}), "
-          f"{rules} rule{'s' if rules != 1 else ''}, config hash {config.hash}")
+    print(
+        f"{args.config}: ok — dataset {config.name} v{config.version}, strategy {config.chunker.strategy}, "
+        f"{config.chunker.max_size} {config.chunker.unit} (overlap {config.chunker.overlap}), "
+        f"{rules} rule{'s' if rules != 1 else ''}, config hash {config.hash}"
+    )
     return EXIT_OK
 
 
@@ -67,34 +74,57 @@ def cmd_preview(args: argparse.Namespace, session: Session) -> int:
         doc_id = path.relative_to(config.source_dir).as_posix()
     except ValueError:
         doc_id = path.name
-        print(f"chunkyard: note: {args.file} is outside the source folder {config.source_dir}; previewed as "
-              f"{doc_id!r}", file=sys.stderr)
+        print(
+            f"chunkyard: note: {args.file} is outside the source folder {config.source_dir}; previewed as "
+            f"{doc_id!r}",
+            file=sys.stderr,
+        )
     else:
         if not config.is_included(doc_id):
-            print(f"chunkyard: note: {doc_id} is not in the dataset (source.include/exclude leave it out); "
-                  "a run would not chunk it", file=sys.stderr)
+            print(
+                f"chunkyard: note: {doc_id} is not in the dataset (source.include/exclude leave it out); "
+                "a run would not chunk it",
+                file=sys.stderr,
+            )
     document = read_document(path, doc_id, config.model.limits)
     if isinstance(document, Skipped):
         raise ChunkyardError(f"{args.file}: skipped: {document.reason}")
     settings = config.settings_for(doc_id)
-    result = split_document(document.text, settings, doc_id, base_dir=config.base_dir,
-                            title=document.title or None)
+    result = split_document(
+        document.text, settings, doc_id, base_dir=config.base_dir, title=document.title or None
+    )
     if args.json:
         for chunk in result.chunks:
-            print(json.dumps({
-                "index": chunk.index, "start": chunk.start, "end": chunk.end, "size": chunk.size,
-                "unit": settings.unit, "n_tokens": chunk.n_tokens, "section_path": list(chunk.section_path),
-                "findings": list(chunk.findings), "text": chunk.text, "embed_text": chunk.embed_text,
-            }, ensure_ascii=False))
+            print(
+                json.dumps(
+                    {
+                        "index": chunk.index,
+                        "start": chunk.start,
+                        "end": chunk.end,
+                        "size": chunk.size,
+                        "unit": settings.unit,
+                        "n_tokens": chunk.n_tokens,
+                        "section_path": list(chunk.section_path),
+                        "findings": list(chunk.findings),
+                        "text": chunk.text,
+                        "embed_text": chunk.embed_text,
+                    },
+                    ensure_ascii=False,
+                )
+            )
         return EXIT_OK
-    print(f"{doc_id}: {result.strategy}, {len(result.chunks)} chunks, max {settings.max_size} {settings.unit}, "
-          f"overlap {settings.overlap}; title: {result.title or '—'}")
+    print(
+        f"{doc_id}: {result.strategy}, {len(result.chunks)} chunks, max {settings.max_size} {settings.unit}, "
+        f"overlap {settings.overlap}; title: {result.title or '—'}"
+    )
     for start, end, reason in result.exclusions:
         print(f"  excluded [{start}:{end}] {reason}")
     for chunk in result.chunks:
         section = " > ".join(chunk.section_path) or "—"
-        print(f"\n#{chunk.index}  [{chunk.start}:{chunk.end}]  {chunk.size} {settings.unit}  "
-              f"({chunk.n_chars} chars{'' if chunk.n_tokens is None else f', {chunk.n_tokens} tokens'})  § {section}")
+        print(
+            f"\n#{chunk.index}  [{chunk.start}:{chunk.end}]  {chunk.size} {settings.unit}  "
+            f"({chunk.n_chars} chars{'' if chunk.n_tokens is None else f', {chunk.n_tokens} tokens'})  § {section}"
+        )
         for code in chunk.findings:
             print(f"   ! {code}: {FINDINGS.get(code, ('',))[0]}")
         if args.text:
@@ -132,7 +162,9 @@ def _clip(line: str, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-VALIDATE = Command("validate", "check a config and print every problem with its line", _validate_arguments,
-                   cmd_validate)
-PREVIEW = Command("preview", "print the chunks of one file with spans, sizes and findings", _preview_arguments,
-                  cmd_preview)
+VALIDATE = Command(
+    "validate", "check a config and print every problem with its line", _validate_arguments, cmd_validate
+)
+PREVIEW = Command(
+    "preview", "print the chunks of one file with spans, sizes and findings", _preview_arguments, cmd_preview
+)

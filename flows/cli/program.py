@@ -39,7 +39,9 @@ def _run(args: argparse.Namespace, session: Session) -> int:
     except KeyboardInterrupt:
         return _interrupted()
     except Exception as exc:  # every failure is one clear line unless --debug
-        if session.interrupted():  # Ctrl+C inside a library that wrapped it (pydantic: PydanticSerializationError)
+        if (
+            session.interrupted()
+        ):  # Ctrl+C inside a library that wrapped it (pydantic: PydanticSerializationError)
             return _interrupted()
         if isinstance(exc, BrokenPipeError) and _stdout_gone():
             # The reader of our output stopped early (``chunkyard preview ... | head``): nothing to say.
@@ -57,11 +59,16 @@ def _run(args: argparse.Namespace, session: Session) -> int:
             return EXIT_FAILED if not getattr(exc, "usage", False) else EXIT_USAGE
         if isinstance(exc, OSError) and exc.strerror:  # a full disk, a read-only folder, ...
             where = f": {exc.filename}" if exc.filename else ""
-            print(f"chunkyard: error: {exc.strerror.lower()}{where} (nothing was published; fix it and "
-                  "run again)", file=sys.stderr)
+            print(
+                f"chunkyard: error: {exc.strerror.lower()}{where} (nothing was published; fix it and "
+                "run again)",
+                file=sys.stderr,
+            )
             return EXIT_FAILED
-        print(f"chunkyard: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
-              file=sys.stderr)
+        print(
+            f"chunkyard: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
 
 
@@ -84,8 +91,10 @@ def _note_interrupts() -> tuple[Callable[[], bool], Callable[[], None]]:
     """Remember a Ctrl+C (SIGINT) even when a library turns the KeyboardInterrupt into another error.
     Returns (was there one, put the previous handler back)."""
     seen: list[bool] = []
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
         return (lambda: False), (lambda: None)  # not ours to change (SIGINT ignored, another handler)
 
     def on_interrupt(signum: int, frame: Any) -> None:

@@ -12,11 +12,19 @@ from chunkyard.flows.cli.session import Session
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", nargs="?", type=local_path("review"),
-                        help="OUTPUT/NAME, a version folder or a snapshot folder")
+    parser.add_argument(
+        "path",
+        nargs="?",
+        type=local_path("review"),
+        help="OUTPUT/NAME, a version folder or a snapshot folder",
+    )
     parser.add_argument("--doc", metavar="DOC_ID", help="the document to show first")
-    parser.add_argument("--screenshot", metavar="PNG", type=Path,
-                        help="render the window with the first (or --doc) document to PNG and exit")
+    parser.add_argument(
+        "--screenshot",
+        metavar="PNG",
+        type=Path,
+        help="render the window with the first (or --doc) document to PNG and exit",
+    )
 
 
 def cmd_review(args: argparse.Namespace, session: Session) -> int:
@@ -28,4 +36,6 @@ def cmd_review(args: argparse.Namespace, session: Session) -> int:
     return run_review(args.path, screenshot=args.screenshot, doc=args.doc, started=started)
 
 
-REVIEW = Command("review", "open the desktop reviewer on a dataset (needs the gui extra)", _arguments, cmd_review)
+REVIEW = Command(
+    "review", "open the desktop reviewer on a dataset (needs the gui extra)", _arguments, cmd_review
+)

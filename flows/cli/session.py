@@ -33,7 +33,9 @@ class PrefectServer:
     def __init__(self, interrupted: Callable[[], bool] = lambda: False) -> None:
         self._stack: contextlib.ExitStack | None = None
         self._pending: PendingServer | None = None
-        self._interrupted = interrupted  # was there a Ctrl+C (a library may have turned it into another error)
+        self._interrupted = (
+            interrupted  # was there a Ctrl+C (a library may have turned it into another error)
+        )
 
     def __enter__(self) -> PrefectServer:
         return self
@@ -42,8 +44,9 @@ class PrefectServer:
         stack, pending, self._stack, self._pending = self._stack, self._pending, None, None
         if stack is None:
             return
-        if pending is not None and ((exc_type is not None and issubclass(exc_type, KeyboardInterrupt))
-                                    or self._interrupted()):
+        if pending is not None and (
+            (exc_type is not None and issubclass(exc_type, KeyboardInterrupt)) or self._interrupted()
+        ):
             pending.abandon()  # Ctrl+C: the prompt comes back at once, not after the server's shutdown
         stack.close()
 
@@ -95,9 +98,14 @@ class ProgressBar:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             self._progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("docs"),
-                TextColumn("{task.fields[mb]:.1f} MB · {task.fields[rate]:.1f} MB/s"), TimeRemainingColumn(),
-                console=Console(stderr=True), transient=True,
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("docs"),
+                TextColumn("{task.fields[mb]:.1f} MB · {task.fields[rate]:.1f} MB/s"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
             )
             self._progress.start()
             self._task = self._progress.add_task("chunking", total=None, mb=0.0, rate=0.0)
@@ -113,8 +121,14 @@ class ProgressBar:
         if self._progress is None:
             return
         elapsed = max(1e-6, time.perf_counter() - self._started)
-        self._progress.update(self._task, completed=docs, total=total_docs or None, description="chunking",
-                              mb=n_bytes / 1e6, rate=n_bytes / 1e6 / elapsed)
+        self._progress.update(
+            self._task,
+            completed=docs,
+            total=total_docs or None,
+            description="chunking",
+            mb=n_bytes / 1e6,
+            rate=n_bytes / 1e6 / elapsed,
+        )
 
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
@@ -124,8 +138,9 @@ class ProgressBar:
 class Session:
     """One command's shared objects: the Prefect server, the progress display, the Ctrl+C flag."""
 
-    def __init__(self, interrupted: Callable[[], bool] = lambda: False,
-                 progress: ProgressDisplay | None = None) -> None:
+    def __init__(
+        self, interrupted: Callable[[], bool] = lambda: False, progress: ProgressDisplay | None = None
+    ) -> None:
         self.interrupted = interrupted
         self.server = PrefectServer(interrupted)
         self.progress = progress if progress is not None else ProgressDisplay.for_stderr()

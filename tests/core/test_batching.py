@@ -27,7 +27,10 @@ def test_guided_batches_shrink_cover_everything_and_are_counted_exactly():
         assert totals[0] >= min(survey.total_bytes / (2 * workers), MAX_GUIDED_BATCH_BYTES)
         assert totals[0] > 2 * totals[-1]
         # The cap bounds memory: no batch (but for its last file) is over it.
-        assert all(total - max(f.size for f in b) < MAX_GUIDED_BATCH_BYTES for total, b in zip(totals, batches, strict=True))
+        assert all(
+            total - max(f.size for f in b) < MAX_GUIDED_BATCH_BYTES
+            for total, b in zip(totals, batches, strict=True)
+        )
         # Fewer tasks than six equal batches per worker, the thread runner's sizing.
         assert len(batches) < survey.count_batches(survey.batch_target(workers))
 
@@ -52,23 +55,34 @@ def _reference_add(stats, documents, chunks, reasons=None):
     stats.documents += documents.num_rows
     stats.chunks += chunks.num_rows
     stats.seen.update(documents.column("doc_id").to_pylist())
-    for doc_id, strategy in zip(documents.column("doc_id").to_pylist(), documents.column("strategy").to_pylist(),
-                                strict=True):
+    for doc_id, strategy in zip(
+        documents.column("doc_id").to_pylist(), documents.column("strategy").to_pylist(), strict=True
+    ):
         stats.doc_counts[stats._key(doc_id, strategy)] += 1
-    columns = {name: chunks.column(name).to_pylist() for name in ("strategy", "size", "findings", "doc_id",
-                                                                  "chunk_index", "unit")}
-    for row, (strategy, size, codes) in enumerate(zip(columns["strategy"], columns["size"], columns["findings"],
-                                                      strict=True)):
+    columns = {
+        name: chunks.column(name).to_pylist()
+        for name in ("strategy", "size", "findings", "doc_id", "chunk_index", "unit")
+    }
+    for row, (strategy, size, codes) in enumerate(
+        zip(columns["strategy"], columns["size"], columns["findings"], strict=True)
+    ):
         key = stats._key(columns["doc_id"][row], strategy)
         stats.sizes.setdefault(key, []).append(size)
         stats.chunk_counts[key] += 1
         stats.findings.setdefault(key, Counter()).update(set(codes))
         if "over_budget" in codes:
             doc_id, index = columns["doc_id"][row], columns["chunk_index"][row]
-            stats.over_budget.append({"doc_id": doc_id, "chunk_index": index, "size": size,
-                                      "unit": columns["unit"][row],
-                                      "reason": (reasons or {}).get((doc_id, index),
-                                                                    "a unit that cannot be split is larger than the budget")})
+            stats.over_budget.append(
+                {
+                    "doc_id": doc_id,
+                    "chunk_index": index,
+                    "size": size,
+                    "unit": columns["unit"][row],
+                    "reason": (reasons or {}).get(
+                        (doc_id, index), "a unit that cannot be split is larger than the budget"
+                    ),
+                }
+            )
 
 
 def test_run_stats_add_counts_as_the_chunk_by_chunk_reference():
@@ -85,20 +99,38 @@ def test_run_stats_add_counts_as_the_chunk_by_chunk_reference():
         fast, slow = RunStats(rule_of=rule_of), RunStats(rule_of=rule_of)
         for _batch in range(rng.randint(1, 4)):
             docs = [f"{rng.choice('nd')}{rng.randint(0, 30)}.md" for _ in range(rng.randint(0, 6))]
-            rows = [(doc, rng.choice(["markdown", "code"]), index) for doc in docs
-                    for index in range(rng.randint(0, 5))]
-            documents = pa.table({"doc_id": docs, "strategy": [rng.choice(["markdown", "code"]) for _ in docs]})
-            chunks = pa.table({
-                "doc_id": [r[0] for r in rows], "strategy": [r[1] for r in rows], "chunk_index": [r[2] for r in rows],
-                "size": [rng.randint(1, 600) for _ in rows], "unit": ["tokens"] * len(rows),
-                "findings": pa.array([rng.sample(codes, rng.choice([0, 0, 0, 1, 2])) for _ in rows],
-                                     type=pa.list_(pa.string())),
-            })
-            reasons = {(rows[0][0], rows[0][2]): "a single grapheme is larger than the budget"} if rows else {}
+            rows = [
+                (doc, rng.choice(["markdown", "code"]), index)
+                for doc in docs
+                for index in range(rng.randint(0, 5))
+            ]
+            documents = pa.table(
+                {"doc_id": docs, "strategy": [rng.choice(["markdown", "code"]) for _ in docs]}
+            )
+            chunks = pa.table(
+                {
+                    "doc_id": [r[0] for r in rows],
+                    "strategy": [r[1] for r in rows],
+                    "chunk_index": [r[2] for r in rows],
+                    "size": [rng.randint(1, 600) for _ in rows],
+                    "unit": ["tokens"] * len(rows),
+                    "findings": pa.array(
+                        [rng.sample(codes, rng.choice([0, 0, 0, 1, 2])) for _ in rows],
+                        type=pa.list_(pa.string()),
+                    ),
+                }
+            )
+            reasons = (
+                {(rows[0][0], rows[0][2]): "a single grapheme is larger than the budget"} if rows else {}
+            )
             fast.add(documents, chunks, reasons)
             _reference_add(slow, documents, chunks, reasons)
-        assert (fast.documents, fast.chunks, fast.seen, fast.doc_counts) == (slow.documents, slow.chunks, slow.seen,
-                                                                             slow.doc_counts)
+        assert (fast.documents, fast.chunks, fast.seen, fast.doc_counts) == (
+            slow.documents,
+            slow.chunks,
+            slow.seen,
+            slow.doc_counts,
+        )
         assert {k: sorted(v) for k, v in fast.sizes.items()} == {k: sorted(v) for k, v in slow.sizes.items()}
         assert fast.chunk_counts == slow.chunk_counts and fast.findings == slow.findings
         assert fast.over_budget == slow.over_budget

@@ -12,7 +12,9 @@ speed = pytest.importorskip("speed")
 
 
 def test_chunkyard_rows_are_exact_and_within_budget(tmp_path: Path) -> None:
-    (tmp_path / "a.md").write_text("# Title\n\n" + "Words in a sentence. " * 300 + "\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    (tmp_path / "a.md").write_text(
+        "# Title\n\n" + "Words in a sentence. " * 300 + "\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    )
     texts = [p.read_text() for p in speed.md_files(tmp_path)]
     entries = [e for e in speed.run_group("chars", texts, repeats=1) if e.name.startswith("chunkyard")]
     assert [e.name for e in entries] == ["chunkyard recursive", "chunkyard recursive, count_tokens: false"]
@@ -39,7 +41,12 @@ def test_hostile_documents_are_the_promised_sizes() -> None:
 def test_phases_add_up_to_split_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     phases = pytest.importorskip("phases")
     (tmp_path / "a.md").write_text("# Title\n\n" + "Words in a sentence. " * 400 + "\n")
-    assert phases.main([str(tmp_path), "--unit", "chars", "--max-size", "200", "--overlap", "0", "--repeats", "1"]) == 0
+    assert (
+        phases.main(
+            [str(tmp_path), "--unit", "chars", "--max-size", "200", "--overlap", "0", "--repeats", "1"]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
     assert {"layout", "meter", "pack", "findings", "split_document"} <= set(rows)
@@ -56,17 +63,42 @@ def test_the_reviewer_benchmark_dataset_has_the_current_schema(tmp_path: Path) -
 
 
 def test_retrieval_comparison_scores_every_splitter_against_the_same_questions(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """On the bundled sample and its questions: chunkyard's rows (and any installed peer's) are scored, and
     chunkyard markdown is the reference the others are compared with."""
     compare = pytest.importorskip("retrieval_compare")
     repo = Path(__file__).resolve().parents[2]
-    assert compare.main(["--corpus", str(repo / "examples" / "kb"), "--include", "**/*.md", "--include", "**/*.html", "--include", "**/*.txt",
-                         "--questions", str(repo / "eval" / "kb-questions.jsonl"), "--max-size", "600",
-                         "--k", "1,3", "--retriever", "bm25"]) == 0
+    assert (
+        compare.main(
+            [
+                "--corpus",
+                str(repo / "examples" / "kb"),
+                "--include",
+                "**/*.md",
+                "--include",
+                "**/*.html",
+                "--include",
+                "**/*.txt",
+                "--questions",
+                str(repo / "eval" / "kb-questions.jsonl"),
+                "--max-size",
+                "600",
+                "--k",
+                "1,3",
+                "--retriever",
+                "bm25",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "#### bm25, top 1" in out and "#### bm25, top 3" in out
-    rows = {line.split("|")[1].strip(): line.split("|") for line in out.splitlines() if line.startswith("| chunkyard")}
+    rows = {
+        line.split("|")[1].strip(): line.split("|")
+        for line in out.splitlines()
+        if line.startswith("| chunkyard")
+    }
     assert set(rows) >= {"chunkyard markdown", "chunkyard markdown, text only", "chunkyard recursive"}
     recall_at_3 = float(rows["chunkyard markdown"][5])
     assert 0.0 < recall_at_3 <= 1.0  # the questions are answerable from the sample's chunks

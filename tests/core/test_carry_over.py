@@ -33,7 +33,8 @@ def test_carry_over_matches_the_filtering_reader(tmp_path: Path) -> None:
         expected_documents, expected_chunks = carried_over(snapshot, chosen)
         key = ["doc_id"]
         assert documents.sort_by([(k, "ascending") for k in key]).equals(
-            expected_documents.sort_by([(k, "ascending") for k in key]))
+            expected_documents.sort_by([(k, "ascending") for k in key])
+        )
         order = [("doc_id", "ascending"), ("chunk_index", "ascending")]
         assert chunks.sort_by(order).equals(expected_chunks.sort_by(order))
     assert carry.rows(["no/such/doc.md"])[1].num_rows == 0

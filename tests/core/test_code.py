@@ -71,7 +71,10 @@ def test_python_definitions_stay_whole_with_decorators_comments_and_docstrings(c
     assert_line_starts(text, result.chunks)
     wholes = {
         "cached": ("def cached(func):", "    return wrapper"),
-        "Bin.free": ("    # Comments above a method travel with it.", "return self.capacity - len(self.items)"),
+        "Bin.free": (
+            "    # Comments above a method travel with it.",
+            "return self.capacity - len(self.items)",
+        ),
         "Bin.describe": ("    @staticmethod", 'return f"bin {number}"'),
         "restock": ("async def restock(", "    return placed"),
     }
@@ -98,7 +101,8 @@ def test_python_section_paths_are_qualified_names(check_chunks):
     assert result.chunks[0].section_path == ("warehouse",)
     assert ("warehouse", "Bin", "describe") in set(paths.values())
     assert ("warehouse", "restock") in set(paths.values()) or ("warehouse", "restock", "emptiest") in set(
-        paths.values())
+        paths.values()
+    )
     for chunk in result.chunks:
         if chunk.text.lstrip().startswith("def __init__"):
             assert chunk.section_path == ("warehouse", "Bin", "__init__")
@@ -130,24 +134,37 @@ def test_python_syntax_error_falls_back_to_lines(check_chunks):
     assert_line_starts(text, result.chunks)
 
 
-@pytest.mark.parametrize("text", [
-    "\x00 = 1\n",  # null byte: ValueError from ast
-    "\ufeffdef f():\n    return 1\n",  # byte order mark
-    "def f():\r    return 1\r\rclass C:\r    pass\r",  # old Mac line ends
-    "",
-    "\n\n   \n",
-    "(" * 300 + ")" * 300 + "\n",  # too deeply nested for the parser
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\x00 = 1\n",  # null byte: ValueError from ast
+        "\ufeffdef f():\n    return 1\n",  # byte order mark
+        "def f():\r    return 1\r\rclass C:\r    pass\r",  # old Mac line ends
+        "",
+        "\n\n   \n",
+        "(" * 300 + ")" * 300 + "\n",  # too deeply nested for the parser
+    ],
+)
 def test_python_odd_inputs_do_not_crash(check_chunks, text):
     check_chunks(text, code_settings(40), path="odd.py")
 
 
-@pytest.mark.parametrize(("path", "text"), [
-    ("deep.js", "function f() {\n" + "{\n" * 3000 + "}\n" * 3000 + "}\n"),
-    ("open.js", "function f() {\n" + "if (x) {\n  function g() {}\n" * 2000),
-    ("deep.py", "".join("    " * i + "if x:\n" for i in range(99)) + "    " * 99 + "def f():\n" + "    " * 100 + "pass\n"),
-    ("deep.rs", "fn main() {\n" + "(" * 2000 + ")" * 2000 + ";\n}\n"),
-])
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        ("deep.js", "function f() {\n" + "{\n" * 3000 + "}\n" * 3000 + "}\n"),
+        ("open.js", "function f() {\n" + "if (x) {\n  function g() {}\n" * 2000),
+        (
+            "deep.py",
+            "".join("    " * i + "if x:\n" for i in range(99))
+            + "    " * 99
+            + "def f():\n"
+            + "    " * 100
+            + "pass\n",
+        ),
+        ("deep.rs", "fn main() {\n" + "(" * 2000 + ")" * 2000 + ";\n}\n"),
+    ],
+)
 def test_deeply_nested_code_does_not_crash(check_chunks, path, text):
     result = check_chunks(text, code_settings(200), path=path, twice=False)
     assert result.chunks
@@ -163,8 +180,9 @@ def test_old_mac_line_ends_map_python_lines(check_chunks):
 
 def test_inventory_sync_chunks_nicely(check_chunks):
     text = INVENTORY.read_text(encoding="utf-8")
-    result = check_chunks(text, {"strategy": "auto", "unit": "tokens", "max_size": 256},
-                          path="tools/inventory_sync.py")
+    result = check_chunks(
+        text, {"strategy": "auto", "unit": "tokens", "max_size": 256}, path="tools/inventory_sync.py"
+    )
     assert result.strategy == "code"
     assert result.title.startswith("Sync on-hand inventory")
     assert_line_starts(text, result.chunks)
@@ -195,12 +213,27 @@ def test_inventory_sync_with_default_budget_is_one_chunk_per_few_functions(check
 # Other languages (tree-sitter)
 
 LANGUAGE_CASES = {
-    "shelf.ts": ("typescript", ("shelf", "Rack", "add"), ["add(shelf: Shelf)", "count(): number", "totalWeight"]),
-    "picker.js": ("javascript", ("picker", "Picker", "pick"), ["pick(item)", "function route", "const summary"]),
-    "dock.go": ("go", ("dock", "Door", "Label"), ["func (d *Door) Toggle", "func (d Door) Label", "func Schedule"]),
+    "shelf.ts": (
+        "typescript",
+        ("shelf", "Rack", "add"),
+        ["add(shelf: Shelf)", "count(): number", "totalWeight"],
+    ),
+    "picker.js": (
+        "javascript",
+        ("picker", "Picker", "pick"),
+        ["pick(item)", "function route", "const summary"],
+    ),
+    "dock.go": (
+        "go",
+        ("dock", "Door", "Label"),
+        ["func (d *Door) Toggle", "func (d Door) Label", "func Schedule"],
+    ),
     "pallet.rs": ("rust", ("pallet", "Pallet"), ["pub fn new", "pub fn load", "pub fn heaviest"]),
-    "Forklift.java": ("java", ("Forklift", "Forklift", "toString"), ["public void lift", "public String toString",
-                                                                    "int charge()"]),
+    "Forklift.java": (
+        "java",
+        ("Forklift", "Forklift", "toString"),
+        ["public void lift", "public String toString", "int charge()"],
+    ),
 }
 
 
@@ -241,14 +274,17 @@ def test_other_languages_keep_each_method_whole(check_chunks, name):
             assert chunk_holding(result.chunks, start, end) is not None, definition.path
 
 
-@pytest.mark.parametrize(("name", "signature", "qualified"), [
-    ("pallet.rs", "pub fn load", ("pallet", "Pallet", "load")),
-    ("pallet.rs", "fn fmt(", ("pallet", "Pallet", "fmt")),
-    ("Forklift.java", "int charge()", ("Forklift", "Forklift", "Battery", "charge")),
-    ("dock.go", "func (d *Door) Toggle", ("dock", "Door", "Toggle")),
-    ("shelf.ts", "export const heaviest", ("shelf", "heaviest")),
-    ("picker.js", "const summary", ("picker", "summary")),
-])
+@pytest.mark.parametrize(
+    ("name", "signature", "qualified"),
+    [
+        ("pallet.rs", "pub fn load", ("pallet", "Pallet", "load")),
+        ("pallet.rs", "fn fmt(", ("pallet", "Pallet", "fmt")),
+        ("Forklift.java", "int charge()", ("Forklift", "Forklift", "Battery", "charge")),
+        ("dock.go", "func (d *Door) Toggle", ("dock", "Door", "Toggle")),
+        ("shelf.ts", "export const heaviest", ("shelf", "heaviest")),
+        ("picker.js", "const summary", ("picker", "summary")),
+    ],
+)
 def test_methods_get_qualified_names(check_chunks, name, signature, qualified):
     text = read(name)
     layout = _layout(text, name)
@@ -343,7 +379,8 @@ def test_language_override(check_chunks):
     result = check_chunks(text, code_settings(420, language="python"), path="warehouse.txt")
     assert result.metadata["language"] == "python"
     assert ("warehouse", "Bin", "describe") in {c.section_path for c in result.chunks} or any(
-        c.section_path[:2] == ("warehouse", "Bin") for c in result.chunks)
+        c.section_path[:2] == ("warehouse", "Bin") for c in result.chunks
+    )
 
 
 def test_overlap_starts_at_a_line(check_chunks):
@@ -373,7 +410,8 @@ def test_language_setting_matches_the_scanner():
 
 
 def test_config_validates_code_settings():
-    config = load_config_text(textwrap.dedent("""
+    config = load_config_text(
+        textwrap.dedent("""
         name: code
         version: 1
         source: {path: src}
@@ -381,11 +419,14 @@ def test_config_validates_code_settings():
         rules:
           - match: "legacy/**"
             chunker: {language: python}
-    """))
+    """)
+    )
     assert config.chunker.strategy == "code"
     assert config.rule_settings[0][1].language == "python"
     with pytest.raises(ConfigError) as error:
-        load_config_text("name: x\nversion: 1\nsource: {path: s}\nchunker: {strategy: code, language: cobol}\n")
+        load_config_text(
+            "name: x\nversion: 1\nsource: {path: s}\nchunker: {strategy: code, language: cobol}\n"
+        )
     assert "language" in str(error.value) and ":4:" in str(error.value)
 
 
@@ -398,7 +439,9 @@ def test_core_import_stays_light():
                        path="a.py")
         print(",".join(sorted(n for n in sys.modules if n.split(".")[0] in ("tree_sitter", "wordllama"))))
     """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "", f"importing the core loaded: {result.stdout.strip()}"
 
 
@@ -407,7 +450,7 @@ def test_core_import_stays_light():
 
 _PIECES = [
     "def {n}(a, b):\n    return a + b\n",
-    "@decorator\ndef {n}():\n    \"\"\"Doc.\"\"\"\n    pass\n",
+    '@decorator\ndef {n}():\n    """Doc."""\n    pass\n',
     "# comment about {n}\nclass {n}:\n    x = 1\n\n    def method(self):\n        return self.x\n",
     "{n} = [\n    1,\n    2,\n]\n",
     "\n",
@@ -428,9 +471,13 @@ def python_like(draw: st.DrawFn) -> str:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=python_like(), unit=st.sampled_from(["chars", "words", "tokens"]),
-       max_size=st.integers(5, 300), overlap=st.integers(0, 40),
-       suffix=st.sampled_from([".py", ".js", ".txt"]))
+@given(
+    text=python_like(),
+    unit=st.sampled_from(["chars", "words", "tokens"]),
+    max_size=st.integers(5, 300),
+    overlap=st.integers(0, 40),
+    suffix=st.sampled_from([".py", ".js", ".txt"]),
+)
 def test_invariants_hold_on_generated_code(text, unit, max_size, overlap, suffix):
     from support.checks import run_and_check
 

@@ -30,23 +30,32 @@ def messages(path: Path) -> list[str]:
 def test_valid_config_loads(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, BASE))
     assert (config.name, config.version) == ("kb", 1)
-    assert (config.chunker.strategy, config.chunker.unit, config.chunker.max_size) == ("recursive", "chars", 800)
+    assert (config.chunker.strategy, config.chunker.unit, config.chunker.max_size) == (
+        "recursive",
+        "chars",
+        800,
+    )
     assert config.source_dir == (tmp_path / "docs").resolve()
 
 
 def test_malformed_yaml_names_the_line_and_where_an_unclosed_bracket_was_opened(tmp_path: Path) -> None:
     """The parser notices the missing '}' on a later line; the message named only that line
     ('4: invalid YAML: expected ',' or '}', but got ':''), not line 3 where the mapping is open."""
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         name: kb
         version: 1
         source: {path: docs
         chunker:
           max_size: 100
-        """)
+        """,
+    )
     [issue] = issues_of(path)
-    assert str(issue) == (f"{path}:4: invalid YAML: expected ',' or '}}', but got ':' (while parsing a flow "
-                          "mapping that starts on line 3)")
+    assert str(issue) == (
+        f"{path}:4: invalid YAML: expected ',' or '}}', but got ':' (while parsing a flow "
+        "mapping that starts on line 3)"
+    )
 
 
 def test_tab_indentation_is_invalid_yaml_with_its_line(tmp_path: Path) -> None:
@@ -61,9 +70,16 @@ def test_tab_indentation_is_invalid_yaml_with_its_line(tmp_path: Path) -> None:
         ("colour: blue\n", 9, "colour"),
         ("  wibble: 3\n", 9, "chunker.wibble"),
         ("  context: {title: true, colour: red}\n", 9, "chunker.context.colour"),
-        ("rules:\n  - match: 'legal/**'\n    chunker: {max_size: 1024, frobnicate: true}\n", 11,
-         "rules[0].chunker.frobnicate"),
-        ("rules:\n  - match: 'legal/**'\n    chunker: {max_size: 1024}\n    priority: 2\n", 12, "rules[0].priority"),
+        (
+            "rules:\n  - match: 'legal/**'\n    chunker: {max_size: 1024, frobnicate: true}\n",
+            11,
+            "rules[0].chunker.frobnicate",
+        ),
+        (
+            "rules:\n  - match: 'legal/**'\n    chunker: {max_size: 1024}\n    priority: 2\n",
+            12,
+            "rules[0].priority",
+        ),
         ("output: {path: out, format: csv}\n", 9, "output.format"),
     ],
     ids=["top-level", "chunker", "chunker.context", "rule.chunker", "rule", "output"],
@@ -74,7 +90,9 @@ def test_unknown_key_names_line_and_dotted_field(tmp_path: Path, extra: str, lin
 
 
 def test_overlap_not_smaller_than_max_size(tmp_path: Path) -> None:
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         name: kb
         version: 1
         source: {path: docs}
@@ -83,7 +101,8 @@ def test_overlap_not_smaller_than_max_size(tmp_path: Path) -> None:
           unit: chars
           overlap: 900
           max_size: 800
-        """)
+        """,
+    )
     assert messages(path) == [f"{path}:7: chunker.overlap: must be smaller than max_size (got 900 ≥ 800)"]
 
 
@@ -92,26 +111,35 @@ def test_min_size_not_smaller_than_max_size(tmp_path: Path) -> None:
     assert messages(path) == [f"{path}:9: chunker.min_size: must be smaller than max_size (got 800 ≥ 800)"]
 
 
-@pytest.mark.parametrize(("old", "new", "line", "field"), [
-    ("max_size: 800", "max_size: on", 7, "chunker.max_size"),
-    ("overlap: 100", "overlap: no", 8, "chunker.overlap"),
-    ("version: 1", "version: yes", 2, "version"),
-    ("overlap: 100", "overlap: 100\n  min_size: true", 9, "chunker.min_size"),
-    ("strategy: recursive", "strategy: semantic\n  window: true", 6, "chunker.window"),
-])
-def test_true_or_false_is_not_taken_for_a_number(tmp_path: Path, old: str, new: str, line: int, field: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "line", "field"),
+    [
+        ("max_size: 800", "max_size: on", 7, "chunker.max_size"),
+        ("overlap: 100", "overlap: no", 8, "chunker.overlap"),
+        ("version: 1", "version: yes", 2, "version"),
+        ("overlap: 100", "overlap: 100\n  min_size: true", 9, "chunker.min_size"),
+        ("strategy: recursive", "strategy: semantic\n  window: true", 6, "chunker.window"),
+    ],
+)
+def test_true_or_false_is_not_taken_for_a_number(
+    tmp_path: Path, old: str, new: str, line: int, field: str
+) -> None:
     """YAML reads on/off/yes/no/true/false as booleans, and pydantic's lax mode took them for 1 and 0:
     'max_size: on' was a valid config of 1-character chunks."""
     path = write(tmp_path, BASE.replace(old, new))
     [issue] = issues_of(path)
     assert (issue.line, issue.field) == (line, field)
-    assert issue.message in ("expected a whole number, got true (YAML reads yes/no/on/off as true/false)",
-                             "expected a whole number, got false (YAML reads yes/no/on/off as true/false)")
+    assert issue.message in (
+        "expected a whole number, got true (YAML reads yes/no/on/off as true/false)",
+        "expected a whole number, got false (YAML reads yes/no/on/off as true/false)",
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-5"])
 def test_max_size_must_be_positive(tmp_path: Path, value: str) -> None:
-    path = write(tmp_path, BASE.replace("max_size: 800", f"max_size: {value}").replace("  overlap: 100\n", ""))
+    path = write(
+        tmp_path, BASE.replace("max_size: 800", f"max_size: {value}").replace("  overlap: 100\n", "")
+    )
     [issue] = issues_of(path)
     assert (issue.line, issue.field) == (7, "chunker.max_size")
     assert "greater than 0" in issue.message
@@ -170,7 +198,9 @@ def test_tokenizer_is_only_checked_when_the_unit_is_tokens(tmp_path: Path) -> No
     load_config(write(tmp_path, BASE + "  tokenizer: bert-base-uncased\n"))
 
 
-def test_a_config_that_loads_with_an_unchecked_tokenizer_also_chunks(tmp_path: Path, no_network: None) -> None:
+def test_a_config_that_loads_with_an_unchecked_tokenizer_also_chunks(
+    tmp_path: Path, no_network: None
+) -> None:
     """With unit chars the tokenizer is not checked at load, so chunking must not need it either:
     ``n_tokens`` (count_tokens) is the cl100k count, as it already was for a tokenizer.json. It used to
     pass ``chunkyard validate`` and then fail every document of ``run`` with 'unknown tokenizer'."""
@@ -190,7 +220,9 @@ def test_missing_tokenizer_json(tmp_path: Path) -> None:
 
 
 def test_missing_tokenizer_json_in_a_rule(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE + "rules:\n  - match: 'a/**'\n    chunker: {unit: tokens, tokenizer: x/tok.json}\n")
+    path = write(
+        tmp_path, BASE + "rules:\n  - match: 'a/**'\n    chunker: {unit: tokens, tokenizer: x/tok.json}\n"
+    )
     [issue] = issues_of(path)
     assert (issue.line, issue.field) == (11, "rules[0].chunker.tokenizer")
 
@@ -213,7 +245,9 @@ def test_missing_required_keys(tmp_path: Path) -> None:
 
 
 def test_every_problem_is_reported(tmp_path: Path) -> None:
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         name: kb
         version: 1
         source: {path: docs}
@@ -226,25 +260,31 @@ def test_every_problem_is_reported(tmp_path: Path) -> None:
         rules:
           - match: "x/**"
             chunker: {strategy: nonsense}
-        """)
+        """,
+    )
     found = {(issue.line, issue.field) for issue in issues_of(path)}
     assert {(4, "colour"), (9, "chunker.overlap"), (12, "rules[0].chunker.strategy")} <= found
 
 
 def test_two_errors_give_two_issues(tmp_path: Path) -> None:
     path = write(tmp_path, BASE.replace("max_size: 800", "max_size: 800\n  wibble: 1") + "colour: blue\n")
-    assert sorted(messages(path)) == sorted([f"{path}:10: colour: unknown key", f"{path}:8: chunker.wibble: unknown key"])
+    assert sorted(messages(path)) == sorted(
+        [f"{path}:10: colour: unknown key", f"{path}:8: chunker.wibble: unknown key"]
+    )
 
 
 def test_problem_in_defaults_is_reported_once_at_its_line(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE + "  wibble: 3\nrules:\n  - match: 'legal/**'\n    chunker: {max_size: 500}\n")
+    path = write(
+        tmp_path, BASE + "  wibble: 3\nrules:\n  - match: 'legal/**'\n    chunker: {max_size: 500}\n"
+    )
     assert messages(path) == [f"{path}:9: chunker.wibble: unknown key"]
 
 
 def test_empty_and_non_mapping_configs(tmp_path: Path) -> None:
     assert [i.message for i in issues_of(write(tmp_path, "", "empty.yaml"))] == ["the config is empty"]
     assert [i.message for i in issues_of(write(tmp_path, "- a\n- b\n", "list.yaml"))] == [
-        "the config must be a mapping of keys to values"]
+        "the config must be a mapping of keys to values"
+    ]
 
 
 def test_missing_config_file(tmp_path: Path) -> None:
@@ -273,7 +313,11 @@ def test_a_config_in_another_encoding_says_which_byte(tmp_path: Path) -> None:
 
 
 def test_rule_override_keeps_the_other_defaults(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, BASE + """\
+    config = load_config(
+        write(
+            tmp_path,
+            BASE
+            + """\
           min_size: 20
           context: {title: false, headings: true}
         rules:
@@ -281,7 +325,9 @@ def test_rule_override_keeps_the_other_defaults(tmp_path: Path) -> None:
             chunker: {max_size: 1024, context: {headings: false}}
           - match: ["notes/**", "*.txt"]
             chunker: {strategy: sentence}
-        """.replace("        ", "")))
+        """.replace("        ", ""),
+        )
+    )
     legal = config.settings_for("legal/terms.md")
     assert legal.max_size == 1024
     assert (legal.strategy, legal.unit, legal.overlap, legal.min_size) == ("recursive", "chars", 100, 20)
@@ -294,13 +340,19 @@ def test_rule_override_keeps_the_other_defaults(tmp_path: Path) -> None:
 
 
 def test_first_matching_rule_wins(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, BASE + """\
+    config = load_config(
+        write(
+            tmp_path,
+            BASE
+            + """\
         rules:
           - match: "a/**"
             chunker: {max_size: 100, overlap: 0}
           - match: "a/b/**"
             chunker: {max_size: 200, overlap: 0}
-        """.replace("        ", "")))
+        """.replace("        ", ""),
+        )
+    )
     assert config.settings_for("a/b/c.md").max_size == 100
 
 
@@ -362,8 +414,9 @@ source:
 
 
 def test_hash_same_when_defaults_are_written_out(tmp_path: Path) -> None:
-    explicit = HASHED.replace("  overlap: 64\n", "  overlap: 64\n  min_size: 0\n  tokenizer: cl100k_base\n"
-                                                "  count_tokens: true\n")
+    explicit = HASHED.replace(
+        "  overlap: 64\n", "  overlap: 64\n  min_size: 0\n  tokenizer: cl100k_base\n  count_tokens: true\n"
+    )
     assert hash_of(tmp_path, HASHED) == hash_of(tmp_path, explicit)
 
 
@@ -409,17 +462,20 @@ def test_hash_covers_tokenizer_file_content(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, config_text)).hash != first
 
 
-@pytest.mark.parametrize("cron, problem", [
-    ("61 * * * *", "minute 61 is out of range 0-59"),
-    ("0 24 * * *", "hour 24 is out of range 0-23"),
-    ("0 2 0 * *", "day of month 0 is out of range 1-31"),
-    ("0 2 * 13 *", "month 13 is out of range 1-12"),
-    ("0 2 * * 8", "day of week 8 is out of range 0-7"),
-    ("*/0 * * * *", "minute step 0 must be at least 1"),
-    ("0 5-70 * * *", "hour 70 is out of range 0-23"),
-    ("foo 2 * * *", "minute 'foo' is not a number"),
-    ("0 2 * * FOO", "day of week 'FOO' is not a number or a name"),
-])
+@pytest.mark.parametrize(
+    "cron, problem",
+    [
+        ("61 * * * *", "minute 61 is out of range 0-59"),
+        ("0 24 * * *", "hour 24 is out of range 0-23"),
+        ("0 2 0 * *", "day of month 0 is out of range 1-31"),
+        ("0 2 * 13 *", "month 13 is out of range 1-12"),
+        ("0 2 * * 8", "day of week 8 is out of range 0-7"),
+        ("*/0 * * * *", "minute step 0 must be at least 1"),
+        ("0 5-70 * * *", "hour 70 is out of range 0-23"),
+        ("foo 2 * * *", "minute 'foo' is not a number"),
+        ("0 2 * * FOO", "day of week 'FOO' is not a number or a name"),
+    ],
+)
 def test_a_cron_out_of_range_is_refused_with_its_line(tmp_path, cron, problem):
     """``61 * * * *`` passed `validate` (only the shape was checked); `chunkyard schedule` then started a
     Prefect server, printed "Serving ... Ctrl+C stops it" and failed with "unexpected error: ValueError:
@@ -429,8 +485,18 @@ def test_a_cron_out_of_range_is_refused_with_its_line(tmp_path, cron, problem):
     assert len(found) == 1 and ":9: schedule" in found[0] and problem in found[0], found
 
 
-@pytest.mark.parametrize("cron", ["0 2 * * *", "*/15 0-23/2 1,15 JAN-DEC MON-FRI", "0 0 L * *", "0 0 * * 7",
-                                  "59 23 31 12 0", "0 0 ? * SUN", "30 4 1-7 */3 *"])
+@pytest.mark.parametrize(
+    "cron",
+    [
+        "0 2 * * *",
+        "*/15 0-23/2 1,15 JAN-DEC MON-FRI",
+        "0 0 L * *",
+        "0 0 * * 7",
+        "59 23 31 12 0",
+        "0 0 ? * SUN",
+        "30 4 1-7 */3 *",
+    ],
+)
 def test_valid_crons_are_accepted(tmp_path, cron):
     config = load_config(write(tmp_path, BASE + f"schedule: {{cron: '{cron}', timezone: UTC}}\n"))
     assert config.model.schedule.cron == cron

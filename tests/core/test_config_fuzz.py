@@ -20,10 +20,40 @@ PATH = REPO / "config" / "fuzzed.yaml"  # never written: relative paths resolve 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=True),
-    st.text(max_size=20), st.sampled_from(["[", "]", "{", "}", "&a", "*a", "!!python/object:os.system",
-                                           "!!binary x", "- ", ": ", "'", '"', "|", ">", "%TAG", "---", "...",
-                                           "~", ".inf", "0x1F", "1e999", "<<: *a", "\t", "\x00", "\ufeff"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+    st.sampled_from(
+        [
+            "[",
+            "]",
+            "{",
+            "}",
+            "&a",
+            "*a",
+            "!!python/object:os.system",
+            "!!binary x",
+            "- ",
+            ": ",
+            "'",
+            '"',
+            "|",
+            ">",
+            "%TAG",
+            "---",
+            "...",
+            "~",
+            ".inf",
+            "0x1F",
+            "1e999",
+            "<<: *a",
+            "\t",
+            "\x00",
+            "\ufeff",
+        ]
+    ),
 )
 
 
@@ -115,11 +145,21 @@ def test_mutated_default_config(text: str) -> None:
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(["name", "version", "source", "output", "chunker", "rules", "schedule",
-                                        "reviewer", "extra"]),
-                       st.recursive(VALUES, lambda inner: st.lists(inner, max_size=3)
-                                    | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8),
-                       max_size=6))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            ["name", "version", "source", "output", "chunker", "rules", "schedule", "reviewer", "extra"]
+        ),
+        st.recursive(
+            VALUES,
+            lambda inner: (
+                st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+            ),
+            max_leaves=8,
+        ),
+        max_size=6,
+    )
+)
 def test_random_structures(data: dict) -> None:
     import yaml
 

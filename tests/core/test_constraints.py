@@ -35,8 +35,13 @@ from chunkyard.chunking.units import make_meter
 from support.checks import assert_chunk_invariants
 
 KB = Path(__file__).resolve().parents[2] / "examples" / "kb"
-DOCS = ["handbook/onboarding.md", "runbooks/database-failover.md", "notes/vendor-contacts.txt",
-        "tools/inventory_sync.py", "policies/expenses.md"]
+DOCS = [
+    "handbook/onboarding.md",
+    "runbooks/database-failover.md",
+    "notes/vendor-contacts.txt",
+    "tools/inventory_sync.py",
+    "policies/expenses.md",
+]
 SETTINGS = [
     {"strategy": "recursive", "unit": "chars", "max_size": 400, "overlap": 40},
     {"strategy": "markdown", "unit": "tokens", "max_size": 120, "overlap": 16, "min_size": 20},
@@ -102,7 +107,9 @@ def test_a_keep_span_that_cannot_fit_is_a_finding() -> None:
 
 
 def test_anchors_follow_the_text() -> None:
-    text = "Intro line.\n\n1. Open the valve.\n2. Wait ten seconds.\n3. Close the valve.\n\nOutro text here.\n"
+    text = (
+        "Intro line.\n\n1. Open the valve.\n2. Wait ten seconds.\n3. Close the valve.\n\nOutro text here.\n"
+    )
     start = text.index("1.")
     end = text.index("\n\nOutro")
     keep = anchor(text, "d.md", "sha-1", KEEP, start, end)
@@ -129,15 +136,26 @@ def test_flags_become_constraints_on_the_unit_they_cut() -> None:
     procedure = max((g for g in scan(text).groups if g.kind == "procedure"), key=lambda g: g.end - g.start)
     cut = next(i for i, (_, end) in enumerate(spans[:-1]) if procedure.start < end < procedure.end)
 
-    keep = constraint_for_flag("split_procedure", spans[cut][1], cut, spans, text, layout, "d", "s", flag_event=7)
+    keep = constraint_for_flag(
+        "split_procedure", spans[cut][1], cut, spans, text, layout, "d", "s", flag_event=7
+    )
     assert keep is not None and (keep.kind, keep.flag_event, keep.origin) == (KEEP, 7, "flag")
-    assert keep.start == procedure.start and text[keep.start : keep.end].rstrip() == text[procedure.start:procedure.end].rstrip()
+    assert (
+        keep.start == procedure.start
+        and text[keep.start : keep.end].rstrip() == text[procedure.start : procedure.end].rstrip()
+    )
     # The same reason on the chunk (not its boundary) is about the cut at its end.
-    assert constraint_for_flag("split_procedure", None, cut, spans, text, layout, "d", "s", flag_event=7) == keep
+    assert (
+        constraint_for_flag("split_procedure", None, cut, spans, text, layout, "d", "s", flag_event=7) == keep
+    )
 
     small = constraint_for_flag("too_small", None, 1, spans, text, layout, "d", "s")
     assert small is not None and small.kind == KEEP
-    assert small.start <= spans[1][0] and small.end >= spans[1][1] and small.end - small.start > spans[1][1] - spans[1][0]
+    assert (
+        small.start <= spans[1][0]
+        and small.end >= spans[1][1]
+        and small.end - small.start > spans[1][1] - spans[1][0]
+    )
 
     large = constraint_for_flag("too_large", None, 0, spans, text, layout, "d", "s")
     assert large is not None and large.kind == BREAK and spans[0][0] < large.start < spans[0][1]
@@ -147,8 +165,9 @@ def test_flags_become_constraints_on_the_unit_they_cut() -> None:
 
 def test_mid_sentence_keeps_the_sentence() -> None:
     text = "First sentence here. The second sentence is the one that was cut in two. Third one."
-    layout = get_strategy("recursive")(text, parse_settings({"strategy": "recursive", "unit": "chars",
-                                                             "max_size": 50}), None)
+    layout = get_strategy("recursive")(
+        text, parse_settings({"strategy": "recursive", "unit": "chars", "max_size": 50}), None
+    )
     boundary = text.index("was cut")
     start, end = unit_around(text, layout, boundary, "mid_sentence")
     assert text[start:end] == "The second sentence is the one that was cut in two."
@@ -161,9 +180,16 @@ def test_ledger_decisions(tmp_path: Path) -> None:
         second = ledger.flag(target.at_boundary(None), "too_large", reviewer="ann")  # type: ignore[arg-type]
         assert [f.id for f in open_flags(ledger.events("kb", 1))] == [first, second]
         text = "x" * 200
-        constraint = record_constraint(ledger, "kb", 1, 1, anchor(text, "d.md", "sha", KEEP, 100, 150,
-                                                                   origin="flag", flag_event=first),
-                                       reviewer="ann", chunk_id="chunk-a", chunk_index=0)
+        constraint = record_constraint(
+            ledger,
+            "kb",
+            1,
+            1,
+            anchor(text, "d.md", "sha", KEEP, 100, 150, origin="flag", flag_event=first),
+            reviewer="ann",
+            chunk_id="chunk-a",
+            chunk_index=0,
+        )
         assert active_constraints(ledger.events("kb", 1))["d.md"] == [constraint]
         flag_event = ledger.event(first)
         resolution = resolve_flag(ledger, flag_event, 2, constraint.id)
@@ -189,9 +215,16 @@ def test_a_flag_the_reviewer_takes_back_takes_its_constraint_with_it(tmp_path: P
 
     def flag_with_constraint(ledger: Ledger, target: Target, reason: str) -> tuple[int, int]:
         flag = ledger.flag(target, reason, reviewer="ann")
-        constraint = record_constraint(ledger, "kb", 1, 1, anchor(text, "d.md", "sha", KEEP, 10 + flag, 150,
-                                                                  origin="flag", flag_event=flag),
-                                       reviewer="reprocess", chunk_id=target.chunk_id, chunk_index=0)
+        constraint = record_constraint(
+            ledger,
+            "kb",
+            1,
+            1,
+            anchor(text, "d.md", "sha", KEEP, 10 + flag, 150, origin="flag", flag_event=flag),
+            reviewer="reprocess",
+            chunk_id=target.chunk_id,
+            chunk_index=0,
+        )
         return flag, constraint.id
 
     def active(ledger: Ledger) -> list[int]:
@@ -229,8 +262,9 @@ def test_the_readme_review_example_adds_no_finding() -> None:
     before = split_document(text, settings, doc).chunks
     sha = hashlib.sha256(text.encode()).hexdigest()
     layout = get_strategy(settings.strategy)(text, settings, doc)
-    constraint = constraint_for_flag("split_procedure", before[3].end, 3, [(c.start, c.end) for c in before], text,
-                                     layout, doc, sha)
+    constraint = constraint_for_flag(
+        "split_procedure", before[3].end, 3, [(c.start, c.end) for c in before], text, layout, doc, sha
+    )
     placement = place(constraint, text, sha)
     after = split_document(text, settings, doc, constraints=[placement]).chunks
     assert keep_met([Span(c.start, c.end, c.size) for c in after], placement.start, placement.end)

@@ -38,8 +38,12 @@ def test_utf8_bom_is_removed() -> None:
 
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
 def test_utf16_and_utf32_with_bom(encoding: str) -> None:
-    bom = {"utf-16-le": codecs.BOM_UTF16_LE, "utf-16-be": codecs.BOM_UTF16_BE,
-           "utf-32-le": codecs.BOM_UTF32_LE, "utf-32-be": codecs.BOM_UTF32_BE}[encoding]
+    bom = {
+        "utf-16-le": codecs.BOM_UTF16_LE,
+        "utf-16-be": codecs.BOM_UTF16_BE,
+        "utf-32-le": codecs.BOM_UTF32_LE,
+        "utf-32-be": codecs.BOM_UTF32_BE,
+    }[encoding]
     text = "Grüße 👍🏽\nzweite Zeile\n"
     assert decode_text(bom + text.encode(encoding)) == text
 
@@ -103,8 +107,15 @@ def test_document_fields() -> None:
 
 @pytest.mark.parametrize(
     ("doc_id", "fmt"),
-    [("a.md", "markdown"), ("b/C.MARKDOWN", "markdown"), ("x.html", "html"), ("x.htm", "html"),
-     ("tool.py", "code"), ("notes.txt", "text"), ("README", "text")],
+    [
+        ("a.md", "markdown"),
+        ("b/C.MARKDOWN", "markdown"),
+        ("x.html", "html"),
+        ("x.htm", "html"),
+        ("tool.py", "code"),
+        ("notes.txt", "text"),
+        ("README", "text"),
+    ],
 )
 def test_detect_format(doc_id: str, fmt: str) -> None:
     assert detect_format(doc_id) == fmt
@@ -128,18 +139,43 @@ def found(root: Path, include: list[str], exclude: list[str] | None = None) -> l
 
 
 def test_discovery_with_include_and_exclude_globs(tmp_path: Path) -> None:
-    make_tree(tmp_path, {
-        "a.md": "a", "b.txt": "b", "guides/c.md": "c", "guides/deep/d.md": "d", "drafts/e.md": "e",
-        "drafts/sub/f.md": "f", "guides/drafts/g.md": "g", "img.png": b"\x89PNG",
-    })
+    make_tree(
+        tmp_path,
+        {
+            "a.md": "a",
+            "b.txt": "b",
+            "guides/c.md": "c",
+            "guides/deep/d.md": "d",
+            "drafts/e.md": "e",
+            "drafts/sub/f.md": "f",
+            "guides/drafts/g.md": "g",
+            "img.png": b"\x89PNG",
+        },
+    )
     assert found(tmp_path, ["**/*.md"]) == [
-        "a.md", "drafts/e.md", "drafts/sub/f.md", "guides/c.md", "guides/deep/d.md", "guides/drafts/g.md"]
+        "a.md",
+        "drafts/e.md",
+        "drafts/sub/f.md",
+        "guides/c.md",
+        "guides/deep/d.md",
+        "guides/drafts/g.md",
+    ]
     assert found(tmp_path, ["**/*.md"], ["drafts/**"]) == [
-        "a.md", "guides/c.md", "guides/deep/d.md", "guides/drafts/g.md"]
+        "a.md",
+        "guides/c.md",
+        "guides/deep/d.md",
+        "guides/drafts/g.md",
+    ]
     assert found(tmp_path, ["*.md"]) == ["a.md"]  # "*" does not cross folders
     assert found(tmp_path, ["guides/**"], ["**/drafts/**"]) == ["guides/c.md", "guides/deep/d.md"]
     assert found(tmp_path, ["**/*.md", "**/*.txt"], ["**/deep/*"]) == [
-        "a.md", "b.txt", "drafts/e.md", "drafts/sub/f.md", "guides/c.md", "guides/drafts/g.md"]
+        "a.md",
+        "b.txt",
+        "drafts/e.md",
+        "drafts/sub/f.md",
+        "guides/c.md",
+        "guides/drafts/g.md",
+    ]
 
 
 def test_discovery_is_sorted_and_posix(tmp_path: Path) -> None:
@@ -149,7 +185,9 @@ def test_discovery_is_sorted_and_posix(tmp_path: Path) -> None:
 
 
 def test_hidden_folders_and_files_are_skipped(tmp_path: Path) -> None:
-    make_tree(tmp_path, {".git/config.md": "x", ".hidden.md": "x", "docs/.cache/a.md": "x", "docs/ok.md": "ok"})
+    make_tree(
+        tmp_path, {".git/config.md": "x", ".hidden.md": "x", "docs/.cache/a.md": "x", "docs/ok.md": "ok"}
+    )
     assert found(tmp_path, ["**/*"]) == ["docs/ok.md"]
 
 
@@ -208,9 +246,12 @@ def test_unreadable_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     if os.geteuid() != 0:
         path.chmod(0)
         try:
-            assert read_document(path, "secret.md") == Skipped("secret.md", "permission denied", keep_previous=True)
+            assert read_document(path, "secret.md") == Skipped(
+                "secret.md", "permission denied", keep_previous=True
+            )
         finally:
             path.chmod(0o644)
+
     # As root chmod 000 does not stop reading, so make the read itself fail the way it would.
     def denied(self: Path) -> bytes:
         raise PermissionError(13, "Permission denied", str(self))
@@ -230,8 +271,9 @@ def test_unreadable_folder_is_reported(tmp_path: Path, monkeypatch: pytest.Monke
 
     monkeypatch.setattr(os, "scandir", scandir)
     items = list(discover(tmp_path, ["**/*"], []))
-    assert ("open/a.md", tmp_path / "open" / "a.md", 1) in [(i.doc_id, i.path, i.size) for i in items
-                                                             if isinstance(i, SourceFile)]
+    assert ("open/a.md", tmp_path / "open" / "a.md", 1) in [
+        (i.doc_id, i.path, i.size) for i in items if isinstance(i, SourceFile)
+    ]
     assert Skipped("locked", "unreadable folder: Permission denied", keep_previous=True, folder=True) in items
 
 
@@ -239,7 +281,9 @@ def test_file_deleted_between_discovery_and_reading(tmp_path: Path) -> None:
     make_tree(tmp_path, {"a.md": "# A\n", "b.md": "# B\n"})
     items = [i for i in discover(tmp_path, ["**/*"], []) if isinstance(i, SourceFile)]
     (tmp_path / "a.md").unlink()
-    assert read_document(items[0].path, items[0].doc_id) == Skipped("a.md", "file vanished before it could be read")
+    assert read_document(items[0].path, items[0].doc_id) == Skipped(
+        "a.md", "file vanished before it could be read"
+    )
     assert isinstance(read_document(items[1].path, items[1].doc_id), Document)
 
 
@@ -256,8 +300,16 @@ def test_file_deleted_while_discovery_streams(tmp_path: Path) -> None:
 
 
 def test_read_document_end_to_end(tmp_path: Path) -> None:
-    make_tree(tmp_path, {"bom.md": codecs.BOM_UTF8 + "# Título\n".encode(), "bad.md": b"\xff\xfe\x00\xd8",
-                         "empty.md": b"", "bin.md": b"ab\x00cd", "latin.md": b"caf\xe9"})
+    make_tree(
+        tmp_path,
+        {
+            "bom.md": codecs.BOM_UTF8 + "# Título\n".encode(),
+            "bad.md": b"\xff\xfe\x00\xd8",
+            "empty.md": b"",
+            "bin.md": b"ab\x00cd",
+            "latin.md": b"caf\xe9",
+        },
+    )
     results = {p.name: read_document(p, p.name) for p in sorted(tmp_path.iterdir())}
     assert isinstance(results["bom.md"], Document) and results["bom.md"].text == "# Título\n"
     assert results["empty.md"] == Skipped("empty.md", "empty file")
@@ -305,9 +357,12 @@ def test_a_persistent_read_error_is_skipped_with_the_attempts(tmp_path, monkeypa
     assert skipped.reason == "unreadable: Input/output error (after 3 attempts)"
 
 
-@pytest.mark.parametrize(("code", "keep"), [("EIO", True), ("EACCES", True), ("EISDIR", True), ("ENOENT", False),
-                                            ("ELOOP", False)])
-def test_a_file_that_could_not_be_read_keeps_its_previous_chunks_unless_it_is_gone(tmp_path, monkeypatch, code, keep):
+@pytest.mark.parametrize(
+    ("code", "keep"), [("EIO", True), ("EACCES", True), ("EISDIR", True), ("ENOENT", False), ("ELOOP", False)]
+)
+def test_a_file_that_could_not_be_read_keeps_its_previous_chunks_unless_it_is_gone(
+    tmp_path, monkeypatch, code, keep
+):
     """Read errors leave the file's content unknown: its previous chunks are kept (``keep_previous``).
     A vanished file or a symlink loop is gone as a document; content verdicts (empty, binary) too."""
     import errno as _errno
@@ -334,27 +389,45 @@ def test_a_file_that_could_not_be_read_keeps_its_previous_chunks_unless_it_is_go
 
 
 def _read_all(items: list[SourceFile | Skipped]) -> dict[str, Document | Skipped]:
-    return {item.doc_id: (item if isinstance(item, Skipped) else read_document(item.path, item.doc_id,
-                                                                                identity=item.identity))
-            for item in items}
+    return {
+        item.doc_id: (
+            item
+            if isinstance(item, Skipped)
+            else read_document(item.path, item.doc_id, identity=item.identity)
+        )
+        for item in items
+    }
 
 
 def test_links_out_of_the_source_and_to_special_files_are_skipped_never_read(tmp_path: Path) -> None:
     source, outside = tmp_path / "src", tmp_path / "outside"
     make_tree(source, {"real/a.md": "# A\n"})
     make_tree(outside, {"secret.md": "SECRET"})
-    links = {"passwd.txt": Path("/etc/passwd"), "s.md": outside / "secret.md", "zero.txt": Path("/dev/zero"),
-             "kmsg.txt": Path("/proc/kmsg"), "maps.txt": Path("/proc/self/maps"), "inside.md": source / "real" / "a.md",
-             "up.md": Path("../outside/secret.md")}
+    links = {
+        "passwd.txt": Path("/etc/passwd"),
+        "s.md": outside / "secret.md",
+        "zero.txt": Path("/dev/zero"),
+        "kmsg.txt": Path("/proc/kmsg"),
+        "maps.txt": Path("/proc/self/maps"),
+        "inside.md": source / "real" / "a.md",
+        "up.md": Path("../outside/secret.md"),
+    }
     for name, target in links.items():
         (source / name).symlink_to(target)
     items = _discover_with_timeout(source)
     results = _read_all(items)
     for name in ("passwd.txt", "s.md", "zero.txt", "maps.txt", "up.md"):
         result = results[name]
-        assert isinstance(result, Skipped) and result.reason.startswith("symbolic link to /") \
-            and result.reason.endswith(", outside the source folder (not read)") and not result.keep_previous, name
-    assert results["s.md"].reason == f"symbolic link to {outside / 'secret.md'}, outside the source folder (not read)"
+        assert (
+            isinstance(result, Skipped)
+            and result.reason.startswith("symbolic link to /")
+            and result.reason.endswith(", outside the source folder (not read)")
+            and not result.keep_previous
+        ), name
+    assert (
+        results["s.md"].reason
+        == f"symbolic link to {outside / 'secret.md'}, outside the source folder (not read)"
+    )
     assert isinstance(results["kmsg.txt"], Skipped)  # outside, or a broken link where /proc/kmsg is absent
     inside = results["inside.md"]
     assert isinstance(inside, Document) and inside.text == "# A\n" and inside.doc_id == "inside.md"
@@ -393,8 +466,10 @@ def test_special_files_inside_the_source_are_never_opened(tmp_path: Path) -> Non
 
 def _read_with_timeout(item: SourceFile, seconds: float = 5) -> Document | Skipped:
     result: list[Document | Skipped] = []
-    worker = threading.Thread(target=lambda: result.append(read_document(item.path, item.doc_id,
-                                                                         identity=item.identity)), daemon=True)
+    worker = threading.Thread(
+        target=lambda: result.append(read_document(item.path, item.doc_id, identity=item.identity)),
+        daemon=True,
+    )
     worker.start()
     worker.join(seconds)
     assert not worker.is_alive(), "reading waited on the file"
@@ -406,8 +481,9 @@ def test_a_file_swapped_for_a_fifo_after_discovery_is_skipped_never_waited_on(tm
     [item] = list(discover(tmp_path, ["**/*"], []))
     (tmp_path / "a.md").unlink()
     os.mkfifo(tmp_path / "a.md")
-    assert _read_with_timeout(item) == Skipped("a.md", "not a regular file (it was replaced after discovery)",
-                                               keep_previous=True)
+    assert _read_with_timeout(item) == Skipped(
+        "a.md", "not a regular file (it was replaced after discovery)", keep_previous=True
+    )
 
 
 def test_a_file_swapped_for_a_link_or_another_file_after_discovery_is_skipped(tmp_path: Path) -> None:
@@ -418,15 +494,21 @@ def test_a_file_swapped_for_a_link_or_another_file_after_discovery_is_skipped(tm
     (source / "a.md").unlink()
     (source / "a.md").symlink_to(tmp_path / "secret.md")  # O_NOFOLLOW: never opened through the link
     assert _read_with_timeout(items["a.md"]) == Skipped(
-        "a.md", "became a symbolic link between discovery and reading (not read)", keep_previous=True)
+        "a.md", "became a symbolic link between discovery and reading (not read)", keep_previous=True
+    )
     (source / "b.new").write_text("other text")  # written while b.md exists: another inode
     os.replace(source / "b.new", source / "b.md")
-    assert _read_with_timeout(items["b.md"]).reason == "replaced by another file between discovery and reading (not read)"
+    assert (
+        _read_with_timeout(items["b.md"]).reason
+        == "replaced by another file between discovery and reading (not read)"
+    )
     # A folder on the path replaced by a link to the same folder: same inode, another path.
     (source / "docs").rename(source / "docs2")
     (source / "docs").symlink_to(source / "docs2", target_is_directory=True)
     result = _read_with_timeout(items["docs/c.md"])
-    assert isinstance(result, Skipped) and result.reason.startswith("moved, or a folder on its path was replaced")
+    assert isinstance(result, Skipped) and result.reason.startswith(
+        "moved, or a folder on its path was replaced"
+    )
 
 
 def test_a_file_flipped_between_regular_file_fifo_and_link_never_hangs_or_leaks(tmp_path: Path) -> None:
@@ -485,13 +567,18 @@ def test_only_what_fstat_promised_is_read_and_max_file_mb_is_checked_first(tmp_p
     limits = LimitsConfig(max_file_mb=2)
     items = {i.doc_id: i for i in discover(tmp_path, ["**/*"], [])}
     assert read_document(items["big.md"].path, "big.md", limits, items["big.md"].identity) == Skipped(
-        "big.md", "file of 2.0 MB is over limits.max_file_mb (2 MB)")
+        "big.md", "file of 2.0 MB is over limits.max_file_mb (2 MB)"
+    )
     assert isinstance(read_document(items["ok.md"].path, "ok.md", limits, items["ok.md"].identity), Document)
     text = read_document(tmp_path / "big.md", "big.md", LimitsConfig(max_text_mb=1))
-    assert text == Skipped("big.md", "extracted text of 2.0 million characters is over limits.max_text_mb (1)")
+    assert text == Skipped(
+        "big.md", "extracted text of 2.0 million characters is over limits.max_text_mb (1)"
+    )
 
 
-def test_an_exception_of_any_type_in_extraction_is_a_skip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_exception_of_any_type_in_extraction_is_a_skip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_tree(tmp_path, {"page.html": "<p>x</p>"})
 
     def broken(text: str) -> None:
@@ -499,17 +586,22 @@ def test_an_exception_of_any_type_in_extraction_is_a_skip(tmp_path: Path, monkey
 
     monkeypatch.setattr("chunkyard.chunking.html.extract_html", broken)
     result = read_document(tmp_path / "page.html", "page.html")
-    assert result == Skipped("page.html", "extraction failed: LookupError: unknown encoding: rot13", keep_previous=True)
+    assert result == Skipped(
+        "page.html", "extraction failed: LookupError: unknown encoding: rot13", keep_previous=True
+    )
 
 
 def test_a_link_inside_the_source_to_a_hidden_or_excluded_file_is_not_read(tmp_path: Path) -> None:
     """Hidden files and excluded paths are never read: not through a link either."""
-    make_tree(tmp_path, {".git/config": "[remote] token=SECRET", "drafts/secret.md": "SECRET", "ok.md": "# ok"})
+    make_tree(
+        tmp_path, {".git/config": "[remote] token=SECRET", "drafts/secret.md": "SECRET", "ok.md": "# ok"}
+    )
     (tmp_path / "git.md").symlink_to(tmp_path / ".git" / "config")
     (tmp_path / "draft.md").symlink_to(tmp_path / "drafts" / "secret.md")
     (tmp_path / "alias.md").symlink_to(tmp_path / "ok.md")
     items = {i.doc_id: i for i in discover(tmp_path, ["**/*"], ["drafts/**"])}
     assert items["git.md"] == Skipped("git.md", "symbolic link to the hidden file .git/config (not read)")
     assert items["draft.md"] == Skipped(
-        "draft.md", "symbolic link to drafts/secret.md, which source.exclude leaves out (not read)")
+        "draft.md", "symbolic link to drafts/secret.md, which source.exclude leaves out (not read)"
+    )
     assert isinstance(items["alias.md"], SourceFile) and items["alias.md"].path == tmp_path / "ok.md"

@@ -33,15 +33,20 @@ def _issues(text: str) -> list[str]:
 
 
 def test_sinks_and_retention_validate_with_line_and_field():
-    config = load_config_text(BASE + textwrap.dedent("""\
+    config = load_config_text(
+        BASE
+        + textwrap.dedent("""\
         sinks:
           - {name: lance, type: lancedb, uri: ./vectors, table: kb}
           - {name: pg, type: pgvector, dsn: "postgresql://localhost/rag", table: kb_chunks, embedder: ./model}
         retention: {keep: 3}
-        """))
+        """)
+    )
     assert [s.name for s in config.model.sinks] == ["lance", "pg"]
     assert config.model.sinks[0].embedder == "wordllama" and config.model.retention.keep == 3
-    issues = _issues(BASE + textwrap.dedent("""\
+    issues = _issues(
+        BASE
+        + textwrap.dedent("""\
         sinks:
           - name: lance
             type: lancedb
@@ -50,7 +55,8 @@ def test_sinks_and_retention_validate_with_line_and_field():
           - {name: q, type: qdrant, uri: x, table: t}
           - {name: lance, type: lancedb, uri: ./v, table: kb2}
         retention: {keep: 0}
-        """))
+        """)
+    )
     text = "\n".join(issues)
     assert "<config>:5: sinks[0].uri: a lancedb sink needs `uri`" in text
     assert "<config>:8: sinks[1].table:" in text
@@ -59,17 +65,24 @@ def test_sinks_and_retention_validate_with_line_and_field():
 
 
 def test_duplicate_sink_names_are_refused():
-    text = "\n".join(_issues(BASE + textwrap.dedent("""\
+    text = "\n".join(
+        _issues(
+            BASE
+            + textwrap.dedent("""\
         sinks:
           - {name: a, type: lancedb, uri: ./v, table: one}
           - {name: a, type: lancedb, uri: ./v, table: two}
-        """)))
+        """)
+        )
+    )
     assert "sinks: sink names must be unique: a appear" in text
 
 
 def test_sinks_do_not_change_the_config_hash():
     plain = load_config_text(BASE)
-    with_sinks = load_config_text(BASE + "sinks: [{name: a, type: lancedb, uri: ./v, table: t}]\nretention: {keep: 2}\n")
+    with_sinks = load_config_text(
+        BASE + "sinks: [{name: a, type: lancedb, uri: ./v, table: t}]\nretention: {keep: 2}\n"
+    )
     assert plain.hash == with_sinks.hash  # where chunks are stored is not how they are cut
 
 
@@ -119,8 +132,11 @@ def test_embedder_specs_and_the_local_model_error_paths(tmp_path):
     embedder = embedder_for("models/broken", tmp_path)
     assert isinstance(embedder, LocalModelEmbedder) and embedder.id.startswith("local/broken/")
     # No sentence-transformers model ships offline here: the error names the folder and what is missing.
-    with pytest.raises(EmbeddingError, match=r"embedder .*broken: (a local model needs the 'sentence-transformers'|"
-                                             r"cannot load the model)"):
+    with pytest.raises(
+        EmbeddingError,
+        match=r"embedder .*broken: (a local model needs the 'sentence-transformers'|"
+        r"cannot load the model)",
+    ):
         embedder.embed(["x"])
 
 
@@ -130,11 +146,16 @@ def test_a_sink_without_the_sync_extra_names_the_extra(tmp_path, monkeypatch):
     from chunkyard.chunking.errors import MissingExtra
     from chunkyard.chunking.sinks import open_sink
 
-    config = load_config_text(BASE + "sinks:\n  - {name: lance, type: lancedb, uri: ./v, table: kb}\n"
-                                     "  - {name: pg, type: pgvector, dsn: x, table: kb}\n")
+    config = load_config_text(
+        BASE + "sinks:\n  - {name: lance, type: lancedb, uri: ./v, table: kb}\n"
+        "  - {name: pg, type: pgvector, dsn: x, table: kb}\n"
+    )
     monkeypatch.setitem(sys.modules, "lancedb", None)  # as if not installed
     monkeypatch.setitem(sys.modules, "psycopg", None)
     for sink, driver in zip(config.model.sinks, ("lancedb", "pgvector"), strict=True):
-        with pytest.raises(MissingExtra, match=rf"sink {sink.name}: a {driver} sink needs the sync extra: "
-                                               r"pip install 'chunkyard\[sync\]'"):
+        with pytest.raises(
+            MissingExtra,
+            match=rf"sink {sink.name}: a {driver} sink needs the sync extra: "
+            r"pip install 'chunkyard\[sync\]'",
+        ):
             open_sink(sink, tmp_path)

@@ -35,11 +35,13 @@ def issues_of(text: str) -> list[str]:
 
 
 def test_valid_file_with_blank_lines_and_both_reference_kinds():
-    text = "\n".join([
-        GOOD,
-        "",
-        line(id="two", question="Where?", references=[{"doc_id": "b.md", "start": 3, "end": 9}]),
-    ])
+    text = "\n".join(
+        [
+            GOOD,
+            "",
+            line(id="two", question="Where?", references=[{"doc_id": "b.md", "start": 3, "end": 9}]),
+        ]
+    )
     qs = parse_questions(text, "q.jsonl")
     assert [q.id for q in qs.questions] == ["line-1", "two"]
     assert [q.line for q in qs.questions] == [1, 3]
@@ -48,19 +50,21 @@ def test_valid_file_with_blank_lines_and_both_reference_kinds():
 
 
 def test_every_bad_line_is_reported_with_its_number():
-    text = "\n".join([
-        GOOD,                                                                    # 1 ok
-        "{not json",                                                             # 2
-        "[1, 2]",                                                                # 3
-        line(question="", references=[{"doc_id": "a.md", "text": "x"}]),         # 4
-        line(question="Q", references=[]),                                       # 5
-        line(question="Q", references=[{"doc_id": "a.md"}]),                     # 6
-        line(question="Q", references=[{"doc_id": "a.md", "start": 9, "end": 3}]),  # 7
-        line(question="Q", references=[{"doc_id": "a.md", "text": "x", "start": 1, "end": 2}]),  # 8
-        line(question="Q", refs=[]),                                             # 9
-        line(question="Q", references=[{"doc": "a.md", "text": "x"}]),           # 10
-        line(question="Q", references=[{"doc_id": "a.md", "start": "1", "end": 2}]),  # 11
-    ])
+    text = "\n".join(
+        [
+            GOOD,  # 1 ok
+            "{not json",  # 2
+            "[1, 2]",  # 3
+            line(question="", references=[{"doc_id": "a.md", "text": "x"}]),  # 4
+            line(question="Q", references=[]),  # 5
+            line(question="Q", references=[{"doc_id": "a.md"}]),  # 6
+            line(question="Q", references=[{"doc_id": "a.md", "start": 9, "end": 3}]),  # 7
+            line(question="Q", references=[{"doc_id": "a.md", "text": "x", "start": 1, "end": 2}]),  # 8
+            line(question="Q", refs=[]),  # 9
+            line(question="Q", references=[{"doc": "a.md", "text": "x"}]),  # 10
+            line(question="Q", references=[{"doc_id": "a.md", "start": "1", "end": 2}]),  # 11
+        ]
+    )
     found = issues_of(text)
     numbers = [int(issue.split(":")[1]) for issue in found]
     assert 1 not in numbers
@@ -73,8 +77,14 @@ def test_every_bad_line_is_reported_with_its_number():
 
 
 def test_duplicate_ids_name_the_first_line():
-    found = issues_of("\n".join([line(id="x", question="A", references=[{"doc_id": "a", "text": "t"}]),
-                                 line(id="x", question="B", references=[{"doc_id": "a", "text": "t"}])]))
+    found = issues_of(
+        "\n".join(
+            [
+                line(id="x", question="A", references=[{"doc_id": "a", "text": "t"}]),
+                line(id="x", question="B", references=[{"doc_id": "a", "text": "t"}]),
+            ]
+        )
+    )
     assert found == ["q.jsonl:2: duplicate id 'x' (first on line 1)"]
 
 
@@ -97,21 +107,25 @@ def test_find_passage_verbatim_then_across_line_breaks():
 
 def test_locate_reports_not_found_ambiguous_missing_doc_and_bounds():
     documents = {"a.md": "one two three. one two three. four five six.", "b.md": "short"}
-    text = "\n".join([
-        line(question="ok", references=[{"doc_id": "a.md", "text": "four  five\nsix"}]),   # 1 found
-        line(question="nf", references=[{"doc_id": "a.md", "text": "seven"}]),             # 2
-        line(question="amb", references=[{"doc_id": "a.md", "text": "one two"}]),          # 3
-        line(question="doc", references=[{"doc_id": "c.md", "text": "x"}]),                # 4
-        line(question="oob", references=[{"doc_id": "b.md", "start": 0, "end": 50}]),      # 5
-        line(question="span", references=[{"doc_id": "b.md", "start": 1, "end": 4}]),      # 6 ok
-    ])
+    text = "\n".join(
+        [
+            line(question="ok", references=[{"doc_id": "a.md", "text": "four  five\nsix"}]),  # 1 found
+            line(question="nf", references=[{"doc_id": "a.md", "text": "seven"}]),  # 2
+            line(question="amb", references=[{"doc_id": "a.md", "text": "one two"}]),  # 3
+            line(question="doc", references=[{"doc_id": "c.md", "text": "x"}]),  # 4
+            line(question="oob", references=[{"doc_id": "b.md", "start": 0, "end": 50}]),  # 5
+            line(question="span", references=[{"doc_id": "b.md", "start": 1, "end": 4}]),  # 6 ok
+        ]
+    )
     qs = parse_questions(text, "q.jsonl")
     with pytest.raises(QuestionSetError) as caught:
         locate_questions(qs, documents.get, "dataset X")
     found = [str(issue) for issue in caught.value.issues]
     assert len(found) == 4
     assert found[0].startswith("q.jsonl:2: reference 1: passage not found in a.md (dataset X)")
-    assert found[1].startswith("q.jsonl:3: reference 1: passage is ambiguous: found 2 times in a.md (at offsets 0, 15)")
+    assert found[1].startswith(
+        "q.jsonl:3: reference 1: passage is ambiguous: found 2 times in a.md (at offsets 0, 15)"
+    )
     assert found[2] == "q.jsonl:4: reference 1: no document 'c.md' in dataset X"
     assert found[3] == "q.jsonl:5: reference 1: end 50 is past the end of b.md (5 characters)"
 

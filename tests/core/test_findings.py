@@ -25,9 +25,16 @@ To issue a refund:
 4. Confirm the refund and notify the customer.
 """
 BULLETS = "Packing list:\n\n" + "\n".join(f"- item number {i} with words" for i in range(10)) + "\n"
-TABLE = "| Zone | Rate | Days |\n|------|------|------|\n" + "\n".join(
-    f"| {z} | ${n} | {n // 2} |" for n, z in enumerate("ABCDEFGH", 4)) + "\n"
-CODE = "Run this:\n\n```python\n" + "\n".join(f"value_{i} = compute({i}, factor={i * 3})" for i in range(12)) + "\n```\n"
+TABLE = (
+    "| Zone | Rate | Days |\n|------|------|------|\n"
+    + "\n".join(f"| {z} | ${n} | {n // 2} |" for n, z in enumerate("ABCDEFGH", 4))
+    + "\n"
+)
+CODE = (
+    "Run this:\n\n```python\n"
+    + "\n".join(f"value_{i} = compute({i}, factor={i * 3})" for i in range(12))
+    + "\n```\n"
+)
 HEADED = "Intro para that is long enough to fill it.\n# Heading One\nBody text that is rather long here."
 SMALL_LAST = "Short one.\n\nA paragraph that is long enough to be a real chunk of text here, more than fifty characters."
 
@@ -139,8 +146,12 @@ def test_findings_have_meaning_and_fix() -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=markdownish(), strategy=st.sampled_from(["fixed", "sentence", "recursive", "markdown"]),
-       max_size=st.integers(10, 300), min_size=st.integers(0, 9))
+@given(
+    text=markdownish(),
+    strategy=st.sampled_from(["fixed", "sentence", "recursive", "markdown"]),
+    max_size=st.integers(10, 300),
+    min_size=st.integers(0, 9),
+)
 def test_only_known_codes_and_each_once(text: str, strategy: str, max_size: int, min_size: int) -> None:
     config = {"strategy": strategy, "unit": "chars", "max_size": max_size, "min_size": min_size}
     for chunk in run_and_check(text, config, twice=False, tolerate=tolerated(strategy, "chars")).chunks:

@@ -49,18 +49,26 @@ SETTINGS: list[dict[str, Any]] = [
 # Generators
 
 
-def make_pdf(pages: Sequence[Sequence[str]], outline: Sequence[tuple[str, int, int]] = (),
-             password: str | None = None) -> bytes:
+def make_pdf(
+    pages: Sequence[Sequence[str]], outline: Sequence[tuple[str, int, int]] = (), password: str | None = None
+) -> bytes:
     """A PDF with one text line per entry of each page; ``outline`` = (title, 0-based page, level)."""
     writer = PdfWriter()
-    font = writer._add_object(DictionaryObject({
-        NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-        NameObject("/BaseFont"): NameObject("/Helvetica"), NameObject("/Encoding"): NameObject("/WinAnsiEncoding"),
-    }))
+    font = writer._add_object(
+        DictionaryObject(
+            {
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject("/Helvetica"),
+                NameObject("/Encoding"): NameObject("/WinAnsiEncoding"),
+            }
+        )
+    )
     for lines in pages:
         page = writer.add_blank_page(612, 792)
         page[NameObject("/Resources")] = DictionaryObject(
-            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
+        )
         ops = ["BT /F1 11 Tf 14 TL 72 740 Td"]
         for line in lines:
             escaped = line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
@@ -71,7 +79,9 @@ def make_pdf(pages: Sequence[Sequence[str]], outline: Sequence[tuple[str, int, i
         page[NameObject("/Contents")] = writer._add_object(stream)
     parents: dict[int, Any] = {}
     for title, page_index, level in outline:
-        parents[level] = writer.add_outline_item(title=title, page_number=page_index, parent=parents.get(level - 1))
+        parents[level] = writer.add_outline_item(
+            title=title, page_number=page_index, parent=parents.get(level - 1)
+        )
     if password:
         writer.encrypt(user_password=password, algorithm="RC4-128")
     buffer = io.BytesIO()
@@ -80,11 +90,20 @@ def make_pdf(pages: Sequence[Sequence[str]], outline: Sequence[tuple[str, int, i
 
 
 HANDBOOK_PAGES = [
-    ["Returns", "Customers may return unused items within 30 days of delivery.",
-     "Receipts are required for every return and must show the order number.",
-     "The warehouse checks each parcel on arrival and reports damage the same day,"],
-    ["which is then recorded against the order.", "Refund steps", "To request a refund:",
-     "1. Open the order page.", "2. Choose the item and press Return.", "3. Print the label and ship the parcel."],
+    [
+        "Returns",
+        "Customers may return unused items within 30 days of delivery.",
+        "Receipts are required for every return and must show the order number.",
+        "The warehouse checks each parcel on arrival and reports damage the same day,",
+    ],
+    [
+        "which is then recorded against the order.",
+        "Refund steps",
+        "To request a refund:",
+        "1. Open the order page.",
+        "2. Choose the item and press Return.",
+        "3. Print the label and ship the parcel.",
+    ],
     ["4 Shipping", "Parcels ship from the central warehouse on weekdays.", "# this hash is not a heading"],
 ]
 HANDBOOK_OUTLINE = [("Returns", 0, 1), ("Refund steps", 1, 2), ("Shipping", 2, 1), ("Appendix", 2, 1)]
@@ -115,8 +134,11 @@ def make_docx() -> bytes:
     document.add_heading("Prices", level=2)
     document.add_paragraph("Current prices:")
     table = document.add_table(rows=4, cols=2)
-    for row, (size, price) in zip(table.rows, [("Size", "Price"), ("Small", "4 EUR"), ("Medium | large", "7 EUR"),
-                                              ("Pallet", "90 EUR")], strict=True):
+    for row, (size, price) in zip(
+        table.rows,
+        [("Size", "Price"), ("Small", "4 EUR"), ("Medium | large", "7 EUR"), ("Pallet", "90 EUR")],
+        strict=True,
+    ):
         row.cells[0].text, row.cells[1].text = size, price
     document.add_heading("Tools", level=1)
     document.add_paragraph("# not a heading either")
@@ -178,7 +200,9 @@ Usage
 """
 
 
-def run_corpus(tmp_path: Path, files: dict[str, bytes], chunker: str, *, publish: bool = False) -> BatchResult:
+def run_corpus(
+    tmp_path: Path, files: dict[str, bytes], chunker: str, *, publish: bool = False
+) -> BatchResult:
     """chunk_files over a tmp source folder holding ``files``, with ``chunker`` as the YAML defaults
     (and, with ``publish``, the batch written as snapshot ``tmp_path/out/formats/v1/0001``)."""
     source = tmp_path / "src"
@@ -187,7 +211,9 @@ def run_corpus(tmp_path: Path, files: dict[str, bytes], chunker: str, *, publish
         (source / name).write_bytes(raw)
     config = load_config_text(
         f"name: formats\nversion: 1\nsource: {{path: {source}}}\noutput: {{path: {tmp_path / 'out'}}}\n"
-        f"chunker: {chunker}\n", tmp_path / "config.yaml")
+        f"chunker: {chunker}\n",
+        tmp_path / "config.yaml",
+    )
     context = prepare_run(config)
     sources = [item for item in discover_files(context) if not isinstance(item, Skipped)]
     result = chunk_files(config, sources, {})
@@ -213,8 +239,8 @@ def assert_rows_cover(document: dict[str, Any], chunks: list[dict[str, Any]]) ->
     text = document["text"]
     pos = 0
     for chunk in chunks:
-        assert chunk["text"] == text[chunk["start"]:chunk["end"]]
-        assert not text[pos:chunk["start"]].strip(), text[pos:chunk["start"]]
+        assert chunk["text"] == text[chunk["start"] : chunk["end"]]
+        assert not text[pos : chunk["start"]].strip(), text[pos : chunk["start"]]
         pos = max(pos, chunk["end"])
     assert not text[pos:].strip()
 
@@ -224,9 +250,14 @@ def assert_rows_cover(document: dict[str, Any], chunks: list[dict[str, Any]]) ->
 
 
 def test_pdf_pages_outline_headings_and_procedure_in_the_dataset(tmp_path: Path) -> None:
-    result = run_corpus(tmp_path, {"handbook.pdf": make_pdf(HANDBOOK_PAGES, HANDBOOK_OUTLINE), "notes.md":
-                                   b"# Notes\n\nPlain markdown has no pages.\n"},
-                        "{unit: chars, max_size: 400, overlap: 0}")
+    result = run_corpus(
+        tmp_path,
+        {
+            "handbook.pdf": make_pdf(HANDBOOK_PAGES, HANDBOOK_OUTLINE),
+            "notes.md": b"# Notes\n\nPlain markdown has no pages.\n",
+        },
+        "{unit: chars, max_size: 400, overlap: 0}",
+    )
     assert result.skipped == []
     documents, chunks = rows_by_doc(result)
     pdf, rows = documents["handbook.pdf"], chunks["handbook.pdf"]
@@ -234,11 +265,11 @@ def test_pdf_pages_outline_headings_and_procedure_in_the_dataset(tmp_path: Path)
     text, starts = pdf["text"], pdf["page_starts"]
     assert len(starts) == 3 and starts[0] == 0
     # Each page's text begins at its recorded start; outline headings sit on their pages.
-    assert text[starts[0]:].startswith("# Returns\n")
-    assert text[starts[1]:].startswith("which is then recorded")
-    assert "\n## Refund steps\n" in text[starts[1]:starts[2]]
+    assert text[starts[0] :].startswith("# Returns\n")
+    assert text[starts[1] :].startswith("which is then recorded")
+    assert "\n## Refund steps\n" in text[starts[1] : starts[2]]
     # "Appendix" is not on its page: after the heading found before it, it goes to the page end.
-    assert text[starts[2]:].startswith("# 4 Shipping\n") and text.endswith("\n\n# Appendix\n")
+    assert text[starts[2] :].startswith("# 4 Shipping\n") and text.endswith("\n\n# Appendix\n")
     assert "\\# this hash is not a heading" in text
     assert_rows_cover(pdf, rows)
     for row in rows:
@@ -247,7 +278,9 @@ def test_pdf_pages_outline_headings_and_procedure_in_the_dataset(tmp_path: Path)
         assert 1 <= row["page_start"] <= row["page_end"] <= 3
     # The paragraph running over the page break is one chunk on pages 1-2.
     first = rows[0]
-    assert (first["page_start"], first["page_end"]) == (1, 2) and "recorded against the order" in first["text"]
+    assert (first["page_start"], first["page_end"]) == (1, 2) and "recorded against the order" in first[
+        "text"
+    ]
     # The numbered procedure stays in one chunk with its lead-in, under both headings.
     steps = next(row for row in rows if "1. Open the order page." in row["text"])
     assert "To request a refund:" in steps["text"] and "3. Print the label" in steps["text"]
@@ -261,7 +294,9 @@ def test_pdf_pages_outline_headings_and_procedure_in_the_dataset(tmp_path: Path)
 
 
 def test_outline_entries_not_found_on_their_page_keep_outline_order() -> None:
-    raw = make_pdf([["Intro words.", "Body", "Body text."]], [("Preface", 0, 1), ("Body", 0, 1), ("Notes", 0, 2)])
+    raw = make_pdf(
+        [["Intro words.", "Body", "Body text."]], [("Preface", 0, 1), ("Body", 0, 1), ("Notes", 0, 2)]
+    )
     document = document_from_bytes(raw, "p.pdf")
     assert isinstance(document, Document)
     assert document.text == "# Preface\n\nIntro words.\n\n# Body\n\nBody text.\n\n## Notes\n"
@@ -288,7 +323,9 @@ def test_pdf_extracted_text_keeps_every_invariant(check_chunks: Check) -> None:
     ids=["encrypted", "scanned", "garbage", "truncated"],
 )
 def test_unusable_pdfs_are_skipped_with_their_reason(tmp_path: Path, raw: bytes, reason: str) -> None:
-    result = run_corpus(tmp_path, {"bad.pdf": raw, "ok.md": b"# Fine\n\nText.\n"}, "{unit: chars, max_size: 200}")
+    result = run_corpus(
+        tmp_path, {"bad.pdf": raw, "ok.md": b"# Fine\n\nText.\n"}, "{unit: chars, max_size: 200}"
+    )
     assert [s.doc_id for s in result.skipped] == ["bad.pdf"]
     assert result.skipped[0].reason.startswith(reason), result.skipped[0].reason
     assert result.chunked == ["ok.md"]
@@ -362,8 +399,9 @@ def test_docx_nested_table_text_is_kept_in_its_cell() -> None:
     word.save(buffer)
     document = document_from_bytes(buffer.getvalue(), "nested.docx")
     assert isinstance(document, Document)
-    assert document.text == ("| Item | Details |\n| --- | --- |\n"
-                             "| Tent | See sizes: Two person Four person |\n")
+    assert document.text == (
+        "| Item | Details |\n| --- | --- |\n| Tent | See sizes: Two person Four person |\n"
+    )
 
 
 _W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
@@ -389,7 +427,8 @@ def test_docx_page_and_column_breaks_inside_a_paragraph_separate_its_words() -> 
     'end of pageNext page', one glued word for the tokenizer and the retrievers."""
     raw = docx_with_body_xml(
         '<w:p><w:r><w:t>End of page</w:t><w:br w:type="page"/><w:t>Next page</w:t></w:r>'
-        '<w:r><w:br w:type="column"/><w:t>next column</w:t><w:br/><w:t>new line</w:t></w:r></w:p>')
+        '<w:r><w:br w:type="column"/><w:t>next column</w:t><w:br/><w:t>new line</w:t></w:r></w:p>'
+    )
     document = document_from_bytes(raw, "breaks.docx")
     assert isinstance(document, Document)
     assert document.text == "End of page\nNext page\nnext column\nnew line\n"
@@ -401,11 +440,12 @@ def test_docx_table_of_contents_control_is_left_out_like_html_nav() -> None:
     while other content controls are kept (test_docx_paragraphs_and_tables_in_content_controls_are_kept)."""
     raw = docx_with_body_xml(
         '<w:sdt><w:sdtPr><w:docPartObj><w:docPartGallery w:val="Table of Contents"/><w:docPartUnique/>'
-        '</w:docPartObj></w:sdtPr><w:sdtContent>'
-        '<w:p><w:r><w:t>Contents</w:t></w:r></w:p><w:p><w:r><w:t>Warranty\t3</w:t></w:r></w:p>'
-        '</w:sdtContent></w:sdt>',
+        "</w:docPartObj></w:sdtPr><w:sdtContent>"
+        "<w:p><w:r><w:t>Contents</w:t></w:r></w:p><w:p><w:r><w:t>Warranty\t3</w:t></w:r></w:p>"
+        "</w:sdtContent></w:sdt>",
         '<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Warranty</w:t></w:r></w:p>',
-        '<w:p><w:r><w:t>Two years.</w:t></w:r></w:p>')
+        "<w:p><w:r><w:t>Two years.</w:t></w:r></w:p>",
+    )
     document = document_from_bytes(raw, "toc.docx")
     assert isinstance(document, Document)
     assert document.text == "# Warranty\n\nTwo years.\n"
@@ -425,8 +465,9 @@ def test_docx_merged_cells_are_written_once_like_html_colspan_and_rowspan() -> N
     word.save(buffer)
     document = document_from_bytes(buffer.getvalue(), "merged.docx")
     assert isinstance(document, Document)
-    assert document.text == ("| r0c0 r0c1 |  | r0c2 |\n| --- | --- | --- |\n"
-                             "| r1c0 | r1c1 | r1c2 r2c2 |\n| r2c0 | r2c1 |  |\n")
+    assert document.text == (
+        "| r0c0 r0c1 |  | r0c2 |\n| --- | --- | --- |\n| r1c0 | r1c1 | r1c2 r2c2 |\n| r2c0 | r2c1 |  |\n"
+    )
 
 
 def test_docx_runs_in_tracked_insertions_fields_and_inline_controls_are_kept() -> None:
@@ -441,9 +482,10 @@ def test_docx_runs_in_tracked_insertions_fields_and_inline_controls_are_kept() -
         '<w:r><w:t xml:space="preserve"> days to </w:t></w:r>'
         '<w:smartTag w:uri="u" w:element="place"><w:r><w:t>Oslo</w:t></w:r></w:smartTag>'
         '<w:r><w:t xml:space="preserve"> by </w:t></w:r>'
-        '<w:sdt><w:sdtContent><w:r><w:t>courier</w:t></w:r></w:sdtContent></w:sdt>'
+        "<w:sdt><w:sdtContent><w:r><w:t>courier</w:t></w:r></w:sdtContent></w:sdt>"
         '<w:r><w:t xml:space="preserve">, page </w:t></w:r>'
-        '<w:fldSimple w:instr="PAGE"><w:r><w:t>3</w:t></w:r></w:fldSimple><w:r><w:t>.</w:t></w:r></w:p>')
+        '<w:fldSimple w:instr="PAGE"><w:r><w:t>3</w:t></w:r></w:fldSimple><w:r><w:t>.</w:t></w:r></w:p>'
+    )
     document = document_from_bytes(raw, "tracked.docx")
     assert isinstance(document, Document)
     assert document.text == "Ship within two days to Oslo by courier, page 3.\n"
@@ -453,27 +495,31 @@ def test_docx_paragraphs_and_tables_in_content_controls_are_kept() -> None:
     """Block-level content controls (``w:sdt``: cover pages, form fields, templates) hold paragraphs
     and tables that python-docx's ``iter_inner_content`` does not yield: their text was lost."""
     raw = docx_with_body_xml(
-        '<w:p><w:r><w:t>Intro.</w:t></w:r></w:p>',
-        '<w:sdt><w:sdtContent>'
+        "<w:p><w:r><w:t>Intro.</w:t></w:r></w:p>",
+        "<w:sdt><w:sdtContent>"
         '<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Warranty</w:t></w:r></w:p>'
-        '<w:p><w:r><w:t>Two years on every tent.</w:t></w:r></w:p>'
-        '<w:tbl><w:tr><w:tc><w:p><w:r><w:t>Part</w:t></w:r></w:p></w:tc></w:tr>'
-        '<w:tr><w:tc><w:sdt><w:sdtContent><w:p><w:r><w:t>Poles</w:t></w:r></w:p></w:sdtContent></w:sdt></w:tc></w:tr>'
-        '</w:tbl></w:sdtContent></w:sdt>',
-        '<w:p><w:r><w:t>Outro.</w:t></w:r></w:p>')
+        "<w:p><w:r><w:t>Two years on every tent.</w:t></w:r></w:p>"
+        "<w:tbl><w:tr><w:tc><w:p><w:r><w:t>Part</w:t></w:r></w:p></w:tc></w:tr>"
+        "<w:tr><w:tc><w:sdt><w:sdtContent><w:p><w:r><w:t>Poles</w:t></w:r></w:p></w:sdtContent></w:sdt></w:tc></w:tr>"
+        "</w:tbl></w:sdtContent></w:sdt>",
+        "<w:p><w:r><w:t>Outro.</w:t></w:r></w:p>",
+    )
     document = document_from_bytes(raw, "form.docx")
     assert isinstance(document, Document)
-    assert document.text == ("Intro.\n\n# Warranty\n\nTwo years on every tent.\n\n"
-                             "| Part |\n| --- |\n| Poles |\n\nOutro.\n")
+    assert document.text == (
+        "Intro.\n\n# Warranty\n\nTwo years on every tent.\n\n| Part |\n| --- |\n| Poles |\n\nOutro.\n"
+    )
 
 
 def test_broken_docx_is_skipped() -> None:
     assert document_from_bytes(b"PK\x03\x04 not really a zip", "a.docx") == Skipped(
-        "a.docx", "broken DOCX: BadZipFile: File is not a zip file")
+        "a.docx", "broken DOCX: BadZipFile: File is not a zip file"
+    )
     empty = io.BytesIO()
     docx.Document().save(empty)
     assert document_from_bytes(empty.getvalue(), "empty.docx") == Skipped(
-        "empty.docx", "no text (empty or whitespace only after extraction)")
+        "empty.docx", "no text (empty or whitespace only after extraction)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,10 +529,21 @@ def test_broken_docx_is_skipped() -> None:
 def test_rst_titles_by_adornment_in_order_of_first_appearance() -> None:
     structure = scan_rst(RST)
     assert [(h.level, h.title) for h in structure.headings] == [
-        (1, "User Guide"), (2, "Install"), (3, "Configuration"), (2, "Usage")]
+        (1, "User Guide"),
+        (2, "Install"),
+        (3, "Configuration"),
+        (2, "Usage"),
+    ]
     assert structure.paths[2] == ("User Guide", "Install", "Configuration")
     kinds = [(g.kind, g.label) for g in structure.groups if g.kind != "section"]
-    assert kinds == [("procedure", ""), ("code", ""), ("code", "python"), ("code", ""), ("table", ""), ("list", "")]
+    assert kinds == [
+        ("procedure", ""),
+        ("code", ""),
+        ("code", "python"),
+        ("code", ""),
+        ("table", ""),
+        ("list", ""),
+    ]
     table = next(g for g in structure.groups if g.kind == "table")
     assert table.context == "=====  =====\nName   Value\n=====  ====="
 
@@ -501,7 +558,9 @@ def test_rst_literal_blocks_and_directives_stay_whole(tmp_path: Path, check_chun
     assert "Example::" in literal["text"] and "print(check())" in literal["text"]
     code = next(chunk for chunk in rows if ".. code-block:: python" in chunk["text"])
     assert "print(os.getcwd())" in code["text"] and code["label"] == "python"
-    assert any("Back up the configuration first." in chunk["text"] and ".. note::" in chunk["text"] for chunk in rows)
+    assert any(
+        "Back up the configuration first." in chunk["text"] and ".. note::" in chunk["text"] for chunk in rows
+    )
     steps = next(chunk for chunk in rows if "1. Download" in chunk["text"])
     assert "To install, run these steps:" in steps["text"] and "3. Run the installer." in steps["text"]
     assert steps["section_path"] == ["User Guide", "Install"]
@@ -515,24 +574,52 @@ def test_rst_literal_blocks_and_directives_stay_whole(tmp_path: Path, check_chun
 # Wiring
 
 
-@pytest.mark.parametrize(("doc_id", "fmt", "strategy"), [
-    ("a/b.pdf", "pdf", "document"), ("B.PDF", "pdf", "document"), ("c.docx", "docx", "document"),
-    ("d.rst", "rst", "rst"), ("e.rest", "rst", "rst"), ("f.md", "markdown", "markdown"),
-])
+@pytest.mark.parametrize(
+    ("doc_id", "fmt", "strategy"),
+    [
+        ("a/b.pdf", "pdf", "document"),
+        ("B.PDF", "pdf", "document"),
+        ("c.docx", "docx", "document"),
+        ("d.rst", "rst", "rst"),
+        ("e.rest", "rst", "rst"),
+        ("f.md", "markdown", "markdown"),
+    ],
+)
 def test_formats_dispatch_by_suffix(doc_id: str, fmt: str, strategy: str) -> None:
     assert detect_format(doc_id) == fmt
     assert auto_strategy(doc_id) == strategy
 
 
 def test_rows_from_before_the_page_columns_are_conformed() -> None:
-    old_documents = pa.table({name: pa.array([], DOCUMENTS_SCHEMA.field(name).type)
-                              for name in DOCUMENTS_SCHEMA.names if name != "page_starts"})
+    old_documents = pa.table(
+        {
+            name: pa.array([], DOCUMENTS_SCHEMA.field(name).type)
+            for name in DOCUMENTS_SCHEMA.names
+            if name != "page_starts"
+        }
+    )
     assert conform(old_documents, DOCUMENTS_SCHEMA).schema == DOCUMENTS_SCHEMA
     names = [name for name in CHUNKS_SCHEMA.names if name not in ("page_start", "page_end")]
     row = {name: CHUNKS_SCHEMA.field(name).type for name in names}
-    values = {"chunk_id": "x", "doc_id": "d", "chunk_index": 0, "start": 0, "end": 1, "section_path": [],
-              "size": 1, "unit": "chars", "n_chars": 1, "n_tokens": 1, "strategy": "markdown", "label": "",
-              "config_version": 1, "config_hash": "h", "findings": [], "text": "a", "embed_text": "a"}
+    values = {
+        "chunk_id": "x",
+        "doc_id": "d",
+        "chunk_index": 0,
+        "start": 0,
+        "end": 1,
+        "section_path": [],
+        "size": 1,
+        "unit": "chars",
+        "n_chars": 1,
+        "n_tokens": 1,
+        "strategy": "markdown",
+        "label": "",
+        "config_version": 1,
+        "config_hash": "h",
+        "findings": [],
+        "text": "a",
+        "embed_text": "a",
+    }
     old_chunks = pa.table({name: pa.array([values[name]], row[name]) for name in names})
     conformed = conform(old_chunks, CHUNKS_SCHEMA)
     assert conformed.schema == CHUNKS_SCHEMA
@@ -540,13 +627,19 @@ def test_rows_from_before_the_page_columns_are_conformed() -> None:
 
 
 def test_snapshot_stores_pages_and_the_reviewer_shows_them(tmp_path: Path) -> None:
-    run_corpus(tmp_path, {"handbook.pdf": make_pdf(HANDBOOK_PAGES, HANDBOOK_OUTLINE), "notes.md": b"# N\n\nText.\n"},
-               "{unit: chars, max_size: 400}", publish=True)
+    run_corpus(
+        tmp_path,
+        {"handbook.pdf": make_pdf(HANDBOOK_PAGES, HANDBOOK_OUTLINE), "notes.md": b"# N\n\nText.\n"},
+        "{unit: chars, max_size: 400}",
+        publish=True,
+    )
     snapshot = Snapshot.open(tmp_path / "out" / "formats")
     assert snapshot.documents().schema.field("page_starts").type == pa.list_(pa.int64())
     chunks = snapshot.chunks(["doc_id", "page_start", "page_end"]).to_pylist()
-    assert {(c["doc_id"], c["page_start"], c["page_end"]) for c in chunks} >= {("handbook.pdf", 1, 2),
-                                                                               ("notes.md", None, None)}
+    assert {(c["doc_id"], c["page_start"], c["page_end"]) for c in chunks} >= {
+        ("handbook.pdf", 1, 2),
+        ("notes.md", None, None),
+    }
     index = ReviewIndex.load(tmp_path / "out" / "formats")
     pages = {detail.pages for doc in range(len(index.doc_ids)) for detail in index.chunk_details(doc)}
     assert {"p. 1–2", "p. 3", ""} <= pages
@@ -561,23 +654,35 @@ def _with_notes(raw: bytes, kind: str, notes: dict[int, str]) -> bytes:
     tag = kind[:-1]
     body = "".join(
         f'<w:{tag} w:id="{note_id}"><w:p><w:r><w:{tag}Ref/></w:r><w:r><w:t xml:space="preserve"> {text}</w:t></w:r>'
-        f'</w:p></w:{tag}>' for note_id, text in notes.items())
-    part = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:{kind} {_W_NS}>'
-            f'<w:{tag} w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:{tag}>'
-            f'<w:{tag} w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/></w:r></w:p>'
-            f'</w:{tag}>{body}</w:{kind}>')
+        f"</w:p></w:{tag}>"
+        for note_id, text in notes.items()
+    )
+    part = (
+        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:{kind} {_W_NS}>'
+        f'<w:{tag} w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:{tag}>'
+        f'<w:{tag} w:type="continuationSeparator" w:id="0"><w:p><w:r><w:continuationSeparator/></w:r></w:p>'
+        f"</w:{tag}>{body}</w:{kind}>"
+    )
     source, target = io.BytesIO(raw), io.BytesIO()
     with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zout:
         for item in zin.infolist():
             data = zin.read(item.filename)
             if item.filename == "[Content_Types].xml":
-                data = data.replace(b"</Types>", (
-                    f'<Override PartName="/word/{kind}.xml" ContentType="application/vnd.openxmlformats-officedocument.'
-                    f'wordprocessingml.{kind}+xml"/></Types>').encode())
+                data = data.replace(
+                    b"</Types>",
+                    (
+                        f'<Override PartName="/word/{kind}.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+                        f'wordprocessingml.{kind}+xml"/></Types>'
+                    ).encode(),
+                )
             elif item.filename == "word/_rels/document.xml.rels":
-                data = data.replace(b"</Relationships>", (
-                    f'<Relationship Id="rId{kind}" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
-                    f'relationships/{kind}" Target="{kind}.xml"/></Relationships>').encode())
+                data = data.replace(
+                    b"</Relationships>",
+                    (
+                        f'<Relationship Id="rId{kind}" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+                        f'relationships/{kind}" Target="{kind}.xml"/></Relationships>'
+                    ).encode(),
+                )
             zout.writestr(item, data)
         zout.writestr(f"word/{kind}.xml", part)
     return target.getvalue()
@@ -588,10 +693,11 @@ def test_docx_footnotes_and_endnotes_are_kept_after_the_body_with_their_markers(
     became nothing. Now the reference is a Markdown marker and the notes follow the body."""
     raw = docx_with_body_xml(
         '<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Refunds</w:t></w:r></w:p>',
-        '<w:p><w:r><w:t>Refunds are paid within 30 days.</w:t></w:r>'
+        "<w:p><w:r><w:t>Refunds are paid within 30 days.</w:t></w:r>"
         '<w:r><w:rPr><w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteReference w:id="1"/></w:r>'
         '<w:r><w:t xml:space="preserve"> Gift cards are final.</w:t></w:r>'
-        '<w:r><w:endnoteReference w:id="1"/></w:r></w:p>')
+        '<w:r><w:endnoteReference w:id="1"/></w:r></w:p>',
+    )
     raw = _with_notes(raw, "footnotes", {1: "Business days, counted from the day the item arrives."})
     raw = _with_notes(raw, "endnotes", {1: "See the gift card terms."})
     document = document_from_bytes(raw, "notes.docx")
@@ -599,7 +705,8 @@ def test_docx_footnotes_and_endnotes_are_kept_after_the_body_with_their_markers(
     assert document.text == (
         "# Refunds\n\nRefunds are paid within 30 days.[^1] Gift cards are final.[^e1]\n\n"
         "# Footnotes\n\n[^1]: Business days, counted from the day the item arrives.\n\n"
-        "# Endnotes\n\n[^e1]: See the gift card terms.\n")
+        "# Endnotes\n\n[^e1]: See the gift card terms.\n"
+    )
     assert document.metadata["footnotes"] == 1 and document.metadata["endnotes"] == 1
 
 

@@ -57,22 +57,29 @@ def snapshot(config: Config, documents: list[Document], strategy: str) -> list[d
     for name in ("default", "chars"):
         for document in documents:
             settings = settings_for(config, strategy, name, document.doc_id)
-            result = split_document(document.text, settings, document.doc_id, base_dir=config.base_dir,
-                                    title=document.title or None)
+            result = split_document(
+                document.text,
+                settings,
+                document.doc_id,
+                base_dir=config.base_dir,
+                title=document.title or None,
+            )
             for chunk in result.chunks:
-                records.append({
-                    "settings": name,
-                    "doc_id": document.doc_id,
-                    "index": chunk.index,
-                    "start": chunk.start,
-                    "end": chunk.end,
-                    "size": chunk.size,
-                    "strategy": chunk.strategy,
-                    "section_path": list(chunk.section_path),
-                    "findings": list(chunk.findings),
-                    "text": chunk.text[:40],
-                    "embed_sha1": hashlib.sha1(chunk.embed_text.encode()).hexdigest()[:12],
-                })
+                records.append(
+                    {
+                        "settings": name,
+                        "doc_id": document.doc_id,
+                        "index": chunk.index,
+                        "start": chunk.start,
+                        "end": chunk.end,
+                        "size": chunk.size,
+                        "strategy": chunk.strategy,
+                        "section_path": list(chunk.section_path),
+                        "findings": list(chunk.findings),
+                        "text": chunk.text[:40],
+                        "embed_sha1": hashlib.sha1(chunk.embed_text.encode()).hexdigest()[:12],
+                    }
+                )
     return records
 
 
@@ -93,8 +100,11 @@ def test_golden(strategy: str, config: Config, documents: list[Document], update
         pytest.fail(f"{path.relative_to(ROOT)} is missing: run pytest tests/test_golden.py --update-golden")
     expected = path.read_text(encoding="utf-8")
     if actual != expected:
-        diff = list(difflib.unified_diff(expected.splitlines(), actual.splitlines(), "golden", "now", n=0,
-                                         lineterm=""))
+        diff = list(
+            difflib.unified_diff(
+                expected.splitlines(), actual.splitlines(), "golden", "now", n=0, lineterm=""
+            )
+        )
         changed = sum(1 for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---"))
         pytest.fail(
             f"{strategy}: chunk output differs from {path.relative_to(ROOT)} ({changed} lines changed). If the "
@@ -105,8 +115,11 @@ def test_golden(strategy: str, config: Config, documents: list[Document], update
 
 
 def test_golden_covers_every_sample_file(documents: list[Document]) -> None:
-    on_disk = sorted(p.relative_to(ROOT / "examples" / "kb").as_posix()
-                     for p in (ROOT / "examples" / "kb").rglob("*") if p.is_file())
+    on_disk = sorted(
+        p.relative_to(ROOT / "examples" / "kb").as_posix()
+        for p in (ROOT / "examples" / "kb").rglob("*")
+        if p.is_file()
+    )
     assert sorted(d.doc_id for d in documents) == on_disk
 
 

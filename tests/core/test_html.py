@@ -82,8 +82,20 @@ PAGE = """<!DOCTYPE html>
 </body></html>
 """
 
-EXCLUDED_MARKERS = ["HEAD_SCRIPT", "NAV_TEXT", "COMMENT_TEXT", "STYLE_TEXT", "SCRIPT_TEXT", "HIDDEN_TEXT",
-                    "ARIA_TEXT", "NOSCRIPT_TEXT", "TEMPLATE_TEXT", "IFRAME_TEXT", "SVG_TEXT", "FOOTER_NAV"]
+EXCLUDED_MARKERS = [
+    "HEAD_SCRIPT",
+    "NAV_TEXT",
+    "COMMENT_TEXT",
+    "STYLE_TEXT",
+    "SCRIPT_TEXT",
+    "HIDDEN_TEXT",
+    "ARIA_TEXT",
+    "NOSCRIPT_TEXT",
+    "TEMPLATE_TEXT",
+    "IFRAME_TEXT",
+    "SVG_TEXT",
+    "FOOTER_NAV",
+]
 
 
 @pytest.fixture(scope="module")
@@ -129,8 +141,12 @@ def test_page_is_written_as_markdown(page: HtmlExtraction) -> None:
         assert expected in lines, f"{expected!r} not a line of:\n{page.text}"
     # The table's lines are consecutive, header first.
     start = lines.index("| Plan | Limit \\| cap |")
-    assert lines[start : start + 4] == ["| Plan | Limit \\| cap |", "| --- | --- |", "| Free | 10 USD |",
-                                        "| Pro | 100 USD |"]
+    assert lines[start : start + 4] == [
+        "| Plan | Limit \\| cap |",
+        "| --- | --- |",
+        "| Free | 10 USD |",
+        "| Pro | 100 USD |",
+    ]
 
 
 def test_pre_is_fenced_and_verbatim(page: HtmlExtraction) -> None:
@@ -142,7 +158,18 @@ def test_excluded_content_is_absent_and_recorded(page: HtmlExtraction) -> None:
     for marker in EXCLUDED_MARKERS:
         assert marker not in page.text
     kinds = {entry["kind"]: entry for entry in page.exclusions}
-    for kind in ["head", "nav", "comment", "style", "script", "hidden", "noscript", "template", "iframe", "svg"]:
+    for kind in [
+        "head",
+        "nav",
+        "comment",
+        "style",
+        "script",
+        "hidden",
+        "noscript",
+        "template",
+        "iframe",
+        "svg",
+    ]:
         assert kind in kinds, f"{kind} not recorded in {page.exclusions}"
         assert kinds[kind]["count"] >= 1 and kinds[kind]["chars"] > 0
     assert kinds["nav"]["count"] == 2  # in <header> and in <footer>
@@ -153,7 +180,9 @@ def test_excluded_content_is_absent_and_recorded(page: HtmlExtraction) -> None:
 def test_title_and_metadata(page: HtmlExtraction) -> None:
     assert page.title == "Refund Handbook"
     assert page.metadata == {"lang": "en", "description": "How refunds work"}
-    assert extract_html("<h2>Intro</h2><h1>First   <i>Heading</i></h1><h1>Second</h1>").title == "First Heading"
+    assert (
+        extract_html("<h2>Intro</h2><h1>First   <i>Heading</i></h1><h1>Second</h1>").title == "First Heading"
+    )
     assert extract_html("<p>no headings</p>").title == ""
 
 
@@ -164,14 +193,17 @@ def test_whitespace_collapsed_except_in_pre() -> None:
 
 
 def test_inline_is_inline_and_blocks_are_paragraphs() -> None:
-    text = extract_html("<div>one <a href=#>two</a><b>three</b></div><div><div>four</div></div>"
-                        "<section><p>five</p></section>").text
+    text = extract_html(
+        "<div>one <a href=#>two</a><b>three</b></div><div><div>four</div></div><section><p>five</p></section>"
+    ).text
     assert text == "one twothree\n\nfour\n\nfive\n"
 
 
 def test_lists_numbering_and_nesting() -> None:
-    text = extract_html("<p>Steps:</p><ol start='4'><li><p>Alpha</p><p>more</p></li><li>Beta"
-                        "<ol><li>Gamma</li></ol></li></ol><ul><li></li><li>Delta</li></ul>").text
+    text = extract_html(
+        "<p>Steps:</p><ol start='4'><li><p>Alpha</p><p>more</p></li><li>Beta"
+        "<ol><li>Gamma</li></ol></li></ol><ul><li></li><li>Delta</li></ul>"
+    ).text
     assert text == "Steps:\n\n4. Alpha\n\n   more\n5. Beta\n   1. Gamma\n\n- Delta\n"
 
 
@@ -190,8 +222,10 @@ def test_code_fence_longer_than_backticks_inside() -> None:
 
 
 def test_layout_table_is_written_as_blocks() -> None:
-    html = ("<table><tr><td><h2>Guides</h2><ul><li>Install</li><li>Upgrade</li></ul></td>"
-            "<td><h2>Reference</h2><p>Directives</p></td></tr></table>")
+    html = (
+        "<table><tr><td><h2>Guides</h2><ul><li>Install</li><li>Upgrade</li></ul></td>"
+        "<td><h2>Reference</h2><p>Directives</p></td></tr></table>"
+    )
     assert extract_html(html).text == "## Guides\n\n- Install\n- Upgrade\n\n## Reference\n\nDirectives\n"
 
 
@@ -205,7 +239,9 @@ def test_an_unclosed_heading_ends_at_the_first_block_after_its_text() -> None:
     it; the heading line, and so every chunk's section_path and embed_text, held the entire page
     (9 KB of breadcrumb on every 100-token chunk)."""
     body = " ".join(f"Sentence {i} of the body text." for i in range(300))
-    text = extract_html(f"<html><body><h1>Install guide<p>{body}<ul><li>step</li></ul><h2>Next</h2><p>more</p>").text
+    text = extract_html(
+        f"<html><body><h1>Install guide<p>{body}<ul><li>step</li></ul><h2>Next</h2><p>more</p>"
+    ).text
     assert text == f"# Install guide\n\n{body}\n\n- step\n\n## Next\n\nmore\n"
     chunks = chunk_document(text, {"strategy": "html", "unit": "tokens", "max_size": 100})
     assert {c.section_path for c in chunks} == {("Install guide",), ("Install guide", "Next")}
@@ -217,15 +253,18 @@ def test_an_unclosed_heading_ends_at_the_first_block_after_its_text() -> None:
 def test_rowspan_keeps_the_cells_below_it_in_their_columns() -> None:
     """A cell spanning rows occupies its column in the rows below; without that, 'Stove' and '40' were
     written under 'Region' and 'Product'. The covered cells are empty, as for colspan."""
-    html = ("<table><tr><th>Region</th><th>Product</th><th>Price</th></tr>"
-            "<tr><td rowspan=2>North</td><td>Tent</td><td>90</td></tr><tr><td>Stove</td><td>40</td></tr>"
-            "<tr><td>South</td><td rowspan=3>Boots</td><td>70</td></tr><tr><td>East</td><td>75</td></tr>"
-            "<tr><td>West</td><td>80</td><td rowspan=2>note</td></tr><tr><td>Far</td><td>Kayak</td><td>300</td></tr>"
-            "</table>")
+    html = (
+        "<table><tr><th>Region</th><th>Product</th><th>Price</th></tr>"
+        "<tr><td rowspan=2>North</td><td>Tent</td><td>90</td></tr><tr><td>Stove</td><td>40</td></tr>"
+        "<tr><td>South</td><td rowspan=3>Boots</td><td>70</td></tr><tr><td>East</td><td>75</td></tr>"
+        "<tr><td>West</td><td>80</td><td rowspan=2>note</td></tr><tr><td>Far</td><td>Kayak</td><td>300</td></tr>"
+        "</table>"
+    )
     assert extract_html(html).text == (
         "| Region | Product | Price | |\n| --- | --- | --- | --- |\n"
         "| North | Tent | 90 |\n| | Stove | 40 |\n"
-        "| South | Boots | 70 |\n| East | | 75 |\n| West | | 80 | note |\n| Far | Kayak | 300 | |\n")
+        "| South | Boots | 70 |\n| East | | 75 |\n| West | | 80 | note |\n| Far | Kayak | 300 | |\n"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,13 +275,20 @@ def test_strategy_registered_and_configurable() -> None:
     assert "html" in STRATEGY_NAMES
     assert isinstance(parse_settings({"strategy": "html"}), HtmlSettings)
     assert auto_strategy("site/page.html") == "html"
-    chunks = chunk_document(extract_html(PAGE).text, {"unit": "chars", "max_size": 400}, path="site/page.html")
+    chunks = chunk_document(
+        extract_html(PAGE).text, {"unit": "chars", "max_size": 400}, path="site/page.html"
+    )
     assert {c.strategy for c in chunks} == {"html"}
 
 
 def test_headings_become_section_paths(page: HtmlExtraction) -> None:
-    chunks = chunk_document(page.text, {"strategy": "html", "unit": "chars", "max_size": 300}, path="page.html")
-    assert _chunk_containing(chunks, "Open the Orders page").section_path == ("Refunds", "Requesting a refund")
+    chunks = chunk_document(
+        page.text, {"strategy": "html", "unit": "chars", "max_size": 300}, path="page.html"
+    )
+    assert _chunk_containing(chunks, "Open the Orders page").section_path == (
+        "Refunds",
+        "Requesting a refund",
+    )
     assert _chunk_containing(chunks, "| Free | 10 USD |").section_path == ("Refunds", "Limits")
     assert _chunk_containing(chunks, "def refund").section_path == ("Refunds", "Limits", "Example")
     for chunk in chunks:  # a heading opens its chunk, never ends one
@@ -276,16 +322,21 @@ def test_split_table_repeats_header_in_embed_text() -> None:
     assert all("split_table" in piece.findings for piece in pieces[:-1])
     # Rows are never cut: every piece holds whole rows.
     for piece in pieces:
-        assert all(line.startswith("| ") and line.endswith(" |") for line in piece.text.splitlines()
-                   if "Plan number" in line)
+        assert all(
+            line.startswith("| ") and line.endswith(" |")
+            for line in piece.text.splitlines()
+            if "Plan number" in line
+        )
 
 
 def test_code_block_is_a_labelled_group(page: HtmlExtraction) -> None:
     layout = get_strategy("html")(page.text, HtmlSettings(unit="chars", max_size=120), "page.html")
     assert [g.label for g in layout.plan.groups if g.kind == "code"] == ["python"]
     # A chunk that starts in the code block carries its language.
-    text = extract_html("<p>Some introduction to the code.</p><pre><code class='language-python'>"
-                        "def refund(order):\n    return order.total * 2\n</code></pre>").text
+    text = extract_html(
+        "<p>Some introduction to the code.</p><pre><code class='language-python'>"
+        "def refund(order):\n    return order.total * 2\n</code></pre>"
+    ).text
     chunks = chunk_document(text, {"strategy": "html", "unit": "chars", "max_size": 90}, path="code.html")
     code = _chunk_containing(chunks, "def refund")
     assert code.text.startswith("```python\n") and code.text.endswith("\n```")
@@ -301,7 +352,9 @@ HOSTILE = {
     "whitespace": " \n\t ",
     "unclosed tags": "<div><p>one<ul><li>two<table><tr><td>three",
     "stray end tags": "</div></p></table></li>text</td></tr></html></body>",
-    "5 MB script": "<p>before</p><script>" + "if (a < b) { x = '</div>'; }\n" * 180_000 + "</script><p>after</p>",
+    "5 MB script": "<p>before</p><script>"
+    + "if (a < b) { x = '</div>'; }\n" * 180_000
+    + "</script><p>after</p>",
     "unterminated script": "<p>kept</p><script>" + "var x = 1;\n" * 50_000,
     "binary junk": bytes(range(256)).decode("latin-1") * 2_000,
     "lone surrogates": "<p>\ud800 half \udfff</p>",
@@ -311,7 +364,11 @@ HOSTILE = {
     "deep quotes": "<blockquote>q" * 30_000,
     "deep tables": "<table><tr><td>t" * 5_000,
     "many comments": "<!-- c --><!--" * 10_000,
-    "wide long table": "<table><tr>" + "<td>c</td>" * 1_000 + "</tr>" + "<tr><td>x</td></tr>" * 20_000 + "</table>",
+    "wide long table": "<table><tr>"
+    + "<td>c</td>" * 1_000
+    + "</tr>"
+    + "<tr><td>x</td></tr>" * 20_000
+    + "</table>",
 }
 
 
@@ -351,17 +408,94 @@ def test_nesting_limit_removes_only_the_deepest_tags() -> None:
     assert _limit_nesting(page) == (page, 0)
 
 
-TAGS = ["div", "p", "span", "b", "i", "a", "ul", "ol", "li", "dl", "dt", "dd", "table", "thead", "tbody",
-        "tr", "td", "th", "caption", "pre", "code", "h1", "h2", "h3", "blockquote", "br", "hr", "script",
-        "style", "nav", "noscript", "template", "svg", "iframe", "select", "option", "textarea", "title",
-        "head", "body", "html", "xmp", "plaintext", "math", "form", "button", "custom-el"]
+TAGS = [
+    "div",
+    "p",
+    "span",
+    "b",
+    "i",
+    "a",
+    "ul",
+    "ol",
+    "li",
+    "dl",
+    "dt",
+    "dd",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "td",
+    "th",
+    "caption",
+    "pre",
+    "code",
+    "h1",
+    "h2",
+    "h3",
+    "blockquote",
+    "br",
+    "hr",
+    "script",
+    "style",
+    "nav",
+    "noscript",
+    "template",
+    "svg",
+    "iframe",
+    "select",
+    "option",
+    "textarea",
+    "title",
+    "head",
+    "body",
+    "html",
+    "xmp",
+    "plaintext",
+    "math",
+    "form",
+    "button",
+    "custom-el",
+]
 SOUP_TOKENS = st.one_of(
     st.sampled_from(TAGS).map(lambda t: f"<{t}>"),
     st.sampled_from(TAGS).map(lambda t: f"</{t}>"),
-    st.sampled_from(['<div hidden>', '<span aria-hidden="true">', '<ol start="-3">', '<td colspan="x9">',
-                     '<pre class="language-">', "<!--", "-->", "<!DOCTYPE html>", "<![CDATA[", "]]>", "&amp;",
-                     "&nbsp;", "&#0;", "&#x110000;", "&bogus;", "<", ">", "|", "```", "# ", "1. ", "- ",
-                     "---", "\n", "\r\n", "\t", "  ", "\x00", "\ufeff", "\u200b", "é", "👍🏽"]),
+    st.sampled_from(
+        [
+            "<div hidden>",
+            '<span aria-hidden="true">',
+            '<ol start="-3">',
+            '<td colspan="x9">',
+            '<pre class="language-">',
+            "<!--",
+            "-->",
+            "<!DOCTYPE html>",
+            "<![CDATA[",
+            "]]>",
+            "&amp;",
+            "&nbsp;",
+            "&#0;",
+            "&#x110000;",
+            "&bogus;",
+            "<",
+            ">",
+            "|",
+            "```",
+            "# ",
+            "1. ",
+            "- ",
+            "---",
+            "\n",
+            "\r\n",
+            "\t",
+            "  ",
+            "\x00",
+            "\ufeff",
+            "\u200b",
+            "é",
+            "👍🏽",
+        ]
+    ),
     st.text(max_size=12),
 )
 
@@ -430,10 +564,14 @@ def _httpd_pages() -> list[Path]:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("config", [
-    {"strategy": "html", "unit": "tokens", "max_size": 256},
-    {"strategy": "html", "unit": "chars", "max_size": 600, "overlap": 80},
-], ids=["tokens-256", "chars-600-overlap"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"strategy": "html", "unit": "tokens", "max_size": 256},
+        {"strategy": "html", "unit": "chars", "max_size": 600, "overlap": 80},
+    ],
+    ids=["tokens-256", "chars-600-overlap"],
+)
 def test_httpd_manual_invariants(config: dict[str, Any]) -> None:
     for page in _httpd_pages():
         source = page.read_text(encoding="utf-8")
@@ -463,19 +601,29 @@ def test_httpd_manual_structure_is_found() -> None:
 
 
 def _legacy_page(meta: str, title: str, body: str, encoding: str) -> bytes:
-    return (f"<html><head>{meta}<title>{title}</title></head><body><h1>{title}</h1>"
-            f"<p>{body}</p></body></html>").encode(encoding)
+    return (
+        f"<html><head>{meta}<title>{title}</title></head><body><h1>{title}</h1><p>{body}</p></body></html>"
+    ).encode(encoding)
 
 
-@pytest.mark.parametrize(("meta", "title", "body", "encoding", "codec"), [
-    # Latin-1 is decoded as windows-1252, as browsers do: 0x80 is the euro sign.
-    ('<meta charset="iso-8859-1">', "Menü", "Crème brûlée, 5 €.", "cp1252", "cp1252"),
-    ('<meta http-equiv="Content-Type" content="text/html; charset=windows-1251">', "Меню", "Привет, мир.",
-     "cp1251", "cp1251"),
-    ("<meta charset=shift_jis>", "メニュー", "日本語の文書です。", "shift_jis", "shift_jis"),
-])
-def test_html_in_its_declared_charset_is_decoded(meta: str, title: str, body: str, encoding: str,
-                                                 codec: str) -> None:
+@pytest.mark.parametrize(
+    ("meta", "title", "body", "encoding", "codec"),
+    [
+        # Latin-1 is decoded as windows-1252, as browsers do: 0x80 is the euro sign.
+        ('<meta charset="iso-8859-1">', "Menü", "Crème brûlée, 5 €.", "cp1252", "cp1252"),
+        (
+            '<meta http-equiv="Content-Type" content="text/html; charset=windows-1251">',
+            "Меню",
+            "Привет, мир.",
+            "cp1251",
+            "cp1251",
+        ),
+        ("<meta charset=shift_jis>", "メニュー", "日本語の文書です。", "shift_jis", "shift_jis"),
+    ],
+)
+def test_html_in_its_declared_charset_is_decoded(
+    meta: str, title: str, body: str, encoding: str, codec: str
+) -> None:
     from chunkyard.chunking.documents import document_from_bytes
 
     document = document_from_bytes(_legacy_page(meta, title, body, encoding), "page.html")
@@ -487,18 +635,22 @@ def test_html_in_its_declared_charset_is_decoded(meta: str, title: str, body: st
     assert chunks and all(document.text[c.start : c.end] == c.text for c in chunks)
 
 
-@pytest.mark.parametrize(("meta", "title", "body", "encoding", "codec"), [
-    # EUC-KR is decoded as windows-949 (UHC), as browsers do: '똠' is outside EUC-KR proper.
-    ('<meta charset="euc-kr">', "메뉴", "똠양꿍 수프.", "cp949", "cp949"),
-    ('<meta charset="ks_c_5601-1987">', "메뉴", "똠양꿍 수프.", "cp949", "cp949"),
-    # ISO-8859-9 as windows-1254 (0x80 is the euro sign); TIS-620 and windows-874 (a standard label
-    # Python does not know) as cp874.
-    ('<meta charset="iso-8859-9">', "Menü", "Şiş kebap, 5 €.", "cp1254", "cp1254"),
-    ('<meta charset="windows-874">', "เมนู", "ต้มยำกุ้ง 5 €.", "cp874", "cp874"),
-    ('<meta charset="tis-620">', "เมนู", "ต้มยำกุ้ง 5 €.", "cp874", "cp874"),
-])
-def test_legacy_charsets_are_decoded_with_the_superset_browsers_use(meta: str, title: str, body: str,
-                                                                    encoding: str, codec: str) -> None:
+@pytest.mark.parametrize(
+    ("meta", "title", "body", "encoding", "codec"),
+    [
+        # EUC-KR is decoded as windows-949 (UHC), as browsers do: '똠' is outside EUC-KR proper.
+        ('<meta charset="euc-kr">', "메뉴", "똠양꿍 수프.", "cp949", "cp949"),
+        ('<meta charset="ks_c_5601-1987">', "메뉴", "똠양꿍 수프.", "cp949", "cp949"),
+        # ISO-8859-9 as windows-1254 (0x80 is the euro sign); TIS-620 and windows-874 (a standard label
+        # Python does not know) as cp874.
+        ('<meta charset="iso-8859-9">', "Menü", "Şiş kebap, 5 €.", "cp1254", "cp1254"),
+        ('<meta charset="windows-874">', "เมนู", "ต้มยำกุ้ง 5 €.", "cp874", "cp874"),
+        ('<meta charset="tis-620">', "เมนู", "ต้มยำกุ้ง 5 €.", "cp874", "cp874"),
+    ],
+)
+def test_legacy_charsets_are_decoded_with_the_superset_browsers_use(
+    meta: str, title: str, body: str, encoding: str, codec: str
+) -> None:
     """Pages declaring these were skipped ('not valid euc_kr at byte N', or 'windows-874 is unknown')
     although every browser reads them."""
     test_html_in_its_declared_charset_is_decoded(meta, title, body, encoding, codec)
@@ -510,7 +662,9 @@ def test_a_charset_declared_after_the_first_1024_bytes_of_the_head_is_used() -> 
     from chunkyard.chunking.documents import Skipped, document_from_bytes
 
     comment = "<!-- " + "generated by a long build header " * 40 + "-->"
-    raw = f'<html><head>{comment}<meta charset="iso-8859-1"><title>Menü</title></head><body><p>Crème brûlée</p>'
+    raw = (
+        f'<html><head>{comment}<meta charset="iso-8859-1"><title>Menü</title></head><body><p>Crème brûlée</p>'
+    )
     document = document_from_bytes(raw.encode("cp1252"), "late.html")
     assert not isinstance(document, Skipped), document
     assert "Crème brûlée" in document.text and document.metadata["source_encoding"] == "cp1252"
@@ -527,27 +681,57 @@ def test_an_xml_declaration_names_the_charset_of_xhtml() -> None:
     assert "Coût: 5 €" in document.text
 
 
-@pytest.mark.parametrize(("raw", "reason"), [
-    ("<p>café</p>".encode("cp1252"), "not valid UTF-8 at byte 6 and no charset is declared"),
-    ('<meta charset="bogus-8"><p>café</p>'.encode("cp1252"),
-     "not valid UTF-8 at byte 30, and its declared charset 'bogus-8' is unknown (not a label of the WHATWG "
-     "Encoding Standard)"),
-    ('<meta charset="utf-16"><p>café</p>'.encode("cp1252"),
-     "not valid UTF-8 at byte 29, and its declared charset 'utf-16' is read as UTF-8 (UTF-16 needs a "
-     "byte-order mark)"),
-    ('<meta charset="utf-8"><p>café</p>'.encode("cp1252"), "not valid UTF-8 at byte 28 (its declared charset)"),
-    ('<meta charset="windows-1252"><p>x\x81</p>'.encode("latin-1"),
-     "not valid UTF-8 at byte 33, and not valid cp1252 (its declared charset) at byte 33"),
-])
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("<p>café</p>".encode("cp1252"), "not valid UTF-8 at byte 6 and no charset is declared"),
+        (
+            '<meta charset="bogus-8"><p>café</p>'.encode("cp1252"),
+            "not valid UTF-8 at byte 30, and its declared charset 'bogus-8' is unknown (not a label of the WHATWG "
+            "Encoding Standard)",
+        ),
+        (
+            '<meta charset="utf-16"><p>café</p>'.encode("cp1252"),
+            "not valid UTF-8 at byte 29, and its declared charset 'utf-16' is read as UTF-8 (UTF-16 needs a "
+            "byte-order mark)",
+        ),
+        (
+            '<meta charset="utf-8"><p>café</p>'.encode("cp1252"),
+            "not valid UTF-8 at byte 28 (its declared charset)",
+        ),
+        (
+            '<meta charset="windows-1252"><p>x\x81</p>'.encode("latin-1"),
+            "not valid UTF-8 at byte 33, and not valid cp1252 (its declared charset) at byte 33",
+        ),
+    ],
+)
 def test_undecodable_html_is_skipped_with_the_reason(raw: bytes, reason: str) -> None:
     from chunkyard.chunking.documents import Skipped, document_from_bytes
 
     assert document_from_bytes(raw, "page.html") == Skipped("page.html", reason)
 
 
-@pytest.mark.parametrize("codec", ["rot13", "rot_13", "bz2", "zlib", "base64", "hex", "uu", "quopri",
-                                   "unicode_escape", "raw_unicode_escape", "punycode", "idna", "utf-7",
-                                   "x-user-defined", "undefined", "mbcs"])
+@pytest.mark.parametrize(
+    "codec",
+    [
+        "rot13",
+        "rot_13",
+        "bz2",
+        "zlib",
+        "base64",
+        "hex",
+        "uu",
+        "quopri",
+        "unicode_escape",
+        "raw_unicode_escape",
+        "punycode",
+        "idna",
+        "utf-7",
+        "x-user-defined",
+        "undefined",
+        "mbcs",
+    ],
+)
 def test_a_charset_that_is_not_a_text_encoding_is_refused_not_raised(codec: str) -> None:
     """A 131-byte page declaring ``rot13`` (or another Python codec that is not a text encoding) raised
     LookupError, which failed the whole run after its retries; only WHATWG labels are decoded."""
@@ -556,7 +740,9 @@ def test_a_charset_that_is_not_a_text_encoding_is_refused_not_raised(codec: str)
     raw = f'<html><head><meta charset="{codec}"></head><body><p>caf\xe9</p></body></html>'.encode("latin-1")
     result = document_from_bytes(raw, "page.html")
     assert isinstance(result, Skipped) and f"its declared charset {codec!r} is unknown" in result.reason
-    xml = f'<?xml version="1.0" encoding="{codec}"?><html><body><p>caf\xe9</p></body></html>'.encode("latin-1")
+    xml = f'<?xml version="1.0" encoding="{codec}"?><html><body><p>caf\xe9</p></body></html>'.encode(
+        "latin-1"
+    )
     assert isinstance(document_from_bytes(xml, "page.xhtml"), Skipped)
 
 
@@ -565,8 +751,9 @@ def test_the_replacement_encodings_are_refused_as_browsers_do() -> None:
 
     raw = '<meta charset="iso-2022-kr"><p>caf\xe9</p>'.encode("latin-1")
     assert document_from_bytes(raw, "page.html") == Skipped(
-        "page.html", "not valid UTF-8 at byte 34, and its declared charset 'iso-2022-kr' is one browsers refuse to "
-                     "decode")
+        "page.html",
+        "not valid UTF-8 at byte 34, and its declared charset 'iso-2022-kr' is one browsers refuse to decode",
+    )
 
 
 def test_a_declared_charset_never_overrides_valid_utf8_and_markdown_is_never_guessed() -> None:
@@ -574,7 +761,9 @@ def test_a_declared_charset_never_overrides_valid_utf8_and_markdown_is_never_gue
 
     utf8 = '<meta charset="iso-8859-1"><p>café</p>'.encode()
     assert "café" in document_from_bytes(utf8, "page.html").text
-    assert document_from_bytes("café".encode("cp1252"), "notes.md") == Skipped("notes.md", "not valid UTF-8 at byte 3")
+    assert document_from_bytes("café".encode("cp1252"), "notes.md") == Skipped(
+        "notes.md", "not valid UTF-8 at byte 3"
+    )
 
 
 def test_ruby_annotations_do_not_split_the_words_they_annotate() -> None:
@@ -585,4 +774,6 @@ def test_ruby_annotations_do_not_split_the_words_they_annotate() -> None:
 
     document = document_from_bytes(raw.encode(), "ruby.html")
     assert isinstance(document, Document) and document.text == "漢字を読む。\n"
-    assert {(e["kind"], e["count"]) for e in document.exclusions} >= {("rt", 2), ("rp", 2)}, document.exclusions
+    assert {(e["kind"], e["count"]) for e in document.exclusions} >= {("rt", 2), ("rp", 2)}, (
+        document.exclusions
+    )

@@ -29,8 +29,11 @@ COMBOS = [(strategy, unit) for strategy in STRATEGIES for unit in UNITS]
 # 40 examples per strategy × unit keeps the property suite around 20 s on two cores; for a deeper run:
 # CHUNKYARD_EXAMPLES=1000 pytest tests/test_invariants.py -m "not corpus"
 EXAMPLES = int(os.environ.get("CHUNKYARD_EXAMPLES", "40"))
-QUICK = settings(max_examples=EXAMPLES, deadline=None,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+QUICK = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @pytest.mark.parametrize(("strategy", "unit"), COMBOS)
@@ -73,12 +76,18 @@ def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-@settings(max_examples=max(10, EXAMPLES * 3 // 4), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=max(10, EXAMPLES * 3 // 4), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(data=st.data())
 def test_invariants_tokenizer_json(strategy: str, tokenizer_json: Path, data: st.DataObject) -> None:
     text = data.draw(st.one_of(random_text, markdownish(), st.lists(st.sampled_from(TRAINING)).map(" ".join)))
-    config = {"strategy": strategy, "unit": "tokens", "tokenizer": str(tokenizer_json),
-              **data.draw(sizes("tokens"))}
+    config = {
+        "strategy": strategy,
+        "unit": "tokens",
+        "tokenizer": str(tokenizer_json),
+        **data.draw(sizes("tokens")),
+    }
     result = run_and_check(text, config, tolerate=tolerated(strategy, "tokens"))
     for chunk in result.chunks:
         assert chunk.n_tokens == chunk.size  # n_tokens is in the configured tokenizer
@@ -96,7 +105,9 @@ def test_tokenizer_json_relative_to_base_dir(tokenizer_json: Path) -> None:
 
 
 @pytest.mark.parametrize(("strategy", "unit"), COMBOS)
-@pytest.mark.parametrize("text", ["", " ", "\n\n\t  \r\n", "\u3000\u2003\n"], ids=["empty", "space", "mixed", "unicode"])
+@pytest.mark.parametrize(
+    "text", ["", " ", "\n\n\t  \r\n", "\u3000\u2003\n"], ids=["empty", "space", "mixed", "unicode"]
+)
 def test_empty_and_whitespace_only_give_no_chunks(strategy: str, unit: str, text: str) -> None:
     assert split_document(text, {"strategy": strategy, "unit": unit, "max_size": 50}).chunks == []
 
@@ -149,8 +160,12 @@ def test_two_megabyte_line(kind: str) -> None:
         for unit, max_size, overlap in (("chars", 1000, 100), ("tokens", 512, 64)):
             config = {"strategy": strategy, "unit": unit, "max_size": max_size, "overlap": overlap}
             # Graphemes are checked here: these lines have no multi-code-point clusters to cut.
-            result = run_and_check(text, config, twice=strategy == "recursive",
-                                   tolerate=tolerated(strategy, unit) - {"grapheme_cut"})
+            result = run_and_check(
+                text,
+                config,
+                twice=strategy == "recursive",
+                tolerate=tolerated(strategy, unit) - {"grapheme_cut"},
+            )
             assert len(result.chunks) > 500
             assert all(c.size <= max_size for c in result.chunks)
     assert time.perf_counter() - started < 60
@@ -178,8 +193,21 @@ def test_grapheme_helper_agrees_with_a_full_scan() -> None:
     import regex
 
     rng = random.Random(3)
-    alphabet = [*"ab \n\r", "\r\n", "e\u0301", "👍🏽", "👩‍👩‍👧‍👦", "🇯🇵", "🇫", "\u200d", "\u0301", "日", "\u0600",
-                "ก\u0e31", "क्ष"]
+    alphabet = [
+        *"ab \n\r",
+        "\r\n",
+        "e\u0301",
+        "👍🏽",
+        "👩‍👩‍👧‍👦",
+        "🇯🇵",
+        "🇫",
+        "\u200d",
+        "\u0301",
+        "日",
+        "\u0600",
+        "ก\u0e31",
+        "क्ष",
+    ]
     for _ in range(500):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
         ends = {0, len(text)} | {m.end() for m in regex.finditer(r"\X", text)}
@@ -213,8 +241,14 @@ def test_determinism_across_processes_and_hash_seeds() -> None:
     outputs = []
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        done = subprocess.run([sys.executable, "-c", DETERMINISM_SCRIPT, str(kb)], capture_output=True, text=True,
-                              env=env, timeout=300, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", DETERMINISM_SCRIPT, str(kb)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=True,
+        )
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1] and len(outputs[0]) > 1000
 
@@ -224,9 +258,13 @@ def test_chunk_id_is_a_hash_of_doc_span_and_config() -> None:
 
     base = chunk_id("guides/a.md", 0, 120, "cafebabe")
     assert base == chunk_id("guides/a.md", 0, 120, "cafebabe") and len(base) == 24
-    others = {chunk_id("guides/b.md", 0, 120, "cafebabe"), chunk_id("guides/a.md", 1, 120, "cafebabe"),
-              chunk_id("guides/a.md", 0, 121, "cafebabe"), chunk_id("guides/a.md", 0, 120, "deadbeef"),
-              chunk_id("guides/a.md0", 120, 120, "cafebabe")}
+    others = {
+        chunk_id("guides/b.md", 0, 120, "cafebabe"),
+        chunk_id("guides/a.md", 1, 120, "cafebabe"),
+        chunk_id("guides/a.md", 0, 121, "cafebabe"),
+        chunk_id("guides/a.md", 0, 120, "deadbeef"),
+        chunk_id("guides/a.md0", 120, 120, "cafebabe"),
+    }
     assert base not in others and len(others) == 5
 
 
@@ -260,13 +298,19 @@ CORPUS_RUNS = [
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize(("strategy", "unit", "max_size", "overlap", "one_in"), CORPUS_RUNS,
-                         ids=[f"{s}-{u}-{m}-{o}" for s, u, m, o, _ in CORPUS_RUNS])
-def test_invariants_over_real_corpora(corpora_dir: Path, strategy: str, unit: str, max_size: int, overlap: int,
-                                      one_in: int) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "unit", "max_size", "overlap", "one_in"),
+    CORPUS_RUNS,
+    ids=[f"{s}-{u}-{m}-{o}" for s, u, m, o, _ in CORPUS_RUNS],
+)
+def test_invariants_over_real_corpora(
+    corpora_dir: Path, strategy: str, unit: str, max_size: int, overlap: int, one_in: int
+) -> None:
     files = _corpus_files()
     if len(files) < 1000:
-        pytest.skip(f"expected the rust-book and k8s-enhancements Markdown under {corpora_dir}, found {len(files)}")
+        pytest.skip(
+            f"expected the rust-book and k8s-enhancements Markdown under {corpora_dir}, found {len(files)}"
+        )
     files = _sample(files, one_in) if one_in > 1 else files
     config = {"strategy": strategy, "unit": unit, "max_size": max_size, "overlap": overlap, "min_size": 0}
     # Graphemes are checked: no real file here has a cluster where the known cut happens (keep it so).
@@ -282,7 +326,9 @@ def test_invariants_over_real_corpora(corpora_dir: Path, strategy: str, unit: st
             n_chunks += len(result.chunks)
         except AssertionError as exc:
             failures.append(f"{path.relative_to(corpora_dir)}: {str(exc).splitlines()[0]}")
-    assert not failures, f"{len(failures)} of {len(files)} files break an invariant:\n" + "\n".join(failures[:20])
+    assert not failures, f"{len(failures)} of {len(files)} files break an invariant:\n" + "\n".join(
+        failures[:20]
+    )
     assert n_chunks > len(files)
 
 
@@ -310,21 +356,39 @@ GRAPHEME_CASES = [
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize(("text", "unit", "max_size"), GRAPHEME_CASES, ids=["combining", "skin-tone", "flags", "zwj"])
-def test_regression_boundary_inside_grapheme_cluster(strategy: str, text: str, unit: str, max_size: int) -> None:
+@pytest.mark.parametrize(
+    ("text", "unit", "max_size"), GRAPHEME_CASES, ids=["combining", "skin-tone", "flags", "zwj"]
+)
+def test_regression_boundary_inside_grapheme_cluster(
+    strategy: str, text: str, unit: str, max_size: int
+) -> None:
     chunks = split_document(text, {"strategy": strategy, "unit": unit, "max_size": max_size}).chunks
-    cut = [(c.start, c.end) for c in chunks
-           if not (is_grapheme_boundary(text, c.start) and is_grapheme_boundary(text, c.end))]
+    cut = [
+        (c.start, c.end)
+        for c in chunks
+        if not (is_grapheme_boundary(text, c.start) and is_grapheme_boundary(text, c.end))
+    ]
     assert not cut
 
 
-@pytest.mark.parametrize(("strategy", "text", "max_size", "overlap"), [
-    ("fixed", "See Rust's documentation.\n\nIf you want more, read Rust's documentation.\n\nIf not, fine.", 8, 3),
-    ("recursive", "error rate of the canary exceeds 2%. 9. While the", 12, 5),  # "exceeds 2%.": 6 tokens
-    ("markdown", "error rate of the canary exceeds 2%. 9. While the", 12, 5),
-    ("recursive", "0:0\U00010000 0\r\U00010000 0\r0", 15, 3),
-], ids=["fixed", "recursive", "markdown", "recursive-non-bmp"])
-def test_regression_token_overlap_exceeds_setting(strategy: str, text: str, max_size: int, overlap: int) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "text", "max_size", "overlap"),
+    [
+        (
+            "fixed",
+            "See Rust's documentation.\n\nIf you want more, read Rust's documentation.\n\nIf not, fine.",
+            8,
+            3,
+        ),
+        ("recursive", "error rate of the canary exceeds 2%. 9. While the", 12, 5),  # "exceeds 2%.": 6 tokens
+        ("markdown", "error rate of the canary exceeds 2%. 9. While the", 12, 5),
+        ("recursive", "0:0\U00010000 0\r\U00010000 0\r0", 15, 3),
+    ],
+    ids=["fixed", "recursive", "markdown", "recursive-non-bmp"],
+)
+def test_regression_token_overlap_exceeds_setting(
+    strategy: str, text: str, max_size: int, overlap: int
+) -> None:
     config = {"strategy": strategy, "unit": "tokens", "max_size": max_size, "overlap": overlap}
     assert_chunk_invariants(text, config, split_document(text, config), tolerate={"grapheme_cut"})
 
@@ -337,15 +401,22 @@ def test_regression_bom_before_front_matter_is_uncovered() -> None:
 
 def test_regression_chunk_inside_the_previous_one() -> None:
     text = "Alpha. the \n\n beta Alpha. order refund."
-    chunks = split_document(text, {"strategy": "markdown", "unit": "chars", "max_size": 10, "overlap": 6}).chunks
-    assert all(b.end > a.end for a, b in zip(chunks, chunks[1:], strict=False)), [(c.start, c.end) for c in chunks]
+    chunks = split_document(
+        text, {"strategy": "markdown", "unit": "chars", "max_size": 10, "overlap": 6}
+    ).chunks
+    assert all(b.end > a.end for a, b in zip(chunks, chunks[1:], strict=False)), [
+        (c.start, c.end) for c in chunks
+    ]
 
 
 @pytest.mark.parametrize("strategy", ["sentence", "recursive", "markdown"])
-@pytest.mark.parametrize(("unit", "max_size", "overlap"), [("chars", 400, 0), ("chars", 400, 50), ("words", 20, 5),
-                                                           ("tokens", 100, 10)])
-def test_cluster_longer_than_the_budget_is_one_over_budget_chunk(strategy: str, unit: str, max_size: int,
-                                                                 overlap: int) -> None:
+@pytest.mark.parametrize(
+    ("unit", "max_size", "overlap"),
+    [("chars", 400, 0), ("chars", 400, 50), ("words", 20, 5), ("tokens", 100, 10)],
+)
+def test_cluster_longer_than_the_budget_is_one_over_budget_chunk(
+    strategy: str, unit: str, max_size: int, overlap: int
+) -> None:
     """Issue 20: one grapheme cluster of 1,001 code points was 490 chunks of one code point, cut inside it."""
     cluster = "a" + "\u0301" * 1000
     text = f"Before the cluster. {cluster} After it."

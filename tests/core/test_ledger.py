@@ -161,8 +161,12 @@ _WRITER = textwrap.dedent(
 
 
 def _writer(path: Path, who: str, count: int) -> subprocess.Popen[str]:
-    process = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), who, str(count)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path), who, str(count)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert process.stdout is not None and process.stdout.readline().strip() == "ready"
     return process
 

@@ -53,17 +53,40 @@ def test_two_reviewers_and_reprocess_at_once(tmp_path: Path) -> None:
         config = load_config(tmp_path / "config.yaml")
     documents = pq.read_table(snapshot / "documents.parquet", columns=["doc_id", "sha256"]).to_pylist()
     sha = {row["doc_id"]: row["sha256"] for row in documents}
-    chunks = pq.read_table(snapshot / "chunks.parquet", columns=["doc_id", "chunk_id", "chunk_index"]).to_pylist()
-    targets = [{"dataset": config.name, "version": config.version, "snapshot": int(snapshot.name),
-                "doc_id": c["doc_id"], "sha256": sha[c["doc_id"]], "chunk_id": c["chunk_id"],
-                "chunk_index": c["chunk_index"]} for c in chunks]
+    chunks = pq.read_table(
+        snapshot / "chunks.parquet", columns=["doc_id", "chunk_id", "chunk_index"]
+    ).to_pylist()
+    targets = [
+        {
+            "dataset": config.name,
+            "version": config.version,
+            "snapshot": int(snapshot.name),
+            "doc_id": c["doc_id"],
+            "sha256": sha[c["doc_id"]],
+            "chunk_id": c["chunk_id"],
+            "chunk_index": c["chunk_index"],
+        }
+        for c in chunks
+    ]
     ledger_file = ledger_path(snapshot)
     Ledger(ledger_file).close()  # create the schema before the race starts
 
     reviewers = [
-        subprocess.Popen([sys.executable, "-c", REVIEWER, str(ledger_file), name, json.dumps(targets),
-                          str(FLAGS_PER_REVIEWER)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                REVIEWER,
+                str(ledger_file),
+                name,
+                json.dumps(targets),
+                str(FLAGS_PER_REVIEWER),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for name in ("ana", "ben")
     ]
     manifests = []
@@ -79,8 +102,12 @@ def test_two_reviewers_and_reprocess_at_once(tmp_path: Path) -> None:
 
     with Ledger(ledger_file) as ledger:
         events = ledger.events(config.name, config.version)
-    flags = {name: [e.id for e in events if e.kind == "flag" and e.reviewer == name] for name in ("ana", "ben")}
-    assert all(len(ids) == FLAGS_PER_REVIEWER for ids in flags.values()), {k: len(v) for k, v in flags.items()}
+    flags = {
+        name: [e.id for e in events if e.kind == "flag" and e.reviewer == name] for name in ("ana", "ben")
+    }
+    assert all(len(ids) == FLAGS_PER_REVIEWER for ids in flags.values()), {
+        k: len(v) for k, v in flags.items()
+    }
 
     resolved: set[int] = set()
     for manifest in manifests:

@@ -32,7 +32,9 @@ def test_a_docx_that_inflates_past_the_limit_is_refused_before_it_is_inflated() 
 def test_the_docx_limit_counts_xml_members_and_all_members_against_max_file_mb() -> None:
     raw = docx_bytes(inflate_mb=3)
     reason = document_from_bytes(raw, "a.docx", LimitsConfig(max_inflated_mb=100, max_file_mb=2)).reason
-    assert reason.startswith("DOCX inflates to 3.") and reason.endswith("MB, over limits.max_file_mb (2 MB); not read")
+    assert reason.startswith("DOCX inflates to 3.") and reason.endswith(
+        "MB, over limits.max_file_mb (2 MB); not read"
+    )
 
 
 def test_a_pdf_whose_content_streams_decode_past_the_limit_is_refused_before_any_text_is_extracted() -> None:
@@ -103,7 +105,9 @@ def test_a_deadline_abandons_python_code_wherever_it_is_and_leaves_nothing_behin
         worker.join(10)
     else:
         job()
-    assert len(outcome) == 2 and outcome[0].startswith("abandoned after 0.") and outcome[1] == "went on", outcome
+    assert len(outcome) == 2 and outcome[0].startswith("abandoned after 0.") and outcome[1] == "went on", (
+        outcome
+    )
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -128,8 +132,11 @@ def test_a_timeout_lost_in_a_destructor_is_raised_again() -> None:
 
 
 def _config(tmp_path: Path, limits: str = "") -> object:
-    return load_config_text(f"name: kb\nversion: 1\nsource: {{path: {tmp_path}}}\nchunker: {{strategy: auto, "
-                            f"unit: chars, max_size: 400}}\n{limits}", tmp_path / "config.yaml")
+    return load_config_text(
+        f"name: kb\nversion: 1\nsource: {{path: {tmp_path}}}\nchunker: {{strategy: auto, "
+        f"unit: chars, max_size: 400}}\n{limits}",
+        tmp_path / "config.yaml",
+    )
 
 
 def _files(root: Path) -> list[SourceFile]:
@@ -145,13 +152,19 @@ def test_a_document_past_document_seconds_is_abandoned_and_the_batch_goes_on(tmp
     started = time.monotonic()
     result = chunk_files(config, _files(tmp_path), {})
     assert time.monotonic() - started < 10  # the DOCX alone takes 15–30 s here
-    assert result.skipped == [Skipped("a-slow.docx", "abandoned: still being read or chunked after 1 s "
-                                                     "(limits.document_seconds)", keep_previous=True)]
+    assert result.skipped == [
+        Skipped(
+            "a-slow.docx",
+            "abandoned: still being read or chunked after 1 s (limits.document_seconds)",
+            keep_previous=True,
+        )
+    ]
     assert result.chunked == ["b-fine.md"] and result.documents.num_rows == 1 and result.chunks.num_rows >= 1
 
 
-def test_an_exception_of_any_type_while_chunking_is_the_documents_skip(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_exception_of_any_type_while_chunking_is_the_documents_skip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "a.md").write_text("# A\n\ntext\n", encoding="utf-8")
     (tmp_path / "b.md").write_text("# B\n\ntext\n", encoding="utf-8")
     from chunkyard.chunking import pipeline
@@ -165,7 +178,9 @@ def test_an_exception_of_any_type_while_chunking_is_the_documents_skip(tmp_path:
 
     monkeypatch.setattr(pipeline, "split_document", flaky)
     result = chunk_files(_config(tmp_path), _files(tmp_path), {})
-    assert result.skipped == [Skipped("a.md", "chunking failed: MemoryError: no memory for this one", keep_previous=True)]
+    assert result.skipped == [
+        Skipped("a.md", "chunking failed: MemoryError: no memory for this one", keep_previous=True)
+    ]
     assert result.chunked == ["b.md"]
 
     def unreadable(*args, **kwargs):

@@ -124,13 +124,25 @@ def test_overlap_never_reaches_back_across_a_heading() -> None:
 
 
 @pytest.mark.parametrize("path", sorted(KB.rglob("*.md")), ids=lambda p: p.name)
-@pytest.mark.parametrize(("unit", "max_size", "min_size"), [("chars", 400, 0), ("tokens", 128, 20), ("tokens", 384, 40)])
-def test_no_chunk_ends_with_a_heading_in_the_sample_corpus(path: Path, unit: str, max_size: int, min_size: int) -> None:
+@pytest.mark.parametrize(
+    ("unit", "max_size", "min_size"), [("chars", 400, 0), ("tokens", 128, 20), ("tokens", 384, 40)]
+)
+def test_no_chunk_ends_with_a_heading_in_the_sample_corpus(
+    path: Path, unit: str, max_size: int, min_size: int
+) -> None:
     text = path.read_text(encoding="utf-8")
     # token_overlap: a known core bug, reproduced in test_invariants.test_regression_token_overlap_*
-    chunks = run_and_check(text, {"strategy": "markdown", "unit": unit, "max_size": max_size,
-                                  "overlap": max_size // 10, "min_size": min_size},
-                           tolerate={"token_overlap"}).chunks
+    chunks = run_and_check(
+        text,
+        {
+            "strategy": "markdown",
+            "unit": unit,
+            "max_size": max_size,
+            "overlap": max_size // 10,
+            "min_size": min_size,
+        },
+        tolerate={"token_overlap"},
+    ).chunks
     in_code = _code_line_starts(text)
     for chunk in chunks[:-1]:
         assert "heading_at_end" not in chunk.findings, chunk.text[-80:]
@@ -141,8 +153,12 @@ def test_no_chunk_ends_with_a_heading_in_the_sample_corpus(path: Path, unit: str
 
 def _code_line_starts(text: str) -> set[int]:
     """Line starts inside fenced code blocks (where '# ...' is a comment, not a heading)."""
-    return {line_start for group in scan(text).groups if group.kind == "code"
-            for line_start in _line_starts(text, group.body_start, group.end)}
+    return {
+        line_start
+        for group in scan(text).groups
+        if group.kind == "code"
+        for line_start in _line_starts(text, group.body_start, group.end)
+    }
 
 
 def _line_starts(text: str, start: int, end: int) -> list[int]:
@@ -182,9 +198,7 @@ def test_procedure_that_fits_stays_whole_with_its_lead_in() -> None:
     assert not any(c.findings for c in chunks)
 
 
-@pytest.mark.parametrize("max_size", [
-    50,
-    60, 70, 100, 120, 150])
+@pytest.mark.parametrize("max_size", [50, 60, 70, 100, 120, 150])
 def test_procedure_that_does_not_fit_splits_between_steps(max_size: int) -> None:
     chunks = md(PROCEDURE, max_size=max_size)
     step_ends = [PROCEDURE.rindex(".", 0, s) + 1 for s in STEP_STARTS[1:]] + [PROCEDURE_END]
@@ -193,7 +207,8 @@ def test_procedure_that_does_not_fit_splits_between_steps(max_size: int) -> None
             assert chunk.start in STEP_STARTS, f"a piece starts inside a step: {chunk.text[:30]!r}"
         if PROCEDURE_START < chunk.end < PROCEDURE_END:
             assert chunk.end in step_ends or chunk.end == PROCEDURE_START + len(LEAD_IN), (
-                f"a piece ends inside a step: {chunk.text[-30:]!r}")
+                f"a piece ends inside a step: {chunk.text[-30:]!r}"
+            )
     pieces = [c for c in chunks if c.start < PROCEDURE_END and c.end > STEP_STARTS[0]]
     assert len(pieces) > 1, "the procedure was not split"
     for piece in pieces:
@@ -204,8 +219,11 @@ def test_procedure_that_does_not_fit_splits_between_steps(max_size: int) -> None
 
 
 def test_procedure_with_step_n_markers() -> None:
-    text = ("Follow these steps to reset a till:\n\n" + "\n".join(
-        f"Step {n}: do the thing number {n} carefully and check it." for n in range(1, 7)) + "\n")
+    text = (
+        "Follow these steps to reset a till:\n\n"
+        + "\n".join(f"Step {n}: do the thing number {n} carefully and check it." for n in range(1, 7))
+        + "\n"
+    )
     starts = [text.index(f"Step {n}:") for n in range(1, 7)]
     chunks = md(text, max_size=120)
     assert len(chunks) > 1
@@ -238,9 +256,7 @@ def test_table_that_fits_stays_whole() -> None:
     assert len(chunks) == 1 and not chunks[0].findings
 
 
-@pytest.mark.parametrize("max_size", [
-    50,
-    60, 80, 100])
+@pytest.mark.parametrize("max_size", [50, 60, 80, 100])
 def test_table_that_does_not_fit_splits_between_rows_and_repeats_the_header(max_size: int) -> None:
     chunks = md(TABLE, max_size=max_size)
     row_starts = [m.start() for m in regex.finditer(r"(?m)^\|", TABLE)]
@@ -260,8 +276,11 @@ def test_table_that_does_not_fit_splits_between_rows_and_repeats_the_header(max_
 # Fenced code
 
 
-CODE = "Run this:\n\n```python\n" + "\n".join(
-    f"value_{i} = compute({i}, factor={i * 3})" + ("\n" if i % 4 == 3 else "") for i in range(12)) + "\n```\n\nDone.\n"
+CODE = (
+    "Run this:\n\n```python\n"
+    + "\n".join(f"value_{i} = compute({i}, factor={i * 3})" + ("\n" if i % 4 == 3 else "") for i in range(12))
+    + "\n```\n\nDone.\n"
+)
 
 
 def test_code_that_fits_stays_whole_with_its_lead_in() -> None:
@@ -269,7 +288,9 @@ def test_code_that_fits_stays_whole_with_its_lead_in() -> None:
     assert len(chunks) == 1 and chunks[0].label == "python"
 
 
-@pytest.mark.parametrize(("unit", "max_size"), [("chars", 60), ("chars", 120), ("chars", 200), ("tokens", 40)])
+@pytest.mark.parametrize(
+    ("unit", "max_size"), [("chars", 60), ("chars", 120), ("chars", 200), ("tokens", 40)]
+)
 def test_code_is_never_split_inside_a_line(unit: str, max_size: int) -> None:
     chunks = md(CODE, unit=unit, max_size=max_size)
     code_start, code_end = CODE.index("```python"), CODE.rindex("```") + 3
@@ -373,20 +394,29 @@ def test_front_matter_is_excluded_and_recorded_and_gives_the_title() -> None:
     end = FRONT.index("---\n\n") + 4  # through the closing fence's line
     assert result.exclusions == [(0, end, "front_matter")]
     assert result.title == "Returns and Refunds"
-    assert result.metadata == {"title": "Returns and Refunds", "owner": "Dana", "tags": ["returns", "refunds"]}
+    assert result.metadata == {
+        "title": "Returns and Refunds",
+        "owner": "Dana",
+        "tags": ["returns", "refunds"],
+    }
     assert all(c.start >= end for c in result.chunks)
     assert "owner: Dana" not in "".join(c.text for c in result.chunks)
     assert result.chunks[0].embed_text.startswith("Returns and Refunds\nReturns\n\n")
 
 
 def test_front_matter_kept_when_configured() -> None:
-    result = split_document(FRONT, {"strategy": "markdown", "unit": "chars", "max_size": 200, "front_matter": "keep"})
+    result = split_document(
+        FRONT, {"strategy": "markdown", "unit": "chars", "max_size": 200, "front_matter": "keep"}
+    )
     assert result.exclusions == []
     assert result.chunks[0].start == 0 and "owner: Dana" in result.chunks[0].text
 
 
-@pytest.mark.parametrize("text", ["---\ntitle: x\n", "---\n---\nbody\n", "\n---\ntitle: x\n---\nbody\n"],
-                         ids=["unclosed", "empty", "not-at-start"])
+@pytest.mark.parametrize(
+    "text",
+    ["---\ntitle: x\n", "---\n---\nbody\n", "\n---\ntitle: x\n---\nbody\n"],
+    ids=["unclosed", "empty", "not-at-start"],
+)
 def test_front_matter_edge_cases(text: str) -> None:
     result = split_document(text, {"strategy": "markdown", "unit": "chars", "max_size": 200})
     run_and_check(text, {"strategy": "markdown", "unit": "chars", "max_size": 200})
@@ -404,7 +434,8 @@ def test_front_matter_with_invalid_yaml_is_still_excluded() -> None:
     # libyaml's wording (front matter is parsed with yaml.CSafeLoader), PyYAML's without it.
     assert result.metadata["front_matter_error"] in (
         "invalid YAML in the front matter at line 3: did not find expected ',' or ']'; not used",
-        "invalid YAML in the front matter at line 3: expected ',' or ']', but got '<stream end>'; not used")
+        "invalid YAML in the front matter at line 3: expected ',' or ']', but got '<stream end>'; not used",
+    )
     assert list(result.metadata) == ["front_matter_error"]
 
 
@@ -420,12 +451,17 @@ def test_a_front_matter_alias_bomb_is_refused_at_once_and_its_metadata_dropped()
     assert time.perf_counter() - started < 1.0
     assert result.exclusions == [(0, text.index("# Title"), "front_matter")]
     error = result.metadata["front_matter_error"]
-    assert error.startswith("front matter at line 6: YAML aliases expand this to more than 65,536") and "not used" in error
+    assert (
+        error.startswith("front matter at line 6: YAML aliases expand this to more than 65,536")
+        and "not used" in error
+    )
     assert list(result.metadata) == ["front_matter_error"]
     # A modest use of aliases is still metadata.
     small = "---\nbase: &b {lang: en}\npage: *b\n---\n# T\n\nBody.\n"
     assert split_document(small, {"strategy": "markdown", "unit": "chars", "max_size": 200}).metadata == {
-        "base": {"lang": "en"}, "page": {"lang": "en"}}
+        "base": {"lang": "en"},
+        "page": {"lang": "en"},
+    }
 
 
 def test_front_matter_with_crlf() -> None:
@@ -455,9 +491,34 @@ def test_title_equal_to_first_breadcrumb_is_not_repeated() -> None:
     assert chunk.embed_text == "Returns\n\n# Returns\n\nBody text."
 
 
-atx_lines = st.lists(st.sampled_from([" ", "  ", "   ", "    ", "\t", "#", "##", "######", "#######", "\r", "a", "b c",
-                                      "é", "\u00a0", "\x0b", "\u2028", "x#", "#x", " #", "# ", "\\#"]),
-                     max_size=10).map("".join)
+atx_lines = st.lists(
+    st.sampled_from(
+        [
+            " ",
+            "  ",
+            "   ",
+            "    ",
+            "\t",
+            "#",
+            "##",
+            "######",
+            "#######",
+            "\r",
+            "a",
+            "b c",
+            "é",
+            "\u00a0",
+            "\x0b",
+            "\u2028",
+            "x#",
+            "#x",
+            " #",
+            "# ",
+            "\\#",
+        ]
+    ),
+    max_size=10,
+).map("".join)
 
 
 @settings(max_examples=3000, deadline=None)
@@ -473,20 +534,41 @@ def test_atx_headings_and_titles_are_what_the_full_pattern_says(line: str) -> No
 
 
 @settings(max_examples=400, deadline=None)
-@given(rows=st.integers(3, 30), width=st.integers(1, 6), max_size=st.integers(120, 500),
-       overlap=st.integers(5, 100), unit=st.sampled_from(["chars", "tokens"]))
-def test_an_overlapping_chunk_never_starts_mid_row_or_mid_code_line(rows: int, width: int, max_size: int,
-                                                                     overlap: int, unit: str) -> None:
+@given(
+    rows=st.integers(3, 30),
+    width=st.integers(1, 6),
+    max_size=st.integers(120, 500),
+    overlap=st.integers(5, 100),
+    unit=st.sampled_from(["chars", "tokens"]),
+)
+def test_an_overlapping_chunk_never_starts_mid_row_or_mid_code_line(
+    rows: int, width: int, max_size: int, overlap: int, unit: str
+) -> None:
     """Overlap reaches back to a table row or code line start, or not at all (it used to start a chunk
     at "some text | 5 |", in the middle of a row)."""
     cells = " | ".join(f"cell {c} text" for c in range(width))
-    table = "| " + " | ".join(f"h{c}" for c in range(width)) + " |\n|" + "---|" * width + "\n" + "".join(
-        f"| row {r} {cells} |\n" for r in range(rows))
-    code = "```python\n" + "".join(f"value_{r} = compute(alpha, beta, gamma, {r})\n" for r in range(rows)) + "```\n"
+    table = (
+        "| "
+        + " | ".join(f"h{c}" for c in range(width))
+        + " |\n|"
+        + "---|" * width
+        + "\n"
+        + "".join(f"| row {r} {cells} |\n" for r in range(rows))
+    )
+    code = (
+        "```python\n"
+        + "".join(f"value_{r} = compute(alpha, beta, gamma, {r})\n" for r in range(rows))
+        + "```\n"
+    )
     text = f"# Data\n\nThe table lists the values:\n\n{table}\nAnd the code that makes them:\n\n{code}"
     overlap = min(overlap, max_size // 2) if unit == "chars" else min(overlap // 4, max_size // 8)
-    config = {"strategy": "markdown", "unit": unit, "max_size": max_size if unit == "chars" else max_size // 4,
-              "overlap": overlap, "min_size": 0}
+    config = {
+        "strategy": "markdown",
+        "unit": unit,
+        "max_size": max_size if unit == "chars" else max_size // 4,
+        "overlap": overlap,
+        "min_size": 0,
+    }
     chunks = md(text, **config)
     bodies = [(g.body_start, g.end) for g in scan(text).groups if g.kind in ("table", "code")]
     longest_line = max(len(line) for line in text.splitlines())
@@ -494,7 +576,10 @@ def test_an_overlapping_chunk_never_starts_mid_row_or_mid_code_line(rows: int, w
         return  # a line that cannot fit is cut wherever it must be
     for chunk in chunks[1:]:
         inside = any(body < chunk.start < end for body, end in bodies)
-        assert not inside or text[chunk.start - 1] == "\n", (chunk.start, text[chunk.start - 20:chunk.start + 20])
+        assert not inside or text[chunk.start - 1] == "\n", (
+            chunk.start,
+            text[chunk.start - 20 : chunk.start + 20],
+        )
 
 
 @pytest.mark.parametrize("strategy", ["markdown", "rst", "recursive"])
@@ -505,11 +590,15 @@ def test_classic_mac_line_ends_are_line_ends(strategy: str) -> None:
     if strategy == "rst":
         text = "Title\r=====\r\rFirst paragraph of the text. It has sentences.\r\rTwo\r---\r\rSecond section text.\r"
     else:
-        text = ("# Title\r\rFirst paragraph of the text. It has sentences.\r\r## Two\r\rSecond section text.\r"
-                "- item one\r- item two\r")
-    chunks = split_document(text, {"strategy": strategy, "unit": "chars", "max_size": 60, "overlap": 0}).chunks
+        text = (
+            "# Title\r\rFirst paragraph of the text. It has sentences.\r\r## Two\r\rSecond section text.\r"
+            "- item one\r- item two\r"
+        )
+    chunks = split_document(
+        text, {"strategy": strategy, "unit": "chars", "max_size": 60, "overlap": 0}
+    ).chunks
     for chunk in chunks:
-        assert chunk.text == text[chunk.start:chunk.end]
+        assert chunk.text == text[chunk.start : chunk.end]
         assert len(chunk.embed_text) < len(chunk.text) + 20, chunk.embed_text  # no document-long breadcrumb
     if strategy == "recursive":  # paragraph breaks are where the chunks end
         assert [c.text.split("\r")[0] for c in chunks] == ["# Title", "## Two"]
@@ -519,15 +608,25 @@ def test_classic_mac_line_ends_are_line_ends(strategy: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(sections=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 8), st.integers(0, 40)), min_size=1, max_size=8),
-       max_size=st.integers(40, 300), overlap=st.integers(1, 150))
-def test_an_overlapping_chunk_never_starts_inside_a_heading(sections: list[tuple[int, int, int]], max_size: int,
-                                                            overlap: int) -> None:
+@given(
+    sections=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 8), st.integers(0, 40)), min_size=1, max_size=8
+    ),
+    max_size=st.integers(40, 300),
+    overlap=st.integers(1, 150),
+)
+def test_an_overlapping_chunk_never_starts_inside_a_heading(
+    sections: list[tuple[int, int, int]], max_size: int, overlap: int
+) -> None:
     """Overlap never reaches back into a heading line: a chunk began at "Data" of "# Data" (the heading
     the previous chunk started on), repeating it and its first paragraph."""
-    text = "".join(f"{'#' * level} Heading number {words} of the text\n\n" + "Some words here. " * words
-                   + "\n\n" + "A lead-in sentence:\n\n1. first step\n2. second step\n\n" * (extra % 2)
-                   for level, words, extra in sections)
+    text = "".join(
+        f"{'#' * level} Heading number {words} of the text\n\n"
+        + "Some words here. " * words
+        + "\n\n"
+        + "A lead-in sentence:\n\n1. first step\n2. second step\n\n" * (extra % 2)
+        for level, words, extra in sections
+    )
     chunks = md(text, unit="chars", max_size=max_size, overlap=min(overlap, max_size // 2), min_size=0)
     for heading in scan(text).headings:
         for chunk in chunks:
@@ -536,7 +635,8 @@ def test_an_overlapping_chunk_never_starts_inside_a_heading(sections: list[tuple
 
 def test_front_matter_that_is_not_a_mapping_says_so_in_the_metadata() -> None:
     """It is still excluded as front matter, but its content is not dropped without a word."""
-    document = split_document("---\n- a\n- b\n---\nBody text.\n", {"strategy": "markdown", "unit": "chars",
-                                                                   "max_size": 100})
+    document = split_document(
+        "---\n- a\n- b\n---\nBody text.\n", {"strategy": "markdown", "unit": "chars", "max_size": 100}
+    )
     assert document.metadata["front_matter_error"].startswith("front matter is a YAML list, not a mapping")
     assert [c.text for c in document.chunks] == ["Body text."] and document.exclusions[0][2] == "front_matter"

@@ -18,7 +18,9 @@ from chunkyard.chunking.packer import has_lone_cr
 
 mdscan = markdown._native
 
-needs_native = pytest.mark.skipif(mdscan is None, reason=f"chunkyard.chunking._mdscan: {native.status().get('_mdscan')}")
+needs_native = pytest.mark.skipif(
+    mdscan is None, reason=f"chunkyard.chunking._mdscan: {native.status().get('_mdscan')}"
+)
 
 
 def test_the_accelerator_is_built_and_current_in_ci():
@@ -58,9 +60,23 @@ def both(text: str, start: int = 0, end: int | None = None):
         reference = markdown.scan(text, start, end)
     finally:
         markdown._native = mdscan
-    assert (fast.headings, fast.paths, fast.positions, fast.scores, fast.groups, fast.front_matter, fast.metadata) == (
-        reference.headings, reference.paths, reference.positions, reference.scores, reference.groups,
-        reference.front_matter, reference.metadata)
+    assert (
+        fast.headings,
+        fast.paths,
+        fast.positions,
+        fast.scores,
+        fast.groups,
+        fast.front_matter,
+        fast.metadata,
+    ) == (
+        reference.headings,
+        reference.paths,
+        reference.positions,
+        reference.scores,
+        reference.groups,
+        reference.front_matter,
+        reference.metadata,
+    )
     assert all(type(h) is markdown.Heading for h in fast.headings)
     assert all(type(g) is markdown.Group for g in fast.groups)
     return markdown._scan_lines(text, start, end, lone_cr), mdscan.scan_lines(text, start, end, lone_cr)
@@ -84,11 +100,73 @@ def test_same_structure_on_the_real_corpora(corpora_dir):
 
 
 PIECES = [
-    "#", "##", "###### ", "####### ", "# Title", "Title #", " ##", "    #", "\t#", " ", "  ", "   ", "    ", "\t",
-    "```", "````", "~~~", "~~~~", "```py", "``` a`b", "~~~ `x", "`", "-", "- ", "--", "---", "- - -", "* ", "***",
-    "* * *", "+ ", "_", "___", "=", "===", "1. ", "1.", "12) ", "1234567890. ", "Step 3: ", "ſtep 2. ", "STEP 4)",
-    "step\t5:", "stepx", "|", "| a |", "|---|", ":-:", "|:--|--:|", "| - |", "a", "word", "end:", "é", "١. ",
-    "²", "\u00a0", "\u2028", "\u3000", "中文", "😀", "\r", "\r\n", "\n", "\n\n", "\x0b", "\x1c",
+    "#",
+    "##",
+    "###### ",
+    "####### ",
+    "# Title",
+    "Title #",
+    " ##",
+    "    #",
+    "\t#",
+    " ",
+    "  ",
+    "   ",
+    "    ",
+    "\t",
+    "```",
+    "````",
+    "~~~",
+    "~~~~",
+    "```py",
+    "``` a`b",
+    "~~~ `x",
+    "`",
+    "-",
+    "- ",
+    "--",
+    "---",
+    "- - -",
+    "* ",
+    "***",
+    "* * *",
+    "+ ",
+    "_",
+    "___",
+    "=",
+    "===",
+    "1. ",
+    "1.",
+    "12) ",
+    "1234567890. ",
+    "Step 3: ",
+    "ſtep 2. ",
+    "STEP 4)",
+    "step\t5:",
+    "stepx",
+    "|",
+    "| a |",
+    "|---|",
+    ":-:",
+    "|:--|--:|",
+    "| - |",
+    "a",
+    "word",
+    "end:",
+    "é",
+    "١. ",
+    "²",
+    "\u00a0",
+    "\u2028",
+    "\u3000",
+    "中文",
+    "😀",
+    "\r",
+    "\r\n",
+    "\n",
+    "\n\n",
+    "\x0b",
+    "\x1c",
 ]
 lines = st.lists(st.sampled_from(PIECES), max_size=6).map("".join)
 documents = st.lists(lines, max_size=30).map("\n".join)
@@ -106,10 +184,24 @@ def test_same_structure_on_generated_markdown(text, data):
 
 
 @needs_native
-@pytest.mark.parametrize("text", [
-    "", "\n", "\r", "\r\n", "a", "# a", "a\rb\r\n|x|\r|-|\r", "```\ncode", "- a\n  - b\n\n    c\nd",
-    "para:\n- a\n- b", "Title\n===\ntext", "x" * 10_000 + "\n# h", "| a |\n|---|\n| 1 |\n| 2 |\n\ntext",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\n",
+        "\r",
+        "\r\n",
+        "a",
+        "# a",
+        "a\rb\r\n|x|\r|-|\r",
+        "```\ncode",
+        "- a\n  - b\n\n    c\nd",
+        "para:\n- a\n- b",
+        "Title\n===\ntext",
+        "x" * 10_000 + "\n# h",
+        "| a |\n|---|\n| 1 |\n| 2 |\n\ntext",
+    ],
+)
 def test_same_structure_on_edge_cases(text):
     reference, fast = both(text)
     assert fast == reference

@@ -23,18 +23,34 @@ from chunkyard.chunking.parquet_concat import ParquetConcatError, concat_parquet
 from chunkyard.chunking.pipeline import chunk_files, discover_files, make_batches, prepare_run
 
 KB = Path(__file__).resolve().parents[2] / "examples" / "kb"
-ROWS = st.lists(st.tuples(st.integers(-(2**62), 2**62), st.one_of(st.none(), st.text(max_size=30)),
-                          st.lists(st.text(max_size=5), max_size=4)), max_size=300)
+ROWS = st.lists(
+    st.tuples(
+        st.integers(-(2**62), 2**62),
+        st.one_of(st.none(), st.text(max_size=30)),
+        st.lists(st.text(max_size=5), max_size=4),
+    ),
+    max_size=300,
+)
 
 
 def table_of(rows) -> pa.Table:
-    return pa.table({"n": pa.array([r[0] for r in rows], pa.int64()), "s": pa.array([r[1] for r in rows], pa.string()),
-                     "l": pa.array([r[2] for r in rows], pa.list_(pa.string()))})
+    return pa.table(
+        {
+            "n": pa.array([r[0] for r in rows], pa.int64()),
+            "s": pa.array([r[1] for r in rows], pa.string()),
+            "l": pa.array([r[2] for r in rows], pa.list_(pa.string())),
+        }
+    )
 
 
 @settings(max_examples=40, deadline=None)
-@given(parts=st.lists(st.tuples(ROWS, st.integers(1, 120), st.sampled_from(["zstd", "snappy", "none"])),
-                      min_size=1, max_size=5))
+@given(
+    parts=st.lists(
+        st.tuples(ROWS, st.integers(1, 120), st.sampled_from(["zstd", "snappy", "none"])),
+        min_size=1,
+        max_size=5,
+    )
+)
 def test_the_joined_file_holds_every_parts_rows_in_order(tmp_path_factory, parts):
     folder = tmp_path_factory.mktemp("parts")
     tables, paths = [], []
@@ -51,8 +67,14 @@ def test_the_joined_file_holds_every_parts_rows_in_order(tmp_path_factory, parts
     # Row groups are addressable one by one, as readers that take a few row groups do.
     if joined.metadata.num_row_groups:
         last = joined.metadata.num_row_groups - 1
-        assert joined.read_row_group(last).equals(pq.ParquetFile(paths[-1]).read_row_group(
-            pq.ParquetFile(paths[-1]).metadata.num_row_groups - 1)) or tables[-1].num_rows == 0
+        assert (
+            joined.read_row_group(last).equals(
+                pq.ParquetFile(paths[-1]).read_row_group(
+                    pq.ParquetFile(paths[-1]).metadata.num_row_groups - 1
+                )
+            )
+            or tables[-1].num_rows == 0
+        )
 
 
 def test_a_footer_decodes_and_encodes_to_the_same_bytes(tmp_path):
@@ -69,8 +91,11 @@ def test_duckdb_reads_a_joined_snapshot_file(tmp_path):
     parts = []
     for index in range(3):
         path = tmp_path / f"{index}.parquet"
-        pq.write_table(pa.table({"n": list(range(index * 10, index * 10 + 10)), "s": [f"v{i}" for i in range(10)]}),
-                       path, compression="zstd")
+        pq.write_table(
+            pa.table({"n": list(range(index * 10, index * 10 + 10)), "s": [f"v{i}" for i in range(10)]}),
+            path,
+            compression="zstd",
+        )
         parts.append(path)
     concat_parquet(parts, tmp_path / "all.parquet")
     rows = duckdb.sql(f"select n, s from read_parquet('{tmp_path / 'all.parquet'}')").fetchall()
@@ -93,10 +118,17 @@ def test_parts_of_another_schema_or_with_a_page_index_are_refused(tmp_path):
 def _batches(tmp_path: Path) -> list[tuple[pa.Table, pa.Table]]:
     """Real batches of the bundled sample, one document each (the pipeline without Prefect)."""
     text = f"name: kb\nversion: 1\nsource: {{path: {KB}}}\noutput: {{path: {tmp_path / 'out'}}}\n"
-    config = load_config_text(text + "chunker: {strategy: auto, unit: chars, max_size: 400}\n", tmp_path / "c.yaml")
+    config = load_config_text(
+        text + "chunker: {strategy: auto, unit: chars, max_size: 400}\n", tmp_path / "c.yaml"
+    )
     context = prepare_run(config)
-    return [(r.documents, r.chunks) for r in (chunk_files(config, files, {})
-                                              for files, _ in make_batches(discover_files(context), target_bytes=1))]
+    return [
+        (r.documents, r.chunks)
+        for r in (
+            chunk_files(config, files, {})
+            for files, _ in make_batches(discover_files(context), target_bytes=1)
+        )
+    ]
 
 
 def _rows(tmp_path: Path) -> tuple[pa.Table, pa.Table]:
@@ -123,7 +155,9 @@ def test_a_parts_writer_publishes_what_a_streaming_writer_does(tmp_path):
     for filename, schema in (("documents.parquet", DOCUMENTS_SCHEMA), ("chunks.parquet", CHUNKS_SCHEMA)):
         expected = pq.read_table(stream_snapshot / filename)
         assert expected.schema == schema and pq.read_table(parts_snapshot / filename).equals(expected)
-    assert sorted(p.name for p in parts_snapshot.iterdir()) == sorted(p.name for p in stream_snapshot.iterdir())
+    assert sorted(p.name for p in parts_snapshot.iterdir()) == sorted(
+        p.name for p in stream_snapshot.iterdir()
+    )
 
 
 def test_a_parts_writer_without_rows_publishes_empty_files_and_abort_removes_its_parts(tmp_path):

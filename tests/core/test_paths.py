@@ -15,12 +15,16 @@ from chunkyard.chunking.pipeline import RunRefused, discover_files, prepare_run
 def write(folder: Path, source: str, output: str = "out", extra: str = "") -> Path:
     path = folder / "cfg" / "config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: paths
         version: 1
         source: {{path: '{source}', include: ["**/*.md"]}}
         output: {{path: '{output}'}}
-        """) + extra, encoding="utf-8")
+        """)
+        + extra,
+        encoding="utf-8",
+    )
     return path
 
 
@@ -41,8 +45,9 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path, monkey
 def test_windows_style_separators_are_accepted(tmp_path: Path) -> None:
     (tmp_path / "docs" / "legal").mkdir(parents=True)
     (tmp_path / "docs" / "legal" / "a.md").write_text("# A\n\ntext\n", encoding="utf-8")
-    config = load_config(write(tmp_path, "..\\docs", extra="rules:\n  - match: 'legal\\**'\n"
-                                                             "    chunker: {max_size: 100}\n"))
+    config = load_config(
+        write(tmp_path, "..\\docs", extra="rules:\n  - match: 'legal\\**'\n    chunker: {max_size: 100}\n")
+    )
     assert config.source_dir == (tmp_path / "docs").resolve()
     assert config.settings_for("legal/a.md").max_size == 100
     context = prepare_run(config)
@@ -72,8 +77,9 @@ def test_a_pattern_that_is_not_a_valid_glob_is_refused_with_its_line(tmp_path: P
     assert message.startswith(f"{path}:6: rules[0].match: ")
     assert "not a valid glob" in message and "bad character range" in message
     include = tmp_path / "include.yaml"
-    include.write_text(f"name: paths\nversion: 1\nsource: {{path: docs, include: ['{pattern}']}}\n",
-                       encoding="utf-8")
+    include.write_text(
+        f"name: paths\nversion: 1\nsource: {{path: docs, include: ['{pattern}']}}\n", encoding="utf-8"
+    )
     [message] = messages(include)
     assert message.startswith(f"{include}:3: source.include[0]: ") and "not a valid glob" in message
 
@@ -82,7 +88,8 @@ def test_every_bad_pattern_of_a_list_is_reported_at_its_own_line(tmp_path: Path)
     """``chunkyard validate`` prints every problem: a list with two bad patterns used to report only
     the first, at the line of the key rather than of the pattern."""
     path = tmp_path / "config.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         name: paths
         version: 1
         source:
@@ -97,11 +104,16 @@ def test_every_bad_pattern_of_a_list_is_reported_at_its_own_line(tmp_path: Path)
               - "a/**"
               - "/b/**"
             chunker: {max_size: 100}
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     found = messages(path)
     assert [message.split(": ", 2)[:2] for message in found] == [
-        [f"{path}:6", "source.include[0]"], [f"{path}:8", "source.include[2]"], [f"{path}:9", "source.exclude[1]"],
-        [f"{path}:13", "rules[0].match[1]"]]
+        [f"{path}:6", "source.include[0]"],
+        [f"{path}:8", "source.include[2]"],
+        [f"{path}:9", "source.exclude[1]"],
+        [f"{path}:13", "rules[0].match[1]"],
+    ]
     assert "absolute" in found[0] and "'..' segment" in found[1] and "not a valid glob" in found[2]
 
 

@@ -27,8 +27,10 @@ from support.review_fixtures import CONFIG, REPO, build_dataset, staged_copy
 
 
 def _manifests(version_path: Path) -> dict[int, dict]:
-    return {number: json.loads((version_path / f"{number:04d}" / "manifest.json").read_text(encoding="utf-8"))
-            for number in list_snapshots(version_path)}
+    return {
+        number: json.loads((version_path / f"{number:04d}" / "manifest.json").read_text(encoding="utf-8"))
+        for number in list_snapshots(version_path)
+    }
 
 
 def _check_history(version_path: Path, published: list[int], writers: int) -> None:
@@ -84,13 +86,22 @@ print(int(writer.publish(manifest).name))
 """
 
 
-def test_processes_publishing_at_once_take_consecutive_numbers_and_name_the_real_parent(tmp_path: Path) -> None:
+def test_processes_publishing_at_once_take_consecutive_numbers_and_name_the_real_parent(
+    tmp_path: Path,
+) -> None:
     base = Snapshot.open(build_dataset(tmp_path / "data"))
     go = tmp_path / "go"
     writers = 3
-    processes = [subprocess.Popen([sys.executable, "-c", _PUBLISHER, str(base.path), str(go), str(Path(__file__).resolve().parent)],
-                                  cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(writers)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _PUBLISHER, str(base.path), str(go), str(Path(__file__).resolve().parent)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(writers)
+    ]
     deadline = time.monotonic() + 120
     while len(list(tmp_path.glob("ready-*"))) < writers and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -109,15 +120,22 @@ def test_a_reprocess_is_not_published_over_a_snapshot_published_meanwhile(tmp_pa
 
     dataset = build_dataset(tmp_path)
     snapshot = Snapshot.open(dataset)
-    config = load_config_text(CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
-                              tmp_path / "config.yaml")
+    config = load_config_text(
+        CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
+        tmp_path / "config.yaml",
+    )
     doc = "runbooks/database-failover.md"
     chunks = snapshot.chunks(["doc_id", "chunk_id", "chunk_index", "end"], [doc]).to_pylist()
     first = min(chunks, key=lambda row: row["chunk_index"])
     sha = snapshot.documents(["doc_id", "sha256"], [doc]).column("sha256")[0].as_py()
     with Ledger(ledger_path(snapshot.path)) as ledger:
-        ledger.flag(Target(snapshot.name, snapshot.version, snapshot.number, doc, sha, first["chunk_id"], 0,
-                           first["end"]), "mid_sentence", reviewer="ann")
+        ledger.flag(
+            Target(
+                snapshot.name, snapshot.version, snapshot.number, doc, sha, first["chunk_id"], 0, first["end"]
+            ),
+            "mid_sentence",
+            reviewer="ann",
+        )
     rechunked: list[list[str]] = []
 
     def rechunk_while_a_run_publishes(parent: Snapshot, doc_ids: list[str], constraints: dict) -> object:

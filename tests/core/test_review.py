@@ -42,10 +42,22 @@ def _utf16(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-@pytest.mark.parametrize("text", [
-    "", "plain ascii", EMOJI_DOC, "中文日本語한국어", "😀", "a😀b😀😀c", "👨‍👩‍👧 family", "🇳🇴🇯🇵", "e\u0301 combining",
-    "\U0001F600" * 50 + "x", "lone \ud800 surrogate",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "plain ascii",
+        EMOJI_DOC,
+        "中文日本語한국어",
+        "😀",
+        "a😀b😀😀c",
+        "👨‍👩‍👧 family",
+        "🇳🇴🇯🇵",
+        "e\u0301 combining",
+        "\U0001f600" * 50 + "x",
+        "lone \ud800 surrogate",
+    ],
+)
 def test_offset_map_matches_utf16_on_emoji_and_cjk(text: str) -> None:
     offsets = OffsetMap(text)
     for position in range(len(text) + 1):
@@ -82,7 +94,7 @@ def test_index_reads_ids_and_offsets_and_orders_rows(dataset: Path) -> None:
     assert index.n_chunks == int(np.diff(index.doc_first).sum())
     for doc in range(index.n_documents):
         rows = index.doc_rows(doc)
-        assert list(index.chunk_index[rows.start:rows.stop]) == list(range(len(rows)))
+        assert list(index.chunk_index[rows.start : rows.stop]) == list(range(len(rows)))
         text = index.document_text(doc)
         details = index.chunk_details(doc)
         assert len(details) == len(rows)
@@ -162,7 +174,9 @@ def test_review_modules_import_neither_qt_nor_prefect() -> None:
         print(",".join(sorted(n for n in sys.modules
                              if n.split(".")[0] in ("PySide6", "prefect") or n.startswith(("chunkyard.gui", "chunkyard.flows")))))
     """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == ""
 
 
@@ -176,9 +190,12 @@ def test_elide_path_drops_top_folders_first_and_keeps_the_beginning_of_names() -
     assert elide_path("12-returns-and-refunds.md", 10, width) == "12-return…"
     assert elide_path("a/b", 0, width) == "…/…"
     assert elide_path("guides/README.md", 10, width) == "guides/RE…"
-    ids = ["keps/sig-api-machinery/5073-declarative-validation-with-validation-gen/README.md",
-           "keps/sig-api-machinery/4020-unknown-version-interoperability-proxy/README.md",
-           "keps/sig-apps/1847-autoremove-statefulset-pvcs/README.md", "keps/sig-node/2400-node-swap/README.md"]
+    ids = [
+        "keps/sig-api-machinery/5073-declarative-validation-with-validation-gen/README.md",
+        "keps/sig-api-machinery/4020-unknown-version-interoperability-proxy/README.md",
+        "keps/sig-apps/1847-autoremove-statefulset-pvcs/README.md",
+        "keps/sig-node/2400-node-swap/README.md",
+    ]
     for room in (12, 20, 40):
         shown = [elide_path(doc_id, room, width) for doc_id in ids]
         assert all(len(text) <= room for text in shown)
@@ -247,8 +264,9 @@ def test_section_titles_and_bulk_masks_follow_the_rows(dataset: Path) -> None:
         for row, detail in zip(index.doc_rows(doc), details, strict=True):
             assert titles[row] == (detail.section_path[-1] if detail.section_path else "")
     row = next(r for r in range(index.n_chunks) if titles[r] and index.findings(r))
-    assert index.same_section_mask(row)[row] and all(titles[r] == titles[row]
-                                                     for r in np.flatnonzero(index.same_section_mask(row)))
+    assert index.same_section_mask(row)[row] and all(
+        titles[r] == titles[row] for r in np.flatnonzero(index.same_section_mask(row))
+    )
     same = np.flatnonzero(index.same_findings_mask(row))
     assert all(set(index.findings(row)) <= set(index.findings(int(r))) for r in same)
     assert np.flatnonzero(index.range_mask(7, 3)).tolist() == [3, 4, 5, 6, 7]
@@ -280,7 +298,7 @@ def test_text_search_and_go_to(dataset: Path) -> None:
     assert len(hits) > 0
     for row in range(index.n_chunks):
         doc = int(index.chunk_doc[row])
-        text = index.document_text(doc)[int(index.start[row]):int(index.end[row])]
+        text = index.document_text(doc)[int(index.start[row]) : int(index.end[row])]
         assert ("tents" in text.lower()) == (row in hits)
     assert not index.text_matches("").any()
     doc = index.doc_number("notes/emoji.md")

@@ -82,8 +82,10 @@ def test_sentence_strategy_does_not_find_the_topic_change(check_chunks):
 
 def test_higher_threshold_marks_more_topic_shifts():
     text = " ".join([BREAD, VOLCANO, FOOTBALL])
-    shifts = [split_document(text, semantic(100, threshold=threshold)).metadata["semantic"]["topic_shifts"]
-              for threshold in (0.05, 0.2, 0.5, 0.9)]
+    shifts = [
+        split_document(text, semantic(100, threshold=threshold)).metadata["semantic"]["topic_shifts"]
+        for threshold in (0.05, 0.2, 0.5, 0.9)
+    ]
     assert shifts == sorted(shifts) and shifts[0] < shifts[-1]
 
 
@@ -96,13 +98,16 @@ def sample_files() -> list[Path]:
 
 
 @pytest.mark.parametrize("path", sample_files(), ids=lambda p: p.name)
-@pytest.mark.parametrize(("unit", "max_size", "overlap"), [("tokens", 128, 0), ("chars", 700, 100),
-                                                           ("words", 90, 0), ("tokens", 40, 8)])
+@pytest.mark.parametrize(
+    ("unit", "max_size", "overlap"),
+    [("tokens", 128, 0), ("chars", 700, 100), ("words", 90, 0), ("tokens", 40, 8)],
+)
 def test_sample_corpus_invariants(check_chunks, path, unit, max_size, overlap):
     text = path.read_text(encoding="utf-8")
     tolerate = ("token_overlap",) if unit == "tokens" and overlap else ()
-    result = check_chunks(text, semantic(max_size, unit, overlap=overlap), path=str(path.relative_to(SAMPLE)),
-                          tolerate=tolerate)
+    result = check_chunks(
+        text, semantic(max_size, unit, overlap=overlap), path=str(path.relative_to(SAMPLE)), tolerate=tolerate
+    )
     assert result.strategy == "semantic"
     assert not any("over_budget" in c.findings for c in result.chunks)
 
@@ -140,8 +145,18 @@ def test_giant_sentence_is_split_at_lines_then_words(check_chunks):
         assert text[chunk.end] == "\n", "a line break fits in every chunk, so no word split"
 
 
-@pytest.mark.parametrize("text", ["", "   \n\n ", "One sentence only.", "日本語の文です。次の文です！最後。",
-                                  "👩‍👩‍👧‍👦 " * 50, "a" * 3000, "\ufeffHello there. General Kenobi."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   \n\n ",
+        "One sentence only.",
+        "日本語の文です。次の文です！最後。",
+        "👩‍👩‍👧‍👦 " * 50,
+        "a" * 3000,
+        "\ufeffHello there. General Kenobi.",
+    ],
+)
 def test_odd_inputs(check_chunks, text):
     check_chunks(text, semantic(30))
     check_chunks(text, semantic(30, "chars"))
@@ -149,8 +164,21 @@ def test_odd_inputs(check_chunks, text):
 
 random_prose = st.lists(
     st.one_of(
-        st.sampled_from([BREAD, FOOTBALL, VOLCANO, "\n\n", "\n", "- item one\n- item two\n", "1. First.\n2. Next.\n",
-                         "e.g. Dr. Who met St. John. ", "日本語。", "👍🏽 ", "x" * 200]),
+        st.sampled_from(
+            [
+                BREAD,
+                FOOTBALL,
+                VOLCANO,
+                "\n\n",
+                "\n",
+                "- item one\n- item two\n",
+                "1. First.\n2. Next.\n",
+                "e.g. Dr. Who met St. John. ",
+                "日本語。",
+                "👍🏽 ",
+                "x" * 200,
+            ]
+        ),
         st.text(st.characters(blacklist_categories=("Cs",)), max_size=80),
     ),
     max_size=10,
@@ -158,14 +186,23 @@ random_prose = st.lists(
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=random_prose, unit=st.sampled_from(["chars", "words", "tokens"]), max_size=st.integers(3, 200),
-       overlap=st.integers(0, 30), markdown=st.booleans())
+@given(
+    text=random_prose,
+    unit=st.sampled_from(["chars", "words", "tokens"]),
+    max_size=st.integers(3, 200),
+    overlap=st.integers(0, 30),
+    markdown=st.booleans(),
+)
 def test_invariants_hold_on_generated_text(text, unit, max_size, overlap, markdown):
     from support.checks import run_and_check
 
     tolerate = {"token_overlap"} if unit == "tokens" else set()
-    run_and_check(text, semantic(max_size, unit, overlap=min(overlap, max_size - 1)),
-                  "doc.md" if markdown else "doc.txt", tolerate=tolerate | {"bom_front_matter"})
+    run_and_check(
+        text,
+        semantic(max_size, unit, overlap=min(overlap, max_size - 1)),
+        "doc.md" if markdown else "doc.txt",
+        tolerate=tolerate | {"bom_front_matter"},
+    )
 
 
 def test_same_chunks_in_another_process():
@@ -195,8 +232,10 @@ def test_threads_share_one_model_and_agree():
 
 
 def test_units_have_exact_trimmed_offsets():
-    text = ("  Agenda:\n  1. Numbers\n  2. Backlog\n\nDr. Smith met J. Doe at 5 p.m. on Main St. today. "
-            "It rained!  Then it stopped\nand the wrapped line continues.\n\n日本語です。次です。")
+    text = (
+        "  Agenda:\n  1. Numbers\n  2. Backlog\n\nDr. Smith met J. Doe at 5 p.m. on Main St. today. "
+        "It rained!  Then it stopped\nand the wrapped line continues.\n\n日本語です。次です。"
+    )
     units = split_units(text)
     pieces = [text[u.start : u.end] for u in units]
     assert pieces == [
@@ -209,8 +248,16 @@ def test_units_have_exact_trimmed_offsets():
         "日本語です。",
         "次です。",
     ]
-    assert [u.gap for u in units] == ["", "line", "line", "paragraph", "sentence", "sentence", "paragraph",
-                                      "sentence"]
+    assert [u.gap for u in units] == [
+        "",
+        "line",
+        "line",
+        "paragraph",
+        "sentence",
+        "sentence",
+        "paragraph",
+        "sentence",
+    ]
 
 
 def test_gap_similarity_compares_windows():

@@ -17,7 +17,12 @@ from support.checks import run_and_check
 SCRIPTS = {
     "hindi (danda, double danda)": ["यह एक छोटा वाक्य है।", "यह दूसरा वाक्य है॥", "तीसरा वाक्य यहाँ है।"],
     "marathi": ["मी पुस्तक वाचतो।", "तो शाळेत जातो।", "आज पाऊस पडला।"],
-    "arabic (question mark, full stop)": ["هل تتكلم العربية؟", "نعم، أتكلم قليلا.", "أين المكتبة؟", "إنها هناك."],
+    "arabic (question mark, full stop)": [
+        "هل تتكلم العربية؟",
+        "نعم، أتكلم قليلا.",
+        "أين المكتبة؟",
+        "إنها هناك.",
+    ],
     "urdu (full stop)": ["یہ ایک کتاب ہے۔", "وہ میرا دوست ہے۔", "ہم کل بازار جائیں گے۔"],
     "armenian (full stop)": ["Ես սիրում եմ գրքեր։", "Նա ապրում է Երևանում։", "Այսօր եղանակը լավ է։"],
     "amharic (full stop, question mark)": ["ሰላም ነው።", "እንዴት ነህ፧", "ደህና ነኝ።"],
@@ -58,4 +63,7 @@ def test_a_period_inside_latin_text_still_needs_a_capital_after_it() -> None:
     text = "See version 1.2 of the guide. then read on. Next, stop."
     ends = [m.end() for m in SENTENCE.pattern.finditer(text)]
     assert ends == [text.index("Next")]
-    assert split_document(text, {"strategy": "sentence", "unit": "chars", "max_size": 50}).chunks[-1].text == "Next, stop."
+    assert (
+        split_document(text, {"strategy": "sentence", "unit": "chars", "max_size": 50}).chunks[-1].text
+        == "Next, stop."
+    )

@@ -30,15 +30,18 @@ TARGET = Target("kb", 1, 1, "a.md", "sha", "cid", 0)
 # The removal guard
 
 
-@pytest.mark.parametrize("previous, removed, documents, share, refused", [
-    (4, 3, 1, 0.5, True),      # 75 % > 50 %
-    (4, 2, 2, 0.5, False),     # exactly the share is allowed
-    (4, 4, 0, 1.0, True),      # no document at all: refused whatever the share
-    (0, 0, 0, 0.5, True),      # a first run on an empty source
-    (0, 0, 3, 0.5, False),     # a first run
-    (10, 1, 9, 0.0, True),     # share 0: no removal without the flag
-    (10, 0, 11, 0.0, False),
-])
+@pytest.mark.parametrize(
+    "previous, removed, documents, share, refused",
+    [
+        (4, 3, 1, 0.5, True),  # 75 % > 50 %
+        (4, 2, 2, 0.5, False),  # exactly the share is allowed
+        (4, 4, 0, 1.0, True),  # no document at all: refused whatever the share
+        (0, 0, 0, 0.5, True),  # a first run on an empty source
+        (0, 0, 3, 0.5, False),  # a first run
+        (10, 1, 9, 0.0, True),  # share 0: no removal without the flag
+        (10, 0, 11, 0.0, False),
+    ],
+)
 def test_check_removals(previous: int, removed: int, documents: int, share: float, refused: bool) -> None:
     if refused:
         with pytest.raises(MassRemovalRefused) as caught:
@@ -111,8 +114,10 @@ def test_a_zero_byte_placeholder_is_replaced_but_a_ledger_with_a_journal_is_not(
     assert ledger_exists(other)
 
 
-@pytest.mark.parametrize("name", ["ann\x1b[31m", "bel\x07", "cr\rx", "lf\nx", "nul\x00", "del\x7f", "ls\u2028x",
-                                  " ", "", "x" * 201])
+@pytest.mark.parametrize(
+    "name",
+    ["ann\x1b[31m", "bel\x07", "cr\rx", "lf\nx", "nul\x00", "del\x7f", "ls\u2028x", " ", "", "x" * 201],
+)
 def test_reviewer_names_with_control_characters_are_refused(tmp_path: Path, name: str) -> None:
     with pytest.raises(LedgerRefused):
         check_reviewer(name)
@@ -230,34 +235,66 @@ def _crafts():
     import pyarrow as pa
 
     def first_text_is(value_of):
-        return lambda t: _set(t, "text", [value_of(i, v) for i, v in enumerate(t.column("text").to_pylist())],
-                              pa.large_string())
+        return lambda t: _set(
+            t, "text", [value_of(i, v) for i, v in enumerate(t.column("text").to_pylist())], pa.large_string()
+        )
 
     return {
-        "text column of integers": ("chunks", lambda t: _set(t, "text", list(range(t.num_rows))),
-                                    "column text: expected string, found int64"),
-        "a null text": ("chunks", first_text_is(lambda i, v: None if i == 2 else v), "column text, row 2: null"),
-        "one chunk_id for every chunk": ("chunks", lambda t: _set(t, "chunk_id", ["same"] * t.num_rows),
-                                         "column chunk_id, row 1: 'same' is not unique"),
+        "text column of integers": (
+            "chunks",
+            lambda t: _set(t, "text", list(range(t.num_rows))),
+            "column text: expected string, found int64",
+        ),
+        "a null text": (
+            "chunks",
+            first_text_is(lambda i, v: None if i == 2 else v),
+            "column text, row 2: null",
+        ),
+        "one chunk_id for every chunk": (
+            "chunks",
+            lambda t: _set(t, "chunk_id", ["same"] * t.num_rows),
+            "column chunk_id, row 1: 'same' is not unique",
+        ),
         "a doc_id leaving the source": (
-            "both", lambda t: _set(t, "doc_id", ["../../ghost" if d == "notes/emoji.md" else d
-                                                 for d in t.column("doc_id").to_pylist()]),
-            "'../../ghost' has an empty, '.' or '..' segment"),
+            "both",
+            lambda t: _set(
+                t,
+                "doc_id",
+                ["../../ghost" if d == "notes/emoji.md" else d for d in t.column("doc_id").to_pylist()],
+            ),
+            "'../../ghost' has an empty, '.' or '..' segment",
+        ),
         "an absolute doc_id": (
-            "both", lambda t: _set(t, "doc_id", ["/etc/passwd" if d == "notes/emoji.md" else d
-                                                 for d in t.column("doc_id").to_pylist()]),
-            "'/etc/passwd' is an absolute path"),
+            "both",
+            lambda t: _set(
+                t,
+                "doc_id",
+                ["/etc/passwd" if d == "notes/emoji.md" else d for d in t.column("doc_id").to_pylist()],
+            ),
+            "'/etc/passwd' is an absolute path",
+        ),
         "a chunk of a document not listed": (
-            "chunks", lambda t: _set(t, "doc_id", ["ghost.md"] + t.column("doc_id").to_pylist()[1:]),
-            "column doc_id, row 0: 'ghost.md' is not a document of this snapshot"),
-        "text that is not the document's": ("chunks", first_text_is(lambda i, v: "APPROVED " + v[9:] if i == 3 else v),
-                                            "column text, row 3 (chunk"),
-        "offsets past the document": ("chunks", lambda t: _set(t, "end", [e + 10**6 if i == 0 else e for i, e in
-                                                                          enumerate(t.column("end").to_pylist())]),
-                                      "columns start/end, row 0"),
+            "chunks",
+            lambda t: _set(t, "doc_id", ["ghost.md"] + t.column("doc_id").to_pylist()[1:]),
+            "column doc_id, row 0: 'ghost.md' is not a document of this snapshot",
+        ),
+        "text that is not the document's": (
+            "chunks",
+            first_text_is(lambda i, v: "APPROVED " + v[9:] if i == 3 else v),
+            "column text, row 3 (chunk",
+        ),
+        "offsets past the document": (
+            "chunks",
+            lambda t: _set(
+                t, "end", [e + 10**6 if i == 0 else e for i, e in enumerate(t.column("end").to_pylist())]
+            ),
+            "columns start/end, row 0",
+        ),
         "n_chars that is not the text's length": (
-            "documents", lambda t: _set(t, "n_chars", [n + 5 for n in t.column("n_chars").to_pylist()]),
-            "column n_chars, row 0"),
+            "documents",
+            lambda t: _set(t, "n_chars", [n + 5 for n in t.column("n_chars").to_pylist()]),
+            "column n_chars, row 0",
+        ),
     }
 
 
@@ -269,7 +306,7 @@ def test_a_crafted_snapshot_is_refused_by_every_reader(crafted: Path, tmp_path: 
     from chunkyard.chunking.versions import diff_snapshots
 
     which, change, expected = _crafts()[craft]
-    for name in ([CHUNKS, DOCUMENTS] if which == "both" else [CHUNKS if which == "chunks" else DOCUMENTS]):
+    for name in [CHUNKS, DOCUMENTS] if which == "both" else [CHUNKS if which == "chunks" else DOCUMENTS]:
         _rewrite(crafted / name, change)
     readers = {
         "open(validate=True)": lambda: Snapshot.open(crafted, validate=True),
@@ -287,15 +324,16 @@ def test_a_crafted_snapshot_is_refused_by_every_reader(crafted: Path, tmp_path: 
     assert not (tmp_path / "e.jsonl").exists()
 
 
-@pytest.mark.parametrize("craft", ["a doc_id leaving the source",
-                                   "a chunk of a document not listed", "text column of integers"])
+@pytest.mark.parametrize(
+    "craft", ["a doc_id leaving the source", "a chunk of a document not listed", "text column of integers"]
+)
 def test_the_reviewer_refuses_at_open_what_it_reads(crafted: Path, craft: str) -> None:
     from chunkyard.chunking.dataset import CHUNKS, DOCUMENTS
     from chunkyard.chunking.errors import DatasetError
     from chunkyard.chunking.review import ReviewIndex
 
     which, change, _ = _crafts()[craft]
-    for name in ([CHUNKS, DOCUMENTS] if which == "both" else [CHUNKS if which == "chunks" else DOCUMENTS]):
+    for name in [CHUNKS, DOCUMENTS] if which == "both" else [CHUNKS if which == "chunks" else DOCUMENTS]:
         _rewrite(crafted / name, change)
     index = None
     with pytest.raises(DatasetError):
@@ -321,7 +359,9 @@ def _zero_inside_text_column(path: Path, size: int = 4096) -> int:
     return offset
 
 
-def test_damage_in_a_column_the_reviewer_does_not_read_is_found_by_verify(pristine: Path, tmp_path: Path) -> None:
+def test_damage_in_a_column_the_reviewer_does_not_read_is_found_by_verify(
+    pristine: Path, tmp_path: Path
+) -> None:
     import shutil
 
     from chunkyard.chunking.dataset import CHUNKS, Snapshot
@@ -345,17 +385,38 @@ def test_a_pristine_snapshot_passes_every_check(pristine: Path, tmp_path: Path) 
     from chunkyard.chunking.export import export
 
     snapshot = Snapshot.open(pristine, validate=True)
-    assert snapshot.manifest["files"]["chunks.parquet"]["bytes"] == (snapshot.path / "chunks.parquet").stat().st_size
+    assert (
+        snapshot.manifest["files"]["chunks.parquet"]["bytes"]
+        == (snapshot.path / "chunks.parquet").stat().st_size
+    )
     assert export(pristine, tmp_path / "e.jsonl", "jsonl")["rows"] > 0
 
 
-@pytest.mark.parametrize("doc_id, safe", [
-    ("a.md", True), ("docs/guide v2/ünïcode 😀.md", True), ("line\nbreak.md", True), ("..hidden..md", True),
-    ("C:notes.md", True), ("trailing\\", True), ("a\\b.md", True), ("...md", True),
-    ("../x", False), ("a/../../x", False), ("/etc/passwd", False), ("a//b", False), ("./a", False),
-    ("C:/x", False), ("C:\\x", False), ("\\\\server\\share", False), ("\\x", False), ("a\\..\\b", False),
-    ("", False), ("nul\x00", False),
-])
+@pytest.mark.parametrize(
+    "doc_id, safe",
+    [
+        ("a.md", True),
+        ("docs/guide v2/ünïcode 😀.md", True),
+        ("line\nbreak.md", True),
+        ("..hidden..md", True),
+        ("C:notes.md", True),
+        ("trailing\\", True),
+        ("a\\b.md", True),
+        ("...md", True),
+        ("../x", False),
+        ("a/../../x", False),
+        ("/etc/passwd", False),
+        ("a//b", False),
+        ("./a", False),
+        ("C:/x", False),
+        ("C:\\x", False),
+        ("\\\\server\\share", False),
+        ("\\x", False),
+        ("a\\..\\b", False),
+        ("", False),
+        ("nul\x00", False),
+    ],
+)
 def test_safe_doc_id(doc_id: str, safe: bool) -> None:
     from chunkyard.chunking.dataset import safe_doc_id
 

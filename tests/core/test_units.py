@@ -24,8 +24,28 @@ from chunkyard.chunking.units import (
 from support.checks import cl100k_encoding, recount
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
-prose = st.lists(st.sampled_from(["refund", "the", "order", " ", "  ", "\n", "\n\n", "café", "👍🏽", "日本語",
-                                  "e\u0301", ".", ",", "\t", "x"]), max_size=80).map("".join)
+prose = st.lists(
+    st.sampled_from(
+        [
+            "refund",
+            "the",
+            "order",
+            " ",
+            "  ",
+            "\n",
+            "\n\n",
+            "café",
+            "👍🏽",
+            "日本語",
+            "e\u0301",
+            ".",
+            ",",
+            "\t",
+            "x",
+        ]
+    ),
+    max_size=80,
+).map("".join)
 any_text = st.one_of(texts, prose)
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -65,8 +85,10 @@ def test_advance_and_back_stay_within_the_budget(unit: str, data: st.DataObject)
     assert meter.size(low, start) <= budget
 
 
-ascii_prose = st.lists(st.sampled_from(["refund", "the", "order", " ", "  ", "\n", "\n\n", ".", ",", "\t", "x",
-                                        "2%", "#4521"]), max_size=80).map("".join)
+ascii_prose = st.lists(
+    st.sampled_from(["refund", "the", "order", " ", "  ", "\n", "\n\n", ".", ",", "\t", "x", "2%", "#4521"]),
+    max_size=80,
+).map("".join)
 
 
 @FAST
@@ -136,19 +158,57 @@ def test_cl100k_loads_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # an empty cache: nothing to fall back on
     tokenizer = TiktokenTokenizer("cl100k_base")
     assert tokenizer.count("hello world") == 2
-    assert tokenizer.encoding.encode_ordinary("hello world") == cl100k_encoding().encode_ordinary("hello world")
+    assert tokenizer.encoding.encode_ordinary("hello world") == cl100k_encoding().encode_ordinary(
+        "hello world"
+    )
 
 
-@pytest.mark.skipif(importlib.util.find_spec("bpe_openai") is None, reason="no bpe-openai wheel here (Intel macOS)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("bpe_openai") is None, reason="no bpe-openai wheel here (Intel macOS)"
+)
 def test_cl100k_uses_the_fast_encoder() -> None:
     """bpe-openai is a dependency where it has wheels: a broken install would silently halve token speed."""
     assert get_tokenizer("cl100k_base").backend.startswith("bpe-openai ")
 
 
-pieces = st.lists(st.sampled_from(["'s", "'LL", "don't", " ", "  ", "   ", "\t", "\n", "\r\n", "\n\n  ", "\u00a0",
-                                   "\u3000", "123", "4567", "½", "٣", "x", "Word", "é", "e\u0301", "中文", "😀", "👍🏽",
-                                   "<|endoftext|>", ".", "!?", "==>", "_", "\u200b", "\ufeff", "ﬁ"]),
-                  max_size=60).map("".join)
+pieces = st.lists(
+    st.sampled_from(
+        [
+            "'s",
+            "'LL",
+            "don't",
+            " ",
+            "  ",
+            "   ",
+            "\t",
+            "\n",
+            "\r\n",
+            "\n\n  ",
+            "\u00a0",
+            "\u3000",
+            "123",
+            "4567",
+            "½",
+            "٣",
+            "x",
+            "Word",
+            "é",
+            "e\u0301",
+            "中文",
+            "😀",
+            "👍🏽",
+            "<|endoftext|>",
+            ".",
+            "!?",
+            "==>",
+            "_",
+            "\u200b",
+            "\ufeff",
+            "ﬁ",
+        ]
+    ),
+    max_size=60,
+).map("".join)
 
 
 @FAST
@@ -243,10 +303,50 @@ def test_unknown_unit() -> None:
 # next to everything that makes the pre-tokenizer look ahead: contractions, runs of punctuation
 # before line breaks, digit runs, white space of every kind, marks, emoji and CJK.
 long_prose = st.lists(
-    st.sampled_from(["refund", "the", "Order", "café", "naïve", "日本語", "e\u0301", "👍🏽", "2024", "12345", "'s",
-                     "'ll", "don't", "’re", " ", " ", "  ", "\t", "\u00a0", "\u3000", "\n", "\r\n", "\n\n", " \n",
-                     ".", ".\n", "!?\n\n", "...", "(", ")", "`x`", "- ", "1. ", "#", "|", "\u2028", "\x85", "\x1c"]),
-    min_size=20, max_size=600,
+    st.sampled_from(
+        [
+            "refund",
+            "the",
+            "Order",
+            "café",
+            "naïve",
+            "日本語",
+            "e\u0301",
+            "👍🏽",
+            "2024",
+            "12345",
+            "'s",
+            "'ll",
+            "don't",
+            "’re",
+            " ",
+            " ",
+            "  ",
+            "\t",
+            "\u00a0",
+            "\u3000",
+            "\n",
+            "\r\n",
+            "\n\n",
+            " \n",
+            ".",
+            ".\n",
+            "!?\n\n",
+            "...",
+            "(",
+            ")",
+            "`x`",
+            "- ",
+            "1. ",
+            "#",
+            "|",
+            "\u2028",
+            "\x85",
+            "\x1c",
+        ]
+    ),
+    min_size=20,
+    max_size=600,
 ).map("".join)
 
 

@@ -45,13 +45,18 @@ def _rewrite(path: Path, change) -> None:
     pq.write_table(change(table), path)
 
 
-@pytest.mark.parametrize("manifest", [
-    "[1, 2, 3]", "not json at all", '"just a string"',
-    '{"schema_version": "1"}',
-    '{"schema_version": null}',
-    '{"name": 5, "version": "x", "snapshot": []}',
-    "{}",
-])
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        "[1, 2, 3]",
+        "not json at all",
+        '"just a string"',
+        '{"schema_version": "1"}',
+        '{"schema_version": null}',
+        '{"name": 5, "version": "x", "snapshot": []}',
+        "{}",
+    ],
+)
 def test_crafted_manifest(snapshot: Path, manifest: str) -> None:
     (snapshot / MANIFEST).write_text(manifest, encoding="utf-8")
     with pytest.raises(ChunkyardError):
@@ -72,8 +77,12 @@ def test_chunks_with_the_wrong_schema(snapshot: Path) -> None:
 
 
 def test_documents_with_the_wrong_types(snapshot: Path) -> None:
-    _rewrite(snapshot / DOCUMENTS, lambda t: t.set_column(t.schema.get_field_index("n_chars"), "n_chars",
-                                                          pa.array(["many"] * t.num_rows)))
+    _rewrite(
+        snapshot / DOCUMENTS,
+        lambda t: t.set_column(
+            t.schema.get_field_index("n_chars"), "n_chars", pa.array(["many"] * t.num_rows)
+        ),
+    )
     with pytest.raises(ChunkyardError):
         _open_fully(snapshot)
 
@@ -100,8 +109,12 @@ def test_not_parquet_at_all(snapshot: Path) -> None:
 
 def test_huge_strings_open(snapshot: Path) -> None:
     """A 20 MB title and doc text are data, not a reason to fail: the reviewer opens them."""
-    _rewrite(snapshot / DOCUMENTS, lambda t: t.set_column(t.schema.get_field_index("title"), "title",
-                                                          pa.array(["T" * 20_000_000] * t.num_rows)))
+    _rewrite(
+        snapshot / DOCUMENTS,
+        lambda t: t.set_column(
+            t.schema.get_field_index("title"), "title", pa.array(["T" * 20_000_000] * t.num_rows)
+        ),
+    )
     _open_fully(snapshot)
 
 

@@ -53,7 +53,9 @@ def test_every_attack_is_skipped_with_its_reason(attack_run):
 @pytest.mark.slow
 def test_the_good_files_are_published_with_exact_spans(attack_run):
     corpus, _, snapshot, _, _ = attack_run
-    documents = {row["doc_id"]: row for row in snapshot.documents(["doc_id", "text", "metadata_json"]).to_pylist()}
+    documents = {
+        row["doc_id"]: row for row in snapshot.documents(["doc_id", "text", "metadata_json"]).to_pylist()
+    }
     assert set(documents) == set(corpus.good)
     for doc_id, expected in corpus.good.items():
         if expected is not None:
@@ -61,7 +63,7 @@ def test_the_good_files_are_published_with_exact_spans(attack_run):
     seen = set()
     for chunk in snapshot.chunks(["doc_id", "start", "end", "text"]).to_pylist():
         text = documents[chunk["doc_id"]]["text"]
-        assert text[chunk["start"]:chunk["end"]] == chunk["text"]
+        assert text[chunk["start"] : chunk["end"]] == chunk["text"]
         seen.add(chunk["doc_id"])
     assert seen == set(corpus.good)
     for doc_id in corpus.front_matter_bombs:  # the document is published; its metadata is not expanded
@@ -85,8 +87,11 @@ def test_no_byte_from_outside_the_source_is_in_the_dataset(attack_run):
         table = pq.read_table(path)
         for name in table.column_names:
             column = table.column(name)
-            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) \
-                    or pa.types.is_list(column.type):
+            if (
+                pa.types.is_string(column.type)
+                or pa.types.is_large_string(column.type)
+                or pa.types.is_list(column.type)
+            ):
                 text = json.dumps(column.to_pylist(), ensure_ascii=False)
                 for secret in forbidden:
                     assert secret not in text, (path.name, name, secret)

@@ -20,13 +20,28 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_every_command_is_listed_once_with_a_handler():
     names = [command.name for command in COMMANDS]
-    assert names == ["run", "schedule", "validate", "preview", "review", "flag", "ledger", "reprocess", "diff",
-                     "export", "eval", "sync", "prune"]
+    assert names == [
+        "run",
+        "schedule",
+        "validate",
+        "preview",
+        "review",
+        "flag",
+        "ledger",
+        "reprocess",
+        "diff",
+        "export",
+        "eval",
+        "sync",
+        "prune",
+    ]
     _, parsers = build_parser()
     for name, command_parser in parsers.items():
         if name == "ledger":  # its actions carry the handlers
             for action in ("export", "import"):
-                args = command_parser.parse_args([action, "x", *(["--out", "y"] if action == "export" else ["y"])])
+                args = command_parser.parse_args(
+                    [action, "x", *(["--out", "y"] if action == "export" else ["y"])]
+                )
                 assert callable(args.handler), action
         else:
             assert callable(command_parser.get_default("handler")), name
@@ -84,13 +99,23 @@ def test_the_command_line_imports_neither_prefect_nor_qt_until_a_command_needs_t
                                    "chunkyard.flows.server", "chunkyard.flows.workers"))
         print(code, ",".join(heavy))
     """)
-    result = subprocess.run([sys.executable, "-c", script, str(REPO / "config" / "default.yaml")], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(REPO / "config" / "default.yaml")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines()[-1] == "0 ", result.stdout
 
 
 def test_python_dash_m_runs_the_program():
-    result = subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "validate", str(REPO / "missing.yaml")],
-                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "chunkyard.flows.cli", "validate", str(REPO / "missing.yaml")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "no such config file" in result.stderr

@@ -61,13 +61,16 @@ def build_snapshot(config: Config) -> Path:
 
 def write_config(folder: Path, name: str, max_size: int) -> Path:
     path = folder / f"{name}.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: {name}
         version: 1
         source: {{path: {SAMPLE}, include: ["**/*"]}}
-        output: {{path: {folder / 'datasets'}}}
+        output: {{path: {folder / "datasets"}}}
         chunker: {{strategy: recursive, unit: chars, max_size: {max_size}, overlap: 0}}
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -168,8 +171,21 @@ def test_cli_eval_reuses_snapshots_and_writes_results(datasets, tmp_path, monkey
 
     monkeypatch.setattr(evaluate, "_eval_chunk", no_flow)
     out = tmp_path / "results"
-    code = cli.main(["eval", str(datasets["small"]), str(datasets["large"]), "--questions", str(QUESTIONS),
-                     "--k", "1,5", "--retriever", "bm25", "--out", str(out)])
+    code = cli.main(
+        [
+            "eval",
+            str(datasets["small"]),
+            str(datasets["large"]),
+            "--questions",
+            str(QUESTIONS),
+            "--k",
+            "1,5",
+            "--retriever",
+            "bm25",
+            "--out",
+            str(out),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "reusing" in captured.err
@@ -185,20 +201,35 @@ def test_cli_eval_reports_bad_question_lines(datasets, tmp_path, capsys):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(
-        json.dumps({"question": "ok", "references": [{"doc_id": "support/faq.md", "text": "Re-Gear"}]}) + "\n"
+        json.dumps({"question": "ok", "references": [{"doc_id": "support/faq.md", "text": "Re-Gear"}]})
+        + "\n"
         + "{oops\n"
-        + json.dumps({"question": "where", "references": [{"doc_id": "support/faq.md",
-                                                             "text": "not in the faq at all"}]}) + "\n",
-        encoding="utf-8")
+        + json.dumps(
+            {
+                "question": "where",
+                "references": [{"doc_id": "support/faq.md", "text": "not in the faq at all"}],
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     code = main(["eval", str(datasets["small"]), "--questions", str(bad)])
     err = capsys.readouterr().err
     assert code == 2
     assert f"{bad}:2: not valid JSON" in err
 
-    bad.write_text("\n".join(
-        json.dumps({"question": q, "references": [{"doc_id": "support/faq.md", "text": t}]})
-        for q, t in (("ok", "Is the Trailhead Club free?"), ("amb", "Re-Gear"), ("nf", "not in the faq at all"))
-    ) + "\n", encoding="utf-8")
+    bad.write_text(
+        "\n".join(
+            json.dumps({"question": q, "references": [{"doc_id": "support/faq.md", "text": t}]})
+            for q, t in (
+                ("ok", "Is the Trailhead Club free?"),
+                ("amb", "Re-Gear"),
+                ("nf", "not in the faq at all"),
+            )
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     code = main(["eval", str(datasets["small"]), "--questions", str(bad)])
     err = capsys.readouterr().err
     assert code == 2
@@ -228,10 +259,14 @@ def test_eval_labels_of_configs_with_the_same_name_name_their_folders(tmp_path, 
 
 
 def test_evaluation_package_imports_no_heavy_or_forbidden_modules():
-    script = ("import sys, chunkyard.chunking.evaluation, chunkyard.chunking.evaluation.report; "
-              "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
-              "('prefect', 'PySide6', 'bm25s', 'wordllama', 'matplotlib'))))")
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
+    script = (
+        "import sys, chunkyard.chunking.evaluation, chunkyard.chunking.evaluation.report; "
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('prefect', 'PySide6', 'bm25s', 'wordllama', 'matplotlib'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == ""
 
 
@@ -267,14 +302,21 @@ def test_cli_eval_checks_references_in_the_source_before_chunking(tmp_path, monk
     monkeypatch.setattr(evaluate, "_eval_chunk", no_flow)
     config = write_config(tmp_path, "unchunked", 600)
     questions = tmp_path / "q.jsonl"
-    questions.write_text(json.dumps({"question": "q", "references": [
-        {"doc_id": "support/missing.md", "text": "anything"}]}) + "\n", encoding="utf-8")
+    questions.write_text(
+        json.dumps({"question": "q", "references": [{"doc_id": "support/missing.md", "text": "anything"}]})
+        + "\n",
+        encoding="utf-8",
+    )
     assert cli.main(["eval", str(config), "--questions", str(questions)]) == 2
-    assert f"{questions}:1: reference 1: no document 'support/missing.md' in the source of" in capsys.readouterr().err
+    assert (
+        f"{questions}:1: reference 1: no document 'support/missing.md' in the source of"
+        in capsys.readouterr().err
+    )
 
 
-def test_cli_eval_refuses_a_config_whose_chunking_would_be_refused_before_evaluating_any(tmp_path, capsys,
-                                                                                          monkeypatch):
+def test_cli_eval_refuses_a_config_whose_chunking_would_be_refused_before_evaluating_any(
+    tmp_path, capsys, monkeypatch
+):
     """A changed config under an existing version: eval used to evaluate the other configs first, then
     start the flow, print Prefect's traceback of RunRefused, and only then the one-line error."""
     import chunkyard.flows.cli as cli
@@ -288,18 +330,32 @@ def test_cli_eval_refuses_a_config_whose_chunking_would_be_refused_before_evalua
     build_snapshot(load_config(first))
     (tmp_path / "changed").mkdir()
     changed = write_config(tmp_path / "changed", "same", 300)
-    changed.write_text(changed.read_text().replace(str(tmp_path / "changed" / "datasets"), str(tmp_path / "datasets")),
-                       encoding="utf-8")
+    changed.write_text(
+        changed.read_text().replace(str(tmp_path / "changed" / "datasets"), str(tmp_path / "datasets")),
+        encoding="utf-8",
+    )
     other = write_config(tmp_path, "other", 600)  # reusable: it would have been evaluated first
     build_snapshot(load_config(other))
-    code = cli.main(["eval", str(other), str(changed), "--questions", str(QUESTIONS), "--retriever", "bm25",
-                     "--out", str(tmp_path / "results")])
+    code = cli.main(
+        [
+            "eval",
+            str(other),
+            str(changed),
+            "--questions",
+            str(QUESTIONS),
+            "--retriever",
+            "bm25",
+            "--out",
+            str(tmp_path / "results"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert err.strip().splitlines() == [
         f"chunkyard: error: config changed since {tmp_path / 'datasets' / 'same' / 'v1' / '0001'} "
         f"(config hash {load_config(first).hash} → {load_config(changed).hash}) but version is still 1: bump "
-        f"`version` in {changed} so the new chunks go to a new dataset version"]
+        f"`version` in {changed} so the new chunks go to a new dataset version"
+    ]
     assert not (tmp_path / "results").exists()
 
 
@@ -308,17 +364,23 @@ def test_cli_eval_refuses_two_configs_that_would_write_one_dataset_version(tmp_p
     import chunkyard.flows.cli as cli
     from chunkyard.flows.cli import evaluate
 
-    monkeypatch.setattr(evaluate, "_eval_chunk", lambda config, session: pytest.fail("nothing may be chunked"))
+    monkeypatch.setattr(
+        evaluate, "_eval_chunk", lambda config, session: pytest.fail("nothing may be chunked")
+    )
     (tmp_path / "b").mkdir()
     first = write_config(tmp_path, "twin", 600)
     second = write_config(tmp_path / "b", "twin", 300)
-    second.write_text(second.read_text().replace(str(tmp_path / "b" / "datasets"), str(tmp_path / "datasets")),
-                      encoding="utf-8")
+    second.write_text(
+        second.read_text().replace(str(tmp_path / "b" / "datasets"), str(tmp_path / "datasets")),
+        encoding="utf-8",
+    )
     code = cli.main(["eval", str(first), str(second), "--questions", str(QUESTIONS)])
     [line] = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert line == (f"chunkyard: error: {first} and {second} both write twin v1 in {tmp_path / 'datasets'} with "
-                    "different chunking settings: give one another name or version")
+    assert line == (
+        f"chunkyard: error: {first} and {second} both write twin v1 in {tmp_path / 'datasets'} with "
+        "different chunking settings: give one another name or version"
+    )
 
 
 def test_cost_table_says_tokens_were_not_counted_rather_than_zero(tmp_path):
@@ -326,12 +388,16 @@ def test_cost_table_says_tokens_were_not_counted_rather_than_zero(tmp_path):
     from chunkyard.chunking.evaluation.report import format_table
 
     path = write_config(tmp_path, "uncounted", 600)
-    path.write_text(path.read_text().replace("overlap: 0}", "overlap: 0, count_tokens: false}"), encoding="utf-8")
+    path.write_text(
+        path.read_text().replace("overlap: 0}", "overlap: 0, count_tokens: false}"), encoding="utf-8"
+    )
     snapshot = build_snapshot(load_config(path))
-    evaluation = evaluate_snapshot(snapshot, load_questions(QUESTIONS), retrievers=("bm25",), label="uncounted")
+    evaluation = evaluate_snapshot(
+        snapshot, load_questions(QUESTIONS), retrievers=("bm25",), label="uncounted"
+    )
     header, rule, row = format_table([evaluation]).splitlines()[-3:]
     column = header.index("mean tokens")
-    assert row[column: column + len("mean tokens")].strip() == "—", (header, row)
+    assert row[column : column + len("mean tokens")].strip() == "—", (header, row)
     assert evaluation.cost["embedded_tokens"] > 0  # what is sent to the embedder is still counted
 
 
@@ -343,14 +409,25 @@ def test_cli_eval_refuses_an_unusable_out_folder_before_evaluating(datasets, tmp
 
     (tmp_path / "taken").write_text("not a folder", encoding="utf-8")
     out = tmp_path / "taken" if case == "a file" else tmp_path / "taken" / "results"
-    code = main(["eval", str(datasets["small"]), "--questions", str(QUESTIONS), "--retriever", "bm25",
-                 "--out", str(out)])
+    code = main(
+        [
+            "eval",
+            str(datasets["small"]),
+            "--questions",
+            str(QUESTIONS),
+            "--retriever",
+            "bm25",
+            "--out",
+            str(out),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 2
     assert captured.out == ""
     assert captured.err.strip().splitlines() == [
         f"chunkyard: error: --out {out}: {tmp_path / 'taken'} is a file; --out must name a folder (created if "
-        "missing)"]
+        "missing)"
+    ]
 
 
 def test_cli_eval_evaluates_a_config_listed_twice_once(datasets, tmp_path, capsys, monkeypatch):
@@ -360,8 +437,19 @@ def test_cli_eval_evaluates_a_config_listed_twice_once(datasets, tmp_path, capsy
 
     monkeypatch.chdir(datasets["small"].parent)
     out = tmp_path / "results"
-    code = main(["eval", datasets["small"].name, f"./{datasets['small'].name}", "--questions", str(QUESTIONS),
-                 "--retriever", "bm25", "--out", str(out)])
+    code = main(
+        [
+            "eval",
+            datasets["small"].name,
+            f"./{datasets['small'].name}",
+            "--questions",
+            str(QUESTIONS),
+            "--retriever",
+            "bm25",
+            "--out",
+            str(out),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert f"{datasets['small'].name}: listed twice; evaluated once" in captured.err
@@ -374,6 +462,12 @@ def test_a_k_larger_than_the_chunks_is_noted(tmp_path):
     snapshot = build_snapshot(load_config(write_config(tmp_path, "tiny", 600)))
     chunks = Snapshot.open(snapshot).chunks(["chunk_id"]).num_rows
     said: list[str] = []
-    evaluate_snapshot(snapshot, load_questions(QUESTIONS), ks=(1, chunks + 5), retrievers=("bm25",), label="tiny",
-                      log=said.append)
+    evaluate_snapshot(
+        snapshot,
+        load_questions(QUESTIONS),
+        ks=(1, chunks + 5),
+        retrievers=("bm25",),
+        label="tiny",
+        log=said.append,
+    )
     assert f"note: tiny has {chunks} chunks: k = {chunks + 5} retrieves every chunk" in said

@@ -32,46 +32,95 @@ def _with_events(dataset: Path, tmp_path: Path) -> Path:
     folder = tmp_path / "kb"
     folder.mkdir()
     with Ledger(folder / "review.sqlite") as ledger:
-        ledger.flag(Target(snapshot.name, snapshot.version, snapshot.number, "notes/emoji.md", "sha", "id", 0),
-                    "other", reviewer="ann")
+        ledger.flag(
+            Target(snapshot.name, snapshot.version, snapshot.number, "notes/emoji.md", "sha", "id", 0),
+            "other",
+            reviewer="ann",
+        )
     return folder
 
 
 CASES = {
-    "flag: unknown document": (["flag", "{dataset}", "--doc", "nope.md", "--chunk", "0", "--reason", "other"],
-                               "no document 'nope.md'"),
-    "flag: no such chunk": (["flag", "{dataset}", "--doc", "notes/emoji.md", "--chunk", "999", "--reason", "other"],
-                            "has no chunk 999"),
+    "flag: unknown document": (
+        ["flag", "{dataset}", "--doc", "nope.md", "--chunk", "0", "--reason", "other"],
+        "no document 'nope.md'",
+    ),
+    "flag: no such chunk": (
+        ["flag", "{dataset}", "--doc", "notes/emoji.md", "--chunk", "999", "--reason", "other"],
+        "has no chunk 999",
+    ),
     "flag: boundary after the last chunk": (
-        ["flag", "{dataset}", "--doc", "notes/emoji.md", "--chunk", "{last}", "--reason", "other", "--boundary"],
-        "there is no boundary after it"),
-    "flag: empty reviewer": (["flag", "{dataset}", "--doc", "notes/emoji.md", "--chunk", "0", "--reason", "other",
-                              "--reviewer", ""], "a reviewer name is required"),
-    "flag: no dataset there": (["flag", "{tmp}/nowhere", "--doc", "a.md", "--chunk", "0", "--reason", "other"],
-                               "no such dataset folder"),
+        [
+            "flag",
+            "{dataset}",
+            "--doc",
+            "notes/emoji.md",
+            "--chunk",
+            "{last}",
+            "--reason",
+            "other",
+            "--boundary",
+        ],
+        "there is no boundary after it",
+    ),
+    "flag: empty reviewer": (
+        [
+            "flag",
+            "{dataset}",
+            "--doc",
+            "notes/emoji.md",
+            "--chunk",
+            "0",
+            "--reason",
+            "other",
+            "--reviewer",
+            "",
+        ],
+        "a reviewer name is required",
+    ),
+    "flag: no dataset there": (
+        ["flag", "{tmp}/nowhere", "--doc", "a.md", "--chunk", "0", "--reason", "other"],
+        "no such dataset folder",
+    ),
     "diff: no dataset there": (["diff", "{dataset}", "{tmp}/nowhere"], "no such dataset folder"),
     "diff: an empty version folder": (["diff", "{dataset}", "{tmp}/v1"], "no published snapshot"),
-    "export: into a published snapshot": (["export", "{dataset}", "--format", "jsonl", "--out",
-                                           "{snapshot}/export.jsonl"], "published snapshot"),
-    "export: --since a file": (["export", "{dataset}", "--format", "jsonl", "--out", "{tmp}/e.jsonl",
-                                "--since", "{tmp}/file.txt"], "a file, not a dataset folder"),
-    "export: --out in a missing folder": (["export", "{dataset}", "--format", "jsonl", "--out",
-                                           "{tmp}/missing/e.jsonl"], "no such folder for the export"),
-    "ledger export: no ledger there": (["ledger", "export", "{tmp}", "--out", "{tmp}/e.jsonl"], "no review ledger here"),
-    "ledger export: --out is the ledger": (["ledger", "export", "{ledger}", "--out", "{ledger}/review.sqlite"],
-                                           "the review ledger itself"),
-    "ledger import: into a ledger with events": (["ledger", "import", "{ledger}", "{tmp}/events.jsonl"],
-                                                 "already holds events"),
+    "export: into a published snapshot": (
+        ["export", "{dataset}", "--format", "jsonl", "--out", "{snapshot}/export.jsonl"],
+        "published snapshot",
+    ),
+    "export: --since a file": (
+        ["export", "{dataset}", "--format", "jsonl", "--out", "{tmp}/e.jsonl", "--since", "{tmp}/file.txt"],
+        "a file, not a dataset folder",
+    ),
+    "export: --out in a missing folder": (
+        ["export", "{dataset}", "--format", "jsonl", "--out", "{tmp}/missing/e.jsonl"],
+        "no such folder for the export",
+    ),
+    "ledger export: no ledger there": (
+        ["ledger", "export", "{tmp}", "--out", "{tmp}/e.jsonl"],
+        "no review ledger here",
+    ),
+    "ledger export: --out is the ledger": (
+        ["ledger", "export", "{ledger}", "--out", "{ledger}/review.sqlite"],
+        "the review ledger itself",
+    ),
+    "ledger import: into a ledger with events": (
+        ["ledger", "import", "{ledger}", "{tmp}/events.jsonl"],
+        "already holds events",
+    ),
     "ledger import: a bad line": (["ledger", "import", "{tmp}/new", "{tmp}/file.txt"], "not a ledger event"),
-    "ledger import: no events file": (["ledger", "import", "{tmp}/new", "{tmp}/missing.jsonl"],
-                                      "cannot read the events file"),
+    "ledger import: no events file": (
+        ["ledger", "import", "{tmp}/new", "{tmp}/missing.jsonl"],
+        "cannot read the events file",
+    ),
     "schedule: no schedule in the config": (["schedule", "{tmp}/config.yaml"], "no schedule"),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_refusals_before_any_work_exit_2(dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
-                                         case: str) -> None:
+def test_refusals_before_any_work_exit_2(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture, case: str
+) -> None:
     args, expected = CASES[case]
     snapshot = Snapshot.open(dataset)
     last = snapshot.chunks(["doc_id"], ["notes/emoji.md"]).num_rows - 1
@@ -80,7 +129,9 @@ def test_refusals_before_any_work_exit_2(dataset: Path, tmp_path: Path, capsys: 
     ledger = _with_events(dataset, tmp_path)
     main(["ledger", "export", str(ledger), "--out", str(tmp_path / "events.jsonl")])
     (tmp_path / "config.yaml").write_text(
-        f"name: kb\nversion: 1\nsource: {{path: {tmp_path}}}\noutput: {{path: {tmp_path / 'out'}}}\n", encoding="utf-8")
+        f"name: kb\nversion: 1\nsource: {{path: {tmp_path}}}\noutput: {{path: {tmp_path / 'out'}}}\n",
+        encoding="utf-8",
+    )
     before = ledger_path(snapshot.path).exists()
     capsys.readouterr()
     values = {"dataset": dataset, "snapshot": snapshot.path, "tmp": tmp_path, "ledger": ledger, "last": last}

@@ -32,8 +32,11 @@ def _tree_digest(folder: Path) -> dict[str, str]:
 
 
 def _visible(version_path: Path) -> list[str]:
-    return sorted(p.name for p in version_path.iterdir() if not p.name.startswith(".")) \
-        if version_path.exists() else []
+    return (
+        sorted(p.name for p in version_path.iterdir() if not p.name.startswith("."))
+        if version_path.exists()
+        else []
+    )
 
 
 @pytest.mark.slow
@@ -52,12 +55,20 @@ def test_random_sigkill_loop(prefect_server, tmp_path):
     moments = []
     for _ in range(KILLS):
         delay = rng.uniform(0.0, 1.5)
-        process = subprocess.Popen([sys.executable, "-m", "chunkyard.flows.cli", "run", str(config)], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "chunkyard.flows.cli", "run", str(config)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         # Start the clock once the run is under way (staging exists): Prefect's startup is not the
         # part under test, and it varies from machine to machine.
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and process.poll() is None and not list(version_path.glob(".staging-*")):
+        while (
+            time.monotonic() < deadline
+            and process.poll() is None
+            and not list(version_path.glob(".staging-*"))
+        ):
             time.sleep(0.005)
         time.sleep(delay)
         finished = process.poll() is not None
@@ -67,7 +78,9 @@ def test_random_sigkill_loop(prefect_server, tmp_path):
         # Either the run finished before the kill (a whole snapshot), or nothing is visible at all.
         visible = _visible(version_path)
         for name in visible:
-            assert (version_path / name / MANIFEST).is_file(), f"partial snapshot {name} after kill at {delay:.3f}s"
+            assert (version_path / name / MANIFEST).is_file(), (
+                f"partial snapshot {name} after kill at {delay:.3f}s"
+            )
         if visible:
             shutil.rmtree(version_path / visible[0])  # keep later kills meaningful: start from scratch
             for name in visible[1:]:
@@ -84,7 +97,9 @@ def test_random_sigkill_loop(prefect_server, tmp_path):
     assert chunk_ids(version_path / "0001") == chunk_ids(reference_output / "kb" / "v1" / "0001")
 
 
-def test_full_disk_fails_clearly_and_keeps_the_previous_snapshot(prefect_server, tmp_path, monkeypatch, capsys):
+def test_full_disk_fails_clearly_and_keeps_the_previous_snapshot(
+    prefect_server, tmp_path, monkeypatch, capsys
+):
     source, output = one_document_source(tmp_path)
     config = write_config(tmp_path, source, output)
     assert run_cli("run", str(config)) == 0
@@ -140,22 +155,30 @@ def test_staging_folders_of_other_machines_are_left_to_them(tmp_path):
     from chunkyard.chunking.dataset import FOREIGN_STAGING_SECONDS, HOST, clean_stale_staging
 
     dead = 2**22 + 12345  # above pid_max's default: no such process here
-    folders = {name: tmp_path / name for name in (
-        f".staging-{dead}-{HOST}-aaaaaaaa",       # this machine, process gone: removed
-        f".staging-{os.getpid()}-{HOST}-bbbbbbbb",  # this machine, this process: kept
-        f".staging-{dead}-0f0f0f0f-cccccccc",     # another machine, written to a minute ago: kept
-        f".staging-{dead}-0f0f0f0f-dddddddd",     # another machine, untouched for two days: removed
-        f".staging-{dead}-eeeeeeee",              # named before machines were: as this machine's
-    )}
+    folders = {
+        name: tmp_path / name
+        for name in (
+            f".staging-{dead}-{HOST}-aaaaaaaa",  # this machine, process gone: removed
+            f".staging-{os.getpid()}-{HOST}-bbbbbbbb",  # this machine, this process: kept
+            f".staging-{dead}-0f0f0f0f-cccccccc",  # another machine, written to a minute ago: kept
+            f".staging-{dead}-0f0f0f0f-dddddddd",  # another machine, untouched for two days: removed
+            f".staging-{dead}-eeeeeeee",  # named before machines were: as this machine's
+        )
+    }
     for folder in folders.values():
         folder.mkdir()
         (folder / "chunks.parquet").write_bytes(b"partial")
     now = time.time()
     old = now - FOREIGN_STAGING_SECONDS - 3600
-    for path in (folders[f".staging-{dead}-0f0f0f0f-dddddddd"], folders[f".staging-{dead}-0f0f0f0f-dddddddd"]
-                 / "chunks.parquet"):
+    for path in (
+        folders[f".staging-{dead}-0f0f0f0f-dddddddd"],
+        folders[f".staging-{dead}-0f0f0f0f-dddddddd"] / "chunks.parquet",
+    ):
         os.utime(path, (old, old))
     removed = {path.name for path in clean_stale_staging(tmp_path, now=now)}
-    assert removed == {f".staging-{dead}-{HOST}-aaaaaaaa", f".staging-{dead}-0f0f0f0f-dddddddd",
-                       f".staging-{dead}-eeeeeeee"}
+    assert removed == {
+        f".staging-{dead}-{HOST}-aaaaaaaa",
+        f".staging-{dead}-0f0f0f0f-dddddddd",
+        f".staging-{dead}-eeeeeeee",
+    }
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(folders) - removed)

@@ -48,17 +48,22 @@ def test_runs_are_incremental(prefect_server, tmp_path, capsys):
     capsys.readouterr()
     assert run_cli("run", str(config)) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith(f"No change since {first.path}: nothing new, changed or removed")
+    assert len(out) == 1 and out[0].startswith(
+        f"No change since {first.path}: nothing new, changed or removed"
+    )
     assert list_snapshots(first.path.parent) == [1]
     assert not list(first.path.parent.glob(".staging-*"))
     second = Snapshot.open(output / "kb")
     assert second.number == 1
 
     changed = source / "handbook" / "onboarding.md"
-    changed.write_text(changed.read_text(encoding="utf-8") + "\n\n## Added later\n\nA new paragraph.\n",
-                       encoding="utf-8")
+    changed.write_text(
+        changed.read_text(encoding="utf-8") + "\n\n## Added later\n\nA new paragraph.\n", encoding="utf-8"
+    )
     (source / "support" / "faq.md").unlink()
-    (source / "notes" / "new-note.txt").write_text("A brand new note. It has two sentences.\n", encoding="utf-8")
+    (source / "notes" / "new-note.txt").write_text(
+        "A brand new note. It has two sentences.\n", encoding="utf-8"
+    )
     assert run_cli("run", str(config)) == 0
     third = Snapshot.open(output / "kb")
     counts = third.manifest["counts"]
@@ -73,8 +78,12 @@ def test_runs_are_incremental(prefect_server, tmp_path, capsys):
     assert "support/faq.md" not in after
 
     # Every chunk in the published dataset is an exact span of its stored document text.
-    texts = dict(zip(*[third.documents(["doc_id", "text"]).column(c).to_pylist() for c in ("doc_id", "text")],
-                     strict=True))
+    texts = dict(
+        zip(
+            *[third.documents(["doc_id", "text"]).column(c).to_pylist() for c in ("doc_id", "text")],
+            strict=True,
+        )
+    )
     chunks = third.chunks(["doc_id", "start", "end", "text"]).to_pylist()
     assert chunks and all(texts[c["doc_id"]][c["start"] : c["end"]] == c["text"] for c in chunks)
 
@@ -113,16 +122,21 @@ def test_kept_documents_are_those_not_read_and_those_under_an_unlistable_folder(
     from chunkyard.chunking.pipeline import kept_documents
 
     previous = ["a.md", "docs/b.md", "docs/deep/c.md", "docsx/d.md", "e.md", "f.md"]
-    skipped = [Skipped("a.md", "permission denied", keep_previous=True),
-               Skipped("docs", "unreadable folder: Permission denied", keep_previous=True, folder=True),
-               Skipped("e.md", "binary file (NUL bytes)"),
-               Skipped("new.md", "permission denied", keep_previous=True)]  # not in the previous snapshot
+    skipped = [
+        Skipped("a.md", "permission denied", keep_previous=True),
+        Skipped("docs", "unreadable folder: Permission denied", keep_previous=True, folder=True),
+        Skipped("e.md", "binary file (NUL bytes)"),
+        Skipped("new.md", "permission denied", keep_previous=True),
+    ]  # not in the previous snapshot
     assert kept_documents(skipped, previous) == ["a.md", "docs/b.md", "docs/deep/c.md"]
-    assert kept_documents([Skipped(".", "unreadable folder: EIO", keep_previous=True, folder=True)],
-                          previous) == sorted(previous)
+    assert kept_documents(
+        [Skipped(".", "unreadable folder: EIO", keep_previous=True, folder=True)], previous
+    ) == sorted(previous)
 
 
-def test_a_failed_run_says_why_in_one_line_without_prefects_copy(prefect_server, tmp_path, capsys, monkeypatch):
+def test_a_failed_run_says_why_in_one_line_without_prefects_copy(
+    prefect_server, tmp_path, capsys, monkeypatch
+):
     """A run that fails inside the flow (here: a changed config under its version) printed Prefect's
     flow-run ERROR line, "Encountered exception during execution: RunRefused('config changed ...')",
     above chunkyard's own line saying the same: two lines for one failure (likewise a full disk, an
@@ -138,7 +152,9 @@ def test_a_failed_run_says_why_in_one_line_without_prefects_copy(prefect_server,
     output = tmp_path / "out"
     assert run_cli("run", str(write_config(tmp_path, source, output))) == 0
     capsys.readouterr()
-    monkeypatch.setattr(chunkyard.chunking.pipeline, "check_run", lambda *args: None)  # as if published meanwhile
+    monkeypatch.setattr(
+        chunkyard.chunking.pipeline, "check_run", lambda *args: None
+    )  # as if published meanwhile
     assert run_cli("run", str(write_config(tmp_path, source, output, max_size=300))) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("chunkyard: error: config changed since "), lines
@@ -155,7 +171,10 @@ def test_prefects_copy_of_an_interrupt_is_not_shown_either():
         return NoTraceback().filter(logging.LogRecord(name, logging.ERROR, __file__, 1, message, None, None))
 
     assert not shown("prefect.flow_runs", "Crash detected! Execution was aborted by an interrupt signal.")
-    assert shown("prefect.task_runs", "Task run failed with exception: OSError(5) - Retry 1/2 will start 1 second(s) from now")
+    assert shown(
+        "prefect.task_runs",
+        "Task run failed with exception: OSError(5) - Retry 1/2 will start 1 second(s) from now",
+    )
     assert shown("prefect.flow_runs", "Crash detected! Something else")
 
 
@@ -171,8 +190,9 @@ def test_changed_config_under_same_version_is_refused(prefect_server, tmp_path, 
     assert list_snapshots(output / "kb" / "v2") == [1]
 
 
-def test_an_unchanged_config_after_an_algorithm_change_is_refused_for_what_it_is(prefect_server, tmp_path,
-                                                                                 capsys, monkeypatch):
+def test_an_unchanged_config_after_an_algorithm_change_is_refused_for_what_it_is(
+    prefect_server, tmp_path, capsys, monkeypatch
+):
     """After an upgrade that chunks differently (ALGORITHM_VERSION), an unchanged config was refused with
     'config changed since ...', which its user had not done. The message now names the real cause."""
     import chunkyard.chunking.config
@@ -190,7 +210,10 @@ def test_an_unchanged_config_after_an_algorithm_change_is_refused_for_what_it_is
     _config_from_text.cache_clear()  # configs are cached per text within a process
     assert run_cli("run", str(config)) == 2
     err = capsys.readouterr().err
-    assert f"chunking algorithm {int(new) - 1} → {new}; the config is unchanged" in err and "bump `version`" in err
+    assert (
+        f"chunking algorithm {int(new) - 1} → {new}; the config is unchanged" in err
+        and "bump `version`" in err
+    )
     assert "config changed" not in err and list_snapshots(output / "kb" / "v1") == [1]
 
 
@@ -228,7 +251,9 @@ def test_a_changed_config_is_refused_before_any_server_starts(tmp_path, capsys, 
 
     dataset = build_dataset(tmp_path / "data")
     _no_server_or_flow(monkeypatch)
-    text = CONFIG.replace("SOURCE", str(tmp_path / "data" / "src")).replace("OUTPUT", str(tmp_path / "data" / "out"))
+    text = CONFIG.replace("SOURCE", str(tmp_path / "data" / "src")).replace(
+        "OUTPUT", str(tmp_path / "data" / "out")
+    )
     if case == "config changed":
         text = text.replace("max_size: 420", "max_size: 300")
     else:
@@ -254,13 +279,18 @@ def test_wrong_folders_are_refused_before_any_flow_starts(tmp_path, capsys, monk
     source = tmp_path / "src"
     source.mkdir()
     (tmp_path / "file.md").write_text("# A\n", encoding="utf-8")
-    where = {"missing source": (tmp_path / "nowhere", tmp_path / "out"),
-             "source is a file": (tmp_path / "file.md", tmp_path / "out"),
-             "output inside source": (source, source / "out")}[case]
+    where = {
+        "missing source": (tmp_path / "nowhere", tmp_path / "out"),
+        "source is a file": (tmp_path / "file.md", tmp_path / "out"),
+        "output inside source": (source, source / "out"),
+    }[case]
     assert run_cli("run", str(write_config(tmp_path, *where))) == 2
     err = capsys.readouterr().err
-    expected = {"missing source": "source folder not found", "source is a file": "is a file",
-                "output inside source": "inside the source folder"}[case]
+    expected = {
+        "missing source": "source folder not found",
+        "source is a file": "is a file",
+        "output inside source": "inside the source folder",
+    }[case]
     assert err.count("\n") == 1 and expected in err and "Traceback" not in err
 
 
@@ -313,8 +343,13 @@ def test_killed_run_leaves_no_partial_snapshot(prefect_server, tmp_path):
     for delay in (0.0, 0.5):
         # Its own session: the temporary Prefect server the run starts is in its process group, and a
         # SIGKILLed run cannot stop it, so the test stops the whole group (and nothing else).
-        process = subprocess.Popen([sys.executable, "-m", "chunkyard.flows.cli", "run", str(config)], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "chunkyard.flows.cli", "run", str(config)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not list(version_path.glob(".staging-*")):
             if process.poll() is not None:
@@ -324,7 +359,11 @@ def test_killed_run_leaves_no_partial_snapshot(prefect_server, tmp_path):
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         assert list_snapshots(version_path) == []
-        assert not [p for p in version_path.iterdir() if not p.name.startswith(".")] if version_path.exists() else True
+        assert (
+            not [p for p in version_path.iterdir() if not p.name.startswith(".")]
+            if version_path.exists()
+            else True
+        )
     assert run_cli("run", str(config)) == 0
     assert list_snapshots(version_path) == [1]
     assert not list(version_path.glob(".staging-*")), "stale staging folders are cleaned"
@@ -367,9 +406,24 @@ def test_a_killed_process_run_leaves_no_process_behind(tmp_path):
     config = write_config(tmp_path, source, tmp_path / "out")
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-own")}
     env.pop("PREFECT_API_URL", None)  # the run starts its own server
-    process = subprocess.Popen([sys.executable, "-m", "chunkyard.flows.cli", "run", str(config), "--task-runner", "process",
-                                "--workers", "2"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "chunkyard.flows.cli",
+            "run",
+            str(config),
+            "--task-runner",
+            "process",
+            "--workers",
+            "2",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     started: set[int] = set()
     try:
         deadline = time.monotonic() + 180
@@ -399,20 +453,31 @@ def test_ctrl_c_stops_a_process_run_at_once_and_publishes_nothing(tmp_path):
     for number in range(24):
         folder = source / f"part{number:02d}"
         folder.mkdir(parents=True)
-        (folder / "guide.md").write_text("".join(f"## Section {k}\n\n{paragraph}\n\n" for k in range(700)),
-                                         encoding="utf-8")
+        (folder / "guide.md").write_text(
+            "".join(f"## Section {k}\n\n{paragraph}\n\n" for k in range(700)), encoding="utf-8"
+        )
     output = tmp_path / "out"
     config = write_config(tmp_path, source, output)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-own")}
     env.pop("PREFECT_API_URL", None)
     # with_ctrl_c: SIGINT at its default in the child even when pytest was started with it ignored (nohup).
-    process = subprocess.Popen(with_ctrl_c("-m", "chunkyard.flows.cli", "run", str(config), "--task-runner", "process",
-                                           "--workers", "2"), cwd=REPO, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        with_ctrl_c(
+            "-m", "chunkyard.flows.cli", "run", str(config), "--task-runner", "process", "--workers", "2"
+        ),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     started: set[int] = set()
     try:
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and process.poll() is None:  # workers up and a snapshot being written
+        while (
+            time.monotonic() < deadline and process.poll() is None
+        ):  # workers up and a snapshot being written
             started = _descendants(process.pid)
             workers = [p for p in started if "forkserver" in _cmdline(p)]
             if len(workers) >= 3 and any(output.glob("kb/v1/.staging-*")):
@@ -425,14 +490,21 @@ def test_ctrl_c_stops_a_process_run_at_once_and_publishes_nothing(tmp_path):
         try:
             _, err = process.communicate(timeout=60)
         except subprocess.TimeoutExpired:  # say what was still running, and in which state, to find why
-            alive = {pid: (_state(pid), _cmdline(pid)[:100]) for pid in started | _descendants(process.pid)
-                     if _alive(pid)}
+            alive = {
+                pid: (_state(pid), _cmdline(pid)[:100])
+                for pid in started | _descendants(process.pid)
+                if _alive(pid)
+            }
             _kill_everything(process, started)
             out, err = process.communicate()
-            pytest.fail(f"still running 60 s after Ctrl+C: {alive}\nstdout: {out[-1500:]}\nstderr: {err[-1500:]}")
+            pytest.fail(
+                f"still running 60 s after Ctrl+C: {alive}\nstdout: {out[-1500:]}\nstderr: {err[-1500:]}"
+            )
         assert process.returncode == 130
         assert "chunkyard: interrupted; no snapshot was published" in err
-        assert "Traceback" not in err and "KeyboardInterrupt" not in err and "resource_tracker" not in err, err
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err and "resource_tracker" not in err, (
+            err
+        )
         assert list((output / "kb" / "v1").iterdir()) == []
         assert not _survivors(started)
     finally:
@@ -460,12 +532,15 @@ def test_an_interrupted_command_stops_its_server_at_once(tmp_path, monkeypatch):
     assert process.poll() is not None  # killed, not left behind
 
 
-@pytest.mark.parametrize(("error", "noted", "abandoned"), [
-    (KeyboardInterrupt, False, True),
-    (ValueError, True, True),  # Ctrl+C that a library turned into another error
-    (ValueError, False, False),
-    (None, False, False),
-])
+@pytest.mark.parametrize(
+    ("error", "noted", "abandoned"),
+    [
+        (KeyboardInterrupt, False, True),
+        (ValueError, True, True),  # Ctrl+C that a library turned into another error
+        (ValueError, False, False),
+        (None, False, False),
+    ],
+)
 def test_the_command_line_abandons_its_server_only_after_ctrl_c(error, noted, abandoned):
     from chunkyard.flows.cli.session import PrefectServer
 
@@ -535,19 +610,29 @@ def test_uncounted_tokens_are_null_and_counted_ones_exact(prefect_server, tmp_pa
     source = tmp_path / "src"
     shutil.copytree(SAMPLE, source)
     counted = write_config(tmp_path, source, tmp_path / "out", extra="")
-    text = counted.read_text(encoding="utf-8").replace("unit: tokens", "unit: chars").replace("overlap: 16", "overlap: 0")
+    text = (
+        counted.read_text(encoding="utf-8")
+        .replace("unit: tokens", "unit: chars")
+        .replace("overlap: 16", "overlap: 0")
+    )
     counted.write_text(text, encoding="utf-8")
     assert run_cli("run", str(counted)) == 0
     uncounted = tmp_path / "uncounted.yaml"
-    uncounted.write_text(text.replace("name: kb", "name: kb-fast").replace(
-        "  overlap: 0\n", "  overlap: 0\n  count_tokens: false\n"), encoding="utf-8")
+    uncounted.write_text(
+        text.replace("name: kb", "name: kb-fast").replace(
+            "  overlap: 0\n", "  overlap: 0\n  count_tokens: false\n"
+        ),
+        encoding="utf-8",
+    )
     assert run_cli("run", str(uncounted)) == 0
     fast = pq.read_table(tmp_path / "out" / "kb-fast" / "v1" / "0001" / "chunks.parquet")
     slow = pq.read_table(tmp_path / "out" / "kb" / "v1" / "0001" / "chunks.parquet")
     assert fast.column("n_tokens").null_count == fast.num_rows > 0
     assert fast.column("text").to_pylist() == slow.column("text").to_pylist()  # same chunks
     assert slow.column("n_tokens").null_count == 0
-    assert slow.column("n_tokens").to_pylist() == [recount(t, "tokens") for t in slow.column("text").to_pylist()]
+    assert slow.column("n_tokens").to_pylist() == [
+        recount(t, "tokens") for t in slow.column("text").to_pylist()
+    ]
     from chunkyard.chunking.review import ReviewIndex
 
     review = ReviewIndex.load(tmp_path / "out" / "kb-fast" / "v1" / "0001")

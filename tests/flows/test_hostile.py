@@ -53,7 +53,9 @@ def test_every_bad_file_is_skipped_with_its_reason(hostile_run):
 @pytest.mark.slow
 def test_every_good_file_is_stored_with_exact_spans(hostile_run):
     corpus, _, snapshot = hostile_run
-    documents = {row["doc_id"]: row for row in snapshot.documents(["doc_id", "text", "metadata_json"]).to_pylist()}
+    documents = {
+        row["doc_id"]: row for row in snapshot.documents(["doc_id", "text", "metadata_json"]).to_pylist()
+    }
     assert set(documents) == set(corpus.good)
     for doc_id, expected in corpus.good.items():
         if expected is not None:
@@ -63,7 +65,7 @@ def test_every_good_file_is_stored_with_exact_spans(hostile_run):
     for chunk in chunks:
         text = documents[chunk["doc_id"]]["text"]
         assert 0 <= chunk["start"] < chunk["end"] <= len(text)
-        assert text[chunk["start"]:chunk["end"]] == chunk["text"]
+        assert text[chunk["start"] : chunk["end"]] == chunk["text"]
         seen.add(chunk["doc_id"])
     assert seen == set(corpus.good), "every good document has chunks"
     html = documents["unclosed.html"]
@@ -81,10 +83,13 @@ def test_file_deleted_between_discovery_and_reading(tmp_path: Path) -> None:
     found = [item for item in discover(tmp_path, ["**/*"], []) if isinstance(item, SourceFile)]
     assert [f.doc_id for f in found] == ["goes.md", "stays.md"]
     os.unlink(tmp_path / "goes.md")
-    config = load_config_text(f"name: kb\nversion: 1\nsource: {{path: {tmp_path}}}\n"
-                              "chunker: {unit: chars, max_size: 100}\n")
+    config = load_config_text(
+        f"name: kb\nversion: 1\nsource: {{path: {tmp_path}}}\nchunker: {{unit: chars, max_size: 100}}\n"
+    )
     result = chunk_files(config, found, {})
-    assert [(s.doc_id, s.reason) for s in result.skipped] == [("goes.md", "file vanished before it could be read")]
+    assert [(s.doc_id, s.reason) for s in result.skipped] == [
+        ("goes.md", "file vanished before it could be read")
+    ]
     assert result.chunked == ["stays.md"]
 
 

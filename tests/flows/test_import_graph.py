@@ -14,7 +14,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 # Installed name -> folder in the repository (pyproject.toml's package-dir).
-ROOTS = {"chunkyard": REPO / "chunkyard", "chunkyard.chunking": REPO / "chunking", "chunkyard.flows": REPO / "flows"}
+ROOTS = {
+    "chunkyard": REPO / "chunkyard",
+    "chunkyard.chunking": REPO / "chunking",
+    "chunkyard.flows": REPO / "flows",
+}
 
 
 def module_files(roots: dict[str, Path]) -> dict[str, Path]:
@@ -37,7 +41,13 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.If):
             test = node.test
-            name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else ""
+            name = (
+                test.id
+                if isinstance(test, ast.Name)
+                else test.attr
+                if isinstance(test, ast.Attribute)
+                else ""
+            )
             if name == "TYPE_CHECKING":
                 skipped.update(id(inner) for child in node.body for inner in ast.walk(child))
     return skipped
@@ -65,7 +75,9 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names
+            ]
         else:
             continue
         for target in targets:
@@ -148,8 +160,14 @@ def _cycles_touching(prefix: str) -> list[list[str]]:
 
 
 def test_the_graph_covers_both_layers_and_sees_function_level_imports():
-    assert {"chunkyard", "chunkyard.chunking.api", "chunkyard.flows.run", "chunkyard.flows.cli",
-            "chunkyard.flows.cli.program", "chunkyard.chunking.evaluation"} <= set(GRAPH)
+    assert {
+        "chunkyard",
+        "chunkyard.chunking.api",
+        "chunkyard.flows.run",
+        "chunkyard.flows.cli",
+        "chunkyard.flows.cli.program",
+        "chunkyard.chunking.evaluation",
+    } <= set(GRAPH)
     # chunkyard.flows.cli.run imports chunkyard.flows.run inside its handler only.
     assert "chunkyard.flows.run" in GRAPH["chunkyard.flows.cli.run"]
     assert "chunkyard.flows.cli.command" in GRAPH["chunkyard.flows.cli.run"]  # from ... import names
@@ -163,8 +181,9 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
     (package / "a.py").write_text("from pkg import b\n\ndef f():\n    return b.g()\n", encoding="utf-8")
     (package / "b.py").write_text("def g():\n    from pkg.c import h\n    return h()\n", encoding="utf-8")
     (package / "c.py").write_text("import pkg.a\n\ndef h():\n    return 1\n", encoding="utf-8")
-    (package / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import e\n",
-                                  encoding="utf-8")
+    (package / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import e\n", encoding="utf-8"
+    )
     (package / "e.py").write_text("from . import d\n", encoding="utf-8")
     graph = import_graph({"pkg": package})
     assert graph["pkg.e"] == {"pkg.d"} and graph["pkg.d"] == set()  # relative import; TYPE_CHECKING skipped

@@ -20,7 +20,9 @@ def test_core_imports_neither_prefect_nor_qt():
                      if name.split(".")[0] in ("prefect", "PySide6") or name.startswith(("chunkyard.flows", "chunkyard.gui")))
         print(",".join(bad))
     """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "", f"chunking imported: {result.stdout.strip()}"
 
 
@@ -32,6 +34,12 @@ def test_gui_does_not_import_prefect():
             importlib.import_module(module.name)
         print(",".join(sorted(n for n in sys.modules if n.split(".")[0] == "prefect" or n.startswith("chunkyard.flows"))))
     """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True,
-                            env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"})
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"},
+    )
     assert result.stdout.strip() == ""

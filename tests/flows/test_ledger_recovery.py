@@ -26,7 +26,11 @@ def _fill(path: Path, n: int = 300) -> None:
 
 
 def test_round_trip_keeps_every_event_and_the_state(tmp_path: Path) -> None:
-    source, copy, events = tmp_path / "a" / "review.sqlite", tmp_path / "b" / "review.sqlite", tmp_path / "e.jsonl"
+    source, copy, events = (
+        tmp_path / "a" / "review.sqlite",
+        tmp_path / "b" / "review.sqlite",
+        tmp_path / "e.jsonl",
+    )
     _fill(source, 5)
     assert export_events(source, events) == (8, 0)
     assert import_events(copy, events) == 8
@@ -70,11 +74,14 @@ def test_corrupt_ledger_is_refused_and_its_events_recovered_by_the_cli(tmp_path:
         assert [e.id for e in ledger.events()] == [r["id"] for r in recovered]
 
 
-@pytest.mark.parametrize("line, problem", [
-    ("not json", "not a ledger event"),
-    ('{"id": 1}', "missing"),
-    ('[1, 2]', "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("not json", "not a ledger event"),
+        ('{"id": 1}', "missing"),
+        ("[1, 2]", "not a JSON object"),
+    ],
+)
 def test_import_rejects_a_bad_line_with_its_number(tmp_path: Path, line: str, problem: str) -> None:
     source = tmp_path / "review.sqlite"
     _fill(source, 1)
@@ -99,7 +106,9 @@ def test_import_refuses_a_retract_of_a_missing_event(tmp_path: Path) -> None:
         import_events(tmp_path / "new.sqlite", events)
 
 
-def test_export_never_writes_over_the_ledger_and_names_the_file_it_cannot_write(tmp_path: Path, capsys) -> None:
+def test_export_never_writes_over_the_ledger_and_names_the_file_it_cannot_write(
+    tmp_path: Path, capsys
+) -> None:
     """`--out` naming the ledger itself replaced it with its JSON Lines (a broken ledger); a folder was
     reported as the hidden temporary file beside it, with "nothing was published"."""
     dataset = tmp_path / "kb"

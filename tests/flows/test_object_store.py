@@ -45,8 +45,14 @@ def s3():
     server.start()
     try:
         host, port = server.get_host_and_port()
-        filesystem = pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", access_key=KEY,
-                                       secret_key=SECRET, region=REGION, allow_bucket_creation=True)
+        filesystem = pafs.S3FileSystem(
+            endpoint_override=f"{host}:{port}",
+            scheme="http",
+            access_key=KEY,
+            secret_key=SECRET,
+            region=REGION,
+            allow_bucket_creation=True,
+        )
         filesystem.create_dir("bucket")
         yield {"filesystem": filesystem, "query": f"endpoint_override={host}:{port}&scheme=http"}
     finally:
@@ -64,13 +70,16 @@ def aws_env(monkeypatch):
 
 def write_config(folder: Path, source: Path, output: str, name: str = "kb") -> Path:
     path = folder / f"{name}.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: {name}
         version: 1
         source: {{path: {source}, include: ["**/*"]}}
         output: {{path: "{output}"}}
         chunker: {{strategy: auto, unit: tokens, max_size: 256, overlap: 16}}
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -109,25 +118,38 @@ def test_full_then_refresh_into_s3_matches_a_local_run(prefect_server, s3, aws_e
 
     # A refresh reads the previous snapshot back from the bucket and carries every document over.
     changed = source / "handbook" / "onboarding.md"
-    changed.write_text(changed.read_text(encoding="utf-8") + "\n\n## Added later\n\nA new paragraph.\n",
-                       encoding="utf-8")
+    changed.write_text(
+        changed.read_text(encoding="utf-8") + "\n\n## Added later\n\nA new paragraph.\n", encoding="utf-8"
+    )
     assert run_cli("run", str(config)) == 0
     second = Snapshot.open(f"s3://bucket/out/kb/v1?{s3['query']}")
     counts = second.manifest["counts"]
-    assert second.number == 2 and second.manifest["kind"] == "refresh" and second.manifest["parent_snapshot"] == 1
+    assert (
+        second.number == 2
+        and second.manifest["kind"] == "refresh"
+        and second.manifest["parent_snapshot"] == 1
+    )
     assert counts["changed"] == 1 and counts["reused"] == counts["documents"] - 1
     after = dict.fromkeys(doc for doc, _ in chunk_ids(second))
     assert set(after) == {doc for doc, _ in reference}
     unchanged_before = [item for item in reference if item[0] != "handbook/onboarding.md"]
     unchanged_after = [item for item in chunk_ids(second) if item[0] != "handbook/onboarding.md"]
     assert unchanged_after == unchanged_before
-    texts = dict(zip(*[second.documents(["doc_id", "text"]).column(c).to_pylist() for c in ("doc_id", "text")],
-                     strict=True))
-    assert all(texts[c["doc_id"]][c["start"]:c["end"]] == c["text"]
-               for c in second.chunks(["doc_id", "start", "end", "text"]).to_pylist())
+    texts = dict(
+        zip(
+            *[second.documents(["doc_id", "text"]).column(c).to_pylist() for c in ("doc_id", "text")],
+            strict=True,
+        )
+    )
+    assert all(
+        texts[c["doc_id"]][c["start"] : c["end"]] == c["text"]
+        for c in second.chunks(["doc_id", "start", "end", "text"]).to_pylist()
+    )
 
     # diff and export read remote snapshots; review refuses a URI with a clear message.
-    assert run_cli("diff", f"s3://bucket/out/kb/v1/0001?{s3['query']}", f"s3://bucket/out/kb?{s3['query']}") == 0
+    assert (
+        run_cli("diff", f"s3://bucket/out/kb/v1/0001?{s3['query']}", f"s3://bucket/out/kb?{s3['query']}") == 0
+    )
     assert "handbook/onboarding.md" in capsys.readouterr().out
     out = tmp_path / "export.jsonl"
     assert run_cli("export", f"s3://bucket/out/kb?{s3['query']}", "--format", "jsonl", "--out", str(out)) == 0
@@ -183,25 +205,44 @@ def test_manifest_is_written_last(s3, aws_env, monkeypatch):
 
     monkeypatch.setattr(StoragePath, "write_bytes", check_then_write)
     writer = ObjectStoreSnapshotWriter(vpath)
-    documents = pa.table({"doc_id": ["a"], "path": ["a"], "format": ["text"], "strategy": ["recursive"],
-                          "sha256": ["0"], "n_bytes": [1], "n_chars": [1], "n_chunks": [0], "title": [""],
-                          "exclusions": [[]], "metadata_json": ["{}"], "text": ["a"], "page_starts": [[]]})
+    documents = pa.table(
+        {
+            "doc_id": ["a"],
+            "path": ["a"],
+            "format": ["text"],
+            "strategy": ["recursive"],
+            "sha256": ["0"],
+            "n_bytes": [1],
+            "n_chars": [1],
+            "n_chunks": [0],
+            "title": [""],
+            "exclusions": [[]],
+            "metadata_json": ["{}"],
+            "text": ["a"],
+            "page_starts": [[]],
+        }
+    )
     writer.write(documents, CHUNKS_SCHEMA.empty_table())
     target = writer.publish({"schema_version": 1, "name": "kb", "version": 1, "snapshot": None})
     assert seen == {"documents.parquet": 1, "chunks.parquet": 0}
     assert json.loads((target / "manifest.json").read_text())["snapshot"] == 1
     assert {info.path.rsplit("/", 1)[1] for info in target.files()} == {
-        "manifest.json", "documents.parquet", "chunks.parquet"}
+        "manifest.json",
+        "documents.parquet",
+        "chunks.parquet",
+    }
 
 
 def test_uris_in_config():
     from chunkyard.chunking.config import load_config_text
 
-    config = load_config_text('name: kb\nversion: 1\nsource: {path: src}\noutput: {path: "s3://b/p?region=x"}\n')
+    config = load_config_text(
+        'name: kb\nversion: 1\nsource: {path: src}\noutput: {path: "s3://b/p?region=x"}\n'
+    )
     assert config.model.output.path == "s3://b/p?region=x"
     with pytest.raises(DatasetError, match="not a local folder"):
         _ = config.output_dir
-    local = load_config_text("name: kb\nversion: 1\nsource: {path: src}\noutput: {path: \"file:///tmp/x\"}\n")
+    local = load_config_text('name: kb\nversion: 1\nsource: {path: src}\noutput: {path: "file:///tmp/x"}\n')
     assert local.output_location == Path("/tmp/x")
     from chunkyard.chunking.errors import ConfigError
 
@@ -217,15 +258,18 @@ def test_an_unreachable_gcs_bucket_fails_with_a_reason_instead_of_retrying_for_m
 
     limit = storage.GCS_RETRY_LIMIT_SECONDS
     assert storage._bounded("gs://bucket/prefix", "gs") == f"gs://bucket/prefix?retry_limit_seconds={limit}"
-    assert storage._bounded("gs://b/p?scheme=http", "gs") == f"gs://b/p?scheme=http&retry_limit_seconds={limit}"
+    assert (
+        storage._bounded("gs://b/p?scheme=http", "gs") == f"gs://b/p?scheme=http&retry_limit_seconds={limit}"
+    )
     assert storage._bounded("gs://b/p?retry_limit_seconds=5", "gs") == "gs://b/p?retry_limit_seconds=5"
     assert storage._bounded("s3://b/p?region=x", "s3") == "s3://b/p?region=x"
-    assert str(location("gs://bucket/prefix?retry_limit_seconds=5")) == "gs://bucket/prefix"  # pyarrow takes it
+    assert (
+        str(location("gs://bucket/prefix?retry_limit_seconds=5")) == "gs://bucket/prefix"
+    )  # pyarrow takes it
     # This machine has no network and no Google credentials: the first request must fail, not hang.
     monkeypatch.setattr(storage, "GCS_RETRY_LIMIT_SECONDS", 1)
     with pytest.raises(DatasetError, match="gs://bucket/prefix: cannot reach"):
         location("gs://bucket/prefix").exists()
-
 
 
 def test_a_bucket_that_does_not_exist_is_a_clear_error(s3, aws_env):
@@ -233,6 +277,9 @@ def test_a_bucket_that_does_not_exist_is_a_clear_error(s3, aws_env):
     initiating multiple part upload for key ... NO_SUCH_BUCKET ... (rerun with --debug for details)"."""
     from chunkyard.chunking.dataset import snapshot_writer
 
-    with pytest.raises(DatasetError, match=r"^s3://nobucket/out/kb/v1/0001/documents\.parquet: cannot write: .*"
-                                           r"bucket does not exist"):
+    with pytest.raises(
+        DatasetError,
+        match=r"^s3://nobucket/out/kb/v1/0001/documents\.parquet: cannot write: .*"
+        r"bucket does not exist",
+    ):
         snapshot_writer(location(f"s3://nobucket/out/kb/v1?{s3['query']}"))

@@ -27,8 +27,9 @@ def _source(tmp_path: Path, count: int) -> Path:
     source = tmp_path / "src"
     source.mkdir(exist_ok=True)
     for number in range(count):
-        (source / f"doc{number:02d}.md").write_text(f"# Doc {number}\n\nSome text of document {number}.\n",
-                                                    encoding="utf-8")
+        (source / f"doc{number:02d}.md").write_text(
+            f"# Doc {number}\n\nSome text of document {number}.\n", encoding="utf-8"
+        )
     return source
 
 
@@ -56,7 +57,9 @@ def test_an_emptied_source_publishes_nothing_and_exits_2(prefect_server, tmp_pat
     assert Snapshot.open(version_path).manifest["counts"]["removed"] == 4
 
 
-def test_removing_more_than_the_share_is_refused_and_at_most_the_share_is_not(prefect_server, tmp_path, capsys):
+def test_removing_more_than_the_share_is_refused_and_at_most_the_share_is_not(
+    prefect_server, tmp_path, capsys
+):
     source = _source(tmp_path, 4)
     output = tmp_path / "out"
     config = write_config(tmp_path, source, output)
@@ -67,12 +70,17 @@ def test_removing_more_than_the_share_is_refused_and_at_most_the_share_is_not(pr
     capsys.readouterr()
     assert run_cli("run", str(config)) == EXIT_USAGE  # 3 of 4 = 75 % > 50 %
     line = _last_line(capsys)
-    assert "remove 3 of the previous snapshot's 4 documents (75%" in line and "max_removed_share" in line, line
+    assert "remove 3 of the previous snapshot's 4 documents (75%" in line and "max_removed_share" in line, (
+        line
+    )
     assert list_snapshots(version_path) == [1]
 
     # The share is a setting: with 0.8 the same run publishes.
-    relaxed = write_config(tmp_path, source, output).read_text(encoding="utf-8").replace(
-        f"output: {{path: {output}}}", f"output: {{path: {output}, max_removed_share: 0.8}}")
+    relaxed = (
+        write_config(tmp_path, source, output)
+        .read_text(encoding="utf-8")
+        .replace(f"output: {{path: {output}}}", f"output: {{path: {output}, max_removed_share: 0.8}}")
+    )
     config.write_text(relaxed, encoding="utf-8")
     assert run_cli("run", str(config)) == EXIT_OK
     assert list_snapshots(version_path) == [1, 2]
@@ -100,8 +108,9 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     folder.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
     try:
@@ -126,27 +135,32 @@ def _fill(folder: Path, leave: int = 0) -> None:
         os.truncate(folder / "filler", max(0, size - leave))
 
 
-def test_a_run_on_a_full_disk_removes_its_staging_folder_and_names_the_path(prefect_server, tmp_path,
-                                                                            tiny_disk, capsys):
+def test_a_run_on_a_full_disk_removes_its_staging_folder_and_names_the_path(
+    prefect_server, tmp_path, tiny_disk, capsys
+):
     source = tmp_path / "src"
     source.mkdir()
     # Incompressible text, larger than the disk: the writers fail, and closing them fails again.
     for number in range(8):
         (source / f"big{number}.md").write_text(
-            "# Big\n\n" + " ".join(uuid.uuid4().hex for _ in range(20_000)) + "\n", encoding="utf-8")
+            "# Big\n\n" + " ".join(uuid.uuid4().hex for _ in range(20_000)) + "\n", encoding="utf-8"
+        )
     config = write_config(tmp_path, source, tiny_disk, extra="")
     capsys.readouterr()
     assert run_cli("run", str(config)) == EXIT_FAILED
     line = _last_line(capsys)
-    assert "no space left on device" in line and str(tiny_disk) in line and "nothing was published" in line, line
+    assert "no space left on device" in line and str(tiny_disk) in line and "nothing was published" in line, (
+        line
+    )
     version_path = tiny_disk / "kb" / "v1"
     assert list_snapshots(version_path) == []
     leftovers = [p.name for p in version_path.iterdir() if p.name.startswith(".staging-")]
     assert leftovers == [], f"staging left on the full disk: {leftovers}"
 
 
-def test_a_flag_on_a_full_disk_leaves_no_ledger_that_blocks_later_runs(prefect_server, tmp_path, tiny_disk,
-                                                                      capsys):
+def test_a_flag_on_a_full_disk_leaves_no_ledger_that_blocks_later_runs(
+    prefect_server, tmp_path, tiny_disk, capsys
+):
     from support.review_fixtures import build_dataset
 
     built = Snapshot.open(build_dataset(tmp_path / "built"))
@@ -158,7 +172,9 @@ def test_a_flag_on_a_full_disk_leaves_no_ledger_that_blocks_later_runs(prefect_s
     _fill(tiny_disk)
     doc = built.documents(["doc_id"]).column("doc_id")[0].as_py()
     capsys.readouterr()
-    code = run_cli("flag", str(target), "--doc", doc, "--chunk", "0", "--reason", "other", "--reviewer", "ann")
+    code = run_cli(
+        "flag", str(target), "--doc", doc, "--chunk", "0", "--reason", "other", "--reviewer", "ann"
+    )
     assert code == EXIT_FAILED
     assert "review ledger" in _last_line(capsys)
     ledger = tiny_disk / "kb" / LEDGER_FILE
@@ -166,8 +182,10 @@ def test_a_flag_on_a_full_disk_leaves_no_ledger_that_blocks_later_runs(prefect_s
     assert [p.name for p in (tiny_disk / "kb").iterdir() if p.name != "v1"] == []
 
     (tiny_disk / "filler").unlink()  # space is back: the flag is recorded in a complete ledger
-    assert run_cli("flag", str(target), "--doc", doc, "--chunk", "0", "--reason", "other",
-                   "--reviewer", "ann") == EXIT_OK
+    assert (
+        run_cli("flag", str(target), "--doc", doc, "--chunk", "0", "--reason", "other", "--reviewer", "ann")
+        == EXIT_OK
+    )
     with Ledger(ledger) as opened:
         assert [event.kind for event in opened.events()] == ["flag"]
 
@@ -197,23 +215,29 @@ def crafted_copy(tmp_path: Path) -> Path:
     del manifest["files"]
     (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     table = pq.read_table(copy / "chunks.parquet")
-    table = table.set_column(table.schema.get_field_index("chunk_id"), "chunk_id",
-                             pa.array(["same"] * table.num_rows))
+    table = table.set_column(
+        table.schema.get_field_index("chunk_id"), "chunk_id", pa.array(["same"] * table.num_rows)
+    )
     pq.write_table(table, copy / "chunks.parquet")
     return copy
 
 
-@pytest.mark.parametrize("command", [["export", "{p}", "--format", "jsonl", "--out", "{tmp}/e.jsonl"],
-                                     ["export", "{good}", "--format", "jsonl", "--out", "{tmp}/e.jsonl",
-                                      "--since", "{p}"],
-                                     ["diff", "{good}", "{p}"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["export", "{p}", "--format", "jsonl", "--out", "{tmp}/e.jsonl"],
+        ["export", "{good}", "--format", "jsonl", "--out", "{tmp}/e.jsonl", "--since", "{p}"],
+        ["diff", "{good}", "{p}"],
+    ],
+)
 def test_export_and_diff_exit_1_on_a_crafted_snapshot(crafted_copy: Path, tmp_path: Path, capsys, command):
     good = tmp_path / "built" / "out" / "fixture-kb"
     args = [part.format(p=crafted_copy, tmp=tmp_path, good=good) for part in command]
     assert run_cli(*args) == EXIT_FAILED
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0] == (f"chunkyard: error: {crafted_copy / 'chunks.parquet'}: column chunk_id, "
-                                            "row 1: 'same' is not unique"), lines
+    assert len(lines) == 1 and lines[0] == (
+        f"chunkyard: error: {crafted_copy / 'chunks.parquet'}: column chunk_id, row 1: 'same' is not unique"
+    ), lines
     assert not (tmp_path / "e.jsonl").exists()
 
 

@@ -15,8 +15,18 @@ FLOWS = REPO / "flows"
 
 # The private attributes chunkyard.flows.prefect_compat reads or sets on Prefect's objects (and on the
 # standard-library futures and pools Prefect builds them from).
-PRIVATE_ATTRIBUTES = {"_final_state", "_wrapped_future", "_process_future", "_resolution_future", "_result",
-                      "_executor", "_max_workers", "_initializer", "_initargs", "_processes"}
+PRIVATE_ATTRIBUTES = {
+    "_final_state",
+    "_wrapped_future",
+    "_process_future",
+    "_resolution_future",
+    "_result",
+    "_executor",
+    "_max_workers",
+    "_initializer",
+    "_initargs",
+    "_processes",
+}
 
 
 def test_the_installed_prefect_has_every_name_used():
@@ -58,7 +68,9 @@ def test_a_process_runner_that_no_longer_has_its_executor_is_caught(monkeypatch)
         del self._executor
 
     monkeypatch.setattr(ProcessPoolTaskRunner, "__init__", init_without_executor)
-    assert prefect_compat.missing_names() == ["prefect.task_runners.ProcessPoolTaskRunner._executor, ._max_workers"]
+    assert prefect_compat.missing_names() == [
+        "prefect.task_runners.ProcessPoolTaskRunner._executor, ._max_workers"
+    ]
 
 
 def test_importing_the_flow_fails_at_once_when_prefect_lacks_a_name():
@@ -75,7 +87,9 @@ def test_importing_the_flow_fails_at_once_when_prefect_lacks_a_name():
         except ImportError as exc:
             print(type(exc).__name__, exc)
     """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("PrefectIncompatible the installed Prefect "), result.stdout
     assert "prefect.futures.PrefectConcurrentFuture._wrapped_future, ._final_state" in result.stdout
@@ -91,7 +105,9 @@ def _private_uses(path: Path) -> list[str]:
                 found.append(f"{path.name}:{node.lineno}: from {node.module} import ...")
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] == "prefect" and any(p.startswith("_") for p in alias.name.split(".")):
+                if alias.name.split(".")[0] == "prefect" and any(
+                    p.startswith("_") for p in alias.name.split(".")
+                ):
                     found.append(f"{path.name}:{node.lineno}: import {alias.name}")
         elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_ATTRIBUTES:
             found.append(f"{path.name}:{node.lineno}: .{node.attr}")

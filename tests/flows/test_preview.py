@@ -18,10 +18,18 @@ def preview(tmp_path: Path, *args: str, timeout: float = 60) -> subprocess.Compl
     config = tmp_path / "config.yaml"
     if not config.exists():
         (tmp_path / "docs").mkdir(exist_ok=True)
-        config.write_text("name: kb\nversion: 1\nsource: {path: docs}\n"
-                          "chunker: {strategy: auto, unit: chars, max_size: 200}\n", encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "preview", str(config), *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+        config.write_text(
+            "name: kb\nversion: 1\nsource: {path: docs}\n"
+            "chunker: {strategy: auto, unit: chars, max_size: 200}\n",
+            encoding="utf-8",
+        )
+    return subprocess.run(
+        [sys.executable, "-m", "chunkyard.flows.cli", "preview", str(config), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+    )
 
 
 def test_preview_of_a_missing_file_says_so(tmp_path: Path) -> None:
@@ -52,10 +60,20 @@ def test_preview_into_a_reader_that_stops_early_is_quiet(tmp_path: Path) -> None
     """``chunkyard preview ... | head -1``: no 'broken pipe (nothing was published ...)' error."""
     (tmp_path / "docs").mkdir()
     doc = tmp_path / "docs" / "long.md"
-    doc.write_text("".join(f"# Part {i}\n\n" + "Some words in a sentence. " * 20 + "\n\n" for i in range(400)),
-                   encoding="utf-8")
+    doc.write_text(
+        "".join(f"# Part {i}\n\n" + "Some words in a sentence. " * 20 + "\n\n" for i in range(400)),
+        encoding="utf-8",
+    )
     preview(tmp_path, "--help")  # writes the config
-    command = [sys.executable, "-m", "chunkyard.flows.cli", "preview", str(tmp_path / "config.yaml"), str(doc), "--text"]
+    command = [
+        sys.executable,
+        "-m",
+        "chunkyard.flows.cli",
+        "preview",
+        str(tmp_path / "config.yaml"),
+        str(doc),
+        "--text",
+    ]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT) as process:
         assert process.stdout is not None and process.stderr is not None
         process.stdout.readline()
@@ -81,7 +99,9 @@ def test_preview_says_when_a_run_would_not_chunk_the_file(tmp_path: Path) -> Non
     (tmp_path / "docs").mkdir()
     (tmp_path / "config.yaml").write_text(
         "name: kb\nversion: 1\nsource: {path: docs, exclude: ['drafts/**']}\n"
-        "chunker: {strategy: auto, unit: chars, max_size: 200}\n", encoding="utf-8")
+        "chunker: {strategy: auto, unit: chars, max_size: 200}\n",
+        encoding="utf-8",
+    )
     (tmp_path / "docs" / "drafts").mkdir()
     for path in (tmp_path / "docs" / "drafts" / "a.md", tmp_path / "docs" / "b.md", tmp_path / "c.md"):
         path.write_text("# Title\n\nSome text.\n", encoding="utf-8")

@@ -29,7 +29,8 @@ def write_config(folder: Path, source: Path, output: Path) -> Path:
     # The recursive strategy knows no procedures, so at this budget it cuts a procedure that fits:
     # exactly what a reviewer flags.
     path = folder / "config.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: kb
         version: 1
         reviewer: tester
@@ -40,7 +41,9 @@ def write_config(folder: Path, source: Path, output: Path) -> Path:
           unit: tokens
           max_size: 384
           overlap: 16
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -91,8 +94,20 @@ def test_flag_reprocess_and_later_runs(prefect_server, tmp_path: Path, capsys: p
     cut = next(i for i, (_, end) in enumerate(chunk_spans[:-1]) if proc[0] < end < proc[1])
 
     # 2. The reviewer flags the boundary that cuts it.
-    assert run_cli("flag", str(dataset), "--doc", DOC, "--chunk", str(cut), "--reason", "split_procedure",
-                   "--boundary") == 0
+    assert (
+        run_cli(
+            "flag",
+            str(dataset),
+            "--doc",
+            DOC,
+            "--chunk",
+            str(cut),
+            "--reason",
+            "split_procedure",
+            "--boundary",
+        )
+        == 0
+    )
 
     # 3. Reprocess: the procedure is kept whole, everything else is the parent's, the flag resolved.
     capsys.readouterr()
@@ -102,7 +117,8 @@ def test_flag_reprocess_and_later_runs(prefect_server, tmp_path: Path, capsys: p
     manifest = second.manifest
     assert (second.number, manifest["kind"], manifest["parent_snapshot"]) == (2, "reprocess", 1)
     assert [(f["doc_id"], f["reason"], f["status"]) for f in manifest["applied_flags"]] == [
-        (DOC, "split_procedure", "resolved")]
+        (DOC, "split_procedure", "resolved")
+    ]
     assert manifest["counts"]["changed"] == 1
     assert manifest["counts"]["reused"] == manifest["counts"]["documents"] - 1
     assert whole(spans(second, DOC), proc, text)
@@ -149,32 +165,50 @@ def test_flag_reprocess_and_later_runs(prefect_server, tmp_path: Path, capsys: p
     assert not any("constraint_unmet" in row["findings"] for row in doc_rows(fifth, DOC)[1])
 
 
-def test_a_flag_that_cannot_be_met_says_why_and_what_to_do(prefect_server, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture) -> None:
+def test_a_flag_that_cannot_be_met_says_why_and_what_to_do(
+    prefect_server, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     """A procedure larger than max_size cannot be kept in one chunk: reprocess says so and how to fix it."""
     source = tmp_path / "src"
     shutil.copytree(SAMPLE, source)
     output = tmp_path / "out"
     config = write_config(tmp_path, source, output)
-    config.write_text(config.read_text(encoding="utf-8").replace("max_size: 384", "max_size: 48"), encoding="utf-8")
+    config.write_text(
+        config.read_text(encoding="utf-8").replace("max_size: 384", "max_size: 48"), encoding="utf-8"
+    )
     dataset = output / "kb"
     assert run_cli("run", str(config)) == 0
     first = Snapshot.open(dataset)
     proc = procedure(first.document_text(DOC))
     chunk_spans = spans(first, DOC)
     cut = next(i for i, (_, end) in enumerate(chunk_spans[:-1]) if proc[0] < end < proc[1])
-    assert run_cli("flag", str(dataset), "--doc", DOC, "--chunk", str(cut), "--reason", "split_procedure",
-                   "--boundary") == 0
+    assert (
+        run_cli(
+            "flag",
+            str(dataset),
+            "--doc",
+            DOC,
+            "--chunk",
+            str(cut),
+            "--reason",
+            "split_procedure",
+            "--boundary",
+        )
+        == 0
+    )
     capsys.readouterr()
     assert run_cli("reprocess", str(config)) == 0
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.strip().startswith("flag "))
-    assert ": unmet (the " in line and "characters it keeps together" in line and "raise max_size" in line, out
+    assert ": unmet (the " in line and "characters it keeps together" in line and "raise max_size" in line, (
+        out
+    )
 
 
 @pytest.mark.parametrize("case", ["no snapshot yet", "config changed"])
-def test_a_refused_reprocess_is_one_line_before_any_flow_starts(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                                                 monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+def test_a_refused_reprocess_is_one_line_before_any_flow_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
     """It printed Prefect's traceback of the flow run (the refusal is raised inside the flow) before the line."""
     from chunkyard.flows import reprocess as reprocess_module
     from chunkyard.flows.cli.session import PrefectServer
@@ -211,8 +245,10 @@ def test_reprocess_again_writes_no_identical_snapshot_for_flags_that_stay_open(t
     from support.review_fixtures import CONFIG, build_dataset
 
     dataset = build_dataset(tmp_path)
-    config = load_config_text(CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
-                              tmp_path / "config.yaml")
+    config = load_config_text(
+        CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
+        tmp_path / "config.yaml",
+    )
     doc = "handbook/returns-and-refunds.md"
     index = ReviewIndex.load(dataset)
     number = index.doc_number(doc)
@@ -243,8 +279,9 @@ def test_reprocess_again_writes_no_identical_snapshot_for_flags_that_stay_open(t
     assert [(r.flag.id, r.snapshot) for r in resolutions(events)] == [(too_large, 2)]
 
 
-def test_a_flag_unmet_because_of_a_break_inside_it_names_the_break(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flag_unmet_because_of_a_break_inside_it_names_the_break(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A keep span that fits max_size but holds a break constraint is unmet because the break wins.
 
     The hint used to say the span does not fit max_size and to raise it, which cannot help.
@@ -263,8 +300,10 @@ def test_a_flag_unmet_because_of_a_break_inside_it_names_the_break(tmp_path: Pat
 
     dataset = build_dataset(tmp_path)
     config_file = tmp_path / "config.yaml"
-    config_file.write_text(CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
-                           encoding="utf-8")
+    config_file.write_text(
+        CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
+        encoding="utf-8",
+    )
     config = load_config_text(config_file.read_text(encoding="utf-8"), config_file)
     doc = "handbook/returns-and-refunds.md"
     index = ReviewIndex.load(dataset)
@@ -273,17 +312,28 @@ def test_a_flag_unmet_because_of_a_break_inside_it_names_the_break(tmp_path: Pat
     text, row = index.document_text(number), index.row_of(number, 2)
     settings = config.settings_for(doc)
     # The keep a mid_sentence flag on chunk 2 becomes: the sentences around its end, well within max_size.
-    keep = unit_around(text, get_strategy(settings.strategy)(text, settings, doc), int(index.end[row]), "mid_sentence")
+    keep = unit_around(
+        text, get_strategy(settings.strategy)(text, settings, doc), int(index.end[row]), "mid_sentence"
+    )
     assert keep is not None and keep[1] - keep[0] < settings.max_size / 2
     inside = text.index(" ", (keep[0] + keep[1]) // 2) + 1
     with Ledger(ledger_path(index.snapshot.path)) as ledger:
         ledger.flag(index.target(row), "mid_sentence", reviewer="tester")
-        brk = record_constraint(ledger, config.name, config.version, index.snapshot_number,
-                                anchor(text, doc, index.doc_sha256[number], BREAK, inside), reviewer="tester")
+        brk = record_constraint(
+            ledger,
+            config.name,
+            config.version,
+            index.snapshot_number,
+            anchor(text, doc, index.doc_sha256[number], BREAK, inside),
+            reviewer="tester",
+        )
 
     monkeypatch.setattr(PrefectServer, "ensure", lambda self: None)
-    monkeypatch.setattr(reprocess_module, "reprocess",
-                        lambda config, output=None: RunResult(*vars(reprocess_snapshot(config, output)).values()))
+    monkeypatch.setattr(
+        reprocess_module,
+        "reprocess",
+        lambda config, output=None: RunResult(*vars(reprocess_snapshot(config, output)).values()),
+    )
     capsys.readouterr()
     assert run_cli("reprocess", str(config_file)) == 0
     out = capsys.readouterr().out
@@ -292,8 +342,9 @@ def test_a_flag_unmet_because_of_a_break_inside_it_names_the_break(tmp_path: Pat
     assert f"break_here constraint {brk.id} set in the reviewer, at {inside}, lies inside" in line, out
 
 
-def test_reprocess_json_with_nothing_to_do_names_the_dataset_and_version(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reprocess_json_with_nothing_to_do_names_the_dataset_and_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`--json` gave {"snapshot": null, "parent_snapshot": 1, ...} without name and version when nothing changed."""
     import json
 
@@ -306,20 +357,31 @@ def test_reprocess_json_with_nothing_to_do_names_the_dataset_and_version(tmp_pat
 
     build_dataset(tmp_path)
     config_file = tmp_path / "config.yaml"
-    config_file.write_text(CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
-                           encoding="utf-8")
+    config_file.write_text(
+        CONFIG.replace("SOURCE", str(tmp_path / "src")).replace("OUTPUT", str(tmp_path / "out")),
+        encoding="utf-8",
+    )
     monkeypatch.setattr(PrefectServer, "ensure", lambda self: None)
-    monkeypatch.setattr(reprocess_module, "reprocess",
-                        lambda config, output=None: RunResult(*vars(reprocess_snapshot(config, output)).values()))
+    monkeypatch.setattr(
+        reprocess_module,
+        "reprocess",
+        lambda config, output=None: RunResult(*vars(reprocess_snapshot(config, output)).values()),
+    )
     capsys.readouterr()
     assert run_cli("reprocess", str(config_file), "--json") == 0
     summary = json.loads(capsys.readouterr().out)
-    assert (summary["name"], summary["version"], summary["snapshot"], summary["parent_snapshot"], summary["path"]) \
-        == ("fixture-kb", 1, None, 1, None)
+    assert (
+        summary["name"],
+        summary["version"],
+        summary["snapshot"],
+        summary["parent_snapshot"],
+        summary["path"],
+    ) == ("fixture-kb", 1, None, 1, None)
 
 
-def test_reprocess_notes_open_flags_left_on_an_earlier_version(prefect_server, tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture) -> None:
+def test_reprocess_notes_open_flags_left_on_an_earlier_version(
+    prefect_server, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     """Flags belong to the version they were made on: after a version bump, reprocess applied none of
     v1's open flags without a word. It still applies only its own version's, and says so."""
     source = tmp_path / "src"
@@ -328,8 +390,12 @@ def test_reprocess_notes_open_flags_left_on_an_earlier_version(prefect_server, t
     config = write_config(tmp_path, source, output)
     assert run_cli("run", str(config)) == 0
     assert run_cli("flag", str(output / "kb"), "--doc", DOC, "--chunk", "0", "--reason", "too_small") == 0
-    config.write_text(config.read_text(encoding="utf-8").replace("version: 1", "version: 2")
-                      .replace("max_size: 384", "max_size: 300"), encoding="utf-8")
+    config.write_text(
+        config.read_text(encoding="utf-8")
+        .replace("version: 1", "version: 2")
+        .replace("max_size: 384", "max_size: 300"),
+        encoding="utf-8",
+    )
     assert run_cli("run", str(config)) == 0
     capsys.readouterr()
     assert run_cli("reprocess", str(config)) == 0

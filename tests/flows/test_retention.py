@@ -35,7 +35,10 @@ def test_prune_keeps_the_newest_n_and_what_sinks_and_flags_need(tmp_path, capsys
     write_state(dataset, SinkState("pg", snapshot="v1/0001", target="v1/0003"))  # a sync to 0003 unfinished
     snapshot = Snapshot.open(dataset / "v1" / "0004")
     doc_id = snapshot.documents(["doc_id"]).column("doc_id")[0].as_py()
-    assert run_cli("flag", str(snapshot.path), "--doc", doc_id, "--chunk", "0", "--reason", "split_procedure") == 0
+    assert (
+        run_cli("flag", str(snapshot.path), "--doc", doc_id, "--chunk", "0", "--reason", "split_procedure")
+        == 0
+    )
 
     plan = plan_prune(load_config(config_path))
     assert plan.remove == []  # 1 pg, 2 lance, 3 pg's target, 4 a flag, 5-6 the newest two

@@ -53,8 +53,14 @@ def corpus(tmp_path_factory):
 
 
 def run(env: dict[str, str], config: Path, *extra: str) -> Path:
-    result = subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "run", str(config), *extra], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "chunkyard.flows.cli", "run", str(config), *extra],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     # A local Dask cluster logged ≈60 INFO lines of its start and stop; warnings only now.
     assert "| INFO    | distributed." not in result.stderr + result.stdout
@@ -64,13 +70,16 @@ def run(env: dict[str, str], config: Path, *extra: str) -> Path:
 def config_for(tmp_path: Path, corpus: Path, name: str) -> Path:
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / f"{name}.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: {name}
         version: 1
         source: {{path: {corpus}}}
         output: {{path: {tmp_path / "out"}}}
         chunker: {{strategy: auto, unit: tokens, max_size: 256, overlap: 32}}
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -88,18 +97,25 @@ def free_port() -> int:
 def test_process_and_local_dask_match_the_thread_runner(server_env, corpus, tmp_path):
     reference = chunk_ids(run(server_env, config_for(tmp_path / "t", corpus, "kb")))
     assert len(reference) > 500
-    process = run(server_env, config_for(tmp_path / "p", corpus, "kb"), "--task-runner", "process", "--workers", "2")
+    process = run(
+        server_env, config_for(tmp_path / "p", corpus, "kb"), "--task-runner", "process", "--workers", "2"
+    )
     assert chunk_ids(process) == reference
-    dask = run(server_env, config_for(tmp_path / "d", corpus, "kb"), "--task-runner", "dask", "--workers", "2")
+    dask = run(
+        server_env, config_for(tmp_path / "d", corpus, "kb"), "--task-runner", "dask", "--workers", "2"
+    )
     assert chunk_ids(dask) == reference
 
 
 def api(env: dict[str, str], route: str, body: dict | None = None):
     import urllib.request
 
-    request = urllib.request.Request(env["PREFECT_API_URL"] + route, method="GET" if body is None else "POST",
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        env["PREFECT_API_URL"] + route,
+        method="GET" if body is None else "POST",
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)
 
@@ -115,7 +131,9 @@ def test_only_batch_servers_run_without_the_scheduling_services(tmp_path):
 
 def test_a_started_batch_server_has_its_services_off(tmp_path):
     """A real server started the way `chunkyard run` starts one, asked for its settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"PREFECT_HOME": str(tmp_path)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {
+        "PREFECT_HOME": str(tmp_path)
+    }
     script = textwrap.dedent(f"""\
         import json, urllib.request
         from pathlib import Path
@@ -124,8 +142,9 @@ def test_a_started_batch_server_has_its_services_off(tmp_path):
             with urllib.request.urlopen(url + "/admin/settings", timeout=30) as response:
                 print(json.dumps(json.load(response)["server"]["services"]))
         """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     services = json.loads(result.stdout.strip().splitlines()[-1])
     assert not services["scheduler"]["enabled"] and not services["late_runs"]["enabled"]
@@ -135,12 +154,16 @@ def test_a_started_batch_server_has_its_services_off(tmp_path):
 def test_flow_and_task_runs_are_recorded_by_name(server_env, corpus, tmp_path):
     """What the Prefect UI lists for a process run: the flow run and every `chunk batch i/n`."""
     run(server_env, config_for(tmp_path, corpus, "named-runs"), "--task-runner", "process", "--workers", "2")
-    flow_runs = api(server_env, "/flow_runs/filter", {"flow_runs": {"name": {"any_": ["chunk named-runs v1"]}}})
+    flow_runs = api(
+        server_env, "/flow_runs/filter", {"flow_runs": {"name": {"any_": ["chunk named-runs v1"]}}}
+    )
     assert len(flow_runs) == 1 and flow_runs[0]["state_type"] == "COMPLETED"
     names: list[str] = []
     deadline = time.monotonic() + 30  # task runs are recorded from their events, a moment later
     while time.monotonic() < deadline:
-        task_runs = api(server_env, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}})
+        task_runs = api(
+            server_env, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_runs[0]["id"]]}}}
+        )
         names = sorted(t["name"] for t in task_runs if t["state_type"] == "COMPLETED")
         if names and all(name.startswith("chunk batch ") for name in names):
             total = names[0].rsplit("/", 1)[1]
@@ -156,13 +179,42 @@ def test_dask_against_a_separately_started_cluster(server_env, corpus, tmp_path)
     port = free_port()
     started = []
     try:
-        started.append(subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                         "--no-dashboard"], env=server_env, start_new_session=True,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        started.append(subprocess.Popen([str(BIN / "dask"), "worker", f"tcp://127.0.0.1:{port}", "--nworkers", "2",
-                                         "--nthreads", "1", "--no-dashboard"], env=server_env, cwd=REPO,
-                                        start_new_session=True, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL))
+        started.append(
+            subprocess.Popen(
+                [
+                    str(BIN / "dask"),
+                    "scheduler",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--no-dashboard",
+                ],
+                env=server_env,
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        started.append(
+            subprocess.Popen(
+                [
+                    str(BIN / "dask"),
+                    "worker",
+                    f"tcp://127.0.0.1:{port}",
+                    "--nworkers",
+                    "2",
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                ],
+                env=server_env,
+                cwd=REPO,
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with socket.socket() as sock:
@@ -170,8 +222,14 @@ def test_dask_against_a_separately_started_cluster(server_env, corpus, tmp_path)
                     break
             time.sleep(0.2)
         reference = chunk_ids(run(server_env, config_for(tmp_path / "t", corpus, "kb")))
-        remote = run(server_env, config_for(tmp_path / "r", corpus, "kb"), "--task-runner", "dask",
-                     "--address", f"tcp://127.0.0.1:{port}")
+        remote = run(
+            server_env,
+            config_for(tmp_path / "r", corpus, "kb"),
+            "--task-runner",
+            "dask",
+            "--address",
+            f"tcp://127.0.0.1:{port}",
+        )
         assert chunk_ids(remote) == reference
     finally:
         for process in started:
@@ -194,22 +252,52 @@ def test_process_runner_into_s3_matches_the_thread_runner(server_env, corpus, tm
     s3.start()
     try:
         host, port = s3.get_host_and_port()
-        pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", access_key="k", secret_key="s",
-                          region="us-east-1", allow_bucket_creation=True).create_dir("scaleout")
+        pafs.S3FileSystem(
+            endpoint_override=f"{host}:{port}",
+            scheme="http",
+            access_key="k",
+            secret_key="s",
+            region="us-east-1",
+            allow_bucket_creation=True,
+        ).create_dir("scaleout")
         query = f"endpoint_override={host}:{port}&scheme=http"
-        env = {**server_env, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "us-east-1",
-               "AWS_EC2_METADATA_DISABLED": "true"}
+        env = {
+            **server_env,
+            "AWS_ACCESS_KEY_ID": "k",
+            "AWS_SECRET_ACCESS_KEY": "s",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
         reference = chunk_ids(run(server_env, config_for(tmp_path / "t", corpus, "kb")))
-        result = subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "run", str(config_for(tmp_path / "s", corpus, "kb")),
-                                 "--output", f"s3://scaleout/out?{query}", "--task-runner", "process", "--workers", "2"],
-                                cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "chunkyard.flows.cli",
+                "run",
+                str(config_for(tmp_path / "s", corpus, "kb")),
+                "--output",
+                f"s3://scaleout/out?{query}",
+                "--task-runner",
+                "process",
+                "--workers",
+                "2",
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         assert result.stdout.split()[1] == "s3://scaleout/out/kb/v1/0001"
         for key, value in env.items():  # pyarrow takes credentials from the environment only
             if key.startswith("AWS_"):
                 monkeypatch.setenv(key, value)
         table = Snapshot.open(f"s3://scaleout/out/kb?{query}").chunks(["doc_id", "chunk_id"])
-        remote = sorted(zip(table.column("doc_id").to_pylist(), table.column("chunk_id").to_pylist(), strict=True))
+        remote = sorted(
+            zip(table.column("doc_id").to_pylist(), table.column("chunk_id").to_pylist(), strict=True)
+        )
         assert remote == reference
     finally:
         s3.stop()
@@ -236,8 +324,10 @@ def test_workers_share_prefects_verified_ssl_contexts_only(monkeypatch):
     assert ssl.create_default_context(cafile=certifi.where()) is not first  # the stdlib is untouched
     share_ssl_contexts()  # a second call changes nothing
     assert orchestration.ssl is shared
-    contexts = [orchestration.SyncPrefectClient("http://127.0.0.1:9/api")._client._transport._pool._ssl_context
-                for _ in range(2)]
+    contexts = [
+        orchestration.SyncPrefectClient("http://127.0.0.1:9/api")._client._transport._pool._ssl_context
+        for _ in range(2)
+    ]
     assert contexts[0] is contexts[1]  # what the clients of two tasks use
 
 
@@ -291,8 +381,11 @@ def test_the_flow_serialises_prefects_settings_once_per_settings_object(monkeypa
 def test_workers_get_one_blas_thread_unless_the_user_chose(preset):
     """Forked workers inherit OPENBLAS_NUM_THREADS=1 from the forkserver; the parent's environment is
     left as it was, and a value the user set wins."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                          "MKL_NUM_THREADS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    }
     if preset:
         env["OPENBLAS_NUM_THREADS"] = preset
     script = textwrap.dedent("""\
@@ -304,15 +397,18 @@ def test_workers_get_one_blas_thread_unless_the_user_chose(preset):
             omp = pool.submit(os.getenv, "OMP_NUM_THREADS").result()
         print(worker, omp, os.environ.get("OPENBLAS_NUM_THREADS"))
         """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     worker, omp, parent = result.stdout.split()
     assert (worker, omp, parent) == ((preset, "1", preset) if preset else ("1", "1", "None"))
 
 
-@pytest.mark.parametrize("value, message", [("0", "at least 1, got 0"), ("-2", "at least 1, got -2"),
-                                            ("two", "expected a whole number")])
+@pytest.mark.parametrize(
+    "value, message",
+    [("0", "at least 1, got 0"), ("-2", "at least 1, got -2"), ("two", "expected a whole number")],
+)
 def test_cli_rejects_an_impossible_number_of_workers(capsys, value, message):
     from chunkyard.flows.cli import main
 
@@ -339,8 +435,12 @@ def test_ctrl_c_while_the_forkserver_imports_prints_no_traceback():
         from chunkyard.flows.workers import end_quietly_on_interrupt
         print("handler kept:", signal.getsignal(signal.SIGINT) is end_quietly_on_interrupt)
     """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr, result.stderr[-2000:]
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr, result.stderr[
+        -2000:
+    ]
     assert result.returncode == 0
     assert result.stdout.strip() == "handler kept: True"
 
@@ -356,7 +456,9 @@ def test_a_local_dask_cluster_does_not_take_port_8787(monkeypatch):
     import chunkyard.flows.workers
     from chunkyard.flows.run import task_runner_for
 
-    monkeypatch.setattr(chunkyard.flows.server, "prefect_server", lambda **kwargs: contextlib.nullcontext("http://x/api"))
+    monkeypatch.setattr(
+        chunkyard.flows.server, "prefect_server", lambda **kwargs: contextlib.nullcontext("http://x/api")
+    )
     monkeypatch.setattr(chunkyard.flows.workers, "forkserver_available", lambda: False)
     with task_runner_for("dask", 2, None) as runner:
         scheduler = runner.cluster_kwargs.get("scheduler_kwargs", {})
@@ -389,15 +491,20 @@ def test_an_unreachable_dask_scheduler_is_named_in_one_line(prefect_server, tmp_
     config = tmp_path / "c.yaml"
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.md").write_text("# A\n\nText.\n", encoding="utf-8")
-    config.write_text(f"name: kb\nversion: 1\nsource: {{path: {tmp_path / 'src'}}}\n"
-                      f"output: {{path: {tmp_path / 'out'}}}\n", encoding="utf-8")
+    config.write_text(
+        f"name: kb\nversion: 1\nsource: {{path: {tmp_path / 'src'}}}\noutput: {{path: {tmp_path / 'out'}}}\n",
+        encoding="utf-8",
+    )
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
         code = main(["run", str(config), "--task-runner", "dask", "--address", f"tcp://127.0.0.1:{port}"])
     assert code == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        f"chunkyard: error: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}: "), lines
-    assert not (tmp_path / "out" / "kb" / "v1").is_dir() or not any((tmp_path / "out" / "kb" / "v1").iterdir())
+        f"chunkyard: error: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}: "
+    ), lines
+    assert not (tmp_path / "out" / "kb" / "v1").is_dir() or not any(
+        (tmp_path / "out" / "kb" / "v1").iterdir()
+    )
 
 
 def test_the_flow_lets_go_of_each_batch_result_once_written(server_env):
@@ -438,8 +545,9 @@ def test_the_flow_lets_go_of_each_batch_result_once_written(server_env):
 
         print(consume(False), consume(True))
         """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=server_env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=server_env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     kept, released = map(float, result.stdout.split()[-2:])
     assert kept > 20, f"without releasing, {kept:.1f} MB stayed live: the test no longer shows the leak"
@@ -452,12 +560,19 @@ def test_workers_parts_publish_the_thread_runners_tables_row_for_row(server_env,
     on a refresh (rows carried over by the flow between the workers' parts)."""
     source = tmp_path / "source"
     shutil.copytree(corpus, source)
-    thread_config, process_config = config_for(tmp_path / "t", source, "kb"), config_for(tmp_path / "p", source, "kb")
+    thread_config, process_config = (
+        config_for(tmp_path / "t", source, "kb"),
+        config_for(tmp_path / "p", source, "kb"),
+    )
 
     def same_tables(first: Path, second: Path) -> None:
         for name in ("documents.parquet", "chunks.parquet"):
             assert pq.read_table(first / name).equals(pq.read_table(second / name)), name
-        assert sorted(p.name for p in second.iterdir()) == ["chunks.parquet", "documents.parquet", "manifest.json"]
+        assert sorted(p.name for p in second.iterdir()) == [
+            "chunks.parquet",
+            "documents.parquet",
+            "manifest.json",
+        ]
 
     full = run(server_env, thread_config)
     same_tables(full, run(server_env, process_config, "--task-runner", "process", "--workers", "2"))

@@ -28,14 +28,17 @@ pytestmark = pytest.mark.slow
 
 def write_config(tmp_path: Path, cron: str = "0 2 * * *", timezone: str = "Europe/Paris") -> Path:
     path = tmp_path / "scheduled.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: nightly
         version: 1
         source: {{path: {SAMPLE}, include: ["**/*.md"]}}
         output: {{path: {tmp_path / "out"}}}
         chunker: {{strategy: markdown, unit: chars, max_size: 800}}
         schedule: {{cron: "{cron}", timezone: {timezone}}}
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -74,8 +77,14 @@ def test_deployment_has_the_cron_schedule_and_a_triggered_run_publishes(tmp_path
             print(json.dumps({{"cron": schedule.cron, "timezone": schedule.timezone, "name": stored.name,
                               "parameters": stored.parameters}}))
     """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=clean_env(tmp_path),
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env=clean_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     info = json.loads(result.stdout.strip().splitlines()[-1])
     assert info["cron"] == "0 2 * * *" and info["timezone"] == "Europe/Paris"
@@ -90,9 +99,15 @@ def test_deployment_has_the_cron_schedule_and_a_triggered_run_publishes(tmp_path
 def test_schedule_command_serves_and_stops_its_own_server(tmp_path):
     config = write_config(tmp_path, cron="*/5 * * * *", timezone="UTC")
     # with_ctrl_c: the SIGINT below stops it even when pytest was started with SIGINT ignored (nohup).
-    process = subprocess.Popen(with_ctrl_c("-m", "chunkyard.flows.cli", "schedule", str(config)), cwd=REPO,
-                               env=clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, start_new_session=True)
+    process = subprocess.Popen(
+        with_ctrl_c("-m", "chunkyard.flows.cli", "schedule", str(config)),
+        cwd=REPO,
+        env=clean_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         line = process.stdout.readline()
         deadline = time.monotonic() + 120
@@ -103,8 +118,12 @@ def test_schedule_command_serves_and_stops_its_own_server(tmp_path):
         api = match.group(1)
         found = []
         while time.monotonic() < deadline and not found:
-            request = urllib.request.Request(api + "/deployments/filter", data=b"{}", method="POST",
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                api + "/deployments/filter",
+                data=b"{}",
+                method="POST",
+                headers={"Content-Type": "application/json"},
+            )
             with urllib.request.urlopen(request, timeout=5) as response:
                 found = [d for d in json.load(response) if d["name"] == "nightly-v1"]
             time.sleep(0.5)
@@ -136,14 +155,19 @@ def test_a_server_named_in_the_prefect_profile_is_used_not_started(tmp_path):
         url = f"http://127.0.0.1:{httpd.server_address[1]}/api"
         home = tmp_path / "home"
         home.mkdir()
-        (home / "profiles.toml").write_text(f'active = "mine"\n\n[profiles.mine]\nPREFECT_API_URL = "{url}"\n')
+        (home / "profiles.toml").write_text(
+            f'active = "mine"\n\n[profiles.mine]\nPREFECT_API_URL = "{url}"\n'
+        )
         env = {**os.environ, "PREFECT_HOME": str(home)}
         env.pop("PREFECT_API_URL", None)
-        probe = ("from chunkyard.flows.server import prefect_server\n"
-                 "with prefect_server() as url:\n"
-                 "    print(url)\n")
-        result = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True,
-                                text=True, timeout=120)
+        probe = (
+            "from chunkyard.flows.server import prefect_server\n"
+            "with prefect_server() as url:\n"
+            "    print(url)\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         assert result.stdout.strip() == url
         assert not (home / "server.log").exists(), "no server was started"
@@ -176,7 +200,9 @@ def test_a_scheduled_run_says_what_it_wrote_and_why_it_failed_in_one_line(prefec
     config = write_config(tmp_path)
     scheduled_run(str(config))
     out = capsys.readouterr().out
-    assert f"Wrote {tmp_path / 'out' / 'nightly' / 'v1' / '0001'} (full snapshot 1 of nightly v1):" in out, out
+    assert f"Wrote {tmp_path / 'out' / 'nightly' / 'v1' / '0001'} (full snapshot 1 of nightly v1):" in out, (
+        out
+    )
 
     config.write_text(config.read_text().replace("max_size: 800", "max_size: 700"), encoding="utf-8")
     with pytest.raises(Exception, match="bump `version`"):
@@ -188,8 +214,9 @@ def test_a_scheduled_run_says_what_it_wrote_and_why_it_failed_in_one_line(prefec
     assert len(lines) <= 2, lines  # and Prefect's "Engine execution exited with unexpected exception"
 
 
-def test_schedule_prints_how_to_trigger_a_run_on_its_server_not_prefects_dead_ui_link(tmp_path, monkeypatch,
-                                                                                      capsys):
+def test_schedule_prints_how_to_trigger_a_run_on_its_server_not_prefects_dead_ui_link(
+    tmp_path, monkeypatch, capsys
+):
     """Prefect's banner advertised "the Prefect UI: http://127.0.0.1:PORT/deployments" (chunkyard's server
     runs with the UI off: that page does not exist) and `prefect deployment run [DEPLOYMENT_NAME]`, which
     from another shell reaches another server unless PREFECT_API_URL names this one."""
@@ -201,15 +228,21 @@ def test_schedule_prints_how_to_trigger_a_run_on_its_server_not_prefects_dead_ui
     from chunkyard.flows.cli import main
 
     served = {}
-    monkeypatch.setattr(chunkyard.flows.server, "prefect_server", lambda *a, **k: contextlib.nullcontext("http://127.0.0.1:9/api"))
+    monkeypatch.setattr(
+        chunkyard.flows.server,
+        "prefect_server",
+        lambda *a, **k: contextlib.nullcontext("http://127.0.0.1:9/api"),
+    )
     monkeypatch.setattr(prefect, "serve", lambda *deployments, **options: served.update(options))
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
     assert main(["schedule", str(write_config(tmp_path))]) == 0
     out = capsys.readouterr().out
     assert served.get("print_starting_message") is False
     assert "Prefect UI" not in out
-    assert ("PREFECT_API_URL=http://127.0.0.1:9/api prefect deployment run 'chunkyard-scheduled/nightly-v1'"
-            in out), out
+    assert (
+        "PREFECT_API_URL=http://127.0.0.1:9/api prefect deployment run 'chunkyard-scheduled/nightly-v1'"
+        in out
+    ), out
 
 
 def test_a_scheduled_runs_process_ends_when_chunkyard_schedule_is_killed(tmp_path):

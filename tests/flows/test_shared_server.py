@@ -20,10 +20,16 @@ REPO = Path(__file__).resolve().parents[2]
 def command(home: Path, idle: float, code: str) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh process as a command would, with the shared server in ``home``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update({"CHUNKYARD_HOME": str(home), "CHUNKYARD_PREFECT_SERVER": "shared",
-                "CHUNKYARD_SERVER_IDLE_SECONDS": str(idle)})
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
-                          cwd=REPO)
+    env.update(
+        {
+            "CHUNKYARD_HOME": str(home),
+            "CHUNKYARD_PREFECT_SERVER": "shared",
+            "CHUNKYARD_SERVER_IDLE_SECONDS": str(idle),
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, cwd=REPO
+    )
 
 
 USE = """
@@ -59,14 +65,21 @@ def server_pid(home: Path) -> int:
                 cmdline = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"server" in cmdline and str(state["port"]).encode() in cmdline and b"supervise" not in cmdline:
+            if (
+                b"server" in cmdline
+                and str(state["port"]).encode() in cmdline
+                and b"supervise" not in cmdline
+            ):
                 return int(proc.name)
     raise AssertionError("no prefect server process found")
 
 
 def stop(home: Path) -> None:
-    done = command(home, 60, "from chunkyard.flows.server import stop_shared_server as s; "
-                             "raise SystemExit(0 if s() else 1)")
+    done = command(
+        home,
+        60,
+        "from chunkyard.flows.server import stop_shared_server as s; raise SystemExit(0 if s() else 1)",
+    )
     state_file = home / "server.json"
     if done.returncode and state_file.exists():  # last resort, so that no test leaves it running
         os.kill(json.loads(state_file.read_text())["supervisor"], signal.SIGKILL)
@@ -116,7 +129,9 @@ def test_an_idle_server_stops_itself_and_the_next_command_starts_a_new_one(tmp_p
 def test_a_server_in_use_is_not_stopped_when_idle_elsewhere(tmp_path):
     """A command holding the server for longer than the idle time keeps it."""
     home = tmp_path / "home"
-    long_use = USE.replace("    print(", "    import time; time.sleep(6)\n    assert healthy(url)\n    print(")
+    long_use = USE.replace(
+        "    print(", "    import time; time.sleep(6)\n    assert healthy(url)\n    print("
+    )
     try:
         done = command(home, 2, long_use)
         assert done.returncode == 0, done.stderr[-3000:]

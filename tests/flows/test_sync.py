@@ -44,7 +44,12 @@ def _assert_store_equals(config_path: Path, sink_name: str, snapshot: Path) -> N
     config = load_config(config_path)
     sink_cfg = sink_config(config, sink_name)
     report = verify_sink(config, sink_cfg, str(snapshot))
-    assert report.equal, (report.missing[:3], report.extra[:3], report.changed_text[:3], report.changed_columns[:3])
+    assert report.equal, (
+        report.missing[:3],
+        report.extra[:3],
+        report.changed_text[:3],
+        report.changed_columns[:3],
+    )
     expected = export_rows(Snapshot.open(snapshot))
     sink = open_sink(sink_cfg, config.base_dir)
     try:
@@ -59,8 +64,11 @@ def _edit_and_delete(source: Path) -> tuple[str, str]:
     pages = sorted(p for p in source.rglob("*.md"))
     deleted, edited = pages[0], pages[1]
     deleted.unlink()
-    edited.write_text(edited.read_text(encoding="utf-8").replace("\n\n", "\n\nEdited: ", 1) +
-                      "\n\nA closing paragraph about stoves and fuel canisters.\n", encoding="utf-8")
+    edited.write_text(
+        edited.read_text(encoding="utf-8").replace("\n\n", "\n\nEdited: ", 1)
+        + "\n\nA closing paragraph about stoves and fuel canisters.\n",
+        encoding="utf-8",
+    )
     return deleted.relative_to(source).as_posix(), edited.relative_to(source).as_posix()
 
 
@@ -80,8 +88,9 @@ def _lifecycle(tmp_path: Path, sinks_yaml: str, sink_name: str) -> None:
     report = sync_sink(config, sink_config(config, sink_name))
     assert report.method == "change-set" and report.deletes > 0
     # Only the edited document's new texts are embedded; every other vector comes from the cache.
-    new_texts = {row["embed_text"] for row in export_rows(Snapshot.open(second)).to_pylist()} - \
-        {row["embed_text"] for row in export_rows(Snapshot.open(first)).to_pylist()}
+    new_texts = {row["embed_text"] for row in export_rows(Snapshot.open(second)).to_pylist()} - {
+        row["embed_text"] for row in export_rows(Snapshot.open(first)).to_pylist()
+    }
     assert 0 < report.embedded == len(new_texts) < 10
     _assert_store_equals(config_path, sink_name, second)
     assert not any(row["doc_id"] == deleted for row in export_rows(Snapshot.open(second)).to_pylist())
@@ -106,9 +115,13 @@ def test_lancedb_store_follows_edits_deletes_rechunk_and_rollback(tmp_path):
 
 def test_second_sink_with_the_same_embedder_embeds_nothing(tmp_path, capsys):
     source = _source(tmp_path)
-    config_path = write_sync_config(tmp_path, source, "sinks:\n"
-                                    "  - {name: one, type: lancedb, uri: ./vectors, table: one}\n"
-                                    "  - {name: two, type: lancedb, uri: ./vectors, table: two}\n")
+    config_path = write_sync_config(
+        tmp_path,
+        source,
+        "sinks:\n"
+        "  - {name: one, type: lancedb, uri: ./vectors, table: one}\n"
+        "  - {name: two, type: lancedb, uri: ./vectors, table: two}\n",
+    )
     snapshot = publish(config_path)
     assert run_cli("sync", str(config_path)) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -121,8 +134,9 @@ def test_second_sink_with_the_same_embedder_embeds_nothing(tmp_path, capsys):
 
 def test_verify_catches_a_row_deleted_behind_its_back_and_sync_repairs_it(tmp_path, capsys):
     source = _source(tmp_path)
-    config_path = write_sync_config(tmp_path, source, "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, "
-                                                      "table: kb}\n")
+    config_path = write_sync_config(
+        tmp_path, source, "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, table: kb}\n"
+    )
     snapshot = publish(config_path)
     assert run_cli("sync", str(config_path)) == 0
     assert run_cli("sync", str(config_path), "--verify") == 0
@@ -143,8 +157,9 @@ def test_one_sync_per_sink_at_a_time(tmp_path):
     from chunkyard.chunking.sync import SinkBusy, state_path
 
     source = _source(tmp_path)
-    config_path = write_sync_config(tmp_path, source, "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, "
-                                                      "table: kb}\n")
+    config_path = write_sync_config(
+        tmp_path, source, "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, table: kb}\n"
+    )
     snapshot = publish(config_path)
     config = load_config(config_path)
     lock = state_path(config.output_dir / config.name, "lance").with_suffix(".lock")
@@ -159,8 +174,9 @@ def test_one_sync_per_sink_at_a_time(tmp_path):
 
 def test_sync_refusals_name_the_sink_and_the_snapshot(tmp_path, capsys):
     source = _source(tmp_path)
-    config_path = write_sync_config(tmp_path, source, "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, "
-                                                      "table: kb}\n")
+    config_path = write_sync_config(
+        tmp_path, source, "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, table: kb}\n"
+    )
     assert run_cli("sync", str(config_path)) == 2
     assert "nothing to sync" in capsys.readouterr().err
     publish(config_path)
@@ -190,9 +206,14 @@ class _Embeddings(BaseHTTPRequestHandler):
             self.send_response(404)
             self.end_headers()
             return
-        data = [{"index": i, "object": "embedding",
-                 "embedding": [b / 255 for b in hashlib.sha256(text.encode()).digest()[:8]]}
-                for i, text in enumerate(body["input"])]
+        data = [
+            {
+                "index": i,
+                "object": "embedding",
+                "embedding": [b / 255 for b in hashlib.sha256(text.encode()).digest()[:8]],
+            }
+            for i, text in enumerate(body["input"])
+        ]
         payload = json.dumps({"object": "list", "data": data, "model": body.get("model")}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -229,7 +250,11 @@ def test_openai_compatible_embedder_against_a_loopback_server(tmp_path, endpoint
     embedder = embedder_for(endpoint + "#tiny", tmp_path)
     assert isinstance(embedder, OpenAIEmbedder) and embedder.url == endpoint + "/embeddings"
     vectors = embedder.embed(["a", "b", "a"])
-    assert vectors.shape == (3, 8) and np.array_equal(vectors[0], vectors[2]) and not np.array_equal(vectors[0], vectors[1])
+    assert (
+        vectors.shape == (3, 8)
+        and np.array_equal(vectors[0], vectors[2])
+        and not np.array_equal(vectors[0], vectors[1])
+    )
     with pytest.raises(EmbeddingError, match="HTTP 404"):
         OpenAIEmbedder(endpoint.replace("/v1", "/nope")).embed(["x"])
     with pytest.raises(EmbeddingError, match="cannot reach the endpoint"):
@@ -244,9 +269,18 @@ def _kill_9_then_rerun(tmp_path, sinks_yaml: str, sink_name: str, count_rows) ->
     rows = export_rows(Snapshot.open(snapshot)).num_rows
     assert rows > 1200  # several write batches of 500, so the kill lands after some were written
     _Embeddings.hang_at = 4  # requests 1-3 (256 texts each): the first batch of 500 rows is written
-    process = subprocess.Popen([sys.executable, "-c", "import sys; from chunkyard.flows.cli import main; "
-                                "sys.exit(main(sys.argv[1:]))", "sync", str(config_path)],
-                               env={**os.environ, "CI": "true"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from chunkyard.flows.cli import main; sys.exit(main(sys.argv[1:]))",
+            "sync",
+            str(config_path),
+        ],
+        env={**os.environ, "CI": "true"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 120
     while _Embeddings.requests < 4:
         assert process.poll() is None, process.stdout.read().decode()
@@ -271,9 +305,12 @@ def _kill_9_then_rerun(tmp_path, sinks_yaml: str, sink_name: str, count_rows) ->
 
 
 def test_kill_9_during_a_lancedb_sync_then_rerun_ends_equal(tmp_path, endpoint):
-    _kill_9_then_rerun(tmp_path, "sinks:\n  - {name: lance, type: lancedb, uri: ./vectors, "
-                                 f"table: kb, embedder: '{endpoint}'}}\n", "lance",
-                       lambda: lancedb.connect(str(tmp_path / "vectors")).open_table("kb").count_rows())
+    _kill_9_then_rerun(
+        tmp_path,
+        f"sinks:\n  - {{name: lance, type: lancedb, uri: ./vectors, table: kb, embedder: '{endpoint}'}}\n",
+        "lance",
+        lambda: lancedb.connect(str(tmp_path / "vectors")).open_table("kb").count_rows(),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,15 +327,18 @@ def pg_dsn():
 
 
 def test_pgvector_store_follows_edits_deletes_rechunk_and_rollback(tmp_path, pg_dsn):
-    _lifecycle(tmp_path, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{pg_dsn}', table: Kb_Chunks}}\n", "pg")
+    _lifecycle(
+        tmp_path, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{pg_dsn}', table: Kb_Chunks}}\n", "pg"
+    )
 
 
 def test_pgvector_verify_catches_a_deleted_row_and_search_answers(tmp_path, pg_dsn, capsys):
     import psycopg
 
     source = _source(tmp_path)
-    config_path = write_sync_config(tmp_path, source, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{pg_dsn}', "
-                                                      "table: kb_verify}\n")
+    config_path = write_sync_config(
+        tmp_path, source, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{pg_dsn}', table: kb_verify}}\n"
+    )
     snapshot = publish(config_path)
     assert run_cli("sync", str(config_path), "--ask", "How long do customers have to return a tent?") == 0
     out = capsys.readouterr().out
@@ -306,8 +346,10 @@ def test_pgvector_verify_catches_a_deleted_row_and_search_answers(tmp_path, pg_d
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         victim = conn.execute("SELECT chunk_id FROM kb_verify ORDER BY chunk_id LIMIT 1").fetchone()[0]
         conn.execute("DELETE FROM kb_verify WHERE chunk_id = %s", (victim,))
-        conn.execute("UPDATE kb_verify SET embed_text = 'tampered' WHERE chunk_id = "
-                     "(SELECT chunk_id FROM kb_verify ORDER BY chunk_id DESC LIMIT 1)")
+        conn.execute(
+            "UPDATE kb_verify SET embed_text = 'tampered' WHERE chunk_id = "
+            "(SELECT chunk_id FROM kb_verify ORDER BY chunk_id DESC LIMIT 1)"
+        )
     assert run_cli("sync", str(config_path), "--verify") == 1
     assert "1 missing, 0 extra, 1 with other embed_text" in capsys.readouterr().out
     assert run_cli("sync", str(config_path)) == 0
@@ -321,16 +363,22 @@ def test_kill_9_during_a_pgvector_sync_then_rerun_ends_equal(tmp_path, pg_dsn, e
         with psycopg.connect(pg_dsn) as conn:
             return conn.execute("SELECT count(*) FROM kb_killed").fetchone()[0]
 
-    _kill_9_then_rerun(tmp_path, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{pg_dsn}', table: kb_killed, "
-                                 f"embedder: '{endpoint}'}}\n", "pg", count_rows)
+    _kill_9_then_rerun(
+        tmp_path,
+        f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{pg_dsn}', table: kb_killed, "
+        f"embedder: '{endpoint}'}}\n",
+        "pg",
+        count_rows,
+    )
 
 
 def test_an_unreachable_postgresql_is_one_line_naming_the_sink_without_the_password(tmp_path, capsys):
     pytest.importorskip("psycopg")
     source = _source(tmp_path)
     dsn = f"postgresql://rag:secret@/rag?host={tmp_path / 'no-server'}"
-    config_path = write_sync_config(tmp_path, source, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{dsn}', "
-                                                      "table: kb}\n")
+    config_path = write_sync_config(
+        tmp_path, source, f"sinks:\n  - {{name: pg, type: pgvector, dsn: '{dsn}', table: kb}}\n"
+    )
     publish(config_path)
     assert run_cli("sync", str(config_path)) == 1
     err = capsys.readouterr().err.strip().splitlines()

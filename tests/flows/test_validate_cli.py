@@ -25,12 +25,19 @@ def issues_of(path: Path) -> list[ConfigIssue]:
 
 
 def validate(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "validate", str(path)], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "chunkyard.flows.cli", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_cli_validate_reports_every_issue_on_its_own_line(tmp_path: Path) -> None:
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         name: kb
         version: 1
         source: {path: docs}
@@ -40,24 +47,31 @@ def test_cli_validate_reports_every_issue_on_its_own_line(tmp_path: Path) -> Non
           unit: chars
           overlap: 900
           max_size: 800
-        """)
+        """,
+    )
     result = validate(path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
-    assert sorted(lines) == sorted([
-        f"chunkyard: {path}:4: colour: unknown key",
-        f"chunkyard: {path}:8: chunker.overlap: must be smaller than max_size (got 900 ≥ 800)",
-    ])
+    assert sorted(lines) == sorted(
+        [
+            f"chunkyard: {path}:4: colour: unknown key",
+            f"chunkyard: {path}:8: chunker.overlap: must be smaller than max_size (got 900 ≥ 800)",
+        ]
+    )
 
 
-@pytest.mark.parametrize(("source", "output", "line", "field", "problem"), [
-    ("docs", "docs/datasets", 4, "output.path", "is inside the source folder"),
-    ("missing", "out", 3, "source.path", "source folder not found"),
-    ("notes.md", "out", 3, "source.path", "is a file; source.path must name a folder"),
-])
-def test_cli_validate_reports_folders_run_would_refuse(tmp_path: Path, source: str, output: str, line: int,
-                                                       field: str, problem: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "output", "line", "field", "problem"),
+    [
+        ("docs", "docs/datasets", 4, "output.path", "is inside the source folder"),
+        ("missing", "out", 3, "source.path", "source folder not found"),
+        ("notes.md", "out", 3, "source.path", "is a file; source.path must name a folder"),
+    ],
+)
+def test_cli_validate_reports_folders_run_would_refuse(
+    tmp_path: Path, source: str, output: str, line: int, field: str, problem: str
+) -> None:
     """README: an output folder inside the source folder is refused like a bad pattern; validate used
     to say 'ok' and only `run` refused it (without a line)."""
     (tmp_path / "docs").mkdir()
@@ -69,16 +83,20 @@ def test_cli_validate_reports_folders_run_would_refuse(tmp_path: Path, source: s
     assert message.startswith(f"chunkyard: {path}:{line}: {field}: ") and problem in message
 
 
-@pytest.mark.parametrize(("source", "output", "line", "field", "problem"), [
-    ("docs", "/", 4, "output.path", "is the root of the filesystem"),
-    ("/proc", "out", 3, "source.path", "is on the proc pseudo-filesystem"),
-    ("/sys", "out", 3, "source.path", "is on the sysfs pseudo-filesystem"),
-    ("docs", "/proc/self", 4, "output.path", "is on the proc pseudo-filesystem"),
-    ("datasets/docs", "datasets", 3, "source.path", "is inside the output folder"),
-    ("pipe", "out", 3, "source.path", "is not a folder (a FIFO, device or socket)"),
-])
-def test_cli_validate_and_run_refuse_dangerous_folders(tmp_path: Path, source: str, output: str, line: int,
-                                                       field: str, problem: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "output", "line", "field", "problem"),
+    [
+        ("docs", "/", 4, "output.path", "is the root of the filesystem"),
+        ("/proc", "out", 3, "source.path", "is on the proc pseudo-filesystem"),
+        ("/sys", "out", 3, "source.path", "is on the sysfs pseudo-filesystem"),
+        ("docs", "/proc/self", 4, "output.path", "is on the proc pseudo-filesystem"),
+        ("datasets/docs", "datasets", 3, "source.path", "is inside the output folder"),
+        ("pipe", "out", 3, "source.path", "is not a folder (a FIFO, device or socket)"),
+    ],
+)
+def test_cli_validate_and_run_refuse_dangerous_folders(
+    tmp_path: Path, source: str, output: str, line: int, field: str, problem: str
+) -> None:
     """Issue 20: ``output.path: /``, ``source.path: /proc``, a source inside the output and a FIFO as the
     source (it said "not found") are refused with the line by ``validate``, and by ``run`` (exit 2)."""
     import os
@@ -91,8 +109,12 @@ def test_cli_validate_and_run_refuse_dangerous_folders(tmp_path: Path, source: s
     assert result.returncode == 2, result.stdout
     [message] = result.stderr.strip().splitlines()
     assert message.startswith(f"chunkyard: {path}:{line}: {field}: ") and problem in message, message
-    run = subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "run", str(path)], capture_output=True,
-                         text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "chunkyard.flows.cli", "run", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2 and problem in run.stderr, run.stderr
     assert not (tmp_path / "out").exists()
 
@@ -125,8 +147,10 @@ def test_a_yaml_alias_bomb_config_is_refused_at_once_with_its_line(tmp_path: Pat
     result = validate(path)
     assert result.returncode == 2 and f"{path}:9: invalid YAML: YAML aliases expand" in result.stderr
     # Aliases used as intended still load.
-    fine = text.replace("x:\n" + textwrap.indent(bomb, "  "), "chunker: &d {strategy: recursive, unit: chars}\n"
-                        "rules: [{match: '*.md', chunker: *d}]\n")
+    fine = text.replace(
+        "x:\n" + textwrap.indent(bomb, "  "),
+        "chunker: &d {strategy: recursive, unit: chars}\nrules: [{match: '*.md', chunker: *d}]\n",
+    )
     assert load_config(write(tmp_path, fine)).settings_for("a.md").strategy == "recursive"
 
 
@@ -139,22 +163,36 @@ def test_cli_validate_malformed_yaml(tmp_path: Path) -> None:
 
 def test_cli_validate_missing_file(tmp_path: Path) -> None:
     result = validate(tmp_path / "missing.yaml")
-    assert result.returncode == 2 and "no such config file" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2 and "no such config file" in result.stderr and "Traceback" not in result.stderr
+    )
 
 
 def test_the_program_flushes_runs_atexit_handlers_and_keeps_the_exit_code(tmp_path: Path) -> None:
     """``entry`` skips the interpreter's teardown: nothing printed or registered may be lost on the way."""
-    script = ("import atexit, sys\n"
-              "atexit.register(lambda: print('atexit ran'))\n"
-              "from chunkyard.flows.cli import entry\n"
-              "sys.argv = ['chunkyard', 'validate', sys.argv[1]]\n"
-              "entry()\n")
-    good = subprocess.run([sys.executable, "-c", script, str(ROOT / "config" / "default.yaml")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('atexit ran'))\n"
+        "from chunkyard.flows.cli import entry\n"
+        "sys.argv = ['chunkyard', 'validate', sys.argv[1]]\n"
+        "entry()\n"
+    )
+    good = subprocess.run(
+        [sys.executable, "-c", script, str(ROOT / "config" / "default.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert good.returncode == 0, good.stderr
     assert good.stdout.rstrip().endswith("atexit ran") and len(good.stdout.splitlines()) > 1
-    bad = subprocess.run([sys.executable, "-c", script, str(tmp_path / "missing.yaml")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "missing.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "no such config file" in bad.stderr and "atexit ran" in bad.stdout
 
 
@@ -162,8 +200,6 @@ def test_cli_validate_default_config_is_ok() -> None:
     result = validate(ROOT / "config" / "default.yaml")
     assert result.returncode == 0, result.stderr
     assert "ok" in result.stdout and "northwind-kb" in result.stdout
-
-
 
 
 def test_a_tokenizer_json_that_cannot_be_loaded_is_reported_by_the_cli(tmp_path: Path) -> None:
@@ -174,23 +210,33 @@ def test_a_tokenizer_json_that_cannot_be_loaded_is_reported_by_the_cli(tmp_path:
 
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "tokenizer.json").write_text('{"not": "a tokenizer"}', encoding="utf-8")
-    path = write(tmp_path, BASE.replace("unit: chars", "unit: tokens\n  tokenizer: models/tokenizer.json")
-                 + "rules:\n  - match: 'a/**'\n    chunker: {max_size: 300}\n")
+    path = write(
+        tmp_path,
+        BASE.replace("unit: chars", "unit: tokens\n  tokenizer: models/tokenizer.json")
+        + "rules:\n  - match: 'a/**'\n    chunker: {max_size: 300}\n",
+    )
     tokenizer = (tmp_path / "models" / "tokenizer.json").resolve()
     [first] = tokenizer_load_issues(load_config(path))  # the rule inherits it: reported once
     assert (first.line, first.field) == (7, "chunker.tokenizer")
     assert first.message.startswith(f"cannot load tokenizer file {tokenizer}")
     result = validate(path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.splitlines()[0].startswith(f"chunkyard: {path}:7: chunker.tokenizer: cannot load tokenizer file")
+    assert result.stderr.splitlines()[0].startswith(
+        f"chunkyard: {path}:7: chunker.tokenizer: cannot load tokenizer file"
+    )
 
 
 def test_validate_cli_never_shows_a_traceback(tmp_path: Path, capsys) -> None:
     """Fuzzed configs that once broke loading (tests/core/test_config_fuzz.py) exit 0 or 2 with located lines."""
     from chunkyard.flows.cli import main
 
-    for text in ("chunker: [", "name: x\nversion: 1\nsource: {path: .}\nchunker: {max_size: 1e999}\n",
-                 "\x00\x01", "- a\n- b\n", "name: x\nversion: 1\nsource: {path: .}\nrules: [{match: 1}]\n"):
+    for text in (
+        "chunker: [",
+        "name: x\nversion: 1\nsource: {path: .}\nchunker: {max_size: 1e999}\n",
+        "\x00\x01",
+        "- a\n- b\n",
+        "name: x\nversion: 1\nsource: {path: .}\nrules: [{match: 1}]\n",
+    ):
         path = tmp_path / "c.yaml"
         path.write_text(text, encoding="utf-8")
         code = main(["validate", str(path)])

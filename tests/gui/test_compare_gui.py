@@ -26,13 +26,19 @@ DOC = "runbooks/database-failover.md"
 def reprocessed(tmp_path: Path) -> tuple[Snapshot, Snapshot, int]:
     """Snapshot 1, a ``too_large`` flag on its biggest chunk of DOC, and snapshot 2 that resolved it."""
     first = Snapshot.open(build_dataset(tmp_path))
-    chunks = [row for row in first.chunks(["doc_id", "chunk_id", "chunk_index", "n_chars"]).to_pylist()
-              if row["doc_id"] == DOC]
+    chunks = [
+        row
+        for row in first.chunks(["doc_id", "chunk_id", "chunk_index", "n_chars"]).to_pylist()
+        if row["doc_id"] == DOC
+    ]
     big = max(chunks, key=lambda row: (row["n_chars"], -row["chunk_index"]))
     sha = first.documents(["doc_id", "sha256"], [DOC]).to_pylist()[0]["sha256"]
     with Ledger(ledger_path(first.path)) as ledger:
-        flag = ledger.flag(Target("fixture-kb", 1, first.number, DOC, sha, big["chunk_id"], big["chunk_index"]),
-                           "too_large", reviewer="tester")
+        flag = ledger.flag(
+            Target("fixture-kb", 1, first.number, DOC, sha, big["chunk_id"], big["chunk_index"]),
+            "too_large",
+            reviewer="tester",
+        )
     manifest_config = first.manifest["config"]
     config = load_config_text(manifest_config["text"], Path(manifest_config["path"]))
     result = reprocess_snapshot(config)
@@ -56,7 +62,9 @@ def test_compare_mode_shows_moved_boundaries_and_resolved_flag(qtbot, reprocesse
     window.left.viewport().repaint()  # paints the highlighted boundaries without error
     # The resolved flag is listed; choosing it shows the snapshot it was made on beside the resolving one.
     texts = [window.decisions.item(i).text() for i in range(window.decisions.count())]
-    assert any(f"resolved flag {flag}: too_large" in text and "resolved by snapshot 2" in text for text in texts)
+    assert any(
+        f"resolved flag {flag}: too_large" in text and "resolved by snapshot 2" in text for text in texts
+    )
     assert any(text.startswith("constraint ") and text.endswith("applied") for text in texts)
     window.show_pair(second.path, second.path)  # something else first: nothing moved
     assert window.moved_a == window.moved_b == []
@@ -80,7 +88,9 @@ def test_compare_action_in_the_main_window(qtbot, reprocessed) -> None:  # type:
     window.compare_with_parent()
     compare = window.compare_window
     qtbot.addWidget(compare)
-    assert compare.index_a.snapshot_number == first.number and compare.index_b.snapshot_number == second.number
+    assert (
+        compare.index_a.snapshot_number == first.number and compare.index_b.snapshot_number == second.number
+    )
 
 
 def _index(snapshot: Snapshot):  # type: ignore[no-untyped-def]
@@ -118,8 +128,10 @@ def test_select_text_and_keep_it_together(qtbot, tmp_path: Path) -> None:  # typ
     qtbot.keyClick(window.chunks_view, Qt.Key.Key_T)
     [constraint] = active_constraints(window.controller.ledger.events("fixture-kb", 1))[DOC]
     assert constraint.kind == "keep_together" and constraint.origin == "explicit"
-    assert (constraint.start, constraint.end) == (len(text[:start]) + (len(text[start:end]) - len(text[start:end].lstrip())),
-                                                  len(text[:end].rstrip()))
+    assert (constraint.start, constraint.end) == (
+        len(text[:start]) + (len(text[start:end]) - len(text[start:end].lstrip())),
+        len(text[:end].rstrip()),
+    )
     window.undo_action.trigger()
     assert active_constraints(window.controller.ledger.events("fixture-kb", 1)) == {}
     window.redo_action.trigger()
@@ -129,9 +141,14 @@ def test_select_text_and_keep_it_together(qtbot, tmp_path: Path) -> None:  # typ
     manifest_config = first.manifest["config"]
     config = load_config_text(manifest_config["text"], Path(manifest_config["path"]))
     result = reprocess_snapshot(config)
-    assert result.snapshot is not None and [c["status"] for c in result.manifest["constraints"]] == ["applied"]
-    spans = [(r["start"], r["end"]) for r in Snapshot.open(result.snapshot).chunks(["doc_id", "start", "end"]).to_pylist()
-             if r["doc_id"] == DOC]
+    assert result.snapshot is not None and [c["status"] for c in result.manifest["constraints"]] == [
+        "applied"
+    ]
+    spans = [
+        (r["start"], r["end"])
+        for r in Snapshot.open(result.snapshot).chunks(["doc_id", "start", "end"]).to_pylist()
+        if r["doc_id"] == DOC
+    ]
     assert any(a <= constraint.start and b >= constraint.end for a, b in spans)
     # What `chunkyard reprocess` prints about it (the flag lines never named a constraint set with T or H).
     from chunkyard.chunking.decisions import reviewer_constraint_lines
@@ -139,21 +156,31 @@ def test_select_text_and_keep_it_together(qtbot, tmp_path: Path) -> None:  # typ
     placed = result.manifest["constraints"][0]["placed"]
     assert reviewer_constraint_lines(result.manifest) == [
         f"  constraint {constraint.id} (T, keep together, set in the reviewer) on {DOC} [{placed[0]}:{placed[1]}): "
-        "applied"]
+        "applied"
+    ]
 
 
 def test_selecting_a_resolved_chunk_flag_scrolls_both_sides_to_the_chunk(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Only boundary flags have a position; selecting a resolved flag on a chunk deep in a document left
     both sides at the top, far from what was flagged and changed."""
-    long_doc = "# Long\n\n" + "".join(f"Paragraph {i} has a few words about tents and stoves.\n\n" for i in range(600))
+    long_doc = "# Long\n\n" + "".join(
+        f"Paragraph {i} has a few words about tents and stoves.\n\n" for i in range(600)
+    )
     first = Snapshot.open(build_dataset(tmp_path, extra={"long/paragraphs.md": long_doc}))
     doc_id = "long/paragraphs.md"
-    rows = [r for r in first.chunks(["doc_id", "chunk_id", "chunk_index", "start"]).to_pylist() if r["doc_id"] == doc_id]
+    rows = [
+        r
+        for r in first.chunks(["doc_id", "chunk_id", "chunk_index", "start"]).to_pylist()
+        if r["doc_id"] == doc_id
+    ]
     deep = rows[len(rows) * 3 // 4]
     sha = first.documents(["doc_id", "sha256"], [doc_id]).to_pylist()[0]["sha256"]
     with Ledger(ledger_path(first.path)) as ledger:
-        ledger.flag(Target("fixture-kb", 1, first.number, doc_id, sha, deep["chunk_id"], deep["chunk_index"]),
-                    "too_large", reviewer="tester")
+        ledger.flag(
+            Target("fixture-kb", 1, first.number, doc_id, sha, deep["chunk_id"], deep["chunk_index"]),
+            "too_large",
+            reviewer="tester",
+        )
     manifest_config = first.manifest["config"]
     result = reprocess_snapshot(load_config_text(manifest_config["text"], Path(manifest_config["path"])))
     assert result.snapshot is not None
@@ -177,11 +204,18 @@ def test_compare_paints_only_the_moved_boundaries_on_screen(qtbot, tmp_path: Pat
     of the document). Only the bars of the lines on screen are placed now."""
     doc_id = "long/one-line.md"
     first = Snapshot.open(build_dataset(tmp_path, extra={doc_id: "word " * 60_000}))
-    chunk = [r for r in first.chunks(["doc_id", "chunk_id", "chunk_index"]).to_pylist()
-             if r["doc_id"] == doc_id and r["chunk_index"] == 0][0]
+    chunk = [
+        r
+        for r in first.chunks(["doc_id", "chunk_id", "chunk_index"]).to_pylist()
+        if r["doc_id"] == doc_id and r["chunk_index"] == 0
+    ][0]
     sha = first.documents(["doc_id", "sha256"], [doc_id]).to_pylist()[0]["sha256"]
     with Ledger(ledger_path(first.path)) as ledger:
-        ledger.flag(Target("fixture-kb", 1, first.number, doc_id, sha, chunk["chunk_id"], 0), "too_large", reviewer="t")
+        ledger.flag(
+            Target("fixture-kb", 1, first.number, doc_id, sha, chunk["chunk_id"], 0),
+            "too_large",
+            reviewer="t",
+        )
     manifest_config = first.manifest["config"]
     result = reprocess_snapshot(load_config_text(manifest_config["text"], Path(manifest_config["path"])))
     window = CompareWindow(first.path, result.snapshot, doc_id)
@@ -260,8 +294,9 @@ def test_the_question_box_in_compare_ranks_both_snapshots(qtbot, reprocessed) ->
     assert window.question_a.wait_answered() and window.question_b.wait_answered()
     for panel, index in ((window.question_a, window.index_a), (window.question_b, window.index_b)):
         expected = QuestionBox(index).ask(question, 5)
-        assert {n: [a.row for a in r] for n, r in panel.answers.items()} == {n: [a.row for a in r]
-                                                                            for n, r in expected.items()}
+        assert {n: [a.row for a in r] for n, r in panel.answers.items()} == {
+            n: [a.row for a in r] for n, r in expected.items()
+        }
         assert panel.results.topLevelItemCount() == 12  # two headers, five answers each
     best = window.question_b.answers["bm25"][0]
     assert window.index_b.doc_ids[int(window.index_b.chunk_doc[best.row])] == DOC
@@ -294,7 +329,9 @@ def test_n_and_p_in_compare_go_to_the_next_changed_document(qtbot, reprocessed) 
     assert not window.step_changed(-1)
 
 
-def test_after_a_reprocess_the_recheck_queue_holds_the_chunks_rechunked_for_my_flags(qtbot, reprocessed) -> None:  # type: ignore[no-untyped-def]
+def test_after_a_reprocess_the_recheck_queue_holds_the_chunks_rechunked_for_my_flags(
+    qtbot, reprocessed
+) -> None:  # type: ignore[no-untyped-def]
     from chunkyard.chunking.review import ReviewIndex
     from chunkyard.gui.controller import ReviewController
     from chunkyard.gui.main_window import MainWindow
@@ -302,8 +339,11 @@ def test_after_a_reprocess_the_recheck_queue_holds_the_chunks_rechunked_for_my_f
     first, second, _ = reprocessed
     index = ReviewIndex.load(second.path)
     parent_ids = set(first.chunks(["chunk_id"]).column("chunk_id").to_pylist())
-    expected = [row for row in range(index.n_chunks)
-                if index.doc_ids[int(index.chunk_doc[row])] == DOC and index.chunk_id(row) not in parent_ids]
+    expected = [
+        row
+        for row in range(index.n_chunks)
+        if index.doc_ids[int(index.chunk_doc[row])] == DOC and index.chunk_id(row) not in parent_ids
+    ]
     assert expected and index.set_recheck("tester") == len(expected)
     assert index.set_recheck("someone-else") == 0  # not their flags
     window = MainWindow(ReviewController())

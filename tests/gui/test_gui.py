@@ -116,7 +116,9 @@ def test_flag_undo_redo_note_and_reopen(qtbot, dataset: Path, monkeypatch) -> No
     press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     assert index.state(3).verdict is None
     assert window.progress_label.text() == f"0 of {index.n_chunks} reviewed · 0 flagged"
-    press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    press(
+        qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    )
     assert index.state(3).reasons == ["mid_sentence"]
     # B then 3: flag the boundary after chunk 6 as split_table
     controller.select_row(6)
@@ -125,7 +127,9 @@ def test_flag_undo_redo_note_and_reopen(qtbot, dataset: Path, monkeypatch) -> No
     press(qtbot, window, Qt.Key.Key_3)
     assert index.state(6).boundary_reasons == ["split_table"] and not controller.boundary_mode
     controller.select_row(8)
-    monkeypatch.setattr("chunkyard.gui.main_window.ask_note", lambda *args, **kwargs: ("heading belongs below", True))
+    monkeypatch.setattr(
+        "chunkyard.gui.main_window.ask_note", lambda *args, **kwargs: ("heading belongs below", True)
+    )
     press(qtbot, window, Qt.Key.Key_E)
     assert index.state(8).note == "heading belongs below"
     kinds = [event.kind for event in Ledger(ledger_path(index.snapshot.path)).events()]
@@ -194,7 +198,7 @@ def test_click_in_the_text_selects_the_chunk_under_it_with_emoji(qtbot, dataset:
         start, end = int(index.start[row]), int(index.end[row])
         a, b = view.span_utf16(row)
         # the Qt span holds exactly the chunk's text: emoji and CJK before it shift nothing
-        assert qt_text.encode("utf-16-le")[2 * a:2 * b].decode("utf-16-le") == text[start:end]
+        assert qt_text.encode("utf-16-le")[2 * a : 2 * b].decode("utf-16-le") == text[start:end]
     last = rows[-1]
     # click on a character only the last chunk holds, past the overlap
     target = int(index.end[last - 1]) + 5
@@ -203,7 +207,9 @@ def test_click_in_the_text_selects_the_chunk_under_it_with_emoji(qtbot, dataset:
     cursor.setPosition(view.offsets.to_utf16(target))
     rect = view.cursorRect(cursor)
     controller.select_row(rows[0])
-    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(rect.center().x() + 1, rect.center().y()))
+    qtbot.mouseClick(
+        view.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(rect.center().x() + 1, rect.center().y())
+    )
     assert controller.row == last
 
 
@@ -225,8 +231,11 @@ def test_document_filter_sort_and_queue(qtbot, dataset: Path) -> None:  # type: 
     window.queue_box.setCurrentText("All")
     assert proxy.rowCount() == 4
     window.controller.select_row(0)
-    qtbot.mouseClick(window.documents_view.viewport(), Qt.MouseButton.LeftButton,
-                     pos=window.documents_view.visualRect(proxy.index(3, 0)).center())
+    qtbot.mouseClick(
+        window.documents_view.viewport(),
+        Qt.MouseButton.LeftButton,
+        pos=window.documents_view.visualRect(proxy.index(3, 0)).center(),
+    )
     assert window.controller.doc == proxy.index(3, 0).data(Qt.ItemDataRole.UserRole + 2)
 
 
@@ -272,13 +281,29 @@ def test_bad_ledger_opens_read_only_with_a_clear_message(qtbot, dataset: Path) -
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    return subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "chunkyard.flows.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def test_cli_flag_and_screenshot(dataset: Path, tmp_path: Path) -> None:
-    result = _cli("flag", str(dataset), "--doc", "notes/emoji.md", "--chunk", "1", "--reason", "split_code",
-                  "--note", "scripted")
+    result = _cli(
+        "flag",
+        str(dataset),
+        "--doc",
+        "notes/emoji.md",
+        "--chunk",
+        "1",
+        "--reason",
+        "split_code",
+        "--note",
+        "scripted",
+    )
     assert result.returncode == 0, result.stderr
     index = ReviewIndex.load(dataset)
     with Ledger(ledger_path(index.snapshot.path)) as ledger:
@@ -300,8 +325,20 @@ def test_cli_flag_with_an_empty_reviewer_is_refused(dataset: Path, capsys) -> No
     """`--reviewer "$UNSET"` recorded the flag under the config's reviewer (or the OS user) without a word."""
     from chunkyard.flows.cli import main
 
-    code = main(["flag", str(dataset), "--doc", "notes/emoji.md", "--chunk", "1", "--reason", "other",
-                 "--reviewer", ""])
+    code = main(
+        [
+            "flag",
+            str(dataset),
+            "--doc",
+            "notes/emoji.md",
+            "--chunk",
+            "1",
+            "--reason",
+            "other",
+            "--reviewer",
+            "",
+        ]
+    )
     assert code == 2 and "a reviewer name is required" in capsys.readouterr().err
     assert not ledger_path(ReviewIndex.load(dataset).snapshot.path).exists()
 
@@ -315,7 +352,8 @@ def test_screenshot_of_an_unknown_document_fails_at_once(dataset: Path, tmp_path
         pytest.fail("chunkyard review --doc nope.md --screenshot hung instead of failing")
     assert shot.returncode == 2
     assert shot.stderr.strip().splitlines() == [
-        f"chunkyard: error: {dataset / 'v1' / '0001'}: no document 'nope.md' in this snapshot"], shot.stderr
+        f"chunkyard: error: {dataset / 'v1' / '0001'}: no document 'nope.md' in this snapshot"
+    ], shot.stderr
     assert not png.exists()
 
 
@@ -338,12 +376,33 @@ def test_evaluation_tab_shows_the_latest_evaluation(qtbot, dataset: Path) -> Non
     snapshot = resolve_snapshot(dataset)
     record_dir = evaluations_dir(snapshot) / "20261130T010000000000Z-questions-abc123"
     record_dir.mkdir(parents=True)
-    summary = [{"retriever": "bm25", "k": 5, "questions": 3, "recall_mean": 0.75, "recall_std": 0.1,
-                "precision_mean": 0.2, "precision_std": 0.05, "iou_mean": 0.18, "iou_std": 0.04,
-                "hit_rate": 1.0, "mrr": 0.83}]
-    (record_dir / "evaluation.json").write_text(json.dumps({
-        "created_at": "2026-11-30T01:00:00+00:00", "snapshot": int(snapshot.name), "summary": summary,
-        "questions": {"path": "eval/kb-questions.jsonl", "count": 3}, "cost": {"chunks": 42}}), encoding="utf-8")
+    summary = [
+        {
+            "retriever": "bm25",
+            "k": 5,
+            "questions": 3,
+            "recall_mean": 0.75,
+            "recall_std": 0.1,
+            "precision_mean": 0.2,
+            "precision_std": 0.05,
+            "iou_mean": 0.18,
+            "iou_std": 0.04,
+            "hit_rate": 1.0,
+            "mrr": 0.83,
+        }
+    ]
+    (record_dir / "evaluation.json").write_text(
+        json.dumps(
+            {
+                "created_at": "2026-11-30T01:00:00+00:00",
+                "snapshot": int(snapshot.name),
+                "summary": summary,
+                "questions": {"path": "eval/kb-questions.jsonl", "count": 3},
+                "cost": {"chunks": 42},
+            }
+        ),
+        encoding="utf-8",
+    )
     window = open_window(qtbot, dataset)
     text = window.evaluation.toPlainText()
     assert "bm25" in text and "0.750" in text and "kb-questions.jsonl" in text
@@ -389,8 +448,11 @@ def test_a_long_one_line_document_is_shaded_where_the_reader_looks(qtbot, tmp_pa
         first, last = view._visible_range()
         spans = [(start, end) for start, end, _ in view.shades_on_screen()]
         assert 0 < len(spans) < 60 and view.extraSelections() == []  # what is on screen, painted by the view
-        visible = [view.span_utf16(row) for row in rows if view.span_utf16(row)[0] < last
-                   and view.span_utf16(row)[1] > first]
+        visible = [
+            view.span_utf16(row)
+            for row in rows
+            if view.span_utf16(row)[0] < last and view.span_utf16(row)[1] > first
+        ]
         assert visible and all(any(a < end and b > start for a, b in spans) for start, end in visible)
         assert first <= min(a for a, _ in spans) and max(b for _, b in spans) <= last
         view.grab()
@@ -420,8 +482,13 @@ def test_finding_codes_keep_their_beginning_when_cut(qtbot, dataset: Path) -> No
     assert view.textElideMode() == Qt.TextElideMode.ElideLeft  # the section path keeps its deepest heading
 
 
-RTL_DOC = ("# مرحبا\n\n" + "يتم تقسيم هذا المستند إلى أجزاء متعددة لاختبار العرض من اليمين إلى اليسار. " * 14
-           + "\n\n## עברית\n\n" + "זהו טקסט בעברית לבדיקה של תצוגה מימין לשמאל. " * 14 + "\n")
+RTL_DOC = (
+    "# مرحبا\n\n"
+    + "يتم تقسيم هذا المستند إلى أجزاء متعددة لاختبار العرض من اليمين إلى اليسار. " * 14
+    + "\n\n## עברית\n\n"
+    + "זהו טקסט בעברית לבדיקה של תצוגה מימין לשמאל. " * 14
+    + "\n"
+)
 
 
 def _char_centre(view, position: int) -> QPointF | None:  # type: ignore[no-untyped-def]
@@ -525,7 +592,10 @@ def test_return_in_the_reviewer_box_hands_the_keys_back(qtbot, dataset: Path) ->
     qtbot.keyClick(window.focusWidget(), Qt.Key.Key_J)
     qtbot.keyClick(window.focusWidget(), Qt.Key.Key_1)
     assert window.reviewer_box.text() == "alice" and controller.reviewer == "alice"
-    assert controller.index.state(1).reasons == ["split_procedure"] and controller.index.state(1).reviewer == "alice"
+    assert (
+        controller.index.state(1).reasons == ["split_procedure"]
+        and controller.index.state(1).reviewer == "alice"
+    )
     window.reviewer_box.setFocus()
     qtbot.keyClicks(window.reviewer_box, "bob")
     qtbot.keyClick(window.reviewer_box, Qt.Key.Key_Escape)  # drops the edit
@@ -544,7 +614,9 @@ def test_the_window_opens_inside_the_screen(qtbot) -> None:  # type: ignore[no-u
 
 
 @pytest.mark.parametrize("size", [(1264, 672), (1600, 940), (2560, 1400)])
-def test_the_text_is_the_widest_pane_on_small_and_large_screens(qtbot, dataset: Path, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+def test_the_text_is_the_widest_pane_on_small_and_large_screens(
+    qtbot, dataset: Path, size: tuple[int, int]
+) -> None:  # type: ignore[no-untyped-def]
     """On a 1280 x 720 laptop the document's text got what was left after fixed 450 and 540 pixel side
     panes: 266 pixels, about 30 characters a line, narrower than either list beside it; and the chunk
     table's Review column was cut off behind a horizontal scroll bar."""
@@ -561,7 +633,9 @@ def test_the_text_is_the_widest_pane_on_small_and_large_screens(qtbot, dataset: 
     assert centre >= 0.35 * sum((left, centre, right))
     qtbot.waitUntil(lambda: window.chunks_view.viewport().width() > 0)
     header = window.chunks_view.horizontalHeader()
-    assert header.length() <= window.chunks_view.viewport().width()  # every column, Review included, is in view
+    assert (
+        header.length() <= window.chunks_view.viewport().width()
+    )  # every column, Review included, is in view
 
 
 def test_k_on_a_document_without_chunks_goes_back(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -618,10 +692,12 @@ def test_document_ids_that_share_a_file_name_stay_apart_when_cut(qtbot, tmp_path
     """On the k8s-enhancements corpus every document is keps/SIG/NNNN-name/README.md; cut in the middle
     to fit the list they all read "keps/s…DME.md"; cut from the left ("…swap/README.md") a name lost its
     leading number. Top folders go first now: "…/2400-node-swap/README.md", then the end is cut."""
-    ids = ["keps/sig-api-machinery/5073-declarative-validation-with-validation-gen/README.md",
-           "keps/sig-api-machinery/4020-unknown-version-interoperability-proxy/README.md",
-           "keps/sig-apps/1847-autoremove-statefulset-pvcs/README.md",
-           "keps/sig-node/2400-node-swap/README.md"]
+    ids = [
+        "keps/sig-api-machinery/5073-declarative-validation-with-validation-gen/README.md",
+        "keps/sig-api-machinery/4020-unknown-version-interoperability-proxy/README.md",
+        "keps/sig-apps/1847-autoremove-statefulset-pvcs/README.md",
+        "keps/sig-node/2400-node-swap/README.md",
+    ]
     root = build_dataset(tmp_path, extra={doc_id: f"# {doc_id}\n\nText.\n" for doc_id in ids})
     window = open_window(qtbot, root)
     window.resize(1264, 672)
@@ -629,8 +705,11 @@ def test_document_ids_that_share_a_file_name_stay_apart_when_cut(qtbot, tmp_path
     view, model = window.documents_view, window.documents_model
     width = view.columnWidth(0) - 8  # the cell's text margins
     assert width < max(view.fontMetrics().horizontalAdvance(doc_id) for doc_id in ids)  # the ids are cut
-    shown = [_shown_text(view, model.index(row, 0)) for row in range(model.rowCount())
-             if model.index(row, 0).data() in ids]
+    shown = [
+        _shown_text(view, model.index(row, 0))
+        for row in range(model.rowCount())
+        if model.index(row, 0).data() in ids
+    ]
     assert len(shown) == len(ids) and len(set(shown)) == len(ids), shown
     assert all(text.startswith("…/") and text[2:6].isdigit() for text in shown), shown
 
@@ -654,6 +733,7 @@ def test_b_is_dropped_by_a_verdict_or_a_move_before_its_number(qtbot, dataset: P
 
 def _contrast(a, b) -> float:  # type: ignore[no-untyped-def]
     """WCAG contrast ratio of two QColors."""
+
     def luminance(colour) -> float:  # type: ignore[no-untyped-def]
         channels = [c / 255 for c in (colour.red(), colour.green(), colour.blue())]
         linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
@@ -703,23 +783,29 @@ def test_the_review_column_keeps_its_flag_mark_when_cut(qtbot, dataset: Path) ->
     assert option.textElideMode == Qt.TextElideMode.ElideRight
 
 
-def test_a_verdict_does_not_re_explain_every_finding_of_the_document(qtbot, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_verdict_does_not_re_explain_every_finding_of_the_document(
+    qtbot, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     """Every verdict rebuilt the margin's finding markers of the whole document, explanations and all,
     though findings never change: 125 ms per key on a document of 20,000 chunks (all with findings),
     growing with the document. Only the verdict markers are rebuilt now."""
-    text = "".join(f"Line {i} of the log says the stove and tent were shipped, and then more words follow\n"
-                   for i in range(3000))
+    text = "".join(
+        f"Line {i} of the log says the stove and tent were shipped, and then more words follow\n"
+        for i in range(3000)
+    )
     root = build_dataset(tmp_path, extra={"big/log.md": text})
     window = open_window(qtbot, root)
     controller, index, view = window.controller, window.controller.index, window.source_view
     doc = index.doc_number("big/log.md")
     rows = index.doc_rows(doc)
-    assert len(rows) > 500 and index.suspicious[rows.start:rows.stop].sum() > 500
+    assert len(rows) > 500 and index.suspicious[rows.start : rows.stop].sum() > 500
     controller.select_document(doc)
     findings_before = [m for m in view._markers if m.kind == "finding"]
     calls = []
     explain = type(index).explain_findings
-    monkeypatch.setattr(type(index), "explain_findings", lambda self, row: calls.append(row) or explain(self, row))
+    monkeypatch.setattr(
+        type(index), "explain_findings", lambda self, row: calls.append(row) or explain(self, row)
+    )
     press(qtbot, window, Qt.Key.Key_1)
     press(qtbot, window, Qt.Key.Key_O)
     assert len(calls) <= 4  # the detail pane of the chunk shown, not every chunk of the document
@@ -816,14 +902,20 @@ def test_closing_the_window_while_a_dataset_loads_does_not_abort(qtbot, dataset:
     assert controller.index is None and controller.ledger is None
 
 
-def test_the_size_histogram_leaves_out_chunks_measured_in_another_unit(qtbot, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_size_histogram_leaves_out_chunks_measured_in_another_unit(
+    qtbot, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     """A rule may measure some documents in another unit. The histogram titled "Chunk sizes (tokens)"
     plotted those chunks' sizes too: with policies/** in chars (budget 2,000) and the rest in tokens
     (budget 384), 32 chunks of up to 1,472 chars looked like chunks four times over the token budget."""
     from support import review_fixtures
 
-    monkeypatch.setattr(review_fixtures, "CONFIG", review_fixtures.CONFIG
-                        + 'rules:\n  - match: "policies/**"\n    chunker: {unit: words, max_size: 300}\n')
+    monkeypatch.setattr(
+        review_fixtures,
+        "CONFIG",
+        review_fixtures.CONFIG
+        + 'rules:\n  - match: "policies/**"\n    chunker: {unit: words, max_size: 300}\n',
+    )
     root = build_dataset(tmp_path)
     window = open_window(qtbot, root)
     index = window.controller.index
@@ -844,7 +936,9 @@ def _hold_ledger_lock(path: Path):  # type: ignore[no-untyped-def]
     return other
 
 
-def test_decisions_do_not_freeze_the_window_while_another_program_holds_the_ledger(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+def test_decisions_do_not_freeze_the_window_while_another_program_holds_the_ledger(
+    qtbot, dataset: Path
+) -> None:  # type: ignore[no-untyped-def]
     """A verdict was written on the GUI thread, waiting up to 5 s for the ledger's lock and retrying 8
     times: with a reprocess or a script writing, the window froze for most of a minute per key. Now a
     write waits a moment, then the decision waits in a queue (shown as decided, and in the status bar)
@@ -868,14 +962,19 @@ def test_decisions_do_not_freeze_the_window_while_another_program_holds_the_ledg
         assert index.state(3).reasons == ["mid_sentence"] and index.state(4).verdict is None
         assert window.progress_label.text() == f"1 of {index.n_chunks} reviewed · 1 flagged"
         assert controller.pending_count == 3 and not window.pending_label.isHidden()
-        assert "busy" in window.pending_label.text() and "3 decisions waiting to be saved" in window.pending_label.text()
+        assert (
+            "busy" in window.pending_label.text()
+            and "3 decisions waiting to be saved" in window.pending_label.text()
+        )
         controller.poll_ledger()  # another reviewer's view does not drop what waits
         assert index.state(3).reasons == ["mid_sentence"]
         assert not Ledger(path).events(), "nothing could be written yet"
     finally:
         other.execute("ROLLBACK")
         other.close()
-    qtbot.waitUntil(lambda: controller.pending_count == 0, timeout=5000)  # promptly: a killed window loses nothing
+    qtbot.waitUntil(
+        lambda: controller.pending_count == 0, timeout=5000
+    )  # promptly: a killed window loses nothing
     events = Ledger(path).events()
     assert [e.kind for e in events] == ["flag", "mark_ok", "retract"]
     assert events[2].target_event == events[1].id and events[0].reason == "mid_sentence"
@@ -1080,8 +1179,11 @@ def _painted_selected_rows(view) -> list[int]:  # type: ignore[no-untyped-def]
     viewport = view.viewport()
     window = viewport.window()
     corner = viewport.mapTo(window, QPoint(0, 0))
-    image = window.screen().grabWindow(window.winId(), corner.x(), corner.y(), viewport.width(),
-                                       viewport.height()).toImage()
+    image = (
+        window.screen()
+        .grabWindow(window.winId(), corner.x(), corner.y(), viewport.width(), viewport.height())
+        .toImage()
+    )
     highlight = view.palette().color(QPalette.ColorGroup.Active, QPalette.ColorRole.Highlight)
     inactive = view.palette().color(QPalette.ColorGroup.Inactive, QPalette.ColorRole.Highlight)
     model = view.model()
@@ -1091,23 +1193,31 @@ def _painted_selected_rows(view) -> list[int]:  # type: ignore[no-untyped-def]
         if rect.height() <= 0 or rect.top() >= image.height() or rect.bottom() < 0:
             continue
         colour = image.pixelColor(rect.left() + 2, min(max(rect.center().y(), 0), image.height() - 1))
-        if any(abs(colour.red() - c.red()) + abs(colour.green() - c.green()) + abs(colour.blue() - c.blue()) < 30
-               for c in (highlight, inactive)):
+        if any(
+            abs(colour.red() - c.red()) + abs(colour.green() - c.green()) + abs(colour.blue() - c.blue()) < 30
+            for c in (highlight, inactive)
+        ):
             painted.append(row)
     return painted
 
 
 @pytest.mark.parametrize("key", [Qt.Key.Key_N, Qt.Key.Key_J, Qt.Key.Key_K])
-def test_only_the_current_rows_are_highlighted_after_crossing_documents(qtbot, dataset: Path, key: Qt.Key) -> None:  # type: ignore[no-untyped-def]
+def test_only_the_current_rows_are_highlighted_after_crossing_documents(
+    qtbot, dataset: Path, key: Qt.Key
+) -> None:  # type: ignore[no-untyped-def]
     """After N/K crossed into another document, rows of the previous one stayed painted as selected."""
     window = open_window(qtbot, dataset)
     controller = window.controller
     index = controller.index
     assert index is not None
     first_of_second = index.doc_rows(1).start
-    start = first_of_second if key == Qt.Key.Key_K else max(
-        int(r) for r in np.flatnonzero(index.suspicious) if index.chunk_doc[r] == 0) if key == Qt.Key.Key_N \
+    start = (
+        first_of_second
+        if key == Qt.Key.Key_K
+        else max(int(r) for r in np.flatnonzero(index.suspicious) if index.chunk_doc[r] == 0)
+        if key == Qt.Key.Key_N
         else first_of_second - 1
+    )
     controller.select_row(start)
     QApplication.processEvents()
     press(qtbot, window, key)
@@ -1132,7 +1242,9 @@ def test_at_2x_scaling_names_are_readable_and_the_chunk_table_shows_rows(qtbot, 
     for row in range(model.rowCount()):
         text = _shown_text(view, model.index(row, 0))
         assert len(text.replace("…", "").replace("/", "")) >= 12, text
-    rows_shown = window.chunks_view.viewport().height() // window.chunks_view.verticalHeader().defaultSectionSize()
+    rows_shown = (
+        window.chunks_view.viewport().height() // window.chunks_view.verticalHeader().defaultSectionSize()
+    )
     assert rows_shown >= 6
     header = window.chunks_view.horizontalHeader()
     assert not any(header.isSectionHidden(c) for c in range(header.count()))  # the Review column included
@@ -1198,8 +1310,9 @@ def _empty_dataset(root: Path) -> Path:
     source.mkdir(parents=True)
     (source / "empty.md").write_text("")
     (source / "binary.md").write_bytes(b"\x00\x01\x02\xff" * 64)
-    config = load_config_text(CONFIG.replace("SOURCE", str(source)).replace("OUTPUT", str(root / "out")),
-                              root / "config.yaml")
+    config = load_config_text(
+        CONFIG.replace("SOURCE", str(source)).replace("OUTPUT", str(root / "out")), root / "config.yaml"
+    )
     context = prepare_run(config)
     writer = SnapshotWriter(context.version_path)
     stats = RunStats()
@@ -1226,16 +1339,24 @@ def test_review_without_a_path_names_the_current_folder(tmp_path: Path) -> None:
     """It named a folder found below the current one, which the user never typed."""
     (tmp_path / "only" / "v1").mkdir(parents=True)  # one dataset-like folder, with no snapshot
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    result = subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "review", "--screenshot",
-                             str(tmp_path / "shot.png")], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "chunkyard.flows.cli", "review", "--screenshot", str(tmp_path / "shot.png")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        f"chunkyard: error: no PATH given, and the current folder ({tmp_path}) is not a dataset to open: "), lines
+        f"chunkyard: error: no PATH given, and the current folder ({tmp_path}) is not a dataset to open: "
+    ), lines
 
 
-def test_question_mark_lists_every_key_and_the_colours_and_the_toolbar_shows_keys(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+def test_question_mark_lists_every_key_and_the_colours_and_the_toolbar_shows_keys(
+    qtbot, dataset: Path
+) -> None:  # type: ignore[no-untyped-def]
     from PySide6.QtWidgets import QToolButton
 
     from chunkyard.gui.keys_overlay import LEGEND
@@ -1257,13 +1378,23 @@ def test_question_mark_lists_every_key_and_the_colours_and_the_toolbar_shows_key
     assert not overlay.isVisible() and QApplication.focusWidget() is window.chunks_view
     # The Decide toolbar: every verdict with its key, and its buttons act.
     buttons = {b.text(): b for b in window.decide_bar.findChildren(QToolButton) if b.text()}
-    assert {"1 split_procedure", "2 mid_sentence", "9 other", "B boundary", "O OK", "E note", "? keys"} <= set(buttons)
+    assert {
+        "1 split_procedure",
+        "2 mid_sentence",
+        "9 other",
+        "B boundary",
+        "O OK",
+        "E note",
+        "? keys",
+    } <= set(buttons)
     window.controller.select_row(0)
     qtbot.mouseClick(buttons["3 split_table"], Qt.MouseButton.LeftButton)
     assert window.controller.index.state(0).reasons == ["split_table"]
 
 
-def test_a_finding_queue_from_the_chart_with_progress_rate_and_time_left(qtbot, dataset: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_finding_queue_from_the_chart_with_progress_rate_and_time_left(
+    qtbot, dataset: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     """Click a bar of the findings chart: review just that finding's chunks, with n of N, rate, time left."""
     window = open_window(qtbot, dataset)
     controller = window.controller
@@ -1287,18 +1418,24 @@ def test_a_finding_queue_from_the_chart_with_progress_rate_and_time_left(qtbot, 
     left = round((count - 3) * 10 / 60)
     expected = f"Finding {code}: 3 of {count} decided · 6.0/min · "
     assert window.queue_progress_label.text().startswith(expected), window.queue_progress_label.text()
-    assert window.queue_progress_label.text().endswith("left") and (left < 1 or f"{left} min" in
-                                                                    window.queue_progress_label.text())
+    assert window.queue_progress_label.text().endswith("left") and (
+        left < 1 or f"{left} min" in window.queue_progress_label.text()
+    )
     # Only documents with chunks of the finding left to decide are listed.
     listed = {window.documents_model.doc_at(r) for r in range(window.documents_model.rowCount())}
     assert listed == {int(index.chunk_doc[r]) for r in np.flatnonzero(index.queue_mask(controller.queue))}
 
 
-def test_bulk_flag_the_chunks_of_one_section_title_with_one_finding_and_undo_them_as_one(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_bulk_flag_the_chunks_of_one_section_title_with_one_finding_and_undo_them_as_one(
+    qtbot, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """152 of one dataset's 180 undersized findings were the same "Unresolved questions: None." section:
     choose them (same finding, then same section title), flag them in one step, undo them in one step."""
-    kep = "# KEP {n}\n\n## Summary\n\n" + "Text of the proposal that is long enough to be one chunk. " * 6 + \
-          "\n\n## Unresolved questions\n\nNone.\n"
+    kep = (
+        "# KEP {n}\n\n## Summary\n\n"
+        + "Text of the proposal that is long enough to be one chunk. " * 6
+        + "\n\n## Unresolved questions\n\nNone.\n"
+    )
     extra = {f"keps/{n:04d}/README.md": kep.format(n=n) for n in range(12)}
     window = open_window(qtbot, build_dataset(tmp_path, extra=extra))
     controller = window.controller
@@ -1309,12 +1446,19 @@ def test_bulk_flag_the_chunks_of_one_section_title_with_one_finding_and_undo_the
     controller.select_row(targets[0])
     findings = index.findings(targets[0])
     assert findings  # the tiny "None." section carries a finding
-    press(qtbot, window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    press(
+        qtbot, window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    )
     with_findings = int(np.count_nonzero(index.same_findings_mask(targets[0])))
     assert len(controller.bulk_rows()) == with_findings >= 12
-    press(qtbot, window, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    press(
+        qtbot, window, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    )
     assert controller.bulk_rows() == targets  # narrowed to the section title
-    assert "12 chunks chosen with" in window.bulk_label.text() and "'Unresolved questions'" in window.bulk_label.text()
+    assert (
+        "12 chunks chosen with" in window.bulk_label.text()
+        and "'Unresolved questions'" in window.bulk_label.text()
+    )
     assert window.chunks_model.index(window.chunks_model.table_row(targets[0]), 0).data().startswith("● ")
     press(qtbot, window, Qt.Key.Key_9, Qt.KeyboardModifier.ControlModifier)  # all 12 flagged "other"
     assert all(index.state(r).reasons == ["other"] for r in targets)
@@ -1324,15 +1468,23 @@ def test_bulk_flag_the_chunks_of_one_section_title_with_one_finding_and_undo_the
     press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)  # one undo takes all 12 back
     assert all(index.state(r).verdict is None for r in targets)
     assert window.progress_label.text().startswith("0 of")
-    press(qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    press(
+        qtbot, window, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    )
     assert all(index.state(r).reasons == ["other"] for r in targets)
     # A range, then OK: decided chunks are left out of a new choice.
     controller.select_row(0)
-    press(qtbot, window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    press(
+        qtbot, window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    )
     controller.select_row(4)
-    press(qtbot, window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    press(
+        qtbot, window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    )
     assert controller.bulk_rows() == [0, 1, 2, 3, 4]
-    press(qtbot, window, Qt.Key.Key_O, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    press(
+        qtbot, window, Qt.Key.Key_O, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    )
     assert all(index.state(r).verdict == "ok" for r in range(5))
 
 
@@ -1349,13 +1501,16 @@ def test_the_question_box_lists_bm25_and_dense_answers_marks_and_opens_them(qtbo
         qtbot.keyClick(panel.question, Qt.Key.Key_Return)
         assert panel.busy
     expected = QuestionBox(index).ask("how many days do I have to return a tent", 5)
-    assert {name: [(a.row, round(a.score, 6)) for a in answers] for name, answers in panel.answers.items()} == \
-        {name: [(a.row, round(a.score, 6)) for a in answers] for name, answers in expected.items()}
+    assert {
+        name: [(a.row, round(a.score, 6)) for a in answers] for name, answers in panel.answers.items()
+    } == {name: [(a.row, round(a.score, 6)) for a in answers] for name, answers in expected.items()}
     assert len(panel.answers["bm25"]) == len(panel.answers["dense"]) == 5
     best = panel.answers["bm25"][0]
     assert index.doc_ids[int(index.chunk_doc[best.row])] == "handbook/returns-and-refunds.md"
     lines = [panel.results.topLevelItem(i).text(0) for i in range(panel.results.topLevelItemCount())]
-    assert lines[0].startswith("BM25") and lines[1].startswith(f"1.  {best.score:.3f}  handbook/returns-and-refunds.md")
+    assert lines[0].startswith("BM25") and lines[1].startswith(
+        f"1.  {best.score:.3f}  handbook/returns-and-refunds.md"
+    )
     # Choosing an answer shows its chunk; the margin carries each answer's best rank.
     panel.results.setCurrentItem(panel.results.topLevelItem(1))
     assert window.controller.row == best.row
@@ -1402,7 +1557,9 @@ def test_find_in_chunk_text_and_go_to(qtbot, dataset: Path, monkeypatch) -> None
     assert "no document 'nope.md'" in window.statusBar().currentMessage()
 
 
-def test_where_two_reviewers_disagree_is_a_queue_and_the_detail_says_who_said_what(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
+def test_where_two_reviewers_disagree_is_a_queue_and_the_detail_says_who_said_what(
+    qtbot, dataset: Path
+) -> None:  # type: ignore[no-untyped-def]
     window = open_window(qtbot, dataset)
     controller = window.controller
     index = controller.index
@@ -1413,7 +1570,9 @@ def test_where_two_reviewers_disagree_is_a_queue_and_the_detail_says_who_said_wh
     controller.poll_ledger()  # what the window does every few seconds
     window.queue_box.setCurrentIndex(window.queue_box.findData("Disagreements"))
     assert controller.queue == "Disagreements"
-    assert window.documents_model.rowCount() == 1 and window.documents_model.doc_at(0) == int(index.chunk_doc[4])
+    assert window.documents_model.rowCount() == 1 and window.documents_model.doc_at(0) == int(
+        index.chunk_doc[4]
+    )
     controller.select_row(4)
     assert "Reviewers  differ: bob: OK · test-reviewer: flagged: mid_sentence" in window.detail.toPlainText()
     assert window.queue_progress_label.text().startswith("Disagreements: 1 of 1")

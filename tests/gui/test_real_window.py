@@ -47,8 +47,11 @@ def xvfb() -> Iterator[str]:
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (apt-get install xvfb xdotool; see .ci/run)")
     number = _free_display()
-    server = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        ["Xvfb", f":{number}", "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 20
         while not Path(f"/tmp/.X11-unix/X{number}").exists():
@@ -61,8 +64,13 @@ def xvfb() -> Iterator[str]:
 
 
 def _xdotool(display: str, *args: str, timeout: float = 60) -> str:
-    result = subprocess.run(["xdotool", *args], env={**os.environ, "DISPLAY": display}, capture_output=True,
-                            text=True, timeout=timeout)
+    result = subprocess.run(
+        ["xdotool", *args],
+        env={**os.environ, "DISPLAY": display},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert result.returncode == 0, f"xdotool {' '.join(args)}: {result.stderr}"
     return result.stdout.strip()
 
@@ -70,13 +78,23 @@ def _xdotool(display: str, *args: str, timeout: float = 60) -> str:
 def _review_session(display: str, dataset: Path, home: Path, keys: list[str]) -> str:
     """Start `chunkyard review DATASET` in a window on ``display``, type ``keys`` from the first key the
     loaded window can take, quit with Ctrl+Q; the reviewer's standard error."""
-    env = {key: value for key, value in os.environ.items() if key not in ("QT_QPA_PLATFORM", "WAYLAND_DISPLAY")}
+    env = {
+        key: value for key, value in os.environ.items() if key not in ("QT_QPA_PLATFORM", "WAYLAND_DISPLAY")
+    }
     env.update(DISPLAY=display, QT_QPA_PLATFORM="xcb", XDG_CONFIG_HOME=str(home))
-    reviewer = subprocess.Popen([sys.executable, "-m", "chunkyard.flows.cli", "review", str(dataset)], cwd=REPO,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reviewer = subprocess.Popen(
+        [sys.executable, "-m", "chunkyard.flows.cli", "review", str(dataset)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # The title names the snapshot once it is loaded: the keys go to a window that can take them.
-        window = _xdotool(display, "search", "--sync", "--onlyvisible", "--name", "chunkyard review — fixture-kb")
+        window = _xdotool(
+            display, "search", "--sync", "--onlyvisible", "--name", "chunkyard review — fixture-kb"
+        )
         _xdotool(display, "windowfocus", "--sync", window.splitlines()[0])
         # Real key events through XTEST to the focused window (not synthetic events sent to it).
         _xdotool(display, "key", "--delay", "150", *keys)
@@ -111,23 +129,37 @@ def test_the_first_keys_in_a_real_window_review(xvfb: str, tmp_path: Path) -> No
     second = index.next_suspicious(first)
     assert _flagged_rows(index) == [(second, "mid_sentence")], stderr
     stderr = _review_session(xvfb, dataset, tmp_path / "config", ["3"])
-    assert _flagged_rows(index) == [(second, "mid_sentence"), (index.next_suspicious(second), "split_table")], stderr
+    assert _flagged_rows(index) == [
+        (second, "mid_sentence"),
+        (index.next_suspicious(second), "split_table"),
+    ], stderr
 
 
 def test_no_display_is_one_line_not_an_abort(tmp_path: Path) -> None:
     dataset = build_dataset(tmp_path)
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
-    result = subprocess.run([sys.executable, "-m", "chunkyard.flows.cli", "review", str(dataset)], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=120)
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "chunkyard.flows.cli", "review", str(dataset)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1, result.stderr
     assert result.stderr.strip().splitlines() == [
-        "chunkyard: error: no display (DISPLAY is not set); use --screenshot PNG to render the reviewer without one"]
+        "chunkyard: error: no display (DISPLAY is not set); use --screenshot PNG to render the reviewer without one"
+    ]
 
 
 def test_an_x_display_nobody_serves_is_named() -> None:
     assert preflight({"DISPLAY": ":197"}, plugin=Path("/nonexistent")) == (
-        "no display: no X server answers on DISPLAY=:197; use --screenshot PNG to render without one")
+        "no display: no X server answers on DISPLAY=:197; use --screenshot PNG to render without one"
+    )
     assert preflight({"QT_QPA_PLATFORM": "offscreen"}) is None
     assert preflight({"WAYLAND_DISPLAY": "wayland-0"}) is None
 
@@ -138,18 +170,33 @@ def test_missing_x_libraries_are_named_with_their_packages(tmp_path: Path) -> No
     if compiler is None or shutil.which("ldd") is None:
         pytest.skip("needs a C compiler and ldd to build a library with a missing dependency")
     (tmp_path / "dep.c").write_text("int chunkyard_dep(void) { return 1; }\n")
-    (tmp_path / "plugin.c").write_text("int chunkyard_dep(void);\nint plugin(void) { return chunkyard_dep(); }\n")
+    (tmp_path / "plugin.c").write_text(
+        "int chunkyard_dep(void);\nint plugin(void) { return chunkyard_dep(); }\n"
+    )
     dep = tmp_path / "libchunkyard-gone.so.3"
-    subprocess.run([compiler, "-shared", "-fPIC", "-Wl,-soname,libchunkyard-gone.so.3", "-o", str(dep),
-                    str(tmp_path / "dep.c")], check=True)
+    subprocess.run(
+        [
+            compiler,
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libchunkyard-gone.so.3",
+            "-o",
+            str(dep),
+            str(tmp_path / "dep.c"),
+        ],
+        check=True,
+    )
     plugin = tmp_path / "libqfake.so"
-    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(plugin), str(tmp_path / "plugin.c"), str(dep)],
-                   check=True)
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-o", str(plugin), str(tmp_path / "plugin.c"), str(dep)], check=True
+    )
     dep.unlink()
     assert missing_libraries(plugin) == ["libchunkyard-gone.so.3"]
     line = preflight({"DISPLAY": ":0"}, plugin=plugin)
-    assert line == ("Qt cannot open a window: missing system libraries libchunkyard-gone.so.3; install them "
-                    "(Debian/Ubuntu: apt-get install libchunkyard-gone3), or use --screenshot PNG")
+    assert line == (
+        "Qt cannot open a window: missing system libraries libchunkyard-gone.so.3; install them "
+        "(Debian/Ubuntu: apt-get install libchunkyard-gone3), or use --screenshot PNG"
+    )
     assert package_of("libxcb-cursor.so.0") == "libxcb-cursor0"
     assert package_of("libX11.so.6") == "libx11-6"
     assert package_of("libxkbcommon-x11.so.0") == "libxkbcommon-x11-0"

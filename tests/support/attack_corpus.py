@@ -82,11 +82,15 @@ def docx_bytes(paragraphs: list[str] | None = None, *, inflate_mb: float = 0) ->
     document.save(buffer)
     if not inflate_mb:
         return buffer.getvalue()
-    paragraph = "<w:p><w:r><w:t>A paragraph repeated to inflate the package, again and again.</w:t></w:r></w:p>"
+    paragraph = (
+        "<w:p><w:r><w:t>A paragraph repeated to inflate the package, again and again.</w:t></w:r></w:p>"
+    )
     body = paragraph * int(inflate_mb * MB / len(paragraph))
     out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as source, \
-            zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as target:
+    with (
+        zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as source,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as target,
+    ):
         for item in source.infolist():
             data = source.read(item.filename)
             if item.filename == "word/document.xml":
@@ -104,14 +108,20 @@ def pdf_bytes(pages: int, stream_mb: float = 0, text: str = "Attack corpus page"
     from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
     writer = PdfWriter()
-    font = DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-                             NameObject("/BaseFont"): NameObject("/Helvetica")})
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
     font_ref = writer._add_object(font)
     padding = b"q Q\n" * int(stream_mb * MB / 4)
     for number in range(1, pages + 1):
         page = writer.add_blank_page(612, 792)
         page[NameObject("/Resources")] = DictionaryObject(
-            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font_ref})})
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font_ref})}
+        )
         stream = DecodedStreamObject()
         stream.set_data(f"BT /F1 12 Tf 72 720 Td ({text} {number}.) Tj ET\n".encode() + padding)
         page[NameObject("/Contents")] = writer._add_object(stream)
@@ -129,8 +139,13 @@ def _alias_bomb_front_matter(levels: int, fan_out: int) -> str:
     return "---\n" + "\n".join(lines) + "\n---\n# Bomb\n\nThe body is fine.\n"
 
 
-def build_attack_corpus(root: Path, *, docx_mb: float = 20, pdf_pages: int = 20, slow_docx_mb: float = 6,
-                        ) -> AttackCorpus:
+def build_attack_corpus(
+    root: Path,
+    *,
+    docx_mb: float = 20,
+    pdf_pages: int = 20,
+    slow_docx_mb: float = 6,
+) -> AttackCorpus:
     """Build the corpus under ``root`` (``root/src``, ``root/outside``); see the module docstring."""
     source, outside = root / "src", root / "outside"
     source.mkdir(parents=True)
@@ -138,7 +153,9 @@ def build_attack_corpus(root: Path, *, docx_mb: float = 20, pdf_pages: int = 20,
     corpus = AttackCorpus(source, outside, f"CHUNKYARD-SECRET-{uuid.uuid4().hex}")
     (outside / "secret.md").write_text(f"# Secret\n\n{corpus.secret}\n", encoding="utf-8")
 
-    def write(rel: str, data: bytes | str, *, good: bool = False, text: bool = True, bad: str | None = None) -> None:
+    def write(
+        rel: str, data: bytes | str, *, good: bool = False, text: bool = True, bad: str | None = None
+    ) -> None:
         path = source / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         raw = data.encode("utf-8") if isinstance(data, str) else data
@@ -151,22 +168,33 @@ def build_attack_corpus(root: Path, *, docx_mb: float = 20, pdf_pages: int = 20,
     # Good files, so that a run that skips everything fails the test.
     write("guide.md", "# Guide\n\n" + _prose(3000), good=True)
     write("real/target.md", "# Target\n\nRead through a link that stays inside.\n", good=True)
-    write("page.html", "<html><head><title>Page</title></head><body><h1>Page</h1><p>Fine.</p></body></html>",
-          good=True, text=False)
+    write(
+        "page.html",
+        "<html><head><title>Page</title></head><body><h1>Page</h1><p>Fine.</p></body></html>",
+        good=True,
+        text=False,
+    )
     write("ok.docx", docx_bytes(["A small Word document.", "It is fine."]), good=True, text=False)
     write("ok.pdf", pdf_bytes(2, text="A small PDF"), good=True, text=False)
 
     # 1. Links: out of the source never read; inside read (source.follow_links: inside, the default).
     (source / "inside.md").symlink_to(source / "real" / "target.md")
     corpus.good["inside.md"] = corpus.good["real/target.md"]
-    links = {"passwd.txt": "/etc/passwd", "s.md": str(outside / "secret.md"), "maps.txt": "/proc/self/maps",
-             "kmsg.txt": "/proc/kmsg", "zero.txt": "/dev/zero"}
+    links = {
+        "passwd.txt": "/etc/passwd",
+        "s.md": str(outside / "secret.md"),
+        "maps.txt": "/proc/self/maps",
+        "kmsg.txt": "/proc/kmsg",
+        "zero.txt": "/dev/zero",
+    }
     for name, target in links.items():
         (source / name).symlink_to(target)
         if not os.path.lexists(target) or not os.path.exists(target):
             corpus.bad[name] = "broken symbolic link (its target does not exist)"
         else:
-            corpus.bad[name] = f"symbolic link to {os.path.realpath(target)}, outside the source folder (not read)"
+            corpus.bad[name] = (
+                f"symbolic link to {os.path.realpath(target)}, outside the source folder (not read)"
+            )
     corpus.bad["maps.txt"] = "symbolic link to /proc/*"  # /proc/self resolves to the run's own pid
     (source / "up").symlink_to(outside, target_is_directory=True)  # a folder link: never followed
 
@@ -191,9 +219,13 @@ def build_attack_corpus(root: Path, *, docx_mb: float = 20, pdf_pages: int = 20,
         raw = f'<html><head><meta charset="{codec}"><title>T</title></head><body><p>caf\xe9</p></body></html>'
         data = raw.encode("latin-1")
         at = data.index(b"\xe9")
-        write(f"charset-{codec}.html", data, bad=f"not valid UTF-8 at byte {at}, and its declared "
-                                                 f"charset {codec!r} is unknown (not a label of the WHATWG Encoding "
-                                                 "Standard)")
+        write(
+            f"charset-{codec}.html",
+            data,
+            bad=f"not valid UTF-8 at byte {at}, and its declared "
+            f"charset {codec!r} is unknown (not a label of the WHATWG Encoding "
+            "Standard)",
+        )
 
     # 4. Front matter alias bombs: the file is good, its metadata is dropped with the reason.
     for name, (levels, fan_out) in {"bomb-9x9.md": (9, 9), "bomb-6x9.md": (6, 9)}.items():
@@ -202,22 +234,41 @@ def build_attack_corpus(root: Path, *, docx_mb: float = 20, pdf_pages: int = 20,
 
     # 5. Bounded work per document.
     inflated = docx_bytes(inflate_mb=docx_mb)
-    xml_mb = sum(i.file_size for i in zipfile.ZipFile(io.BytesIO(inflated)).infolist()
-                 if i.filename.endswith((".xml", ".rels"))) / MB
-    write("bomb.docx", inflated, bad=f"DOCX inflates to {xml_mb:.1f} MB of XML, over limits.max_inflated_mb "
-                                     f"({LIMITS['max_inflated_mb']} MB); not read")
-    write("bomb.pdf", pdf_bytes(pdf_pages, stream_mb=1),
-          bad="page content streams of more than *")
+    xml_mb = (
+        sum(
+            i.file_size
+            for i in zipfile.ZipFile(io.BytesIO(inflated)).infolist()
+            if i.filename.endswith((".xml", ".rels"))
+        )
+        / MB
+    )
+    write(
+        "bomb.docx",
+        inflated,
+        bad=f"DOCX inflates to {xml_mb:.1f} MB of XML, over limits.max_inflated_mb "
+        f"({LIMITS['max_inflated_mb']} MB); not read",
+    )
+    write("bomb.pdf", pdf_bytes(pdf_pages, stream_mb=1), bad="page content streams of more than *")
     # Under the inflation limit, but python-docx needs far longer than document_seconds for it.
-    write("slow.docx", docx_bytes(inflate_mb=slow_docx_mb),
-          bad=f"abandoned: still being read or chunked after {LIMITS['document_seconds']} s "
-              "(limits.document_seconds)")
+    write(
+        "slow.docx",
+        docx_bytes(inflate_mb=slow_docx_mb),
+        bad=f"abandoned: still being read or chunked after {LIMITS['document_seconds']} s "
+        "(limits.document_seconds)",
+    )
     big_text = "# Big\n\n" + _prose(int(LIMITS["max_text_mb"] * MB * 1.2))
-    write("big-text.md", big_text, bad=f"extracted text of {len(big_text) / MB:.1f} million characters is over "
-                                       f"limits.max_text_mb ({LIMITS['max_text_mb']})")
+    write(
+        "big-text.md",
+        big_text,
+        bad=f"extracted text of {len(big_text) / MB:.1f} million characters is over "
+        f"limits.max_text_mb ({LIMITS['max_text_mb']})",
+    )
     huge = "# Huge\n\n" + _prose(int(LIMITS["max_file_mb"] * MB * 1.1))
-    write("huge.md", huge, bad=f"file of {len(huge) / MB:.1f} MB is over limits.max_file_mb "
-                               f"({LIMITS['max_file_mb']} MB)")
+    write(
+        "huge.md",
+        huge,
+        bad=f"file of {len(huge) / MB:.1f} MB is over limits.max_file_mb ({LIMITS['max_file_mb']} MB)",
+    )
     return corpus
 
 
@@ -228,8 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pdf-pages", type=int, default=20)
     args = parser.parse_args(argv)
     corpus = build_attack_corpus(args.root, docx_mb=args.docx_mb, pdf_pages=args.pdf_pages)
-    print(f"{corpus.root}: {len(corpus.good)} good, {len(corpus.bad)} bad files; limits for the config: "
-          f"{corpus.limits_yaml.strip()}")
+    print(
+        f"{corpus.root}: {len(corpus.good)} good, {len(corpus.bad)} bad files; limits for the config: "
+        f"{corpus.limits_yaml.strip()}"
+    )
     for case, why in corpus.not_generated.items():
         print(f"  not generated: {case}: {why}")
     return 0

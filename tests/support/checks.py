@@ -58,7 +58,9 @@ def is_grapheme_boundary(text: str, pos: int) -> bool:
     low, limit = pos, max(0, pos - 4096)
     while low > limit:
         before, after = text[low - 1], text[low]
-        if before == "\n" or (before.isascii() and after.isascii() and not (before == "\r" and after == "\n")):
+        if before == "\n" or (
+            before.isascii() and after.isascii() and not (before == "\r" and after == "\n")
+        ):
             break
         low -= 1
     else:
@@ -110,7 +112,9 @@ def assert_chunk_invariants(
         size = recount(chunk.text, unit, tokenizer)
         assert chunk.size == size, f"{where}: size {chunk.size} but recount {size} {unit}"
         over = "over_budget" in chunk.findings
-        assert chunk.size <= max_size or over, f"{where}: {chunk.size} > {max_size} {unit} without over_budget"
+        assert chunk.size <= max_size or over, (
+            f"{where}: {chunk.size} > {max_size} {unit} without over_budget"
+        )
         assert not over or chunk.size > max_size, f"{where}: over_budget but {chunk.size} ≤ {max_size}"
         if unit == "tokens" and tokenizer == "cl100k_base":
             assert chunk.n_tokens == size, where
@@ -129,7 +133,9 @@ def assert_chunk_invariants(
     # exclusions are real spans of the text, and excluded text is in no chunk
     for start, end, reason in result.exclusions:
         assert 0 <= start < end <= len(text) and reason, (start, end, reason)
-        assert not any(c.start < end and start < c.end for c in chunks), f"excluded [{start}:{end}] is in a chunk"
+        assert not any(c.start < end and start < c.end for c in chunks), (
+            f"excluded [{start}:{end}] is in a chunk"
+        )
     # (b) coverage: every non-whitespace character is in a chunk or in a recorded exclusion
     spans = sorted([(c.start, c.end) for c in chunks] + [(s, e) for s, e, _ in result.exclusions])
     pos = 1 if "bom_front_matter" in tolerate and text.startswith("\ufeff") else 0

@@ -11,10 +11,12 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "kb"
 
 
-def write_config(folder: Path, source: Path, output: Path, *, version: int = 1, max_size: int = 256,
-                 extra: str = "") -> Path:
+def write_config(
+    folder: Path, source: Path, output: Path, *, version: int = 1, max_size: int = 256, extra: str = ""
+) -> Path:
     path = folder / "config.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: kb
         version: {version}
         source: {{path: {source}, include: ["**/*"]}}
@@ -24,7 +26,10 @@ def write_config(folder: Path, source: Path, output: Path, *, version: int = 1, 
           unit: tokens
           max_size: {max_size}
           overlap: 16
-        """) + extra, encoding="utf-8")
+        """)
+        + extra,
+        encoding="utf-8",
+    )
     return path
 
 
@@ -37,7 +42,9 @@ def run_cli(*args: str) -> int:
 def chunk_ids(snapshot: Path) -> dict[str, list[str]]:
     table = pq.read_table(snapshot / "chunks.parquet", columns=["doc_id", "chunk_id"])
     out: dict[str, list[str]] = {}
-    for doc_id, cid in zip(table.column("doc_id").to_pylist(), table.column("chunk_id").to_pylist(), strict=True):
+    for doc_id, cid in zip(
+        table.column("doc_id").to_pylist(), table.column("chunk_id").to_pylist(), strict=True
+    ):
         out.setdefault(doc_id, []).append(cid)
     return out
 

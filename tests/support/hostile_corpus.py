@@ -42,8 +42,25 @@ class HostileCorpus:
 
 def _paragraphs(n_bytes: int, seed: str) -> str:
     """Readable prose of about ``n_bytes`` UTF-8 bytes, deterministic, with paragraph breaks."""
-    words = ("chunk", "boundary", "review", "ledger", "snapshot", "corpus", "token", "budget", "heading",
-             "procedure", "table", "overlap", "retrieval", "vector", "Zürich", "naïve", "café")
+    words = (
+        "chunk",
+        "boundary",
+        "review",
+        "ledger",
+        "snapshot",
+        "corpus",
+        "token",
+        "budget",
+        "heading",
+        "procedure",
+        "table",
+        "overlap",
+        "retrieval",
+        "vector",
+        "Zürich",
+        "naïve",
+        "café",
+    )
     out: list[str] = []
     size, i = 0, len(seed)
     while size < n_bytes:
@@ -56,8 +73,15 @@ def _paragraphs(n_bytes: int, seed: str) -> str:
     return " ".join(out).replace(" \n\n ", "\n\n") + "\n"
 
 
-def _write(corpus: HostileCorpus, rel: str, data: bytes, *, good: str | None = None, text: bool = True,
-           bad: str | None = None) -> Path:
+def _write(
+    corpus: HostileCorpus,
+    rel: str,
+    data: bytes,
+    *,
+    good: str | None = None,
+    text: bool = True,
+    bad: str | None = None,
+) -> Path:
     path = corpus.root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
@@ -78,8 +102,15 @@ def make_deep(root: Path, depth: int) -> Path:
     return folder
 
 
-def build_hostile_corpus(root: Path, *, large_mb: float = 8, line_mb: float = 4, script_mb: float = 5,
-                         depth: int = 1200, headings: int = 10_000) -> HostileCorpus:
+def build_hostile_corpus(
+    root: Path,
+    *,
+    large_mb: float = 8,
+    line_mb: float = 4,
+    script_mb: float = 5,
+    depth: int = 1200,
+    headings: int = 10_000,
+) -> HostileCorpus:
     """Write the hostile corpus under ``root`` (created) and say what must become of each file."""
     root.mkdir(parents=True, exist_ok=True)
     corpus = HostileCorpus(root)
@@ -89,16 +120,27 @@ def build_hostile_corpus(root: Path, *, large_mb: float = 8, line_mb: float = 4,
 
     # Encodings.
     head = b"# Mixed\n\nValid text first, then one bad byte.\n"
-    _write(corpus, "invalid-utf8-mid.md", head + b"\xff\xfe broken\n" + b"more text\n" * 100,
-           bad=f"not valid UTF-8 at byte {len(head)}")
+    _write(
+        corpus,
+        "invalid-utf8-mid.md",
+        head + b"\xff\xfe broken\n" + b"more text\n" * 100,
+        bad=f"not valid UTF-8 at byte {len(head)}",
+    )
     utf16 = "Ünïcödé text in UTF-16 with a byte-order mark.\n\nSecond paragraph: 日本語.\n"
     _write(corpus, "utf16-bom.txt", codecs.BOM_UTF16_LE + utf16.encode("utf-16-le"), good=utf16)
-    _write(corpus, "latin1.txt", "caf\xe9 cr\xe8me br\xfbl\xe9e\n".encode("latin-1"), bad="not valid UTF-8 at byte 3")
+    _write(
+        corpus,
+        "latin1.txt",
+        "caf\xe9 cr\xe8me br\xfbl\xe9e\n".encode("latin-1"),
+        bad="not valid UTF-8 at byte 3",
+    )
     _write(corpus, "nul-bytes.txt", b"text\x00with\x00NULs\n", bad="binary file (NUL bytes)")
     # NUL bytes after the 8 kB sniffing window are caught after decoding.
     _write(corpus, "late-nul.txt", b"a" * 9000 + b"\x00tail\n", bad="binary file (NUL bytes)")
     _write(corpus, "empty.md", b"", bad="empty file")
-    _write(corpus, "whitespace.txt", b" \n\t\n  \n", bad="no text (empty or whitespace only after extraction)")
+    _write(
+        corpus, "whitespace.txt", b" \n\t\n  \n", bad="no text (empty or whitespace only after extraction)"
+    )
 
     # Size.
     _write(corpus, "large.txt", _paragraphs(int(large_mb * MB), "large").encode())
@@ -140,12 +182,17 @@ def build_hostile_corpus(root: Path, *, large_mb: float = 8, line_mb: float = 4,
     _write(corpus, "/".join(["d"] * depth) + "/bottom.md", b"# Bottom\n\nFound at the bottom.\n")
 
     # Structure that stresses the chunkers.
-    _write(corpus, "many-headings.md",
-           "".join(f"{'#' * (1 + i % 6)} Heading {i}\n\nBody {i}.\n\n" for i in range(headings)).encode())
+    _write(
+        corpus,
+        "many-headings.md",
+        "".join(f"{'#' * (1 + i % 6)} Heading {i}\n\nBody {i}.\n\n" for i in range(headings)).encode(),
+    )
     script = "var x = '" + "s" * int(script_mb * MB) + "';"
-    html = ("<html><head><title>Unclosed</title><script>" + script + "</script></head><body>"
-            "<h1>Unclosed tags<p>First paragraph <b>bold <i>italic<div>stray div<ul><li>one<li>two"
-            "<table><tr><td>cell</table><p>Last words")
+    html = (
+        "<html><head><title>Unclosed</title><script>" + script + "</script></head><body>"
+        "<h1>Unclosed tags<p>First paragraph <b>bold <i>italic<div>stray div<ul><li>one<li>two"
+        "<table><tr><td>cell</table><p>Last words"
+    )
     _write(corpus, "unclosed.html", html.encode(), good=None, text=False)
     _write(corpus, "syntax-error.py", b"def broken(:\n    return 1\n\nclass Fine:\n    x = 1\n")
     return corpus
@@ -159,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script-mb", type=float, default=5)
     parser.add_argument("--depth", type=int, default=1200)
     args = parser.parse_args(argv)
-    corpus = build_hostile_corpus(args.root, large_mb=args.large_mb, line_mb=args.line_mb,
-                                  script_mb=args.script_mb, depth=args.depth)
+    corpus = build_hostile_corpus(
+        args.root, large_mb=args.large_mb, line_mb=args.line_mb, script_mb=args.script_mb, depth=args.depth
+    )
     print(f"{args.root}: {len(corpus.good)} good, {len(corpus.bad)} bad files")
     for case, why in corpus.not_generated.items():
         print(f"  not generated: {case}: {why}")

@@ -54,7 +54,11 @@ def build_dataset(root: Path, extra: dict[str, str] | None = None) -> Path:
     """Write one snapshot of a 4-document corpus (plus ``extra`` documents, by relative path) under
     ``root``; returns ``root/out/fixture-kb``."""
     source = root / "src"
-    for relative in ("handbook/returns-and-refunds.md", "runbooks/database-failover.md", "policies/expenses.md"):
+    for relative in (
+        "handbook/returns-and-refunds.md",
+        "runbooks/database-failover.md",
+        "policies/expenses.md",
+    ):
         target = source / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(KB / relative, target)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import sys
 
-_DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-                   "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+_DEFAULT_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
 
 
 def with_ctrl_c(*args: str) -> list[str]:

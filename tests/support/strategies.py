@@ -28,7 +28,12 @@ EMOJI = [
     "❤️",
 ]
 COMBINING = ["e\u0301", "n\u0303", "a\u0308\u0323", "Z\u0351\u0334\u0322\u0358"]
-CJK = ["日本語のテキストには空白がありません", "中文句子没有空格。", "한국어문장", "これは文です。次の文です！"]
+CJK = [
+    "日本語のテキストには空白がありません",
+    "中文句子没有空格。",
+    "한국어문장",
+    "これは文です。次の文です！",
+]
 WORDS = ["refund", "the", "order", "customer", "warehouse", "café", "naïve", "x", "API", "v2.3", "—", "e.g."]
 
 word = st.one_of(
@@ -36,8 +41,11 @@ word = st.one_of(
     st.sampled_from(EMOJI),
     st.sampled_from(COMBINING),
     st.sampled_from(CJK),
-    st.text(st.characters(min_codepoint=0x21, max_codepoint=0x2FFF, blacklist_categories=("Cs", "Z", "C")),
-            min_size=1, max_size=12),
+    st.text(
+        st.characters(min_codepoint=0x21, max_codepoint=0x2FFF, blacklist_categories=("Cs", "Z", "C")),
+        min_size=1,
+        max_size=12,
+    ),
 )
 
 
@@ -94,9 +102,16 @@ def table(draw: st.DrawFn) -> str:
 def fenced_code(draw: st.DrawFn) -> str:
     fence = draw(st.sampled_from(["```", "~~~", "````"]))
     language = draw(st.sampled_from(["", "python", "bash", "rust"]))
-    lines = draw(st.lists(st.one_of(st.just(""), st.text(
-        st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=60), st.sampled_from(EMOJI + CJK)),
-        max_size=10))
+    lines = draw(
+        st.lists(
+            st.one_of(
+                st.just(""),
+                st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=60),
+                st.sampled_from(EMOJI + CJK),
+            ),
+            max_size=10,
+        )
+    )
     indent = draw(st.sampled_from(["", "    ", "\t"]))
     closed = draw(st.integers(0, 9)) > 0
     return "\n".join([fence + language, *(indent + line for line in lines)] + ([fence] if closed else []))
@@ -110,8 +125,15 @@ def front_matter(draw: st.DrawFn) -> str:
 
 @st.composite
 def markdownish(draw: st.DrawFn) -> str:
-    block = st.one_of(paragraph(), heading(), numbered_list(), bullet_list(), table(), fenced_code(),
-                      st.sampled_from(["---", "***", "", "   ", "\t"]))
+    block = st.one_of(
+        paragraph(),
+        heading(),
+        numbered_list(),
+        bullet_list(),
+        table(),
+        fenced_code(),
+        st.sampled_from(["---", "***", "", "   ", "\t"]),
+    )
     blocks = draw(st.lists(block, max_size=12))
     separators = [draw(st.sampled_from(["\n\n", "\n\n", "\n", "\n\n\n", "\n  \n"])) for _ in blocks]
     body = "".join(b + s for b, s in zip(blocks, separators, strict=True))

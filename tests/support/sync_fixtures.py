@@ -28,16 +28,22 @@ from chunkyard.chunking.pipeline import (
 )
 
 
-def write_sync_config(folder: Path, source: Path, sinks: str, *, version: int = 1, max_size: int = 120,
-                      extra: str = "") -> Path:
+def write_sync_config(
+    folder: Path, source: Path, sinks: str, *, version: int = 1, max_size: int = 120, extra: str = ""
+) -> Path:
     path = folder / "config.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: kb
         version: {version}
         source: {{path: {source}, include: ["**/*"]}}
-        output: {{path: {folder / 'datasets'}}}
+        output: {{path: {folder / "datasets"}}}
         chunker: {{strategy: auto, unit: chars, max_size: {max_size}, overlap: 0, min_size: 10}}
-        """) + sinks + extra, encoding="utf-8")
+        """)
+        + sinks
+        + extra,
+        encoding="utf-8",
+    )
     return path
 
 
@@ -101,15 +107,33 @@ def postgres() -> Iterator[str]:
     as_user = _unprivileged()
     if as_user:
         os.chmod(folder, 0o777)
-    done = subprocess.run(as_user + [str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-                                     "-E", "UTF8"], capture_output=True, text=True)
+    done = subprocess.run(
+        as_user + [str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         shutil.rmtree(folder, ignore_errors=True)
         raise RuntimeError(f"initdb failed ({done.returncode}): {done.stdout[-1000:]} {done.stderr[-2000:]}")
     log = open(folder / "postgres.log", "wb")
-    server = subprocess.Popen(as_user + [str(binaries / "postgres"), "-D", str(data), "-k", str(folder),
-                                         "-c", "listen_addresses=", "-p", "5432", "-c", "fsync=off"],
-                              stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        as_user
+        + [
+            str(binaries / "postgres"),
+            "-D",
+            str(data),
+            "-k",
+            str(folder),
+            "-c",
+            "listen_addresses=",
+            "-p",
+            "5432",
+            "-c",
+            "fsync=off",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     dsn = f"host={folder} port=5432 user=postgres dbname=postgres"
     try:
         import psycopg
@@ -121,8 +145,9 @@ def postgres() -> Iterator[str]:
                 break
             except psycopg.OperationalError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("postgres did not start: "
-                                       + (folder / "postgres.log").read_text()[-2000:]) from None
+                    raise RuntimeError(
+                        "postgres did not start: " + (folder / "postgres.log").read_text()[-2000:]
+                    ) from None
                 time.sleep(0.2)
         yield dsn
     finally:
