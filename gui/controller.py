@@ -279,6 +279,10 @@ class ReviewController(QObject):
                 events = []
         return self.index.resume_row(events, self.reviewer)
 
+    def is_loading(self) -> bool:
+        """Whether a dataset is being read in the worker thread (``loaded`` or ``failed`` not yet sent)."""
+        return self._loader is not None and self._loader.isRunning()
+
     def wait_loaded(self, timeout_ms: int = 60000) -> bool:
         return self._loader is None or self._loader.wait(timeout_ms)
 

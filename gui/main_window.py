@@ -7,10 +7,11 @@ the note, Ctrl+Z / Ctrl+Shift+Z undo/redo. A verdict moves on to the next chunk 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, QSize, Qt
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
@@ -236,6 +237,7 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.controller = controller or ReviewController(self)
         self.last_error = ""
+        self._typed_ahead: list = []  # review keys pressed while the dataset loads (_after_loading)
         self._filtering = False  # filtering moves the list's current row; that is not a user's choice
         self.compare_window: QWidget | None = (
             None  # the Compare window (gui.compare_view.CompareWindow), if open
@@ -479,7 +481,7 @@ class MainWindow(QMainWindow):
             else:
                 action.setShortcut(QKeySequence(keys) if isinstance(keys, str) else keys)
             action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-            action.triggered.connect(slot)
+            action.triggered.connect(self._after_loading(slot))
             review.addAction(action)
             self.addAction(action)
             return action
@@ -494,7 +496,7 @@ class MainWindow(QMainWindow):
         for number, reason in enumerate(REASONS, start=1):
             action = QAction(f"{reason} — {REASON_TEXT[reason]}", self)
             action.setShortcut(QKeySequence(str(number)))
-            action.triggered.connect(lambda _=False, n=number: controller.flag_number(n))
+            action.triggered.connect(self._after_loading(lambda n=number: controller.flag_number(n)))
             action.setIconText(f"{number} {reason}")  # on the Decide toolbar: the key and its reason, in view
             action.setToolTip(f"{number}: flag {reason} — {REASON_TEXT[reason]}")
             flag_menu.addAction(action)
@@ -820,6 +822,7 @@ class MainWindow(QMainWindow):
         self._remember(str(index.snapshot.path.parent.parent))
         self.give_keys_to_review()
         self.source_view.setPlaceholderText(self._why_empty(index) if not index.n_chunks else "")
+        QTimer.singleShot(0, self._apply_typed_ahead)  # once the first document is shown
         from chunkyard.chunking.decisions import stale_constraints
 
         stale = stale_constraints(index.snapshot.manifest)
@@ -847,6 +850,27 @@ class MainWindow(QMainWindow):
         if len(skipped) > 200:
             lines.append(f"  … and {len(skipped) - 200} more (manifest.json, `skipped`)")
         return "\n".join([head, *lines, "", f"Snapshot: {index.snapshot.path}"])
+
+    def _after_loading(self, slot: Callable[[], object]) -> Callable[..., None]:
+        """A review key pressed while the dataset is still loading waits for it (type-ahead): the first
+        N, J or 2 after opening a large dataset are applied, in order, once it is open, not dropped."""
+
+        def run(*_: object) -> None:
+            if self.controller.index is None and self.controller.is_loading():
+                self._typed_ahead.append(slot)
+                self.statusBar().showMessage(
+                    f"loading… {plural(len(self._typed_ahead), 'key')} pressed, applied once the dataset is open"
+                )
+                return
+            slot()
+
+        return run
+
+    def _apply_typed_ahead(self) -> None:
+        keys, self._typed_ahead = self._typed_ahead, []
+        if self.controller.index is not None:
+            for slot in keys:
+                slot()
 
     def give_keys_to_review(self) -> None:
         """Put the keyboard focus where review keys work (the chunk table), unless the reviewer is typing

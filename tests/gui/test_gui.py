@@ -1043,6 +1043,48 @@ def test_the_first_keys_after_opening_review_instead_of_filtering(qtbot, dataset
         assert QApplication.focusWidget() not in (window.filter_box, window.reviewer_box)
 
 
+def test_review_keys_pressed_while_the_dataset_loads_are_applied_once_it_is_open(
+    qtbot, dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A large dataset takes seconds to load: N and 2 pressed meanwhile were dropped, so the first
+    intended flag was never recorded. They now wait for the dataset and apply in order."""
+    import threading
+    import time
+
+    import chunkyard.gui.controller as controller_module
+
+    release = threading.Event()
+    real_load = controller_module.ReviewIndex.load
+
+    def slow_load(path):  # type: ignore[no-untyped-def]
+        release.wait(20)
+        return real_load(path)
+
+    monkeypatch.setattr(controller_module.ReviewIndex, "load", staticmethod(slow_load))
+    window = MainWindow(ReviewController())
+    qtbot.addWidget(window)
+    window.resize(1400, 850)
+    window.show()
+    qtbot.waitExposed(window)
+    window.open_dataset(dataset)
+    window.activateWindow()
+    QApplication.processEvents()
+    assert window.controller.is_loading() and window.controller.index is None
+    qtbot.keyClick(window.chunks_view, Qt.Key.Key_N)
+    qtbot.keyClick(window.chunks_view, Qt.Key.Key_2)
+    assert window.filter_box.text() == ""
+    assert "2 keys pressed" in window.statusBar().currentMessage()
+    started = time.monotonic()
+    with qtbot.waitSignal(window.controller.loaded, timeout=20000):
+        release.set()
+    index = window.controller.index
+    assert index is not None and time.monotonic() - started < 20
+    qtbot.waitUntil(lambda: any(index.state(row).reasons for row in range(index.n_chunks)), timeout=5000)
+    flagged = [row for row in range(index.n_chunks) if index.state(row).reasons]
+    assert len(flagged) == 1 and index.state(flagged[0]).reasons == ["mid_sentence"]
+    assert index.suspicious[flagged[0]]  # N went to a suspicious chunk first, then 2 flagged it
+
+
 def test_a_note_after_a_flag_reaches_the_flagged_chunk_and_names_it(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
     """A verdict moves on first; E then wrote its note on the next chunk, maybe in another document. The
     note now goes to the chunk just decided, and the dialog (real, typed into) says which one it is."""
