@@ -134,7 +134,20 @@ _CONTINUES = regex.compile(
 # A run of such characters long enough to hold a cluster longer than the packer's scanning windows
 # (``'a'`` and thousands of combining accents): those clusters are indexed once per text.
 LONG_CLUSTER = 64
-_CONTINUES_RUN = regex.compile(_CONTINUES.pattern + f"{{{LONG_CLUSTER // 2},}}")
+# A cluster longer than LONG_CLUSTER code points has at most one ASCII code point, its base (no Prepend,
+# Extend, SpacingMark, ZWJ, Hangul or pictographic character is ASCII, and CR LF is a cluster of two), so
+# it lies in a run of at least LONG_CLUSTER - 1 non-ASCII code points (and the one before it): only such
+# runs are segmented, and a text without one (most texts) is passed over by a plain ``re`` search.
+_NON_ASCII_RUN = re.compile(f"[^\x00-\x7f]{{{LONG_CLUSTER - 1},}}")
+
+
+def _may_hold_long_cluster(text: str, start: int, end: int) -> bool:
+    if text.isascii():
+        return False
+    # Each non-ASCII code point takes at least two UTF-8 bytes: too few extra bytes, too few of them.
+    if len(text.encode("utf-8", "surrogatepass")) - len(text) < LONG_CLUSTER - 1:
+        return False
+    return _NON_ASCII_RUN.search(text, start, end) is not None
 
 
 class Group(NamedTuple):
@@ -215,20 +228,20 @@ def _char_classes(char: str) -> int:
 def _long_clusters(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """Grapheme clusters in ``text[start:end]`` longer than ``LONG_CLUSTER`` code points, in order.
 
-    Found once per text, in linear time: only a long run of characters that continue a cluster can
-    make one, and each run is segmented once from a safe origin before it (a line start, or the run's
-    first character's predecessor stepped back over Prepend characters).
+    Found once per text, in linear time: only a long run of non-ASCII code points can hold one, and
+    each run is segmented once from a safe origin before it (the start of its line, or the end of the
+    run segmented before it, whichever is later).
     """
-    if text.isascii():
+    if not _may_hold_long_cluster(text, start, end):
         return []
     out: list[tuple[int, int]] = []
     scanned = start
-    for run in _CONTINUES_RUN.finditer(text, start, end):
+    for run in _NON_ASCII_RUN.finditer(text, start, end):
         if run.end() <= scanned:
             continue
-        origin = max(scanned, run.start() - 1)
-        while origin > scanned and _CONTINUES.match(text, origin):
-            origin -= 1
+        # Segmented from a true cluster boundary: the end of the last segmented run, or the start of
+        # the run's line (a line break always ends a cluster).
+        origin = max(scanned, text.rfind("\n", scanned, run.start()) + 1)
         for match in GRAPHEME.pattern.finditer(text, origin, end):
             if match.end() - match.start() > LONG_CLUSTER:
                 out.append((match.start(), match.end()))

@@ -438,3 +438,32 @@ def test_sixteen_thousand_combining_accents_are_linear(strategy: str) -> None:
         chunks = run_and_check(text, {"strategy": strategy, "unit": "chars", "max_size": 400}).chunks
         assert [(c.start, c.end) for c in chunks] == [(0, len(text))]
         assert time.perf_counter() - started < 20
+
+
+# Pieces that grapheme clusters are made of: bases, combining marks, Hangul jamo, ZWJ emoji sequences,
+# regional indicators, prepends, CR LF, and plain ASCII between them.
+CLUSTER_PIECES = [
+    *("a", "e", " ", "\n", "\r\n", "x.", "\u0301", "\u0323", "\u1100", "\u1161", "\u11a8", "\uac00"),
+    *("\u200d", "\U0001f469", "\U0001f3fd", "\U0001f1eb", "\u0600", "\u0903"),
+    "\u0301" * 40,  # a few of these in a row make a cluster longer than LONG_CLUSTER
+    "\U0001f469\u200d" * 20,
+    "\u0600" * 30,
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(CLUSTER_PIECES), max_size=400))
+def test_the_quick_long_cluster_check_never_misses_one(pieces: list[str]) -> None:
+    """``packer._may_hold_long_cluster`` lets most texts skip the cluster scan; it must never say "none"
+    where a grapheme cluster longer than ``LONG_CLUSTER`` code points is."""
+    import regex
+
+    from chunkyard.chunking import packer
+
+    text = "".join(pieces)
+    longest = max((len(m.group()) for m in regex.finditer(r"\X", text)), default=0)
+    if longest > packer.LONG_CLUSTER:
+        assert packer._may_hold_long_cluster(text, 0, len(text))
+        assert packer._long_clusters(text, 0, len(text))
+    else:
+        assert packer._long_clusters(text, 0, len(text)) == []
