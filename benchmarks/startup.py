@@ -33,6 +33,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from readme_section import write_section
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "benchmarks" / "README.md"
 BEGIN, END = "<!-- startup:begin -->", "<!-- startup:end -->"
@@ -158,15 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.write_readme:
-        current = README.read_text(encoding="utf-8")
-        if BEGIN in current:
-            head, _, rest = current.partition(BEGIN)
-            _, _, tail = rest.partition(END)
-            README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
-        else:
-            README.write_text(
-                current.rstrip("\n") + f"\n\n## Start-up\n\n{BEGIN}\n{text}\n{END}\n", encoding="utf-8"
-            )
+        write_section(README, BEGIN, END, text, "Start-up")
     return 0
 
 

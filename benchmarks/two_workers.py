@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from readme_section import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ROOT.parent / "shared" / "corpora"
@@ -132,16 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.write_readme:
-        current = README.read_text(encoding="utf-8")
-        if BEGIN in current:
-            head, _, rest = current.partition(BEGIN)
-            _, _, tail = rest.partition(END)
-            README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
-        else:
-            README.write_text(
-                current.rstrip("\n") + f"\n\n## Two workers against one\n\n{BEGIN}\n{text}\n{END}\n",
-                encoding="utf-8",
-            )
+        write_section(README, BEGIN, END, text, "Two workers against one")
     return 0
 
 
