@@ -87,7 +87,9 @@ ProgressHook = Callable[[int, int, int, int], None]
 
 
 @lru_cache(maxsize=8)
-def _config_from_text(text: str, path: str | None) -> Config:
+def config_from_text(text: str, path: str | None) -> Config:
+    """The config a task receives as text (tasks pass the text, not the object, so a worker process
+    parses it once): cached per text within a process."""
     return load_config_text(text, Path(path) if path else None)
 
 
@@ -103,7 +105,7 @@ def chunk_batch(
     part_folder: str | None = None,
 ) -> BatchResult:
     # Reviewer constraints travel as parameters: a Dask worker has no access to the ledger.
-    config = _config_from_text(config_text, config_path)
+    config = config_from_text(config_text, config_path)
     result = chunk_files(config, files, previous_sha, constraints)
     if part_folder:  # a worker process writes its batch itself and returns the statistics only
         return store_part(result, part_folder, f"batch-{index:06d}")
@@ -130,7 +132,7 @@ def chunk_corpus(
     if given, is called in this process after each batch is written (Prefect's record of the
     parameter is an empty object).
     """
-    config = _config_from_text(config_text, config_path)
+    config = config_from_text(config_text, config_path)
     # ``output`` stays a string (a path or a URI with its query) so that the flow's parameters are plain.
     context = prepare_run(config, Path(source) if source else None, output or None)
     if kind == "auto":
