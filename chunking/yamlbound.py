@@ -39,7 +39,7 @@ def compose(text: str, max_size: int, loader: type = yaml.SafeLoader) -> yaml.No
         node = parser.get_single_node()
     finally:
         parser.dispose()
-    if node is not None:
+    if node is not None and not bounded_by_text(text, max_size):
         check_expansion(node, max_size)
     return node
 
@@ -51,10 +51,34 @@ def load(text: str, max_size: int, loader: type = FAST_LOADER) -> Any:
         node = parser.get_single_node()
         if node is None:
             return None
-        check_expansion(node, max_size)
+        if not bounded_by_text(text, max_size):
+            check_expansion(node, max_size)
         return parser.construct_document(node)
     finally:
         parser.dispose()
+
+
+# What one character of alias-free YAML can expand to, at most (see ``bounded_by_text``).
+ALIAS_FREE_FACTOR = 4
+
+
+def bounded_by_text(text: str, max_size: int) -> bool:
+    """Whether ``text`` cannot expand beyond ``max_size`` whatever it holds, so the walk can be skipped.
+
+    True when it has no ``*`` (every alias starts with one, and no escape makes one) and
+    ``ALIAS_FREE_FACTOR * len(text) <= max_size``. Proof of the bound: without aliases every node is
+    reached once, so the expansion is the number of nodes N plus the length S of the scalars' values.
+    S <= len(text): each scalar's value comes from its own stretch of the text and no YAML rule makes a
+    value longer than its source (an escape such as ``\\x41`` or ``\\n`` is shorter, a folded break is
+    one character for one or two, indentation and quotes are dropped). N <= 3 * len(text): a non-empty
+    scalar or a flow collection holds at least one character of its own; a block collection begins at
+    its first ``-``, ``?`` or ``:``; an empty (null) scalar is left by an indicator: at most one per
+    ``-``, two per ``?`` or ``:`` (key and value of one pair), and a pair's indicator may also begin its
+    block mapping (``?`` alone is a mapping of two nulls: three nodes for one character). So N + S <=
+    4 * len(text). ``tests/core/test_yamlbound.py`` checks the bound on random YAML built of these
+    indicators and that an alias bomb is still refused. Front matter (1 to 2 KB) skips the walk,
+    which cost more than composing it (issue 22)."""
+    return "*" not in text and ALIAS_FREE_FACTOR * len(text) <= max_size
 
 
 def expanded_size(node: yaml.Node, max_size: int | None = None) -> int:
