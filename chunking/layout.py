@@ -41,6 +41,14 @@ class Layout:
         i = bisect.bisect_right(self.heading_starts, pos) - 1
         return self.heading_paths[i] if i >= 0 else ()
 
+    def section_paths_at(self, starts: list[int]) -> list[tuple[str, ...]]:
+        """``self.section_path(s)`` for each of ``starts``."""
+        heading_starts, paths = self.heading_starts, self.heading_paths
+        if not heading_starts:
+            return [()] * len(starts)
+        found = [bisect.bisect_right(heading_starts, start) - 1 for start in starts]
+        return [paths[i] if i >= 0 else () for i in found]
+
     def groups_around(self, start: int) -> list[Group]:
         """Groups that began before ``start`` and are still open at it (their pieces need context).
 
@@ -76,7 +84,10 @@ class Layout:
                 k += 1
             if active:
                 active = [g for g in active if g.end > start]
-            out.append(tuple(g.context for g in active))
+                # A list, not a generator, into tuple(): a third of the cost on a short page.
+                out.append(tuple([g.context for g in active]) if active else ())
+            else:
+                out.append(())
         return out
 
     def labels_of(self, spans: list[tuple[int, int]]) -> list[str]:
