@@ -53,9 +53,66 @@ def load(text: str, max_size: int, loader: type = FAST_LOADER) -> Any:
             return None
         if not bounded_by_text(text, max_size):
             check_expansion(node, max_size)
+        if "*" not in text:  # no alias, so a tree: built here, PyYAML's constructor for the rest
+            try:
+                return construct_tree(parser, node)
+            except _NotPlain:
+                pass
         return parser.construct_document(node)
     finally:
         parser.dispose()
+
+
+_YAML = "tag:yaml.org,2002:"
+_MAP, _SEQ, _STR = _YAML + "map", _YAML + "seq", _YAML + "str"
+# The scalar tags whose SafeConstructor function returns the value at once (not a generator).
+_SCALARS = frozenset(_YAML + name for name in ("null", "bool", "int", "float", "binary", "timestamp"))
+_DEEPEST = 64  # deeper trees go to PyYAML's constructor, which handles any depth it can
+
+
+class _NotPlain(Exception):
+    """The tree has a node ``construct_tree`` leaves to PyYAML (other tags, merge keys, great depth)."""
+
+
+def construct_tree(loader: Any, node: yaml.Node, depth: int = 0) -> Any:
+    """What ``loader.construct_document(node)`` returns, for a tree of plain maps, lists and scalars.
+
+    PyYAML's constructor builds every node through a generic path (a memo per node, a generator per
+    collection); on front matter that cost half as much as composing. Here a map is a dict (later
+    keys win, as there), a list a list, a str scalar its value, and the other scalars of the safe
+    schema go to SafeConstructor's own function for their tag, so each value is PyYAML's. Anything
+    else (``!!set``, ``!!omap``, an unknown tag, a ``<<`` merge or ``=`` key, a non-scalar key,
+    nesting past ``_DEEPEST``) raises ``_NotPlain`` and the caller lets PyYAML construct the whole
+    document. Only for a tree: a node reached twice (an alias) would be built twice.
+    ``tests/core/test_yamlbound.py`` holds it equal to ``construct_document`` on random YAML."""
+    tag, kind = node.tag, type(node)
+    if kind is yaml.ScalarNode:
+        if tag == _STR:
+            return node.value
+        if tag in _SCALARS:
+            return loader.yaml_constructors[tag](loader, node)
+        raise _NotPlain
+    if tag == _MAP and kind is yaml.MappingNode:
+        if depth == _DEEPEST:
+            raise _NotPlain
+        mapping = {}
+        for key_node, value_node in node.value:
+            if type(key_node) is not yaml.ScalarNode:
+                raise _NotPlain
+            key_tag = key_node.tag
+            if key_tag == _STR:
+                key = key_node.value
+            elif key_tag in _SCALARS:
+                key = loader.yaml_constructors[key_tag](loader, key_node)
+            else:  # a ``<<`` merge, an ``=`` value key, another tag
+                raise _NotPlain
+            mapping[key] = construct_tree(loader, value_node, depth + 1)
+        return mapping
+    if tag == _SEQ and kind is yaml.SequenceNode:
+        if depth == _DEEPEST:
+            raise _NotPlain
+        return [construct_tree(loader, child, depth + 1) for child in node.value]
+    raise _NotPlain
 
 
 # What one character of alias-free YAML can expand to, at most (see ``bounded_by_text``).
