@@ -21,7 +21,25 @@ DOCUMENT_SUFFIXES = {".pdf": "pdf", ".docx": "docx"}
 
 
 def file_title(path: str | None) -> str:
-    return PurePosixPath(path).stem.replace("-", " ").replace("_", " ") if path else ""
+    return path_stem(path).replace("-", " ").replace("_", " ") if path else ""
+
+
+def path_suffix(path: str) -> str:
+    """``PurePosixPath(path).suffix`` without building the path (per document, three times)."""
+    name = path.rpartition("/")[2]
+    if name in ("", "."):  # a trailing slash or dot: the last named part is further back
+        return PurePosixPath(path).suffix
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
+
+
+def path_stem(path: str) -> str:
+    """``PurePosixPath(path).stem`` without building the path."""
+    name = path.rpartition("/")[2]
+    if name in ("", "."):
+        return PurePosixPath(path).stem
+    dot = name.rfind(".")
+    return name[:dot] if 0 < dot < len(name) - 1 else name
 
 
 @dataclass
