@@ -8,7 +8,7 @@ registry in ``chunkyard.chunking.strategies`` both import it, with no import cir
 from __future__ import annotations
 
 import bisect
-import itertools
+import operator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -91,7 +91,7 @@ class Layout:
         chosen = self._index("context")[1]
         if not chosen:
             return [()] * len(starts)
-        if any(b < a for a, b in itertools.pairwise(starts)):
+        if starts != sorted(starts):  # some start decreases (sorting in C costs less than a Python scan)
             return [tuple(g.context for g in self.groups_around(s)) for s in starts]
         out: list[tuple[str, ...]] = []
         active: list[Group] = []  # began before the current start, in (start, end) order
@@ -116,7 +116,8 @@ class Layout:
         chosen = self._index("code")[1]
         if not chosen:
             return [""] * len(spans)
-        if any(b[0] < a[0] or b[1] < a[1] for a, b in itertools.pairwise(spans)):
+        # Some start or end decreases: a stable sort by either would change the order.
+        if spans != sorted(spans, key=_START) or spans != sorted(spans, key=_END):
             return [self.code_label(start, end) for start, end in spans]
         out: list[str] = []
         active: list[Group] = []  # began before the current end, in (start, end) order
@@ -133,20 +134,16 @@ class Layout:
     def _index(self, which: str) -> tuple[list[int], list[Group], int]:
         """Groups that give context (``which="context"``) or a code label (``"code"``), sorted, built once.
 
-        Both in one pass over the groups, at the first call: a run asks for both for every document.
+        Both at the first call: a run asks for both for every document.
         """
         index = self._indexes.get(which)
         if index is None:
-            context: list[Group] = []
-            code: list[Group] = []
-            for g in self.plan.groups:
-                if g.kind != "section" and g.context:
-                    context.append(g)
-                if g.kind == "code" and g.label:
-                    code.append(g)
+            groups = self.plan.groups
+            context = [g for g in groups if g.context and g.kind != "section"]
+            code = [g for g in groups if g.label and g.kind == "code"]
             for kind, chosen in (("context", context), ("code", code)):
                 if chosen:
-                    chosen.sort(key=_start_end)
+                    chosen.sort(key=_START_END)
                     self._indexes[kind] = (
                         [g.start for g in chosen],
                         chosen,
@@ -165,5 +162,5 @@ class Layout:
         return [g for g in chosen[first:last] if g.end > start]
 
 
-def _start_end(group: Group) -> tuple[int, int]:
-    return group.start, group.end
+_START_END = operator.attrgetter("start", "end")
+_START, _END = operator.itemgetter(0), operator.itemgetter(1)
