@@ -116,7 +116,6 @@ def _chunks(
     paths = layout.section_paths_at(starts)
     contexts = layout.contexts_at(starts)
     labels = layout.labels_of([(span.start, span.end) for span in spans])
-    prefixes: dict[tuple, str] = {}  # (section path, contexts) -> what embed_text puts before the text
     strategy = layout.strategy
     chunks = []
     last_path: tuple[str, ...] | None = None
@@ -127,12 +126,9 @@ def _chunks(
         chunk_text = text[start:end]
         path_here = paths[index]
         context = contexts[index]
-        # Consecutive chunks mostly share their section and contexts: look the prefix up on a change.
+        # Consecutive chunks mostly share their section and contexts: built again only on a change.
         if path_here is not last_path or context != last_context:
-            key = (path_here, context)
-            prefix = prefixes.get(key)
-            if prefix is None:
-                prefix = prefixes[key] = make_prefix(path_here, context)
+            prefix = make_prefix(path_here, context)
             last_path, last_context = path_here, context
         n_tokens = size if token_counter else tokenizer.count(chunk_text) if tokenizer else None
         # In the field order of ``Chunk``, built without its keyword ``__new__`` (a sixth of the cost).
