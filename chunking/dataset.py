@@ -67,7 +67,7 @@ PART_FILE = "part-{:08d}.parquet"
 # Target source bytes per part (``PartCutter``): chosen by measurement, see docs/storage.md.
 # ``CHUNKYARD_PART_BYTES`` overrides it (for measurements: benchmarks/refresh_bytes.py); snapshots cut
 # with another target share no parts with these (``parts_format``).
-PART_BYTES = int(os.environ.get("CHUNKYARD_PART_BYTES") or 256_000)
+PART_BYTES = int(os.environ.get("CHUNKYARD_PART_BYTES") or 128_000)
 # Min/max statistics only for the small columns (a filter on doc_id uses them); the text columns'
 # would be whole texts in every footer (≈7 % of a part's bytes, for nothing).
 STATISTICS = {
@@ -519,35 +519,33 @@ class Snapshot:
 
     def part_of(self, doc_id: str) -> int | None:
         """The part holding ``doc_id``'s rows (0 for a snapshot of two files), None when it has none."""
-        found = self._document_index().get(doc_id)
-        return None if found is None else found[0]
+        return self._document_parts().get(doc_id)
 
-    def _document_index(self) -> dict[str, tuple[int, int]]:
-        """doc_id -> (part, n_bytes), read once (two small columns of every documents part)."""
-        index = getattr(self, "_index_cache", None)
-        if index is None:
-            table = self._read(DOCUMENTS, ["doc_id", "n_bytes"], None)
-            if self.parted:
-                counts = [int(part["documents"].get("rows", -1)) for part in self.parts]
-                if sum(counts) != table.num_rows:
-                    raise DatasetError(
-                        f"{self.path / MANIFEST}: parts: the documents' row counts add up to {sum(counts)}, "
-                        f"the files hold {table.num_rows} rows"
-                    )
-                owners = np.repeat(np.arange(len(counts)), counts).tolist()
-            else:
-                owners = [0] * table.num_rows
-            index = {
-                doc_id: (owner, size)
-                for doc_id, owner, size in zip(
-                    table.column("doc_id").to_pylist(),
-                    owners,
-                    table.column("n_bytes").to_pylist(),
-                    strict=True,
+    def document_sizes(self) -> dict[str, int]:
+        """doc_id -> n_bytes of every document (what a writer carrying them over cuts parts by)."""
+        table = self._read(DOCUMENTS, ["doc_id", "n_bytes"], None)
+        return dict(zip(table.column("doc_id").to_pylist(), table.column("n_bytes").to_pylist(), strict=True))
+
+    def _document_parts(self) -> dict[str, int]:
+        """doc_id -> part, kept from the first whole read of the documents' ids (or read now)."""
+        if getattr(self, "_parts_cache", None) is None:
+            self._read(DOCUMENTS, ["doc_id"], None)
+        return self._parts_cache
+
+    def _remember_parts(self, table: pa.Table) -> None:
+        """Note which part each document is in, from a whole read of the documents' doc_id."""
+        ids = table.column("doc_id").to_pylist()
+        if self.parted:
+            counts = [int(part["documents"].get("rows", -1)) for part in self.parts]
+            if sum(counts) != len(ids):
+                raise DatasetError(
+                    f"{self.path / MANIFEST}: parts: the documents' row counts add up to {sum(counts)}, "
+                    f"the files hold {len(ids)} rows"
                 )
-            }
-            self._index_cache = index
-        return index
+            owners = np.repeat(np.arange(len(counts)), counts).tolist()
+        else:
+            owners = [0] * len(ids)
+        self._parts_cache = dict(zip(ids, owners, strict=True))
 
     @property
     def name(self) -> str:
@@ -580,20 +578,28 @@ class Snapshot:
                     table = schema.empty_table()
                     return table.select(columns) if columns else table
                 if self.parted:  # only the parts holding them
-                    index = self._document_index()
-                    wanted = sorted({index[i][0] for i in ids if i in index})
+                    index = self._document_parts()
+                    wanted = sorted({index[i] for i in ids if i in index})
                     files = [files[number] for number in wanted]
                     if len(files) == 1:
                         where = files[0]
             if not files:
                 table = schema.empty_table()
                 return table.select(columns) if columns else table
-            table = read_parquet(files[0] if len(files) == 1 else files, columns=columns, filters=filters)
+            if len(files) == 1:
+                table = read_parquet(files[0], columns=columns, filters=filters)
+            elif filters is None and isinstance(files[0], Path):
+                table = _read_parallel(files, columns)
+            else:
+                table = read_parquet(files, columns=columns, filters=filters)
         except (OSError, pa.ArrowException) as exc:
             # Arrow may go on with the whole schema, a field per line: its first line says what is wrong.
             detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise DatasetError(f"{where}: cannot read: {detail}") from None
-        return check_columns(table, schema, where, whole=doc_ids is None)
+        table = check_columns(table, schema, where, whole=doc_ids is None)
+        if filename == DOCUMENTS and doc_ids is None and "doc_id" in table.column_names:
+            self._remember_parts(table)
+        return table
 
     def validate(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Check the whole snapshot, as every reader needs it to be (``DatasetError`` naming the file,
@@ -961,6 +967,7 @@ class _PartsWriter:
             }
         self.bytes_written = 0
         self.parts_written = 0
+        self._sizes: dict[str, int] | None = None
 
     def write(self, documents: pa.Table, chunks: pa.Table) -> None:
         """Rows made by this run, documents in row order (a document's chunks follow its row)."""
@@ -971,15 +978,15 @@ class _PartsWriter:
         """A batch's documents in row order: ``order`` lists (doc_id, carried over), the rows of the
         others are in ``documents``/``chunks``."""
         fresh = {pending.doc_id: (pending, n_bytes) for pending, n_bytes in self._fresh(documents, chunks)}
-        index = self.previous._document_index() if self.previous is not None else {}
+        sizes = self._previous_sizes()
         for doc_id, carried in order:
             if carried:
-                found = index.get(doc_id)
+                found = sizes.get(doc_id)
                 if found is None:
                     raise DatasetError(
                         f"{self.previous.path if self.previous else '?'}: no document {doc_id!r} to carry over"
                     )
-                self._add(_Pending(doc_id, None, None), found[1])
+                self._add(_Pending(doc_id, None, None), found)
             else:
                 self._add(*fresh.pop(doc_id))
         if fresh:
@@ -1046,12 +1053,17 @@ class _PartsWriter:
         """Documents whose rows are the previous snapshot's, in row order."""
         if self.previous is None:
             raise DatasetError(f"{self.staging}: no previous snapshot to carry documents over from")
-        index = self.previous._document_index()
+        sizes = self._previous_sizes()
         for doc_id in doc_ids:
-            found = index.get(doc_id)
+            found = sizes.get(doc_id)
             if found is None:
                 raise DatasetError(f"{self.previous.path}: no document {doc_id!r} to carry over")
-            self._add(_Pending(doc_id, None, None), found[1])
+            self._add(_Pending(doc_id, None, None), found)
+
+    def _previous_sizes(self) -> dict[str, int]:
+        if self._sizes is None:
+            self._sizes = self.previous.document_sizes() if self.previous is not None else {}
+        return self._sizes
 
     def _add(self, pending: _Pending, n_bytes: int) -> None:
         self._pending.append(pending)
@@ -1542,6 +1554,19 @@ def _json_bytes(data: dict[str, Any]) -> bytes:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_bytes(_json_bytes(data))
+
+
+def _read_parallel(files: list[Path], columns: list[str] | None) -> pa.Table:
+    """Many local Parquet files of one schema as one table, rows in list order: a few threads open
+    them (a file open and footer cost more than the reading of a small part's columns)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(path: Path) -> pa.Table:
+        return pq.ParquetFile(path).read(columns=columns, use_threads=False)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        tables = list(pool.map(one, files))
+    return pa.concat_tables(tables, promote_options="default")
 
 
 def _sync_files(folder: Path, files: list[Path]) -> None:
