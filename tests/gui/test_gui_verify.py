@@ -48,8 +48,12 @@ def test_damage_in_the_text_column_is_reported_when_the_dataset_opens(qtbot, tmp
     assert window.controller.wait_verified(20000)
     qtbot.wait(50)  # the queued signal from the verifier's thread
     if damaged:
-        assert failures and "chunks.parquet: damaged" in failures[0] and "Do not approve" in failures[0]
-        assert "chunks.parquet: damaged" in window.last_error
+        assert (
+            failures
+            and "chunks.parquet/part-00000001.parquet: damaged" in failures[0]
+            and "Do not approve" in failures[0]
+        )
+        assert "chunks.parquet/part-00000001.parquet: damaged" in window.last_error
     else:
         assert failures == []
 
