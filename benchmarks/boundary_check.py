@@ -251,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("corpora", nargs="*", type=Path)
     parser.add_argument("--budgets", default="chars:1000,tokens:512")
     parser.add_argument("--limit", type=int, default=None, help="first N files of each corpus")
+    parser.add_argument("--only", default="", help="run only the splitters whose name contains this")
     args = parser.parse_args(argv)
     corpora = args.corpora or [CORPORA / name for name in DEFAULT_CORPORA]
     md = MarkdownIt("commonmark").enable("table")
@@ -276,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                   "mid-sentence start | chunks | max size | seconds |")
             print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for name, split in splitters_for(unit, budget, tokens).items():
+                if args.only not in name:
+                    continue
                 if split is None:
                     print(f"| {name} | not installed |")
                     continue

@@ -268,6 +268,38 @@ class Packer:
     # -- public -------------------------------------------------------------------------------
 
     def spans(self) -> list[Span]:
+        if self.plan.levels != (GRAPHEME,):
+            return self._segmented_spans()
+        return self._greedy_spans()
+
+    def _segmented_spans(self) -> list[Span]:
+        """Spans from the global segmenter's boundaries (``chunkyard.chunking.segmenter``), then overlap."""
+        from chunkyard.chunking.segmenter import Segmenter
+
+        self._index()
+        plan = self.plan
+        origin = self._skip_space(plan.start, plan.end)
+        if origin >= plan.end:
+            return []
+        out: list[Span] = []
+        start = origin
+        previous: tuple[int, int] | None = None  # (start, raw end) of the previous chunk
+        for end in Segmenter(self).ends(origin):
+            if previous is not None:
+                start = self._skip_space(previous[1], plan.end)
+                if self.overlap:
+                    shared = self._skip_space(self._overlap_start(*previous), plan.end)
+                    if shared < start and self.meter.size(shared, self._trim_end(shared, end)) <= self.max_size:
+                        start = shared
+            trimmed = self._trim_end(start, end)
+            if trimmed > start:
+                size = self.meter.size(start, trimmed)
+                out.append(Span(start, trimmed, size, self._over_budget_reason(start, trimmed)
+                                if size > self.max_size else ""))
+            previous = (start, end)
+        return out
+
+    def _greedy_spans(self) -> list[Span]:
         # _pack.c scans clusters in short windows: a text with a cluster longer than those is packed here.
         if _native is not None and not self._breaks and not self._keep and not self._long_clusters:
             return _native.spans(self, Span, tuple(_LEVEL_CODES.get(id(level), 0) for level in self._levels),
