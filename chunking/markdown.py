@@ -209,7 +209,8 @@ def _add_derived_groups(text: str, structure: Structure) -> None:
 
     - a ``list`` for each nested list inside a list or procedure: a run of item lines indented deeper
       than its list's first item, with the lines between them; it ends at a line indented less than
-      its items (or as much, when not an item); and a ``code`` group for a fenced block inside an item;
+      its items (or as much, when not an item), and a ``procedure`` of it with the item that holds it;
+      and a ``code`` group for a fenced block inside an item;
     - the body alone (items, rows, code lines) of a group with a lead-in, which may fit when the two
       together do not;
     - a ``procedure`` for an ordered list with the paragraph right before it (a blank line between
@@ -227,7 +228,8 @@ def _add_derived_groups(text: str, structure: Structure) -> None:
             continue
         base = -1
         fence: tuple[int, str] | None = None  # (start, marker) of a fenced code block inside the list
-        open_lists: list[list[int]] = []  # [indent, start, end] of nested lists still open
+        open_lists: list[list[int]] = []  # [indent, start, end, parent item start] of nested lists still open
+        items: list[tuple[int, int]] = []  # (indent, start) of the latest item lines
         pos = group.body_start
         while pos < group.end:
             newline = text.find("\n", pos, group.end)
@@ -248,15 +250,24 @@ def _add_derived_groups(text: str, structure: Structure) -> None:
                 if base < 0:
                     base = indent
                 while open_lists and (indent < open_lists[-1][0] or (indent == open_lists[-1][0] and not is_item)):
-                    _indent, begin, finish = open_lists.pop()
+                    _indent, begin, finish, parent = open_lists.pop()
                     nested.append(Group("list", begin, finish, begin))
+                    if parent >= 0:  # the item that holds it, with its text: a procedure inside an item
+                        nested.append(Group("procedure", parent, finish, begin))
                 if is_item and indent > base and (not open_lists or open_lists[-1][0] < indent):
-                    open_lists.append([indent, pos, line_end])
+                    parent = next((start for item_indent, start in reversed(items) if item_indent < indent), -1)
+                    open_lists.append([indent, pos, line_end, parent])
+                if is_item:
+                    items.append((indent, pos))
+                    if len(items) > 64:
+                        del items[:32]
                 for item in open_lists:
                     item[2] = len(line.rstrip()) + pos
             pos = line_end + 1
-        for _indent, begin, finish in open_lists:
+        for _indent, begin, finish, parent in open_lists:
             nested.append(Group("list", begin, finish, begin))
+            if parent >= 0:
+                nested.append(Group("procedure", parent, finish, begin))
     if nested:
         structure.groups.extend(nested)
         structure.groups.sort(key=lambda g: (g.start, -g.end))

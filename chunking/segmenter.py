@@ -3,8 +3,8 @@
 Method (in the manner of Knuth–Plass line breaking). The strategy's plan is the cost model. Its
 structural boundaries (headings, block and list-item starts, table rows, code lines, wrapped lines),
 the end of the text and the reviewer's breaks are the *candidates*; textual levels (paragraph, line,
-sentence, word, grapheme) are added lazily, only inside gaps between candidates wider than a quarter
-of the budget (words and graphemes sampled every sixteenth of a budget), so a 10 MB line or a 1 MB
+sentence, word, grapheme) are added lazily, only inside gaps wider than a quarter of the budget
+between the candidates at least as strong as the level (words and graphemes sampled every sixteenth of a budget), so a 10 MB line or a 1 MB
 table stays linear. Candidates that differ only by white space are one cut (the cheapest).
 
 A segmentation is a sequence of cuts; its cost is
@@ -24,7 +24,8 @@ The price of a cut at position p is the sum of:
 | ends at a wrapped line, first table row, list continuation (12–19)  |    40 |
 | ends at a word gap (score 10–11)                                    |    60 |
 | ends inside a word (grapheme, score < 10)                           |  1000 |
-| mid-sentence: score < 20 and the text before does not end a sentence|   400 |
+| mid-sentence: score < 30, not in a table or code body, and the text  |   400 |
+|   before the cut does not end a sentence                            |       |
 | inside a table row or code line (mid-line of a line group)          |  1000 |
 | inside each procedure, list, table or code block that fits whole    |  1000 |
 | inside each section that fits whole                                 |    40 |
@@ -134,7 +135,9 @@ class Segmenter:
         budget = pk.max_size
         meter = pk.meter
         for level in pk._levels:
-            positions = sorted(found)
+            # Gaps between the candidates at least as strong as this level: a paragraph cut at its
+            # wrapped lines only still gets its sentence ends.
+            positions = sorted(pos for pos, score in found.items() if score >= level.score)
             gaps = []
             previous = origin
             for pos in positions:
@@ -179,6 +182,7 @@ class Segmenter:
         pk._index()
         heading_starts = pk._heading_starts
         heading_ends = plan.heading_ends
+        line_group_starts, line_group_reach = pk._line_group_starts, pk._line_group_reach
         groups = sorted(((g.start, g.end, k) for k, g in enumerate(plan.groups) if g.kind in PRICE_SPLIT))
         keeps = [(a, b) for a, b in pk._keep if pk._keep_span_fits(a, b)]
         out: list[int | None] = []
@@ -190,7 +194,9 @@ class Segmenter:
             price = score_price(score)
             trimmed = pk._trim_end(plan.start, pos)
             after = pk._next_text(pos)
-            if score < 20 and not _SENTENCE_END.search(text[max(0, trimmed - 4):trimmed]):
+            k = bisect.bisect_left(line_group_starts, pos) - 1
+            in_rows = k >= 0 and pos < line_group_reach[k]
+            if score < 30 and not in_rows and not _SENTENCE_END.search(text[max(0, trimmed - 4):trimmed]):
                 price += PRICE_MID_SENTENCE
             if pk._mid_line_of_group(pos):
                 price += PRICE_MID_ROW
