@@ -66,6 +66,7 @@ class Structure:
     positions: list[int] = field(default_factory=list)
     scores: list[int] = field(default_factory=list)
     groups: list[Group] = field(default_factory=list)
+    units: list[Group] = field(default_factory=list)  # more spans to keep whole (``_add_derived_groups``)
     front_matter: tuple[int, int] | None = None
     metadata: dict = field(default_factory=dict)
 
@@ -205,7 +206,8 @@ _BLOCK_LINE = re.compile(r"[ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])"
 
 
 def _add_derived_groups(text: str, structure: Structure) -> None:
-    """Groups the line scan does not make, derived from the ones it does (so one that fits stays whole):
+    """``structure.units``: spans the line scan does not make groups of, derived from the groups it makes,
+    for the segmenter to keep whole when they fit (they give no context and no findings):
 
     - a ``list`` for each nested list inside a list or procedure: a run of item lines indented deeper
       than its list's first item, with the lines between them; it ends at a line indented less than
@@ -268,9 +270,8 @@ def _add_derived_groups(text: str, structure: Structure) -> None:
             nested.append(Group("list", begin, finish, begin))
             if parent >= 0:
                 nested.append(Group("procedure", parent, finish, begin))
-    if nested:
-        structure.groups.extend(nested)
-        structure.groups.sort(key=lambda g: (g.start, -g.end))
+    nested.sort(key=lambda g: (g.start, -g.end))
+    structure.units = nested
 
 
 def _paragraph_before(text: str, pos: int) -> int | None:

@@ -165,6 +165,8 @@ class Plan:
     fill: float = 0.5  # prefer ends in the last (1 - fill) of the reach
     keep: list[tuple[int, int]] = field(default_factory=list)  # reviewer: keep [start, end) in one chunk
     breaks: list[int] = field(default_factory=list)  # reviewer: a chunk boundary here
+    units: list[Group] = field(default_factory=list)  # more spans to keep whole when they fit (cost only)
+    chunk_price: int = 100  # the segmenter's price of one more chunk (lower: more chunks, better cuts)
 
 
 class Span(NamedTuple):
@@ -284,10 +286,12 @@ class Packer:
         out: list[Span] = []
         start = origin
         previous: tuple[int, int] | None = None  # (start, raw end) of the previous chunk
-        for end in Segmenter(self).ends(origin):
+        clean = True  # the previous chunk ended at a heading, a break or a group's start: no overlap
+        group_starts = set(self._group_starts)
+        for end, score in Segmenter(self).ends(origin):
             if previous is not None:
                 start = self._skip_space(previous[1], plan.end)
-                if self.overlap:
+                if self.overlap and not clean:
                     shared = self._skip_space(self._overlap_start(*previous), plan.end)
                     if shared < start and self.meter.size(shared, self._trim_end(shared, end)) <= self.max_size:
                         start = shared
@@ -297,6 +301,7 @@ class Packer:
                 out.append(Span(start, trimmed, size, self._over_budget_reason(start, trimmed)
                                 if size > self.max_size else ""))
             previous = (start, end)
+            clean = score >= SCORE_FORCED or end in group_starts
         return out
 
     def _greedy_spans(self) -> list[Span]:

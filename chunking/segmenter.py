@@ -9,7 +9,7 @@ table stays linear. Candidates that differ only by white space are one cut (the 
 
 A segmentation is a sequence of cuts; its cost is
 
-    Σ over chunks  PRICE_CHUNK + PRICE_SPANS_HEADING × headings inside the chunk (not at its start)
+    Σ over chunks  PRICE_CHUNK + PRICE_SPANS_HEADING × headings inside it (not at its start)
                    + PRICE_UNDERSIZED if the chunk is smaller than min_size
     + Σ over cuts  price of the cut (below).
 
@@ -29,10 +29,11 @@ The price of a cut at position p is the sum of:
 | inside a table row or code line (mid-line of a line group)          |  1000 |
 | inside each procedure, list, table or code block that fits whole    |  1000 |
 | inside each section that fits whole                                 |    40 |
-| leaves a heading at the chunk's end                                 |  2000 |
+| leaves a heading at the chunk's end, or cuts inside a heading       |  2000 |
 
-with PRICE_CHUNK = 100 (the size term: fewer, fuller chunks), PRICE_SPANS_HEADING = 30 (small
-sections may share a chunk when that saves one), PRICE_UNDERSIZED = 5000. Hard constraints: a chunk's
+with PRICE_CHUNK = 100 (``Plan.chunk_price``; the size term: fewer, fuller chunks), PRICE_SPANS_HEADING = 3000 for a
+heading inside a chunk (headings open chunks; a section under min_size joins the next, since that is
+cheaper than PRICE_UNDERSIZED; free for a heading right after another heading), PRICE_UNDERSIZED = 5000. Hard constraints: a chunk's
 trimmed text is within the budget (measured additively — exact for characters and words, the
 whole-document token estimate for tokens, then every chosen chunk is measured exactly and the search
 repeated with a smaller allowance from that start until all fit); no chunk spans a reviewer's break;
@@ -41,12 +42,14 @@ chunk over budget. The optimiser itself (``best_predecessors``) is a small kerne
 with no rule of its own.
 
 Overlap is applied after the boundaries are chosen (``Packer``): each chunk after the first gets
-``overlap`` units less allowance, and then starts at the packer's overlap start before its boundary.
+``overlap`` units less allowance (or the full budget for PRICE_NO_OVERLAP = 300, and then no overlap),
+and then starts at the packer's overlap start before its boundary when the chunk still fits.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from typing import TYPE_CHECKING
 
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
@@ -55,35 +58,47 @@ if TYPE_CHECKING:
     from chunkyard.chunking.packer import Packer
 
 PRICE_CHUNK = 100
-PRICE_SPANS_HEADING = 30
+# A chunk that runs across a heading (not at its start): headings open chunks. Below PRICE_UNDERSIZED,
+# so a section smaller than min_size joins the next; free for a heading right after another heading
+# (a heading alone is never a chunk).
+PRICE_SPANS_HEADING = 3000
 PRICE_UNDERSIZED = 5000
 PRICE_MID_SENTENCE = 400
 PRICE_MID_ROW = 1000
 PRICE_HEADING_AT_END = 2000
 PRICE_SPLIT = {"procedure": 1000, "list": 1000, "table": 1000, "code": 1000, "section": 40}
-# (lowest score, price) of a cut by the boundary's score, best first.
+# (lowest score, price) of a cut by the boundary's score, best first; linear in between.
 PRICE_BY_SCORE = ((90, 0), (60, 5), (30, 15), (20, 25), (12, 40), (10, 60), (0, 1000))
+PRICE_NO_OVERLAP = 300  # a chunk that needs the room reserved for overlap: it gets none
 PRICE_OVER_BUDGET = 10**9  # a chunk that cannot fit: allowed only between adjacent candidates
 SCORE_BREAK = 10**6  # a reviewer's break
 _UNREACHABLE = 1 << 62
 
 
 def score_price(score: int) -> int:
-    for lowest, price in PRICE_BY_SCORE:
-        if score >= lowest:
-            return price
+    """The price of a cut at a boundary of this score: PRICE_BY_SCORE, linear between its rows (so the
+    graded scores of a strategy, such as the semantic one's, keep their order)."""
+    if score >= PRICE_BY_SCORE[0][0]:
+        return 0
+    for (high, high_price), (low, low_price) in itertools.pairwise(PRICE_BY_SCORE):
+        if score >= low:
+            if low_price >= PRICE_MID_ROW:  # below a word gap: inside a word
+                return low_price
+            return high_price + (low_price - high_price) * (high - score) // (high - low)
     return PRICE_BY_SCORE[-1][1]
 
 
 def best_predecessors(heads: list[int], tails: list[int], prices: list[int], inside_head: list[int],
-                      inside_tail: list[int], floors: list[int], allowances: list[int], max_allowance: int,
-                      min_size: int) -> list[int]:
+                      inside_tail: list[int], floors: list[int], allowances: list[int], fulls: list[int],
+                      max_allowance: int, min_size: int, chunk_price: int) -> list[int]:
     """The optimiser: for candidates 0..n-1 (0 the origin), the predecessor of each on a cheapest path.
 
     A chunk from candidate i to j has size ``tails[j] - heads[i]`` (non-decreasing arrays) and costs
-    PRICE_CHUNK + prices[j] + PRICE_SPANS_HEADING × (inside_tail[j] - inside_head[i]) (+ PRICE_UNDERSIZED
-    below ``min_size``); it is allowed when its size is at most ``allowances[i]`` and ``i >= floors[j]``.
-    When no i is allowed, the chunk from j - 1 is taken at PRICE_OVER_BUDGET. Ties go to the later i.
+    ``chunk_price + prices[j] + inside_tail[j] - inside_head[i]`` (prefix sums of the prices of the
+    headings it runs across), + PRICE_UNDERSIZED below ``min_size``. It is allowed when ``i >= floors[j]``
+    and its size is at most ``allowances[i]``, or at most ``fulls[i]`` for PRICE_NO_OVERLAP more (a chunk
+    that then gets no overlap). When no i is allowed, the chunk from j - 1 is taken at PRICE_OVER_BUDGET.
+    Ties go to the later i.
     """
     n = len(heads)
     best = [_UNREACHABLE] * n
@@ -91,15 +106,17 @@ def best_predecessors(heads: list[int], tails: list[int], prices: list[int], ins
     best[0] = 0
     for j in range(1, n):
         tail, inside, floor = tails[j], inside_tail[j], floors[j]
-        here = PRICE_CHUNK + prices[j]
+        here = chunk_price + prices[j]
         chosen, cost = -1, _UNREACHABLE
         i = j - 1
         while i >= floor:
             size = tail - heads[i]
             if size > max_allowance:
                 break
-            if size <= allowances[i] and best[i] < _UNREACHABLE:
-                total = best[i] + here + PRICE_SPANS_HEADING * (inside - inside_head[i])
+            if best[i] < _UNREACHABLE and (size <= allowances[i] or size <= fulls[i]):
+                total = best[i] + here + inside - inside_head[i]
+                if size > allowances[i]:
+                    total += PRICE_NO_OVERLAP
                 if size < min_size:
                     total += PRICE_UNDERSIZED
                 if total < cost:
@@ -118,6 +135,7 @@ class Segmenter:
         self.pk = packer
         self.text = packer.text
         self.plan = packer.plan
+        self._fit: dict[tuple[int, int], bool] = {}
 
     # -- candidates ---------------------------------------------------------------------------------
 
@@ -156,7 +174,8 @@ class Segmenter:
                         continue
                     x = low + step
                     while x < high:
-                        pos = pk._cluster_boundary(max(low + 1, x - 64), x, last=True)
+                        pos = x if pk._is_cluster_boundary(x) else pk._cluster_boundary(max(low + 1, x - 64), x,
+                                                                                        last=True)
                         if pos is not None and low < pos < high and pos not in found:
                             found[pos] = level.score
                         x += step
@@ -176,14 +195,15 @@ class Segmenter:
 
     def _prices(self, positions: list[int], scores: list[int]) -> list[int | None]:
         """Each candidate's cut price (None: a cut there is forbidden)."""
-        from chunkyard.chunking.findings import _SENTENCE_END
+        from chunkyard.chunking.findings import _ATX_LINE, _SENTENCE_END
 
         pk, plan, text = self.pk, self.plan, self.text
         pk._index()
         heading_starts = pk._heading_starts
         heading_ends = plan.heading_ends
         line_group_starts, line_group_reach = pk._line_group_starts, pk._line_group_reach
-        groups = sorted(((g.start, g.end, k) for k, g in enumerate(plan.groups) if g.kind in PRICE_SPLIT))
+        units = [g for g in (*plan.groups, *plan.units) if g.kind in PRICE_SPLIT]
+        groups = sorted((g.start, g.end, k) for k, g in enumerate(units))
         keeps = [(a, b) for a, b in pk._keep if pk._keep_span_fits(a, b)]
         out: list[int | None] = []
         g, active = 0, []
@@ -201,22 +221,37 @@ class Segmenter:
             if pk._mid_line_of_group(pos):
                 price += PRICE_MID_ROW
             k = bisect.bisect_left(heading_starts, pos) - 1
-            if k >= 0 and heading_ends[heading_starts[k]] <= pos and not text[heading_ends[heading_starts[k]]:pos].strip():
-                price += PRICE_HEADING_AT_END
+            if k >= 0:
+                heading_end = heading_ends[heading_starts[k]]
+                if heading_end > pos or not text[heading_end:pos].strip():
+                    price += PRICE_HEADING_AT_END  # inside a heading, or right after one
+            elif not heading_starts and _ATX_LINE.search(text, max(0, trimmed - 300), trimmed):
+                price += PRICE_HEADING_AT_END  # a plan without headings (recursive): a '#' line, as findings see it
             while g < len(groups) and groups[g][0] < pos:
                 active.append(groups[g])
                 g += 1
             if active:
                 active = [item for item in active if item[1] > pos]
                 for start, end, index in active:
-                    if (pk._next_text(start) < pos and after < pk._trim_end(start, end)
-                            and pk._group_fits_alone(index)):
-                        price += PRICE_SPLIT[plan.groups[index].kind]
+                    if pk._next_text(start) < pos and after < pk._trim_end(start, end) and self._fits(start, end):
+                        price += PRICE_SPLIT[units[index].kind]
             if keeps and any(a < pos and after < b for a, b in keeps):
                 out.append(None)
                 continue
             out.append(price)
         return out
+
+    def _fits(self, start: int, end: int) -> bool:
+        """Whether [start, end), trimmed, fits the budget on its own (the estimate rules out far too big)."""
+        key = (start, end)
+        fits = self._fit.get(key)
+        if fits is None:
+            pk = self.pk
+            begin = pk._skip_space(start, end)
+            finish = pk._trim_end(begin, end)
+            fits = self._fit[key] = (pk.meter.estimate(begin, finish) <= pk.max_size * 1.25 + 4
+                                     and pk.meter.size(begin, finish) <= pk.max_size)
+        return fits
 
     # -- sizes --------------------------------------------------------------------------------------
 
@@ -236,8 +271,8 @@ class Segmenter:
 
     # -- the search ---------------------------------------------------------------------------------
 
-    def ends(self, origin: int) -> list[int]:
-        """The raw chunk ends, in order (the last is the plan's end)."""
+    def ends(self, origin: int) -> list[tuple[int, int]]:
+        """The raw chunk ends with their boundary scores, in order (the last is the plan's end)."""
         pk, plan = self.pk, self.plan
         positions, scores = self._candidates(origin)
         prices = self._prices(positions, scores)
@@ -265,21 +300,28 @@ class Segmenter:
         ends = [origin] + [pk._trim_end(origin, p) for p in cuts]
         heads, tails = self._prefixes(starts, ends)
         heading_starts = pk._heading_starts
-        inside_head = [bisect.bisect_right(heading_starts, s) for s in starts]
-        inside_tail = [bisect.bisect_left(heading_starts, e) for e in ends]
+        # Prefix sums of the price of running across each heading.
+        heading_ends = plan.heading_ends
+        spanned = list(itertools.accumulate(
+            (0 if k > 0 and not self.text[heading_ends[heading_starts[k - 1]]:start].strip() else PRICE_SPANS_HEADING
+             for k, start in enumerate(heading_starts)), initial=0))
+        inside_head = [spanned[bisect.bisect_right(heading_starts, s)] for s in starts]
+        inside_tail = [spanned[bisect.bisect_left(heading_starts, e)] for e in ends]
         floors, floor = [], 0
         for index, score in enumerate([1000, *cut_scores]):
             floors.append(floor)
             if score >= SCORE_BREAK:
                 floor = index
         prices_all = [0, *cut_prices]
+        # Room for overlap: chunks after the first get ``overlap`` less, or the full budget at a price.
         reserve = min(pk.overlap, pk.max_size - 1) if pk.overlap else 0
-        allowances = [pk.max_size] + [pk.max_size - reserve] * len(cuts)
-        limits = list(allowances)
+        limits = [pk.max_size] + [pk.max_size - reserve] * len(cuts)
+        allowances, fulls = list(limits), [pk.max_size] * len(points)
         exact = isinstance(pk.meter, CharMeter | WordMeter)
+        chunk_price = plan.chunk_price
         for _ in range(12):
             previous = best_predecessors(heads, tails, prices_all, inside_head, inside_tail, floors, allowances,
-                                         pk.max_size, pk.min_size)
+                                         fulls, pk.max_size, pk.min_size, chunk_price)
             chosen = [len(points) - 1]
             while chosen[-1] > 0:
                 chosen.append(previous[chosen[-1]])
@@ -287,13 +329,18 @@ class Segmenter:
             if exact:
                 break
             retry = False
-            for i, j in zip(chosen, chosen[1:], strict=False):
-                if tails[j] - heads[i] > allowances[i]:
+            for i, j in itertools.pairwise(chosen):
+                estimate = tails[j] - heads[i]
+                if estimate > fulls[i]:
                     continue  # a unit that cannot fit: over budget by construction
                 size = pk.meter.size(starts[i], ends[j])
-                if size > limits[i]:
+                if estimate <= allowances[i] and size > limits[i]:
                     allowances[i] = max(1, allowances[i] - (size - limits[i]) - max(1, limits[i] // 50))
+                    retry = True
+                elif estimate > allowances[i] and size > pk.max_size:
+                    fulls[i] = max(1, fulls[i] - (size - pk.max_size) - max(1, pk.max_size // 50))
                     retry = True
             if not retry:
                 break
-        return [points[k] for k in chosen[1:]]
+        scores_all = [1000, *cut_scores]
+        return [(points[k], scores_all[k]) for k in chosen[1:]]
