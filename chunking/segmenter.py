@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
@@ -126,6 +126,24 @@ def best_predecessors(heads: list[int], tails: list[int], prices: list[int], ins
             chosen, cost = j - 1, best[j - 1] + here + PRICE_OVER_BUDGET
         best[j], previous[j] = cost, chosen
     return previous
+
+
+class Problem(NamedTuple):
+    """One document's search, as ``best_predecessors`` saw it last, and the path it chose (for tests)."""
+
+    points: list[int]
+    heads: list[int]
+    tails: list[int]
+    prices: list[int]
+    inside_head: list[int]
+    inside_tail: list[int]
+    floors: list[int]
+    allowances: list[int]
+    fulls: list[int]
+    max_allowance: int
+    min_size: int
+    chunk_price: int
+    chosen: list[int]
 
 
 class Segmenter:
@@ -342,5 +360,7 @@ class Segmenter:
                     retry = True
             if not retry:
                 break
+        self.problem = Problem(points, heads, tails, prices_all, inside_head, inside_tail, floors, allowances, fulls,
+                               pk.max_size, pk.min_size, chunk_price, chosen)
         scores_all = [1000, *cut_scores]
         return [(points[k], scores_all[k]) for k in chosen[1:]]
