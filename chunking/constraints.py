@@ -17,7 +17,8 @@ When the text is gone or ambiguous the constraint is *stale*: it is reported, ne
 Flags become constraints (``constraint_for_flag``): a flagged boundary keeps the unit it cut — the
 procedure, list, table or code block around it (the strategy's ``Layout`` groups; for a strategy
 without groups, those the Markdown line scanner finds in the text), a heading with
-its first block, else the sentences on both sides; a chunk flagged ``too_small`` is kept with its
+its first block (also for a cut right before a heading: the sentences on both sides would join the
+heading to the text before it), else the sentences on both sides; a chunk flagged ``too_small`` is kept with its
 smaller neighbour; ``too_large`` breaks at its best-scored inner boundary nearest the middle; the
 other chunk reasons about cuts (``split_*``, ``mid_sentence``, ``heading_at_end``) are about the
 chunk's end boundary. ``wrong_section`` and ``other`` say nothing the chunker can act on.
@@ -246,8 +247,13 @@ def unit_around(text: str, layout, boundary: int, reason: str = "") -> tuple[int
     if groups:
         inner = min(groups, key=lambda g: (g.end - g.start, g.start))
         return _trim(text, inner.start, inner.end)
-    if reason == "heading_at_end" and layout.heading_starts:
-        i = bisect.bisect_right(layout.heading_starts, boundary) - 1
+    right = boundary
+    while right < len(text) and text[right].isspace():
+        right += 1
+    opens_heading = right in set(layout.heading_starts)
+    if (reason == "heading_at_end" or opens_heading) and layout.heading_starts:
+        # A cut right before a heading cuts no sentence: what it may cut is the heading from its block.
+        i = bisect.bisect_right(layout.heading_starts, right) - 1
         if i >= 0:
             heading = layout.heading_starts[i]
             block_end = text.find("\n\n", text.find("\n", boundary if boundary > heading else heading) + 1)

@@ -210,3 +210,30 @@ def test_a_flag_the_reviewer_takes_back_takes_its_constraint_with_it(tmp_path: P
         ledger.retract(undone_flag, reviewer="ann")
         ledger.mark_ok(chunk[3], reviewer="ann")  # after its resolution: the reviewer agrees with the fix
         assert active(ledger) == [resolved]
+
+
+def test_the_readme_review_example_adds_no_finding() -> None:
+    """README: flag the boundary after chunk 3 of handbook/onboarding.md (split_procedure, --boundary) and
+    reprocess. The greedy packer then left '### Week one schedule' at the end of chunk 3 (a new
+    heading_at_end); the segmenter meets the constraint as one more hard constraint, so no chunk gets
+    a finding it did not have, and the kept span lies in one chunk."""
+    import hashlib
+
+    from chunkyard.chunking.config import load_config
+    from chunkyard.chunking.constraints import constraint_for_flag, place
+
+    config = load_config(KB.parents[1] / "config" / "default.yaml")
+    doc = "handbook/onboarding.md"
+    text = (KB / doc).read_text(encoding="utf-8")
+    settings = config.settings_for(doc)
+    before = split_document(text, settings, doc).chunks
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    layout = get_strategy(settings.strategy)(text, settings, doc)
+    constraint = constraint_for_flag("split_procedure", before[3].end, 3, [(c.start, c.end) for c in before], text,
+                                     layout, doc, sha)
+    placement = place(constraint, text, sha)
+    after = split_document(text, settings, doc, constraints=[placement]).chunks
+    assert keep_met([Span(c.start, c.end, c.size) for c in after], placement.start, placement.end)
+    old = {code for c in before for code in c.findings}
+    assert all(set(c.findings) <= old for c in after), [(c.index, c.findings) for c in after]
+    assert not any("heading_at_end" in c.findings for c in after)
