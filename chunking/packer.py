@@ -1,6 +1,11 @@
 """The packer: one engine that turns a document and a strategy's *plan* into chunk spans.
 
-Method. A strategy describes a document as candidate boundaries with scores (a heading scores
+For every strategy but ``fixed`` the boundaries are chosen all at once by the global segmenter
+(``chunkyard.chunking.segmenter``, its method and cost table in its docstring); the packer then applies
+overlap and trims (``Packer._segmented_spans``). The greedy method below packs ``fixed`` (its plan has
+the grapheme level only), in C when chunking/_pack.c is built.
+
+Greedy method. A strategy describes a document as candidate boundaries with scores (a heading scores
 higher than a paragraph break, which scores higher than a sentence end, a word gap, a grapheme
 gap) and as *groups* that should stay whole (a procedure with its lead-in, a table, a code block,
 a section). From each chunk start the packer measures how far the budget reaches, then picks the

@@ -52,6 +52,7 @@ import bisect
 import itertools
 from typing import TYPE_CHECKING, NamedTuple
 
+from chunkyard.chunking import native
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
 if TYPE_CHECKING:
@@ -73,6 +74,10 @@ PRICE_NO_OVERLAP = 300  # a chunk that needs the room reserved for overlap: it g
 PRICE_OVER_BUDGET = 10**9  # a chunk that cannot fit: allowed only between adjacent candidates
 SCORE_BREAK = 10**6  # a reviewer's break
 _UNREACHABLE = 1 << 62
+
+# The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
+# the reference.
+_native = native.load("_segment")
 
 
 def score_price(score: int) -> int:
@@ -126,6 +131,18 @@ def best_predecessors(heads: list[int], tails: list[int], prices: list[int], ins
             chosen, cost = j - 1, best[j - 1] + here + PRICE_OVER_BUDGET
         best[j], previous[j] = cost, chosen
     return previous
+
+
+def optimise(heads: list[int], tails: list[int], prices: list[int], inside_head: list[int], inside_tail: list[int],
+             floors: list[int], allowances: list[int], fulls: list[int], max_allowance: int, min_size: int,
+             chunk_price: int) -> list[int]:
+    """``best_predecessors``, in C when chunking/_segment.c is built."""
+    if _native is not None:
+        return _native.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls,
+                                         max_allowance, min_size, chunk_price, PRICE_NO_OVERLAP, PRICE_UNDERSIZED,
+                                         PRICE_OVER_BUDGET)
+    return best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls,
+                             max_allowance, min_size, chunk_price)
 
 
 class Problem(NamedTuple):
@@ -338,8 +355,8 @@ class Segmenter:
         exact = isinstance(pk.meter, CharMeter | WordMeter)
         chunk_price = plan.chunk_price
         for _ in range(12):
-            previous = best_predecessors(heads, tails, prices_all, inside_head, inside_tail, floors, allowances,
-                                         fulls, pk.max_size, pk.min_size, chunk_price)
+            previous = optimise(heads, tails, prices_all, inside_head, inside_tail, floors, allowances, fulls,
+                                pk.max_size, pk.min_size, chunk_price)
             chosen = [len(points) - 1]
             while chosen[-1] > 0:
                 chosen.append(previous[chosen[-1]])

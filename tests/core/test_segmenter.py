@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chunkyard.chunking import native, segmenter
 from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.packer import Packer
 from chunkyard.chunking.segmenter import (
@@ -108,3 +110,26 @@ def test_a_reviewer_break_is_a_floor() -> None:
     floors = [0, 0, 0, 1]  # candidate 1 is a break: no chunk may start before it and end after it
     chosen = best_predecessors(heads, tails, [0, 0, 0, 0], zeros, zeros, floors, [12] * 4, [12] * 4, 12, 0, 100)
     assert chosen[3] >= 1 and chosen[1] == 0
+
+
+@pytest.mark.skipif(segmenter._native is None, reason=f"chunkyard.chunking._segment: {native.status().get('_segment')}")
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), n=st.integers(1, 40))
+def test_the_c_kernel_equals_its_python_twin(data, n):
+    ints = st.integers(0, 60)
+    steps = data.draw(st.lists(ints, min_size=n, max_size=n))
+    heads = list(itertools.accumulate(steps))
+    tails = [h + data.draw(st.integers(0, 5)) for h in heads]
+    tails = list(itertools.accumulate(tails, max))
+    prices = data.draw(st.lists(st.integers(0, 3000), min_size=n, max_size=n))
+    inside = list(itertools.accumulate(data.draw(st.lists(st.sampled_from([0, 0, 30, 3000]), min_size=n,
+                                                          max_size=n))))
+    floors = list(itertools.accumulate(data.draw(st.lists(st.sampled_from([0, 0, 0, 1]), min_size=n, max_size=n))))
+    floors = [min(f, j - 1) if j else 0 for j, f in enumerate(floors)]
+    allowances = data.draw(st.lists(st.integers(1, 120), min_size=n, max_size=n))
+    fulls = [a + data.draw(st.integers(0, 30)) for a in allowances]
+    max_allowance, min_size = max(fulls), data.draw(st.integers(0, 20))
+    chunk_price = data.draw(st.sampled_from([0, 2, 100]))
+    args = (heads, tails, prices, inside, inside, floors, allowances, fulls, max_allowance, min_size, chunk_price)
+    assert segmenter._native.best_predecessors(*args, segmenter.PRICE_NO_OVERLAP, segmenter.PRICE_UNDERSIZED,
+                                               segmenter.PRICE_OVER_BUDGET) == best_predecessors(*args)
