@@ -202,6 +202,7 @@ def scan(text: str, start: int = 0, end: int | None = None, *, exclude_front_mat
     return structure
 
 
+_QUOTED_FENCE = re.compile(r"(?m)^[ \t]{0,3}>[ \t]?(?:>[ \t]?)*(?:`{3,}|~{3,})")
 _BLOCK_LINE = re.compile(r"[ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])")
 
 
@@ -212,7 +213,7 @@ def _add_derived_groups(text: str, structure: Structure) -> None:
     - a ``list`` for each nested list inside a list or procedure: a run of item lines indented deeper
       than its list's first item, with the lines between them; it ends at a line indented less than
       its items (or as much, when not an item), and a ``procedure`` of it with the item that holds it;
-      and a ``code`` group for a fenced block inside an item;
+      and a ``code`` group for a fenced block inside an item or a block quote;
     - the body alone (items, rows, code lines) of a group with a lead-in, which may fit when the two
       together do not;
     - a ``procedure`` for an ordered list with the paragraph right before it (a blank line between
@@ -270,6 +271,16 @@ def _add_derived_groups(text: str, structure: Structure) -> None:
             nested.append(Group("list", begin, finish, begin))
             if parent >= 0:
                 nested.append(Group("procedure", parent, finish, begin))
+    if ">" in text:
+        # Fenced code inside a block quote ("> ```"): the line scanner reads quotes as paragraphs.
+        opening: int | None = None
+        for fence in _QUOTED_FENCE.finditer(text):
+            if opening is None:
+                opening = fence.start()
+            else:
+                line_end = text.find("\n", fence.end())
+                nested.append(Group("code", opening, len(text) if line_end == -1 else line_end, opening))
+                opening = None
     nested.sort(key=lambda g: (g.start, -g.end))
     structure.units = nested
 
