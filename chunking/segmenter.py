@@ -237,8 +237,16 @@ class Segmenter:
         heading_starts = pk._heading_starts
         heading_ends = plan.heading_ends
         line_group_starts, line_group_reach = pk._line_group_starts, pk._line_group_reach
-        units = [g for g in (*plan.groups, *plan.units) if g.kind in PRICE_SPLIT]
-        groups = sorted((g.start, g.end, k) for k, g in enumerate(units))
+        # Each unit once: its text's first and last non-space positions and its price when it fits.
+        seen: set[tuple[int, int, str]] = set()
+        groups = []
+        for unit in (*plan.groups, *plan.units):
+            key = (unit.start, unit.end, unit.kind)
+            if unit.kind in PRICE_SPLIT and key not in seen:
+                seen.add(key)
+                groups.append((unit.start, unit.end, pk._next_text(unit.start), pk._trim_end(unit.start, unit.end),
+                               PRICE_SPLIT[unit.kind]))
+        groups.sort()
         keeps = [(a, b) for a, b in pk._keep if pk._keep_span_fits(a, b)]
         out: list[int | None] = []
         g, active = 0, []
@@ -267,9 +275,9 @@ class Segmenter:
                 g += 1
             if active:
                 active = [item for item in active if item[1] > pos]
-                for start, end, index in active:
-                    if pk._next_text(start) < pos and after < pk._trim_end(start, end) and self._fits(start, end):
-                        price += PRICE_SPLIT[units[index].kind]
+                for start, end, first, last, split_price in active:
+                    if first < pos and after < last and self._fits(start, end):
+                        price += split_price
             if keeps and any(a < pos and after < b for a, b in keeps):
                 out.append(None)
                 continue
