@@ -70,6 +70,7 @@ class Structure:
     positions: list[int] = field(default_factory=list)
     scores: list[int] = field(default_factory=list)
     groups: list[Group] = field(default_factory=list)
+    units: list[Group] = field(default_factory=list)  # more spans to keep whole (``_add_derived_groups``)
     front_matter: tuple[int, int] | None = None
     metadata: dict = field(default_factory=dict)
 
@@ -201,9 +202,9 @@ def scan(
             start = fm_end
     lone_cr = start < end and has_lone_cr(text, start, end)
     if _native is not None:  # the line scan and the steps below, in C
-        (structure.headings, structure.paths, structure.positions, structure.scores, structure.groups) = (
-            _native.structure(text, start, end, lone_cr, Heading, Group)
-        )
+        (structure.headings, structure.paths, structure.positions, structure.scores,
+         structure.groups) = _native.structure(text, start, end, lone_cr, Heading, Group)
+        _add_derived_groups(text, structure)
         return structure
     headings, structure.positions, structure.scores, groups = _scan_lines(text, start, end, lone_cr)
     structure.headings = list(map(Heading._make, headings))
@@ -223,7 +224,112 @@ def scan(
     ]
     structure.groups.extend(section_groups(structure.headings, end))
     structure.groups.sort(key=lambda g: (g.start, -g.end))
+    _add_derived_groups(text, structure)
     return structure
+
+
+_QUOTED_FENCE = re.compile(r"(?m)^[ \t]{0,3}>[ \t]?(?:>[ \t]?)*(?:`{3,}|~{3,})")
+_BLOCK_LINE = re.compile(r"[ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])")
+
+
+def _add_derived_groups(text: str, structure: Structure) -> None:
+    """``structure.units``: spans the line scan does not make groups of, derived from the groups it makes,
+    for the segmenter to keep whole when they fit (they give no context and no findings):
+
+    - a ``list`` for each nested list inside a list or procedure: a run of item lines indented deeper
+      than its list's first item, with the lines between them; it ends at a line indented less than
+      its items (or as much, when not an item), and a ``procedure`` of it with the item that holds it;
+      and a ``code`` group for a fenced block inside an item or a block quote;
+    - the body alone (items, rows, code lines) of a group with a lead-in, which may fit when the two
+      together do not;
+    - a ``procedure`` for an ordered list with the paragraph right before it (a blank line between
+      them at most) when that paragraph is not already its lead-in (one ending with ':').
+    """
+    nested: list[Group] = []
+    for group in structure.groups:
+        if group.kind == "procedure" and group.start == group.body_start:
+            lead_in = _paragraph_before(text, group.start)
+            if lead_in is not None:
+                nested.append(Group("procedure", lead_in, group.end, group.body_start))
+        if group.kind in ("procedure", "list", "table", "code") and group.start < group.body_start:
+            nested.append(Group(group.kind, group.body_start, group.end, group.body_start, label=group.label))
+        if group.kind not in ("list", "procedure") or "\n" not in text[group.body_start:group.end]:
+            continue
+        base = -1
+        fence: tuple[int, str] | None = None  # (start, marker) of a fenced code block inside the list
+        open_lists: list[list[int]] = []  # [indent, start, end, parent item start] of nested lists still open
+        items: list[tuple[int, int]] = []  # (indent, start) of the latest item lines
+        pos = group.body_start
+        while pos < group.end:
+            newline = text.find("\n", pos, group.end)
+            line_end = group.end if newline == -1 else newline
+            line = text[pos:line_end]
+            stripped = line.lstrip(" \t")
+            if fence is not None:
+                if stripped.startswith(fence[1]) and not stripped.strip().strip(fence[1][0]):
+                    nested.append(Group("code", fence[0], len(line.rstrip()) + pos, fence[0]))
+                    fence = None
+                pos = line_end + 1
+                continue
+            if stripped.startswith(("```", "~~~")):
+                fence = (pos, stripped[:3])
+            if stripped.strip():
+                indent = len(line[: len(line) - len(stripped)].expandtabs(4))
+                is_item = _LIST_ITEM.match(line) is not None
+                if base < 0:
+                    base = indent
+                while open_lists and (indent < open_lists[-1][0] or (indent == open_lists[-1][0] and not is_item)):
+                    _indent, begin, finish, parent = open_lists.pop()
+                    nested.append(Group("list", begin, finish, begin))
+                    if parent >= 0:  # the item that holds it, with its text: a procedure inside an item
+                        nested.append(Group("procedure", parent, finish, begin))
+                if is_item and indent > base and (not open_lists or open_lists[-1][0] < indent):
+                    parent = next((start for item_indent, start in reversed(items) if item_indent < indent), -1)
+                    open_lists.append([indent, pos, line_end, parent])
+                if is_item:
+                    items.append((indent, pos))
+                    if len(items) > 64:
+                        del items[:32]
+                for item in open_lists:
+                    item[2] = len(line.rstrip()) + pos
+            pos = line_end + 1
+        for _indent, begin, finish, parent in open_lists:
+            nested.append(Group("list", begin, finish, begin))
+            if parent >= 0:
+                nested.append(Group("procedure", parent, finish, begin))
+    if ">" in text:
+        # Fenced code inside a block quote ("> ```"): the line scanner reads quotes as paragraphs.
+        opening: int | None = None
+        for fence in _QUOTED_FENCE.finditer(text):
+            if opening is None:
+                opening = fence.start()
+            else:
+                line_end = text.find("\n", fence.end())
+                nested.append(Group("code", opening, len(text) if line_end == -1 else line_end, opening))
+                opening = None
+    nested.sort(key=lambda g: (g.start, -g.end))
+    structure.units = nested
+
+
+def _paragraph_before(text: str, pos: int) -> int | None:
+    """Start of the paragraph that ends right before ``pos`` (one blank line between at most), if any."""
+    end = pos
+    while end > 0 and text[end - 1] in " \t\r\n":
+        end -= 1
+    if end == 0 or text[end:pos].count("\n") > 2:
+        return None
+    start = end
+    for _ in range(64):  # a paragraph of at most 64 lines
+        line_start = text.rfind("\n", 0, start - 1) + 1 if start > 0 else 0
+        line = text[line_start:start].rstrip("\r\n")
+        if not line.strip():
+            return start if start < end else None
+        if _BLOCK_LINE.match(line) or _SETEXT.match(line):
+            return None
+        start = line_start
+        if start == 0:
+            return 0
+    return None
 
 
 def _breadcrumbs(headings: list[Heading]) -> list[tuple[str, ...]]:

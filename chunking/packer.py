@@ -1,6 +1,11 @@
 """The packer: one engine that turns a document and a strategy's *plan* into chunk spans.
 
-Method. A strategy describes a document as candidate boundaries with scores (a heading scores
+For every strategy but ``fixed`` the boundaries are chosen all at once by the global segmenter
+(``chunkyard.chunking.segmenter``, its method and cost table in its docstring); the packer then applies
+overlap and trims (``Packer._segmented_spans``). The greedy method below packs ``fixed`` (its plan has
+the grapheme level only), in C when chunking/_pack.c is built.
+
+Greedy method. A strategy describes a document as candidate boundaries with scores (a heading scores
 higher than a paragraph break, which scores higher than a sentence end, a word gap, a grapheme
 gap) and as *groups* that should stay whole (a procedure with its lead-in, a table, a code block,
 a section). From each chunk start the packer measures how far the budget reaches, then picks the
@@ -182,6 +187,8 @@ class Plan:
     fill: float = 0.5  # prefer ends in the last (1 - fill) of the reach
     keep: list[tuple[int, int]] = field(default_factory=list)  # reviewer: keep [start, end) in one chunk
     breaks: list[int] = field(default_factory=list)  # reviewer: a chunk boundary here
+    units: list[Group] = field(default_factory=list)  # more spans to keep whole when they fit (cost only)
+    chunk_price: int = 100  # the segmenter's price of one more chunk (lower: more chunks, better cuts)
 
 
 class Span(NamedTuple):
@@ -295,6 +302,41 @@ class Packer:
     # -- public -------------------------------------------------------------------------------
 
     def spans(self) -> list[Span]:
+        if self.plan.levels != (GRAPHEME,):
+            return self._segmented_spans()
+        return self._greedy_spans()
+
+    def _segmented_spans(self) -> list[Span]:
+        """Spans from the global segmenter's boundaries (``chunkyard.chunking.segmenter``), then overlap."""
+        from chunkyard.chunking.segmenter import Segmenter
+
+        self._index()
+        plan = self.plan
+        origin = self._skip_space(plan.start, plan.end)
+        if origin >= plan.end:
+            return []
+        out: list[Span] = []
+        start = origin
+        previous: tuple[int, int] | None = None  # (start, raw end) of the previous chunk
+        clean = True  # the previous chunk ended at a heading, a break or a group's start: no overlap
+        group_starts = set(self._group_starts)
+        for end, score in Segmenter(self).ends(origin):
+            if previous is not None:
+                start = self._skip_space(previous[1], plan.end)
+                if self.overlap and not clean:
+                    shared = self._skip_space(self._overlap_start(*previous), plan.end)
+                    if shared < start and self.meter.size(shared, self._trim_end(shared, end)) <= self.max_size:
+                        start = shared
+            trimmed = self._trim_end(start, end)
+            if trimmed > start:
+                size = self.meter.size(start, trimmed)
+                out.append(Span(start, trimmed, size, self._over_budget_reason(start, trimmed)
+                                if size > self.max_size else ""))
+            previous = (start, end)
+            clean = score >= SCORE_FORCED or end in group_starts
+        return out
+
+    def _greedy_spans(self) -> list[Span]:
         # _pack.c scans clusters in short windows: a text with a cluster longer than those is packed here.
         if _native is not None and not self._breaks and not self._keep and not self._long_clusters:
             return _native.spans(

@@ -1,4 +1,7 @@
-"""The packer in C (chunking/_pack.c) against the Python reference (``Packer._spans``).
+"""The greedy packer in C (chunking/_pack.c) against its Python reference (``Packer._spans``).
+
+The greedy packer chunks the ``fixed`` strategy; the others go through the global segmenter
+(``chunkyard.chunking.segmenter``), whose kernel is tested in tests/core/test_segmenter.py.
 
 Both must choose the same spans, sizes and reasons for every plan: the real corpora under several
 strategies, units and budgets, and generated text made of what the boundary rules look at (sentence
@@ -59,7 +62,7 @@ def both(
     )
     plan = get_strategy(strategy)(text, config, path).plan
     reference = Packer(text, plan, make_meter(text, unit), max_size, overlap, min_size)._spans()
-    fast = Packer(text, plan, make_meter(text, unit), max_size, overlap, min_size).spans()
+    fast = Packer(text, plan, make_meter(text, unit), max_size, overlap, min_size)._greedy_spans()
     return reference, fast
 
 
@@ -192,7 +195,7 @@ def test_a_meter_error_propagates():
     text = "Some words here. And more."
     plan = get_strategy("recursive")(text, parse_settings({"max_size": 5}), None).plan
     with pytest.raises(RuntimeError, match="meter broke"):
-        Packer(text, plan, Broken(), 5, 0, 0).spans()
+        Packer(text, plan, Broken(), 5, 0, 0)._greedy_spans()
 
 
 # -- findings: chunking/_pack.c check_spans against findings._check_spans -----------------------------
