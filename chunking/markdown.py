@@ -202,8 +202,9 @@ def scan(
             start = fm_end
     lone_cr = start < end and has_lone_cr(text, start, end)
     if _native is not None:  # the line scan and the steps below, in C
-        (structure.headings, structure.paths, structure.positions, structure.scores,
-         structure.groups) = _native.structure(text, start, end, lone_cr, Heading, Group)
+        (structure.headings, structure.paths, structure.positions, structure.scores, structure.groups) = (
+            _native.structure(text, start, end, lone_cr, Heading, Group)
+        )
         _add_derived_groups(text, structure)
         return structure
     headings, structure.positions, structure.scores, groups = _scan_lines(text, start, end, lone_cr)
@@ -253,7 +254,7 @@ def _add_derived_groups(text: str, structure: Structure) -> None:
                 nested.append(Group("procedure", lead_in, group.end, group.body_start))
         if group.kind in ("procedure", "list", "table", "code") and group.start < group.body_start:
             nested.append(Group(group.kind, group.body_start, group.end, group.body_start, label=group.label))
-        if group.kind not in ("list", "procedure") or "\n" not in text[group.body_start:group.end]:
+        if group.kind not in ("list", "procedure") or "\n" not in text[group.body_start : group.end]:
             continue
         base = -1
         fence: tuple[int, str] | None = None  # (start, marker) of a fenced code block inside the list
@@ -278,13 +279,17 @@ def _add_derived_groups(text: str, structure: Structure) -> None:
                 is_item = _LIST_ITEM.match(line) is not None
                 if base < 0:
                     base = indent
-                while open_lists and (indent < open_lists[-1][0] or (indent == open_lists[-1][0] and not is_item)):
+                while open_lists and (
+                    indent < open_lists[-1][0] or (indent == open_lists[-1][0] and not is_item)
+                ):
                     _indent, begin, finish, parent = open_lists.pop()
                     nested.append(Group("list", begin, finish, begin))
                     if parent >= 0:  # the item that holds it, with its text: a procedure inside an item
                         nested.append(Group("procedure", parent, finish, begin))
                 if is_item and indent > base and (not open_lists or open_lists[-1][0] < indent):
-                    parent = next((start for item_indent, start in reversed(items) if item_indent < indent), -1)
+                    parent = next(
+                        (start for item_indent, start in reversed(items) if item_indent < indent), -1
+                    )
                     open_lists.append([indent, pos, line_end, parent])
                 if is_item:
                     items.append((indent, pos))

@@ -325,13 +325,22 @@ class Packer:
                 start = self._skip_space(previous[1], plan.end)
                 if self.overlap and not clean:
                     shared = self._skip_space(self._overlap_start(*previous), plan.end)
-                    if shared < start and self.meter.size(shared, self._trim_end(shared, end)) <= self.max_size:
+                    if (
+                        shared < start
+                        and self.meter.size(shared, self._trim_end(shared, end)) <= self.max_size
+                    ):
                         start = shared
             trimmed = self._trim_end(start, end)
             if trimmed > start:
                 size = self.meter.size(start, trimmed)
-                out.append(Span(start, trimmed, size, self._over_budget_reason(start, trimmed)
-                                if size > self.max_size else ""))
+                out.append(
+                    Span(
+                        start,
+                        trimmed,
+                        size,
+                        self._over_budget_reason(start, trimmed) if size > self.max_size else "",
+                    )
+                )
             previous = (start, end)
             clean = score >= SCORE_FORCED or end in group_starts
         return out

@@ -93,9 +93,19 @@ def score_price(score: int) -> int:
     return PRICE_BY_SCORE[-1][1]
 
 
-def best_predecessors(heads: list[int], tails: list[int], prices: list[int], inside_head: list[int],
-                      inside_tail: list[int], floors: list[int], allowances: list[int], fulls: list[int],
-                      max_allowance: int, min_size: int, chunk_price: int) -> list[int]:
+def best_predecessors(
+    heads: list[int],
+    tails: list[int],
+    prices: list[int],
+    inside_head: list[int],
+    inside_tail: list[int],
+    floors: list[int],
+    allowances: list[int],
+    fulls: list[int],
+    max_allowance: int,
+    min_size: int,
+    chunk_price: int,
+) -> list[int]:
     """The optimiser: for candidates 0..n-1 (0 the origin), the predecessor of each on a cheapest path.
 
     A chunk from candidate i to j has size ``tails[j] - heads[i]`` (non-decreasing arrays) and costs
@@ -133,16 +143,50 @@ def best_predecessors(heads: list[int], tails: list[int], prices: list[int], ins
     return previous
 
 
-def optimise(heads: list[int], tails: list[int], prices: list[int], inside_head: list[int], inside_tail: list[int],
-             floors: list[int], allowances: list[int], fulls: list[int], max_allowance: int, min_size: int,
-             chunk_price: int) -> list[int]:
+def optimise(
+    heads: list[int],
+    tails: list[int],
+    prices: list[int],
+    inside_head: list[int],
+    inside_tail: list[int],
+    floors: list[int],
+    allowances: list[int],
+    fulls: list[int],
+    max_allowance: int,
+    min_size: int,
+    chunk_price: int,
+) -> list[int]:
     """``best_predecessors``, in C when chunking/_segment.c is built."""
     if _native is not None:
-        return _native.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls,
-                                         max_allowance, min_size, chunk_price, PRICE_NO_OVERLAP, PRICE_UNDERSIZED,
-                                         PRICE_OVER_BUDGET)
-    return best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls,
-                             max_allowance, min_size, chunk_price)
+        return _native.best_predecessors(
+            heads,
+            tails,
+            prices,
+            inside_head,
+            inside_tail,
+            floors,
+            allowances,
+            fulls,
+            max_allowance,
+            min_size,
+            chunk_price,
+            PRICE_NO_OVERLAP,
+            PRICE_UNDERSIZED,
+            PRICE_OVER_BUDGET,
+        )
+    return best_predecessors(
+        heads,
+        tails,
+        prices,
+        inside_head,
+        inside_tail,
+        floors,
+        allowances,
+        fulls,
+        max_allowance,
+        min_size,
+        chunk_price,
+    )
 
 
 class Problem(NamedTuple):
@@ -209,8 +253,11 @@ class Segmenter:
                         continue
                     x = low + step
                     while x < high:
-                        pos = x if pk._is_cluster_boundary(x) else pk._cluster_boundary(max(low + 1, x - 64), x,
-                                                                                        last=True)
+                        pos = (
+                            x
+                            if pk._is_cluster_boundary(x)
+                            else pk._cluster_boundary(max(low + 1, x - 64), x, last=True)
+                        )
                         if pos is not None and low < pos < high and pos not in found:
                             found[pos] = level.score
                         x += step
@@ -244,8 +291,15 @@ class Segmenter:
             key = (unit.start, unit.end, unit.kind)
             if unit.kind in PRICE_SPLIT and key not in seen:
                 seen.add(key)
-                groups.append((unit.start, unit.end, pk._next_text(unit.start), pk._trim_end(unit.start, unit.end),
-                               PRICE_SPLIT[unit.kind]))
+                groups.append(
+                    (
+                        unit.start,
+                        unit.end,
+                        pk._next_text(unit.start),
+                        pk._trim_end(unit.start, unit.end),
+                        PRICE_SPLIT[unit.kind],
+                    )
+                )
         groups.sort()
         keeps = [(a, b) for a, b in pk._keep if pk._keep_span_fits(a, b)]
         out: list[int | None] = []
@@ -259,7 +313,7 @@ class Segmenter:
             after = pk._next_text(pos)
             k = bisect.bisect_left(line_group_starts, pos) - 1
             in_rows = k >= 0 and pos < line_group_reach[k]
-            if score < 30 and not in_rows and not _SENTENCE_END.search(text[max(0, trimmed - 4):trimmed]):
+            if score < 30 and not in_rows and not _SENTENCE_END.search(text[max(0, trimmed - 4) : trimmed]):
                 price += PRICE_MID_SENTENCE
             if pk._mid_line_of_group(pos):
                 price += PRICE_MID_ROW
@@ -292,8 +346,10 @@ class Segmenter:
             pk = self.pk
             begin = pk._skip_space(start, end)
             finish = pk._trim_end(begin, end)
-            fits = self._fit[key] = (pk.meter.estimate(begin, finish) <= pk.max_size * 1.25 + 4
-                                     and pk.meter.size(begin, finish) <= pk.max_size)
+            fits = self._fit[key] = (
+                pk.meter.estimate(begin, finish) <= pk.max_size * 1.25 + 4
+                and pk.meter.size(begin, finish) <= pk.max_size
+            )
         return fits
 
     # -- sizes --------------------------------------------------------------------------------------
@@ -304,8 +360,10 @@ class Segmenter:
         if isinstance(meter, CharMeter):
             return list(starts), list(ends)
         if isinstance(meter, WordMeter):
-            return ([bisect.bisect_right(meter.ends, s) for s in starts],
-                    [bisect.bisect_left(meter.starts, e) for e in ends])
+            return (
+                [bisect.bisect_right(meter.ends, s) for s in starts],
+                [bisect.bisect_left(meter.starts, e) for e in ends],
+            )
         if isinstance(meter, TokenMeter):
             return (meter.starts.searchsorted(starts).tolist(), meter.starts.searchsorted(ends).tolist())
         # Another meter: measure from the origin (an estimate, verified below like tokens).
@@ -326,7 +384,7 @@ class Segmenter:
         for pos, score, price in zip(positions, scores, prices, strict=True):
             if price is None:
                 continue
-            if cuts and not self.text[cuts[-1]:pos].strip():
+            if cuts and not self.text[cuts[-1] : pos].strip():
                 if cut_scores[-1] >= SCORE_BREAK or (score < SCORE_BREAK and price > cut_prices[-1]):
                     continue
                 cuts[-1], cut_prices[-1], cut_scores[-1] = pos, price, score
@@ -345,9 +403,17 @@ class Segmenter:
         heading_starts = pk._heading_starts
         # Prefix sums of the price of running across each heading.
         heading_ends = plan.heading_ends
-        spanned = list(itertools.accumulate(
-            (0 if k > 0 and not self.text[heading_ends[heading_starts[k - 1]]:start].strip() else PRICE_SPANS_HEADING
-             for k, start in enumerate(heading_starts)), initial=0))
+        spanned = list(
+            itertools.accumulate(
+                (
+                    0
+                    if k > 0 and not self.text[heading_ends[heading_starts[k - 1]] : start].strip()
+                    else PRICE_SPANS_HEADING
+                    for k, start in enumerate(heading_starts)
+                ),
+                initial=0,
+            )
+        )
         inside_head = [spanned[bisect.bisect_right(heading_starts, s)] for s in starts]
         inside_tail = [spanned[bisect.bisect_left(heading_starts, e)] for e in ends]
         floors, floor = [], 0
@@ -363,8 +429,19 @@ class Segmenter:
         exact = isinstance(pk.meter, CharMeter | WordMeter)
         chunk_price = plan.chunk_price
         for _ in range(12):
-            previous = optimise(heads, tails, prices_all, inside_head, inside_tail, floors, allowances, fulls,
-                                pk.max_size, pk.min_size, chunk_price)
+            previous = optimise(
+                heads,
+                tails,
+                prices_all,
+                inside_head,
+                inside_tail,
+                floors,
+                allowances,
+                fulls,
+                pk.max_size,
+                pk.min_size,
+                chunk_price,
+            )
             chosen = [len(points) - 1]
             while chosen[-1] > 0:
                 chosen.append(previous[chosen[-1]])
@@ -385,7 +462,20 @@ class Segmenter:
                     retry = True
             if not retry:
                 break
-        self.problem = Problem(points, heads, tails, prices_all, inside_head, inside_tail, floors, allowances, fulls,
-                               pk.max_size, pk.min_size, chunk_price, chosen)
+        self.problem = Problem(
+            points,
+            heads,
+            tails,
+            prices_all,
+            inside_head,
+            inside_tail,
+            floors,
+            allowances,
+            fulls,
+            pk.max_size,
+            pk.min_size,
+            chunk_price,
+            chosen,
+        )
         scores_all = [1000, *cut_scores]
         return [(points[k], scores_all[k]) for k in chosen[1:]]

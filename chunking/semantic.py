@@ -293,9 +293,18 @@ def semantic_layout(text: str, settings: ChunkerBase, path: str | None) -> Layou
             fallback_boundaries(probe, line_start, line_end, boundaries)
 
     positions = sorted(boundaries)
-    plan = Plan(start, len(text), positions=positions, scores=[boundaries[p] for p in positions], levels=(),
-                groups=groups, overlap_floor=SENTENCE_LOW, fill=FILL, heading_ends=heading_ends,
-                chunk_price=CHUNK_PRICE)
+    plan = Plan(
+        start,
+        len(text),
+        positions=positions,
+        scores=[boundaries[p] for p in positions],
+        levels=(),
+        groups=groups,
+        overlap_floor=SENTENCE_LOW,
+        fill=FILL,
+        heading_ends=heading_ends,
+        chunk_price=CHUNK_PRICE,
+    )
     metadata["semantic"] = {
         "units": len(units),
         "topic_shifts": sum(1 for s in scores if s >= TOPIC_LOW),

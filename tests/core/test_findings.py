@@ -80,8 +80,10 @@ CASES: dict[str, tuple[Case, Case]] = {
     "split_code": (Case(CODE, md(max_size=120)), Case(CODE, md(max_size=600))),
     # fixed windows ignore structure: a window that ends right after the heading line leaves it there
     # (the segmenter, even for recursive, prices that cut out).
-    "heading_at_end": (Case(HEADED, {"strategy": "fixed", "unit": "chars", "max_size": HEADED.index("\nBody")}),
-                       Case(HEADED, rec(max_size=60))),
+    "heading_at_end": (
+        Case(HEADED, {"strategy": "fixed", "unit": "chars", "max_size": HEADED.index("\nBody")}),
+        Case(HEADED, rec(max_size=60)),
+    ),
     "undersized": (Case(SMALL_LAST, rec(max_size=100, min_size=50)), Case(SMALL_LAST, rec(max_size=100))),
     "high_overlap": (
         Case(PROSE, {"strategy": "fixed", "unit": "chars", "max_size": 30, "overlap": 20}),
