@@ -136,6 +136,8 @@ _CONTINUES = regex.compile(
     r"\p{Grapheme_Cluster_Break=ZWJ}\p{Grapheme_Cluster_Break=Regional_Indicator}"
     r"\p{Grapheme_Cluster_Break=Prepend}\r\U0001F3FB-\U0001F3FF]"
 )
+# Runs of characters ``Packer._is_cluster_boundary`` does not pass as ASCII (all but CR of _CONTINUES).
+_NOT_ASCII_RUN = regex.compile(r"[^\x00-\x7e]+")
 # A run of such characters long enough to hold a cluster longer than the packer's scanning windows
 # (``'a'`` and thousands of combining accents): those clusters are indexed once per text.
 LONG_CLUSTER = 64
@@ -278,6 +280,7 @@ class Packer:
         self._indexed = False
         self._long_clusters = _long_clusters(text, plan.start, plan.end)
         self._long_cluster_starts = [a for a, _ in self._long_clusters]
+        self._unsure: set[int] | None = None
 
     def _index(self) -> None:
         """The lookups the Python packer makes per chunk (_pack.c builds its own from the plan)."""
@@ -586,6 +589,25 @@ class Packer:
         if self._long_clusters and self._long_cluster_at(pos) is not None:
             return False
         return pos in self._clusters(pos, pos)
+
+    def _unsure_boundaries(self) -> set[int]:
+        """The positions where ``_is_cluster_boundary`` has to segment: every other position passes its
+        fast paths (ASCII on both sides and not after a CR, or neither side a character that may
+        continue a cluster and no line feed), so it is a boundary. Found once per text."""
+        if self._unsure is None:
+            text, unsure = self.text, set()
+            cr = text.find("\r")
+            while cr != -1:
+                unsure.update((cr, cr + 1))
+                cr = text.find("\r", cr + 1)
+            if not text.isascii():
+                for run in _NOT_ASCII_RUN.finditer(text):
+                    for match in _CONTINUES.finditer(text, run.start(), run.end()):
+                        unsure.update((match.start(), match.start() + 1))
+                    if text.startswith("\n", run.end()):  # a line feed after a non-ASCII character
+                        unsure.add(run.end())
+            self._unsure = unsure
+        return self._unsure
 
     def _cluster_boundary(self, low: int, high: int, *, last: bool) -> int | None:
         if last and high - low > 512:

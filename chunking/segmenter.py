@@ -50,13 +50,17 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple
+
+import regex
 
 from chunkyard.chunking import native
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
 if TYPE_CHECKING:
-    from chunkyard.chunking.packer import Packer
+    from chunkyard.chunking.packer import Packer, TextLevel
 
 PRICE_CHUNK = 100
 # A chunk that runs across a heading (not at its start): headings open chunks. Below PRICE_UNDERSIZED,
@@ -65,6 +69,7 @@ PRICE_CHUNK = 100
 PRICE_SPANS_HEADING = 3000
 PRICE_UNDERSIZED = 5000
 PRICE_MID_SENTENCE = 400
+SCORE_MID_SENTENCE_BELOW = 30  # cuts scored below this (below a line) may be mid-sentence
 PRICE_MID_ROW = 1000
 PRICE_HEADING_AT_END = 2000
 PRICE_SPLIT = {"procedure": 1000, "list": 1000, "table": 1000, "code": 1000, "section": 40}
@@ -74,6 +79,9 @@ PRICE_NO_OVERLAP = 300  # a chunk that needs the room reserved for overlap: it g
 PRICE_OVER_BUDGET = 10**9  # a chunk that cannot fit: allowed only between adjacent candidates
 SCORE_BREAK = 10**6  # a reviewer's break
 _UNREACHABLE = 1 << 62
+_NON_SPACE = re.compile(r"\S")  # re's \s is exactly str.isspace (as Packer uses it)
+# A line that may be an ATX heading (findings' _ATX_LINE decides): where that rule is checked.
+_ATX_START = regex.compile(r"(?m)^ {0,3}#")
 
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
@@ -91,6 +99,10 @@ def score_price(score: int) -> int:
                 return low_price
             return high_price + (low_price - high_price) * (high - score) // (high - low)
     return PRICE_BY_SCORE[-1][1]
+
+
+# score_price for every score up to the first free row; higher scores take the last entry (0).
+_SCORE_PRICES = [score_price(score) for score in range(PRICE_BY_SCORE[0][0] + 1)]
 
 
 def best_predecessors(
@@ -207,6 +219,96 @@ class Problem(NamedTuple):
     chosen: list[int]
 
 
+def cut_candidates(
+    text: str,
+    positions: list[int],
+    scores: list[int],
+    extra: list[int],
+    score_prices: list[int],
+    intervals: list[int],
+    forbidden: list[int],
+    free_score: int,
+    end: int,
+) -> tuple[list[int], list[int], list[int]]:
+    """The cuts and their prices, from the candidates (sorted positions, scores) and the price data.
+
+    A candidate at ``end`` or scored ``free_score`` or more costs 0 and is never forbidden. Any other
+    costs ``score_prices[score]`` (the last entry for higher scores) + ``extra[k]`` + the price of
+    each interval ``lo <= pos < hi`` (``intervals``: flat triples lo, hi, price); one inside a
+    ``forbidden`` interval (flat pairs lo, hi) is dropped. Of a run of candidates with only white
+    space between them one cut is kept: a free one, else the cheapest (the later among equals).
+    ``end`` closes the list.
+    """
+    n = len(positions)
+    add = [0] * (n + 1)
+    ban = [0] * (n + 1)
+    for k in range(0, len(intervals), 3):
+        a = bisect.bisect_left(positions, intervals[k])
+        b = bisect.bisect_left(positions, intervals[k + 1])
+        if a < b:
+            add[a] += intervals[k + 2]
+            add[b] -= intervals[k + 2]
+    for k in range(0, len(forbidden), 2):
+        a = bisect.bisect_left(positions, forbidden[k])
+        b = bisect.bisect_left(positions, forbidden[k + 1])
+        if a < b:
+            ban[a] += 1
+            ban[b] -= 1
+    top = len(score_prices) - 1
+    cuts: list[int] = []
+    prices: list[int] = []
+    kept_scores: list[int] = []
+    running = banned = 0
+    for k in range(n):
+        running += add[k]
+        banned += ban[k]
+        pos, score = positions[k], scores[k]
+        free = score >= free_score or pos >= end
+        if free:
+            price = 0
+        elif banned:
+            continue
+        else:
+            price = score_prices[max(0, min(score, top))] + extra[k] + running
+        if cuts and _NON_SPACE.search(text, cuts[-1], pos) is None:
+            if kept_scores[-1] >= free_score or (score < free_score and price > prices[-1]):
+                continue
+            cuts[-1], prices[-1], kept_scores[-1] = pos, price, score
+            continue
+        cuts.append(pos)
+        prices.append(price)
+        kept_scores.append(score)
+    if not cuts or cuts[-1] != end:
+        cuts.append(end)
+        prices.append(0)
+        kept_scores.append(1000)
+    return cuts, prices, kept_scores
+
+
+def trim_ends(text: str, positions: list[int], low: int) -> list[int]:
+    """Each position moved back over white space, not below ``low`` (``Packer._trim_end``)."""
+    out = []
+    for pos in positions:
+        while pos > low and text[pos - 1].isspace():
+            pos -= 1
+        out.append(pos)
+    return out
+
+
+def lookup(keys: list[int], values: list[int], queries: list[int], right: bool) -> list[int]:
+    """``values[bisect(keys, q)]`` for each query (bisect_right when ``right``, else bisect_left)."""
+    find = bisect.bisect_right if right else bisect.bisect_left
+    return [values[find(keys, q)] for q in queries]
+
+
+# The kernels in C when chunking/_segment.c is built and current, else their Python twins above.
+kernel = (
+    _native
+    if _native is not None
+    else SimpleNamespace(cut_candidates=cut_candidates, trim_ends=trim_ends, lookup=lookup)
+)
+
+
 class Segmenter:
     """Chooses the raw chunk ends of one packer's document (see the module docstring)."""
 
@@ -215,128 +317,244 @@ class Segmenter:
         self.text = packer.text
         self.plan = packer.plan
         self._fit: dict[tuple[int, int], bool] = {}
+        # Positions that may not be grapheme boundaries (every other one is): only these are checked.
+        self._unsure = packer._unsure_boundaries()
+
+    # -- sizes --------------------------------------------------------------------------------------
+
+    def _prefixes(self, starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
+        """Additive size prefixes: a chunk [starts[i], ends[j]) measures ``tails[j] - heads[i]``."""
+        meter = self.pk.meter
+        if isinstance(meter, CharMeter):
+            return list(starts), list(ends)
+        if isinstance(meter, WordMeter):
+            word_ends, word_starts = self._word_arrays()
+            return (
+                word_ends.searchsorted(starts, "right").tolist(),
+                word_starts.searchsorted(ends).tolist(),
+            )
+        if isinstance(meter, TokenMeter):
+            return (meter.starts.searchsorted(starts).tolist(), meter.starts.searchsorted(ends).tolist())
+        # Another meter: measure from the origin (an estimate, verified below like tokens).
+        origin = starts[0] if starts else 0
+        return ([meter.estimate(origin, s) for s in starts], [meter.estimate(origin, e) for e in ends])
+
+    def _word_arrays(self):
+        arrays = getattr(self.pk.meter, "_segmenter_arrays", None)
+        if arrays is None:
+            import numpy as np
+
+            arrays = (
+                np.asarray(self.pk.meter.ends, dtype=np.int64),
+                np.asarray(self.pk.meter.starts, dtype=np.int64),
+            )
+            self.pk.meter._segmenter_arrays = arrays
+        return arrays
 
     # -- candidates ---------------------------------------------------------------------------------
 
     def _candidates(self, origin: int) -> tuple[list[int], list[int]]:
-        pk, plan = self.pk, self.plan
+        """The candidate cuts after ``origin``, sorted, with their scores.
+
+        The plan's positions, the reviewer's breaks and the end; then each textual level, strongest
+        first, inside the gaps (wider than a quarter of the budget) between the candidates at least
+        as strong as it. The gaps of a level lie inside those of the level before (a candidate is
+        only ever added), so each level looks only inside the previous level's gaps.
+        """
+        pk, plan, text = self.pk, self.plan, self.text
         end = plan.end
-        found: dict[int, int] = {}
-        for pos, score in zip(plan.positions, plan.scores, strict=True):
-            if origin < pos < end and found.get(pos, -1) < score:
-                found[pos] = score
+        plan_positions, plan_scores = plan.positions, plan.scores
+        i = bisect.bisect_right(plan_positions, origin)
+        j = bisect.bisect_left(plan_positions, end)
+        found = dict(zip(plan_positions[i:j], plan_scores[i:j], strict=True))
+        ordered = len(found) == j - i
+        if not ordered:  # a position given twice: its best score
+            found = {}
+            for pos, score in zip(plan_positions[i:j], plan_scores[i:j], strict=True):
+                if found.get(pos, -1) < score:
+                    found[pos] = score
         for pos in pk._breaks:
             if origin < pos < end:
                 found[pos] = SCORE_BREAK
-        found[end] = max(found.get(end, 0), 1000)
+                ordered = False
+        found[end] = 1000
+        positions = list(found) if ordered else sorted(found)
+        levels = pk._levels
+        if not levels or len(positions) == 0:
+            return positions, [found[p] for p in positions]
+        scores = [found[p] for p in positions]
         budget = pk.max_size
-        meter = pk.meter
-        for level in pk._levels:
-            # Gaps between the candidates at least as strong as this level: a paragraph cut at its
-            # wrapped lines only still gets its sentence ends.
-            positions = sorted(pos for pos, score in found.items() if score >= level.score)
+        # Each region: (low, high, the candidates strictly inside it, their scores).
+        regions = [(origin, end, positions[:-1], scores[:-1])]
+        added: list[int] = []
+        added_scores: list[int] = []
+        for level in levels:
+            score = level.score
             gaps = []
-            previous = origin
-            for pos in positions:
-                if meter.estimate(previous, pos) * 4 > budget:
-                    gaps.append((previous, pos))
-                previous = pos
+            for low, high, inner, inner_scores in regions:
+                points = [low]
+                spans: list[tuple[list[int], list[int]]] = [([], [])]
+                for pos, s in zip(inner, inner_scores, strict=True):
+                    if s >= score:
+                        points.append(pos)
+                        spans.append(([], []))
+                    else:
+                        spans[-1][0].append(pos)
+                        spans[-1][1].append(s)
+                points.append(high)
+                heads, tails = self._prefixes(points, points)
+                for k in range(len(points) - 1):
+                    if (tails[k + 1] - heads[k]) * 4 > budget:
+                        gaps.append(
+                            (points[k], points[k + 1], spans[k][0], spans[k][1], tails[k + 1] - heads[k])
+                        )
             if not gaps:
                 break
-            is_grapheme = level.pattern.pattern == r"\X"
-            sampled = is_grapheme or level.pattern.pattern == r"\s+"
-            for low, high in gaps:
-                size = max(1, meter.estimate(low, high))
-                step = max(1, (high - low) * budget // (16 * size)) if sampled else 0
-                if is_grapheme:
-                    if meter.estimate(low, high) * 8 <= budget:
-                        continue
-                    x = low + step
-                    while x < high:
-                        pos = (
-                            x
-                            if pk._is_cluster_boundary(x)
-                            else pk._cluster_boundary(max(low + 1, x - 64), x, last=True)
-                        )
-                        if pos is not None and low < pos < high and pos not in found:
-                            found[pos] = level.score
-                        x += step
-                    continue
-                kept = low
-                for match in level.pattern.finditer(self.text, max(0, low - 1), high):
-                    pos = match.end()
-                    if not low < pos < high or pos - kept < step:
-                        continue
-                    if pos not in found and pk._is_cluster_boundary(pos):
-                        found[pos] = level.score
-                        kept = pos
+            regions = []
+            for low, high, inner, inner_scores, size in gaps:
+                new = self._find(level, low, high, inner, max(1, size))
+                if new:
+                    added.extend(new)
+                    added_scores.extend([score] * len(new))
+                    if inner:
+                        merged = sorted([*zip(inner, inner_scores), *((pos, score) for pos in new)])
+                        inner = [pos for pos, _ in merged]
+                        inner_scores = [s for _, s in merged]
+                    else:
+                        inner, inner_scores = new, [score] * len(new)
+                regions.append((low, high, inner, inner_scores))
+        if not added:
+            return positions, scores
+        found.update(zip(added, added_scores))
         positions = sorted(found)
         return positions, [found[p] for p in positions]
 
+    def _find(self, level: TextLevel, low: int, high: int, inner: list[int], size: int) -> list[int]:
+        """The new boundaries of ``level`` strictly inside (low, high) of ``size`` (estimated), sorted:
+        words and graphemes every sixteenth of a budget."""
+        pk, text, budget = self.pk, self.text, self.pk.max_size
+        taken = set(inner)
+        is_grapheme = level.pattern.pattern == r"\X"
+        sampled = is_grapheme or level.pattern.pattern == r"\s+"
+        step = max(1, (high - low) * budget // (16 * size)) if sampled else 0
+        out: list[int] = []
+        if is_grapheme:
+            if size * 8 <= budget:
+                return out
+            x = low + step
+            while x < high:
+                pos = (
+                    x
+                    if pk._is_cluster_boundary(x)
+                    else pk._cluster_boundary(max(low + 1, x - 64), x, last=True)
+                )
+                if pos is not None and low < pos < high and pos not in taken:
+                    taken.add(pos)
+                    out.append(pos)
+                x += step
+            return sorted(out)
+        matches = [match.end() for match in level.pattern.finditer(text, max(0, low - 1), high)]
+        if not sampled:
+            unsure = self._unsure
+            return [
+                pos
+                for pos in matches
+                if low < pos < high
+                and pos not in taken
+                and (pos not in unsure or pk._is_cluster_boundary(pos))
+            ]
+        kept = low
+        for pos in matches:
+            if not low < pos < high or pos - kept < step:
+                continue
+            if pos not in taken and pk._is_cluster_boundary(pos):
+                taken.add(pos)
+                out.append(pos)
+                kept = pos
+        return out
+
     # -- prices -------------------------------------------------------------------------------------
 
-    def _prices(self, positions: list[int], scores: list[int]) -> list[int | None]:
-        """Each candidate's cut price (None: a cut there is forbidden)."""
+    def _prices(self, positions: list[int], scores: list[int]) -> tuple[list[int], list[int], list[int]]:
+        """The price data of the candidates: per-candidate extras, priced intervals (lo, hi, price)
+        and forbidden intervals (lo, hi), flat, for ``cut_candidates``. Each rule is applied per unit
+        (heading, group, line group, keep span) to the candidates that unit contains."""
         from chunkyard.chunking.findings import _ATX_LINE, _SENTENCE_END
 
         pk, plan, text = self.pk, self.plan, self.text
         pk._index()
+        end = plan.end
+        extra = [0] * len(positions)
+        # Table and code bodies: (start, end) open intervals, merged.
+        rows: list[list[int]] = []
+        for body, reach in zip(pk._line_group_starts, pk._line_group_reach, strict=True):
+            if rows and body < rows[-1][1]:
+                rows[-1][1] = max(rows[-1][1], reach)
+            else:
+                rows.append([body, reach])
+        row_starts = [body for body, _ in rows]
+        # Mid-sentence: a weak cut (below a line) outside table and code bodies after text that does
+        # not end a sentence.
+        for k, score in enumerate(scores):
+            if score < SCORE_MID_SENTENCE_BELOW:
+                pos = positions[k]
+                if rows:
+                    r = bisect.bisect_left(row_starts, pos) - 1
+                    if r >= 0 and pos < rows[r][1]:
+                        continue
+                trimmed = pk._trim_end(plan.start, pos)
+                if not _SENTENCE_END.search(text[max(0, trimmed - 4) : trimmed]):
+                    extra[k] += PRICE_MID_SENTENCE
+        # Mid-row: inside a table row or code line (not at a line start).
+        for body, reach in rows:
+            for k in range(bisect.bisect_right(positions, body), bisect.bisect_left(positions, reach)):
+                if text[positions[k] - 1] != "\n":
+                    extra[k] += PRICE_MID_ROW
+        intervals: list[int] = []
         heading_starts = pk._heading_starts
-        heading_ends = plan.heading_ends
-        line_group_starts, line_group_reach = pk._line_group_starts, pk._line_group_reach
-        # Each unit once: its text's first and last non-space positions and its price when it fits.
+        if heading_starts:
+            # Inside a heading, or after it with only white space between: [start + 1, that + 1).
+            heading_ends = plan.heading_ends
+            for k, start in enumerate(heading_starts):
+                reach = pk._next_text(heading_ends[start])
+                if k + 1 < len(heading_starts):
+                    reach = min(reach, heading_starts[k + 1])
+                if reach > start:
+                    intervals += (start + 1, reach + 1, PRICE_HEADING_AT_END)
+        else:
+            # A plan without headings (recursive): a '#' line before the cut, as findings see it.
+            line_start = text.rfind("\n", 0, max(0, plan.start - 1)) + 1
+            priced: set[int] = set()
+            for match in _ATX_START.finditer(text, line_start, end):
+                line_end = text.find("\n", match.start(), end)
+                reach = pk._next_text(end if line_end == -1 else line_end)
+                for k in range(
+                    bisect.bisect_right(positions, match.start()), bisect.bisect_right(positions, reach)
+                ):
+                    if k in priced or scores[k] >= SCORE_BREAK or positions[k] >= end:
+                        continue
+                    trimmed = pk._trim_end(plan.start, positions[k])
+                    if _ATX_LINE.search(text, max(0, trimmed - 300), trimmed):
+                        priced.add(k)
+                        extra[k] += PRICE_HEADING_AT_END
+        # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         seen: set[tuple[int, int, str]] = set()
-        groups = []
         for unit in (*plan.groups, *plan.units):
             key = (unit.start, unit.end, unit.kind)
-            if unit.kind in PRICE_SPLIT and key not in seen:
-                seen.add(key)
-                groups.append(
-                    (
-                        unit.start,
-                        unit.end,
-                        pk._next_text(unit.start),
-                        pk._trim_end(unit.start, unit.end),
-                        PRICE_SPLIT[unit.kind],
-                    )
-                )
-        groups.sort()
-        keeps = [(a, b) for a, b in pk._keep if pk._keep_span_fits(a, b)]
-        out: list[int | None] = []
-        g, active = 0, []
-        for pos, score in zip(positions, scores, strict=True):
-            if score >= SCORE_BREAK or pos >= plan.end:
-                out.append(0)
+            if unit.kind not in PRICE_SPLIT or key in seen:
                 continue
-            price = score_price(score)
-            trimmed = pk._trim_end(plan.start, pos)
-            after = pk._next_text(pos)
-            k = bisect.bisect_left(line_group_starts, pos) - 1
-            in_rows = k >= 0 and pos < line_group_reach[k]
-            if score < 30 and not in_rows and not _SENTENCE_END.search(text[max(0, trimmed - 4) : trimmed]):
-                price += PRICE_MID_SENTENCE
-            if pk._mid_line_of_group(pos):
-                price += PRICE_MID_ROW
-            k = bisect.bisect_left(heading_starts, pos) - 1
-            if k >= 0:
-                heading_end = heading_ends[heading_starts[k]]
-                if heading_end > pos or not text[heading_end:pos].strip():
-                    price += PRICE_HEADING_AT_END  # inside a heading, or right after one
-            elif not heading_starts and _ATX_LINE.search(text, max(0, trimmed - 300), trimmed):
-                price += PRICE_HEADING_AT_END  # a plan without headings (recursive): a '#' line, as findings see it
-            while g < len(groups) and groups[g][0] < pos:
-                active.append(groups[g])
-                g += 1
-            if active:
-                active = [item for item in active if item[1] > pos]
-                for start, end, first, last, split_price in active:
-                    if first < pos and after < last and self._fits(start, end):
-                        price += split_price
-            if keeps and any(a < pos and after < b for a, b in keeps):
-                out.append(None)
-                continue
-            out.append(price)
-        return out
+            seen.add(key)
+            first = pk._next_text(unit.start)
+            last = pk._trim_end(unit.start, unit.end)
+            if bisect.bisect_right(positions, first) < bisect.bisect_left(positions, last) and self._fits(
+                unit.start, unit.end
+            ):
+                intervals += (first + 1, last, PRICE_SPLIT[unit.kind])
+        forbidden: list[int] = []
+        for a, b in pk._keep:
+            if pk._keep_span_fits(a, b):
+                forbidden += (a + 1, pk._trim_end(a, b))
+        return extra, intervals, forbidden
 
     def _fits(self, start: int, end: int) -> bool:
         """Whether [start, end), trimmed, fits the budget on its own (the estimate rules out far too big)."""
@@ -352,75 +570,52 @@ class Segmenter:
             )
         return fits
 
-    # -- sizes --------------------------------------------------------------------------------------
-
-    def _prefixes(self, starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
-        """Additive size prefixes: a chunk [starts[i], ends[j]) measures ``tails[j] - heads[i]``."""
-        meter = self.pk.meter
-        if isinstance(meter, CharMeter):
-            return list(starts), list(ends)
-        if isinstance(meter, WordMeter):
-            return (
-                [bisect.bisect_right(meter.ends, s) for s in starts],
-                [bisect.bisect_left(meter.starts, e) for e in ends],
-            )
-        if isinstance(meter, TokenMeter):
-            return (meter.starts.searchsorted(starts).tolist(), meter.starts.searchsorted(ends).tolist())
-        # Another meter: measure from the origin (an estimate, verified below like tokens).
-        origin = starts[0]
-        return ([meter.estimate(origin, s) for s in starts], [meter.estimate(origin, e) for e in ends])
-
     # -- the search ---------------------------------------------------------------------------------
 
     def ends(self, origin: int) -> list[tuple[int, int]]:
         """The raw chunk ends with their boundary scores, in order (the last is the plan's end)."""
-        pk, plan = self.pk, self.plan
+        pk, plan, text = self.pk, self.plan, self.text
         positions, scores = self._candidates(origin)
-        prices = self._prices(positions, scores)
-        # One cut per run of candidates with only white space between them: the cheapest (a break wins).
-        cuts: list[int] = []
-        cut_prices: list[int] = []
-        cut_scores: list[int] = []
-        for pos, score, price in zip(positions, scores, prices, strict=True):
-            if price is None:
-                continue
-            if cuts and not self.text[cuts[-1] : pos].strip():
-                if cut_scores[-1] >= SCORE_BREAK or (score < SCORE_BREAK and price > cut_prices[-1]):
-                    continue
-                cuts[-1], cut_prices[-1], cut_scores[-1] = pos, price, score
-                continue
-            cuts.append(pos)
-            cut_prices.append(price)
-            cut_scores.append(score)
-        if not cuts or cuts[-1] != plan.end:
-            cuts.append(plan.end)
-            cut_prices.append(0)
-            cut_scores.append(1000)
+        extra, intervals, forbidden = self._prices(positions, scores)
+        cuts, cut_prices, cut_scores = kernel.cut_candidates(
+            text, positions, scores, extra, _SCORE_PRICES, intervals, forbidden, SCORE_BREAK, plan.end
+        )
         points = [origin, *cuts]
-        starts = [origin] + [pk._skip_space(p, plan.end) for p in cuts]
-        ends = [origin] + [pk._trim_end(origin, p) for p in cuts]
+        end = plan.end
+        skip, unsure = pk._skip_space, self._unsure
+        starts = [origin] + [
+            p if p < end and not text[p].isspace() and p not in unsure else skip(p, end) for p in cuts
+        ]
+        ends = [origin, *kernel.trim_ends(text, cuts, origin)]
         heads, tails = self._prefixes(starts, ends)
         heading_starts = pk._heading_starts
-        # Prefix sums of the price of running across each heading.
-        heading_ends = plan.heading_ends
-        spanned = list(
-            itertools.accumulate(
-                (
-                    0
-                    if k > 0 and not self.text[heading_ends[heading_starts[k - 1]] : start].strip()
-                    else PRICE_SPANS_HEADING
-                    for k, start in enumerate(heading_starts)
-                ),
-                initial=0,
+        if heading_starts:
+            # Prefix sums of the price of running across each heading.
+            heading_ends = plan.heading_ends
+            spanned = list(
+                itertools.accumulate(
+                    (
+                        0
+                        if k > 0
+                        and _NON_SPACE.search(text, heading_ends[heading_starts[k - 1]], start) is None
+                        else PRICE_SPANS_HEADING
+                        for k, start in enumerate(heading_starts)
+                    ),
+                    initial=0,
+                )
             )
-        )
-        inside_head = [spanned[bisect.bisect_right(heading_starts, s)] for s in starts]
-        inside_tail = [spanned[bisect.bisect_left(heading_starts, e)] for e in ends]
-        floors, floor = [], 0
-        for index, score in enumerate([1000, *cut_scores]):
-            floors.append(floor)
-            if score >= SCORE_BREAK:
-                floor = index
+            inside_head = kernel.lookup(heading_starts, spanned, starts, True)
+            inside_tail = kernel.lookup(heading_starts, spanned, ends, False)
+        else:
+            inside_head = inside_tail = [0] * len(points)
+        if pk._breaks:
+            floors, floor = [], 0
+            for index, score in enumerate([1000, *cut_scores]):
+                floors.append(floor)
+                if score >= SCORE_BREAK:
+                    floor = index
+        else:
+            floors = [0] * len(points)
         prices_all = [0, *cut_prices]
         # Room for overlap: chunks after the first get ``overlap`` less, or the full budget at a price.
         reserve = min(pk.overlap, pk.max_size - 1) if pk.overlap else 0
