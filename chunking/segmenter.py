@@ -57,10 +57,11 @@ from typing import TYPE_CHECKING, NamedTuple
 import regex
 
 from chunkyard.chunking import native
+from chunkyard.chunking.packer import find_ends
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
 if TYPE_CHECKING:
-    from chunkyard.chunking.packer import Packer, TextLevel
+    from chunkyard.chunking.packer import Packer, TextLevel  # noqa: F401
 
 PRICE_CHUNK = 100
 # A chunk that runs across a heading (not at its start): headings open chunks. Below PRICE_UNDERSIZED,
@@ -80,8 +81,6 @@ PRICE_OVER_BUDGET = 10**9  # a chunk that cannot fit: allowed only between adjac
 SCORE_BREAK = 10**6  # a reviewer's break
 _UNREACHABLE = 1 << 62
 _NON_SPACE = re.compile(r"\S")  # re's \s is exactly str.isspace (as Packer uses it)
-# A line that may be an ATX heading (findings' _ATX_LINE decides): where that rule is checked.
-_ATX_START = regex.compile(r"(?m)^ {0,3}#")
 
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
@@ -317,8 +316,8 @@ class Segmenter:
         self.text = packer.text
         self.plan = packer.plan
         self._fit: dict[tuple[int, int], bool] = {}
-        # Positions that may not be grapheme boundaries (every other one is): only these are checked.
-        self._unsure = packer._unsure_boundaries()
+        # Every position is a grapheme boundary (ASCII without CR): the cluster checks are skipped.
+        self._plain = self.text.isascii() and "\r" not in self.text
 
     # -- sizes --------------------------------------------------------------------------------------
 
@@ -361,7 +360,7 @@ class Segmenter:
         as strong as it. The gaps of a level lie inside those of the level before (a candidate is
         only ever added), so each level looks only inside the previous level's gaps.
         """
-        pk, plan, text = self.pk, self.plan, self.text
+        pk, plan = self.pk, self.plan
         end = plan.end
         plan_positions, plan_scores = plan.positions, plan.scores
         i = bisect.bisect_right(plan_positions, origin)
@@ -392,32 +391,36 @@ class Segmenter:
             score = level.score
             gaps = []
             for low, high, inner, inner_scores in regions:
-                points = [low]
-                spans: list[tuple[list[int], list[int]]] = [([], [])]
-                for pos, s in zip(inner, inner_scores, strict=True):
-                    if s >= score:
-                        points.append(pos)
-                        spans.append(([], []))
-                    else:
-                        spans[-1][0].append(pos)
-                        spans[-1][1].append(s)
-                points.append(high)
+                spans: list[tuple[list[int], list[int]]] | None = None
+                if not inner or min(inner_scores) >= score:
+                    points = [low, *inner, high]
+                else:
+                    points = [low]
+                    spans = [([], [])]
+                    for pos, s in zip(inner, inner_scores, strict=True):
+                        if s >= score:
+                            points.append(pos)
+                            spans.append(([], []))
+                        else:
+                            spans[-1][0].append(pos)
+                            spans[-1][1].append(s)
+                    points.append(high)
                 heads, tails = self._prefixes(points, points)
-                for k in range(len(points) - 1):
-                    if (tails[k + 1] - heads[k]) * 4 > budget:
-                        gaps.append(
-                            (points[k], points[k + 1], spans[k][0], spans[k][1], tails[k + 1] - heads[k])
-                        )
+                for k in [k for k in range(len(points) - 1) if (tails[k + 1] - heads[k]) * 4 > budget]:
+                    inside = spans[k] if spans is not None else ([], [])
+                    gaps.append((points[k], points[k + 1], inside[0], inside[1], tails[k + 1] - heads[k]))
             if not gaps:
                 break
             regions = []
             for low, high, inner, inner_scores, size in gaps:
                 new = self._find(level, low, high, inner, max(1, size))
                 if new:
-                    added.extend(new)
-                    added_scores.extend([score] * len(new))
+                    added += new
+                    added_scores += [score] * len(new)
                     if inner:
-                        merged = sorted([*zip(inner, inner_scores), *((pos, score) for pos in new)])
+                        merged = sorted(
+                            [*zip(inner, inner_scores, strict=True), *((pos, score) for pos in new)]
+                        )
                         inner = [pos for pos, _ in merged]
                         inner_scores = [s for _, s in merged]
                     else:
@@ -425,7 +428,7 @@ class Segmenter:
                 regions.append((low, high, inner, inner_scores))
         if not added:
             return positions, scores
-        found.update(zip(added, added_scores))
+        found.update(zip(added, added_scores, strict=True))
         positions = sorted(found)
         return positions, [found[p] for p in positions]
 
@@ -453,15 +456,21 @@ class Segmenter:
                     out.append(pos)
                 x += step
             return sorted(out)
-        matches = [match.end() for match in level.pattern.finditer(text, max(0, low - 1), high)]
+        matches = find_ends(level, text, max(0, low - 1), high)
         if not sampled:
-            unsure = self._unsure
+            if self._plain:
+                return [pos for pos in matches if low < pos < high and pos not in taken]
+            # Packer._is_cluster_boundary, its first fast path inline: ASCII on both sides, not after a CR.
+            is_boundary = pk._is_cluster_boundary
             return [
                 pos
                 for pos in matches
                 if low < pos < high
                 and pos not in taken
-                and (pos not in unsure or pk._is_cluster_boundary(pos))
+                and (
+                    (text[pos] < "\x7f" and text[pos - 1] < "\x7f" and text[pos - 1] != "\r")
+                    or is_boundary(pos)
+                )
             ]
         kept = low
         for pos in matches:
@@ -495,16 +504,15 @@ class Segmenter:
         row_starts = [body for body, _ in rows]
         # Mid-sentence: a weak cut (below a line) outside table and code bodies after text that does
         # not end a sentence.
-        for k, score in enumerate(scores):
-            if score < SCORE_MID_SENTENCE_BELOW:
-                pos = positions[k]
-                if rows:
-                    r = bisect.bisect_left(row_starts, pos) - 1
-                    if r >= 0 and pos < rows[r][1]:
-                        continue
-                trimmed = pk._trim_end(plan.start, pos)
-                if not _SENTENCE_END.search(text[max(0, trimmed - 4) : trimmed]):
-                    extra[k] += PRICE_MID_SENTENCE
+        for k in [k for k, score in enumerate(scores) if score < SCORE_MID_SENTENCE_BELOW]:
+            pos = positions[k]
+            if rows:
+                r = bisect.bisect_left(row_starts, pos) - 1
+                if r >= 0 and pos < rows[r][1]:
+                    continue
+            trimmed = pk._trim_end(plan.start, pos)
+            if not _SENTENCE_END.search(text[max(0, trimmed - 4) : trimmed]):
+                extra[k] += PRICE_MID_SENTENCE
         # Mid-row: inside a table row or code line (not at a line start).
         for body, reach in rows:
             for k in range(bisect.bisect_right(positions, body), bisect.bisect_left(positions, reach)):
@@ -522,21 +530,24 @@ class Segmenter:
                 if reach > start:
                     intervals += (start + 1, reach + 1, PRICE_HEADING_AT_END)
         else:
-            # A plan without headings (recursive): a '#' line before the cut, as findings see it.
+            # A plan without headings (recursive): a '#' line before the cut, as findings see it. Lines
+            # that may be one: a '#' after at most three spaces at a line start.
             line_start = text.rfind("\n", 0, max(0, plan.start - 1)) + 1
             priced: set[int] = set()
-            for match in _ATX_START.finditer(text, line_start, end):
-                line_end = text.find("\n", match.start(), end)
-                reach = pk._next_text(end if line_end == -1 else line_end)
-                for k in range(
-                    bisect.bisect_right(positions, match.start()), bisect.bisect_right(positions, reach)
-                ):
-                    if k in priced or scores[k] >= SCORE_BREAK or positions[k] >= end:
-                        continue
-                    trimmed = pk._trim_end(plan.start, positions[k])
-                    if _ATX_LINE.search(text, max(0, trimmed - 300), trimmed):
-                        priced.add(k)
-                        extra[k] += PRICE_HEADING_AT_END
+            hash_at = text.find("#", line_start, end)
+            while hash_at != -1:
+                at = text.rfind("\n", 0, hash_at) + 1
+                if hash_at - at <= 3 and text[at:hash_at] == " " * (hash_at - at):
+                    line_end = text.find("\n", hash_at, end)
+                    reach = pk._next_text(end if line_end == -1 else line_end)
+                    for k in range(bisect.bisect_right(positions, at), bisect.bisect_right(positions, reach)):
+                        if k in priced or scores[k] >= SCORE_BREAK or positions[k] >= end:
+                            continue
+                        trimmed = pk._trim_end(plan.start, positions[k])
+                        if _ATX_LINE.search(text, max(0, trimmed - 300), trimmed):
+                            priced.add(k)
+                            extra[k] += PRICE_HEADING_AT_END
+                hash_at = text.find("#", hash_at + 1, end)
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         seen: set[tuple[int, int, str]] = set()
         for unit in (*plan.groups, *plan.units):
@@ -582,10 +593,13 @@ class Segmenter:
         )
         points = [origin, *cuts]
         end = plan.end
-        skip, unsure = pk._skip_space, self._unsure
-        starts = [origin] + [
-            p if p < end and not text[p].isspace() and p not in unsure else skip(p, end) for p in cuts
-        ]
+        skip, is_boundary = pk._skip_space, pk._is_cluster_boundary
+        if self._plain:
+            starts = [origin] + [p if p < end and not text[p].isspace() else skip(p, end) for p in cuts]
+        else:
+            starts = [origin] + [
+                p if p < end and not text[p].isspace() and is_boundary(p) else skip(p, end) for p in cuts
+            ]
         ends = [origin, *kernel.trim_ends(text, cuts, origin)]
         heads, tails = self._prefixes(starts, ends)
         heading_starts = pk._heading_starts
