@@ -54,14 +54,12 @@ import re
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple
 
-import regex
-
 from chunkyard.chunking import native
 from chunkyard.chunking.packer import find_ends
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
 if TYPE_CHECKING:
-    from chunkyard.chunking.packer import Packer, TextLevel  # noqa: F401
+    from chunkyard.chunking.packer import Packer, TextLevel
 
 PRICE_CHUNK = 100
 # A chunk that runs across a heading (not at its start): headings open chunks. Below PRICE_UNDERSIZED,
@@ -80,7 +78,10 @@ PRICE_NO_OVERLAP = 300  # a chunk that needs the room reserved for overlap: it g
 PRICE_OVER_BUDGET = 10**9  # a chunk that cannot fit: allowed only between adjacent candidates
 SCORE_BREAK = 10**6  # a reviewer's break
 _UNREACHABLE = 1 << 62
-_NON_SPACE = re.compile(r"\S")  # re's \s is exactly str.isspace (as Packer uses it)
+_NON_SPACE = re.compile(r"\S")
+# Whether the text before a cut (its last four characters) ends a sentence (findings' _SENTENCE_END),
+# remembered per window: the same few endings recur.
+_ENDS_SENTENCE: dict[str, bool] = {}  # re's \s is exactly str.isspace (as Packer uses it)
 
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
@@ -318,6 +319,7 @@ class Segmenter:
         self._fit: dict[tuple[int, int], bool] = {}
         # Every position is a grapheme boundary (ASCII without CR): the cluster checks are skipped.
         self._plain = self.text.isascii() and "\r" not in self.text
+        self._clean: dict[TextLevel, bool] = {}  # the text has no ``lead_unless`` character of the level
 
     # -- sizes --------------------------------------------------------------------------------------
 
@@ -383,60 +385,44 @@ class Segmenter:
             return positions, [found[p] for p in positions]
         scores = [found[p] for p in positions]
         budget = pk.max_size
-        # Each region: (low, high, the candidates strictly inside it, their scores).
-        regions = [(origin, end, positions[:-1], scores[:-1])]
-        added: list[int] = []
-        added_scores: list[int] = []
+        # The gaps of the level before, each with what that level found inside it (the gaps of the
+        # first level are searched for in the whole text).
+        searched: list[tuple[int, int, list[int]]] = [(origin, end, [])]
+        grown = False
         for level in levels:
             score = level.score
             gaps = []
-            for low, high, inner, inner_scores in regions:
-                spans: list[tuple[list[int], list[int]]] | None = None
-                if not inner or min(inner_scores) >= score:
-                    points = [low, *inner, high]
-                else:
-                    points = [low]
-                    spans = [([], [])]
-                    for pos, s in zip(inner, inner_scores, strict=True):
-                        if s >= score:
-                            points.append(pos)
-                            spans.append(([], []))
-                        else:
-                            spans[-1][0].append(pos)
-                            spans[-1][1].append(s)
-                    points.append(high)
+            for low, high, inside in searched:
+                a = bisect.bisect_right(positions, low)
+                b = bisect.bisect_left(positions, high)
+                strong = [p for p, s in zip(positions[a:b], scores[a:b], strict=True) if s >= score]
+                if inside:
+                    strong = sorted(strong + inside) if strong else inside
+                points = [low, *strong, high]
                 heads, tails = self._prefixes(points, points)
-                for k in [k for k in range(len(points) - 1) if (tails[k + 1] - heads[k]) * 4 > budget]:
-                    inside = spans[k] if spans is not None else ([], [])
-                    gaps.append((points[k], points[k + 1], inside[0], inside[1], tails[k + 1] - heads[k]))
+                gaps += [
+                    (points[k], points[k + 1], tails[k + 1] - heads[k])
+                    for k in range(len(points) - 1)
+                    if (tails[k + 1] - heads[k]) * 4 > budget
+                ]
             if not gaps:
                 break
-            regions = []
-            for low, high, inner, inner_scores, size in gaps:
-                new = self._find(level, low, high, inner, max(1, size))
+            searched = []
+            for low, high, size in gaps:
+                new = self._find(level, low, high, found, max(1, size))
                 if new:
-                    added += new
-                    added_scores += [score] * len(new)
-                    if inner:
-                        merged = sorted(
-                            [*zip(inner, inner_scores, strict=True), *((pos, score) for pos in new)]
-                        )
-                        inner = [pos for pos, _ in merged]
-                        inner_scores = [s for _, s in merged]
-                    else:
-                        inner, inner_scores = new, [score] * len(new)
-                regions.append((low, high, inner, inner_scores))
-        if not added:
+                    found.update(dict.fromkeys(new, score))
+                    grown = True
+                searched.append((low, high, new))
+        if not grown:
             return positions, scores
-        found.update(zip(added, added_scores, strict=True))
         positions = sorted(found)
         return positions, [found[p] for p in positions]
 
-    def _find(self, level: TextLevel, low: int, high: int, inner: list[int], size: int) -> list[int]:
-        """The new boundaries of ``level`` strictly inside (low, high) of ``size`` (estimated), sorted:
-        words and graphemes every sixteenth of a budget."""
+    def _find(self, level: TextLevel, low: int, high: int, taken: dict[int, int], size: int) -> list[int]:
+        """The boundaries of ``level`` strictly inside (low, high) of ``size`` (estimated) that are not
+        ``taken`` yet, sorted: words and graphemes every sixteenth of a budget."""
         pk, text, budget = self.pk, self.text, self.pk.max_size
-        taken = set(inner)
         is_grapheme = level.pattern.pattern == r"\X"
         sampled = is_grapheme or level.pattern.pattern == r"\s+"
         step = max(1, (high - low) * budget // (16 * size)) if sampled else 0
@@ -444,6 +430,7 @@ class Segmenter:
         if is_grapheme:
             if size * 8 <= budget:
                 return out
+            seen: set[int] = set()
             x = low + step
             while x < high:
                 pos = (
@@ -451,12 +438,15 @@ class Segmenter:
                     if pk._is_cluster_boundary(x)
                     else pk._cluster_boundary(max(low + 1, x - 64), x, last=True)
                 )
-                if pos is not None and low < pos < high and pos not in taken:
-                    taken.add(pos)
+                if pos is not None and low < pos < high and pos not in taken and pos not in seen:
+                    seen.add(pos)
                     out.append(pos)
                 x += step
             return sorted(out)
-        matches = find_ends(level, text, max(0, low - 1), high)
+        clean = self._clean.get(level)
+        if clean is None:
+            clean = self._clean[level] = level.lead_unless is None or level.lead_unless.search(text) is None
+        matches = find_ends(level, text, max(0, low - 1), high, clean=clean)
         if not sampled:
             if self._plain:
                 return [pos for pos in matches if low < pos < high and pos not in taken]
@@ -477,7 +467,6 @@ class Segmenter:
             if not low < pos < high or pos - kept < step:
                 continue
             if pos not in taken and pk._is_cluster_boundary(pos):
-                taken.add(pos)
                 out.append(pos)
                 kept = pos
         return out
@@ -504,14 +493,23 @@ class Segmenter:
         row_starts = [body for body, _ in rows]
         # Mid-sentence: a weak cut (below a line) outside table and code bodies after text that does
         # not end a sentence.
-        for k in [k for k, score in enumerate(scores) if score < SCORE_MID_SENTENCE_BELOW]:
-            pos = positions[k]
-            if rows:
-                r = bisect.bisect_left(row_starts, pos) - 1
-                if r >= 0 and pos < rows[r][1]:
-                    continue
-            trimmed = pk._trim_end(plan.start, pos)
-            if not _SENTENCE_END.search(text[max(0, trimmed - 4) : trimmed]):
+        weak = [k for k, score in enumerate(scores) if score < SCORE_MID_SENTENCE_BELOW]
+        if rows and weak:
+            # The reach of the last table or code body starting before each: inside it when before it.
+            reach = kernel.lookup(
+                row_starts, [-1, *(r for _, r in rows)], [positions[k] for k in weak], False
+            )
+            weak = [k for k, r in zip(weak, reach, strict=True) if positions[k] >= r]
+        trimmed = kernel.trim_ends(text, [positions[k] for k in weak], plan.start)
+        memo = _ENDS_SENTENCE
+        if len(memo) > 1 << 16:
+            memo.clear()
+        for k, t in zip(weak, trimmed, strict=True):
+            window = text[max(0, t - 4) : t]
+            ends_sentence = memo.get(window)
+            if ends_sentence is None:
+                ends_sentence = memo[window] = _SENTENCE_END.search(window) is not None
+            if not ends_sentence:
                 extra[k] += PRICE_MID_SENTENCE
         # Mid-row: inside a table row or code line (not at a line start).
         for body, reach in rows:
@@ -598,7 +596,12 @@ class Segmenter:
             starts = [origin] + [p if p < end and not text[p].isspace() else skip(p, end) for p in cuts]
         else:
             starts = [origin] + [
-                p if p < end and not text[p].isspace() and is_boundary(p) else skip(p, end) for p in cuts
+                p
+                if p < end
+                and not text[p].isspace()
+                and ((text[p] < "\x7f" and text[p - 1] < "\x7f" and text[p - 1] != "\r") or is_boundary(p))
+                else skip(p, end)
+                for p in cuts
             ]
         ends = [origin, *kernel.trim_ends(text, cuts, origin)]
         heads, tails = self._prefixes(starts, ends)
