@@ -48,7 +48,7 @@ from typing import NamedTuple
 import regex
 
 from chunkyard.chunking import native
-from chunkyard.chunking.units import Meter, TokenMeter
+from chunkyard.chunking.units import Meter
 
 # Scores of textual boundaries. Structural scores from strategies use the same scale.
 SCORE_END = 1000  # end of the text
@@ -253,11 +253,8 @@ class Span(NamedTuple):
     over_budget: str = ""  # why the span exceeds the budget, when it does
 
 
-# The packer in C (chunking/_pack.c) when it was built and is current; ``Packer._spans`` is the reference.
+# chunking/_pack.c (findings.check_spans and units' token_starts in C) when it was built and is current.
 _native = native.load("_pack")
-# The levels _pack.c finds itself; for any other it calls ``Packer._find_level``.
-# Sentence levels are not among them: their rule lives in ``SENTENCE`` alone.
-_LEVEL_CODES = {id(PARAGRAPH): 1, id(LINE): 2, id(WORD): 5, id(GRAPHEME): 6}
 
 
 # What _pack.c asks of each code point, with the patterns the levels and units._SYNC use (bits as in
@@ -331,6 +328,8 @@ class Packer:
         self._indexed = False
         self._long_clusters = _long_clusters(text, plan.start, plan.end)
         self._long_cluster_starts = [a for a, _ in self._long_clusters]
+        # ASCII without CR: every position is a grapheme boundary (``_is_cluster_boundary``'s fast path).
+        self._plain = text.isascii() and "\r" not in text
 
     def _index(self) -> None:
         """The lookups the Python packer makes per chunk (_pack.c builds its own from the plan)."""
@@ -399,22 +398,11 @@ class Packer:
         return out
 
     def _greedy_spans(self) -> list[Span]:
-        # _pack.c scans clusters in short windows: a text with a cluster longer than those is packed here.
-        if _native is not None and not self._breaks and not self._keep and not self._long_clusters:
-            return _native.spans(
-                self,
-                Span,
-                tuple(_LEVEL_CODES.get(id(level), 0) for level in self._levels),
-                _char_classes,
-                SCORE_FORCED,
-                LINE_GROUPS,
-                self.meter if type(self.meter) is TokenMeter else None,
-            )
+        """``fixed``: the greedy method (``_spans``)."""
         return self._spans()
 
     def _spans(self) -> list[Span]:
-        """``spans`` in Python: the reference for chunking/_pack.c, and the packer of plans with reviewer
-        constraints (keep spans, breaks)."""
+        """The greedy method (the module docstring), in Python: ``fixed`` and its reviewer constraints."""
         self._index()
         plan = self.plan
         out: list[Span] = []
@@ -645,6 +633,9 @@ class Packer:
             low = high - 512  # clusters are short: only the tail matters
         if not last and high - low > 512:
             high = low + 512
+        if self._plain:  # every position is a boundary
+            low, high = max(low, 0), min(high, len(self.text))
+            return None if low > high else high if last else low
         found = self._clusters(low, high)
         if not found:
             return None
