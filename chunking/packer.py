@@ -71,44 +71,56 @@ class TextLevel:
     score: int
     pattern: regex.Pattern[str]
     reverse: regex.Pattern[str]
-    # Where a match can begin (a faster ``re`` class, see ``find_ends``), in a window without a
-    # character of ``lead_unless``; None: anywhere.
+    # Faster ways to find the same matches (``find_ends``), in a window without a character of
+    # ``unless``: ``same``, the pattern itself in ``re`` (some three times faster than ``regex``), or
+    # ``lead``, an ``re`` class of the characters a match can begin with.
+    same: re.Pattern[str] | None = None
     lead: re.Pattern[str] | None = None
-    lead_unless: regex.Pattern[str] | None = None
+    unless: regex.Pattern[str] | None = None
 
 
 def _level(
-    name: str, score: int, pattern: str, lead: str | None = None, lead_unless: str | None = None
+    name: str,
+    score: int,
+    pattern: str,
+    *,
+    same: bool = False,
+    lead: str | None = None,
+    unless: str | None = None,
 ) -> TextLevel:
     return TextLevel(
         name,
         score,
         regex.compile(pattern),
         regex.compile(pattern, regex.REVERSE),
+        re.compile(pattern) if same else None,
         None if lead is None else re.compile(lead),
-        None if lead_unless is None else regex.compile(lead_unless),
+        None if unless is None else regex.compile(unless),
     )
+
+
+# ``re``'s \s is ``regex``'s \s but for these four (information separators: str.isspace() says yes,
+# Unicode's White_Space no); tests/core/test_segmenter.py checks every code point.
+_SPACE_DIFFERS = r"[\x1c-\x1f]"
 
 
 def find_ends(level: TextLevel, text: str, start: int, end: int, *, clean: bool = False) -> list[int]:
     """The ends of ``level.pattern.finditer(text, start, end)``, in order.
 
-    With a ``lead``: the pattern is tried only where a lead character is (``re`` finds those some three
-    times faster than ``regex`` scans for the pattern), unless the window holds a ``lead_unless``
-    character (then, and without a lead, by ``finditer``; ``clean``: the caller knows the text has
-    none). A lead that is the pattern itself (a literal) gives the ends directly.
+    Without a character of ``level.unless`` in the window (``clean``: the caller knows the text has
+    none), by ``level.same``, or by trying the pattern only at the ``level.lead`` characters; else by
+    ``finditer``.
     """
-    lead = level.lead
-    if lead is None or (
+    if (level.same is None and level.lead is None) or (
         not clean
-        and level.lead_unless is not None
-        and level.lead_unless.search(text, max(0, start - 1), end) is not None
+        and level.unless is not None
+        and level.unless.search(text, max(0, start - 1), end) is not None
     ):
         return [match.end() for match in level.pattern.finditer(text, start, end)]
-    if lead.pattern == level.pattern.pattern:
-        return [match.end() for match in lead.finditer(text, start, end)]
+    if level.same is not None:
+        return [match.end() for match in level.same.finditer(text, start, end)]
     pattern, out, scanned = level.pattern, [], start
-    for first in lead.finditer(text, start, end):
+    for first in level.lead.finditer(text, start, end):
         at = first.start()
         if at < scanned:
             continue
@@ -119,8 +131,8 @@ def find_ends(level: TextLevel, text: str, start: int, end: int, *, clean: bool 
     return out
 
 
-PARAGRAPH = _level("paragraph", SCORE_PARAGRAPH, r"\n[^\S\n]*\n")
-LINE = _level("line", SCORE_LINE, r"\n", lead=r"\n")
+PARAGRAPH = _level("paragraph", SCORE_PARAGRAPH, r"\n[^\S\n]*\n", same=True, unless=_SPACE_DIFFERS)
+LINE = _level("line", SCORE_LINE, r"\n", same=True)
 # Where a sentence ends (the one rule; oversize, constraints and the findings' marks use it):
 # - at . ! ? … (then closing quotes/brackets) before white space and a capital, a digit or a letter of
 #   a caseless script (\p{Lo}); not after a list number ("1.") or a common abbreviation ("Dr.", "e.g.");
@@ -144,16 +156,16 @@ SENTENCE = _level(
     r"|[" + SENTENCE_MARKS + r"]+[\"'”’)\]]*\s*"
     r"|(?<=[" + PHRASE_SPACED + r"])[^\S\n]+(?=[" + PHRASE_SPACED + r"]))",
     lead=_SENTENCE_LEAD,
-    lead_unless=f"[{PHRASE_SPACED}]",
+    unless=f"[{PHRASE_SPACED}]",
 )
 SENTENCE_OR_PARAGRAPH = _level(
     "sentence",
     SCORE_SENTENCE,
     SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n",
     lead=_SENTENCE_LEAD[:-1] + r"\n]",
-    lead_unless=f"[{PHRASE_SPACED}]",
+    unless=f"[{PHRASE_SPACED}]",
 )
-WORD = _level("word", SCORE_WORD, r"\s+")
+WORD = _level("word", SCORE_WORD, r"\s+", same=True, unless=_SPACE_DIFFERS)
 GRAPHEME = _level("grapheme", SCORE_GRAPHEME, r"\X")
 
 RECURSIVE_LEVELS = (PARAGRAPH, LINE, SENTENCE, WORD, GRAPHEME)
@@ -818,9 +830,8 @@ class Packer:
     def _skip_space(self, pos: int, limit: int) -> int:
         """Move past whitespace, but keep the indentation of the line the chunk starts on."""
         text = self.text
-        first = pos
-        while first < limit and text[first].isspace():
-            first += 1
+        found = _NON_SPACE.search(text, pos, limit)
+        first = found.start() if found is not None else max(pos, limit)
         if first >= limit:
             return first
         if first == pos:

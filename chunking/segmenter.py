@@ -81,7 +81,10 @@ _UNREACHABLE = 1 << 62
 _NON_SPACE = re.compile(r"\S")
 # Whether the text before a cut (its last four characters) ends a sentence (findings' _SENTENCE_END),
 # remembered per window: the same few endings recur.
-_ENDS_SENTENCE: dict[str, bool] = {}  # re's \s is exactly str.isspace (as Packer uses it)
+_ENDS_SENTENCE: dict[str, bool] = {}
+# Lines that may be ATX headings (findings' _ATX_LINE decides): '#' after at most three spaces.
+_ATX_AT_START = re.compile(r" {0,3}#")
+_ATX_AFTER_LF = re.compile(r"\n {0,3}#")  # re's \s is exactly str.isspace (as Packer uses it)
 
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
@@ -319,7 +322,7 @@ class Segmenter:
         self._fit: dict[tuple[int, int], bool] = {}
         # Every position is a grapheme boundary (ASCII without CR): the cluster checks are skipped.
         self._plain = self.text.isascii() and "\r" not in self.text
-        self._clean: dict[TextLevel, bool] = {}  # the text has no ``lead_unless`` character of the level
+        self._clean: dict[TextLevel, bool] = {}  # the text has no ``unless`` character of the level
 
     # -- sizes --------------------------------------------------------------------------------------
 
@@ -445,7 +448,7 @@ class Segmenter:
             return sorted(out)
         clean = self._clean.get(level)
         if clean is None:
-            clean = self._clean[level] = level.lead_unless is None or level.lead_unless.search(text) is None
+            clean = self._clean[level] = level.unless is None or level.unless.search(text) is None
         matches = find_ends(level, text, max(0, low - 1), high, clean=clean)
         if not sampled:
             if self._plain:
@@ -532,20 +535,18 @@ class Segmenter:
             # that may be one: a '#' after at most three spaces at a line start.
             line_start = text.rfind("\n", 0, max(0, plan.start - 1)) + 1
             priced: set[int] = set()
-            hash_at = text.find("#", line_start, end)
-            while hash_at != -1:
-                at = text.rfind("\n", 0, hash_at) + 1
-                if hash_at - at <= 3 and text[at:hash_at] == " " * (hash_at - at):
-                    line_end = text.find("\n", hash_at, end)
-                    reach = pk._next_text(end if line_end == -1 else line_end)
-                    for k in range(bisect.bisect_right(positions, at), bisect.bisect_right(positions, reach)):
-                        if k in priced or scores[k] >= SCORE_BREAK or positions[k] >= end:
-                            continue
-                        trimmed = pk._trim_end(plan.start, positions[k])
-                        if _ATX_LINE.search(text, max(0, trimmed - 300), trimmed):
-                            priced.add(k)
-                            extra[k] += PRICE_HEADING_AT_END
-                hash_at = text.find("#", hash_at + 1, end)
+            starts = [line_start] if _ATX_AT_START.match(text, line_start, end) else []
+            starts += [match.start() + 1 for match in _ATX_AFTER_LF.finditer(text, line_start, end)]
+            for at in starts:
+                line_end = text.find("\n", at, end)
+                reach = pk._next_text(end if line_end == -1 else line_end)
+                for k in range(bisect.bisect_right(positions, at), bisect.bisect_right(positions, reach)):
+                    if k in priced or scores[k] >= SCORE_BREAK or positions[k] >= end:
+                        continue
+                    trimmed = pk._trim_end(plan.start, positions[k])
+                    if _ATX_LINE.search(text, max(0, trimmed - 300), trimmed):
+                        priced.add(k)
+                        extra[k] += PRICE_HEADING_AT_END
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         seen: set[tuple[int, int, str]] = set()
         for unit in (*plan.groups, *plan.units):

@@ -499,20 +499,33 @@ LEVEL_PIECES = [
     "…",
     "A",
     "1",
+    "\x1c",
+    "\x1f\n",
+    "\n \n",
+    "\u2003",
 ]
+
+
+def test_re_and_regex_white_space_differ_only_where_the_levels_say() -> None:
+    differ = packer.regex.compile(packer._SPACE_DIFFERS)
+    ours, theirs = packer.re.compile(r"\s"), packer.regex.compile(r"\s")
+    for code in range(0x110000):
+        char = chr(code)
+        if bool(ours.match(char)) != bool(theirs.match(char)):
+            assert differ.match(char), hex(code)
 
 
 @settings(max_examples=300, deadline=None)
 @given(
     text=st.lists(st.sampled_from(LEVEL_PIECES), max_size=40).map("".join),
-    level=st.sampled_from([SENTENCE, SENTENCE_OR_PARAGRAPH, packer.LINE]),
+    level=st.sampled_from([SENTENCE, SENTENCE_OR_PARAGRAPH, packer.LINE, packer.PARAGRAPH, packer.WORD]),
     data=st.data(),
     clean=st.booleans(),
 )
 def test_find_ends_is_finditer(text, level, data, clean):
     start = data.draw(st.integers(0, len(text)))
     end = data.draw(st.integers(start, len(text)))
-    if clean and level.lead_unless is not None and level.lead_unless.search(text):
+    if clean and level.unless is not None and level.unless.search(text):
         clean = False  # "clean" is the caller's promise that the text has no such character
     expected = [match.end() for match in level.pattern.finditer(text, start, end)]
     assert find_ends(level, text, start, end, clean=clean) == expected
