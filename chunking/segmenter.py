@@ -322,7 +322,8 @@ class Segmenter:
         self._fit: dict[tuple[int, int], bool] = {}
         # Every position is a grapheme boundary (ASCII without CR): the cluster checks are skipped.
         self._plain = self.text.isascii() and "\r" not in self.text
-        self._clean: dict[TextLevel, bool] = {}  # the text has no ``unless`` character of the level
+        # Per level (by identity: hashing a level hashes its patterns): the text has no ``unless`` character.
+        self._clean: dict[int, bool] = {}
 
     # -- sizes --------------------------------------------------------------------------------------
 
@@ -392,16 +393,24 @@ class Segmenter:
         # first level are searched for in the whole text).
         searched: list[tuple[int, int, list[int]]] = [(origin, end, [])]
         grown = False
+        chars = isinstance(pk.meter, CharMeter)
+        bare = len(positions) == 1  # no candidate but the end yet: each gap holds only what was found
         for level in levels:
             score = level.score
             gaps = []
             for low, high, inside in searched:
-                a = bisect.bisect_right(positions, low)
-                b = bisect.bisect_left(positions, high)
-                strong = [p for p, s in zip(positions[a:b], scores[a:b], strict=True) if s >= score]
-                if inside:
-                    strong = sorted(strong + inside) if strong else inside
+                if bare:
+                    strong = inside
+                else:
+                    a = bisect.bisect_right(positions, low)
+                    b = bisect.bisect_left(positions, high)
+                    strong = [p for p, s in zip(positions[a:b], scores[a:b], strict=True) if s >= score]
+                    if inside:
+                        strong = sorted(strong + inside) if strong else inside
                 points = [low, *strong, high]
+                if chars:
+                    gaps += [(a, b, b - a) for a, b in itertools.pairwise(points) if (b - a) * 4 > budget]
+                    continue
                 heads, tails = self._prefixes(points, points)
                 gaps += [
                     (points[k], points[k + 1], tails[k + 1] - heads[k])
@@ -446,9 +455,9 @@ class Segmenter:
                     out.append(pos)
                 x += step
             return sorted(out)
-        clean = self._clean.get(level)
+        clean = self._clean.get(id(level))
         if clean is None:
-            clean = self._clean[level] = level.unless is None or level.unless.search(text) is None
+            clean = self._clean[id(level)] = level.unless is None or level.unless.search(text) is None
         matches = find_ends(level, text, max(0, low - 1), high, clean=clean)
         if not sampled:
             if self._plain:
