@@ -3,7 +3,10 @@
 For every strategy but ``fixed`` the boundaries are chosen all at once by the global segmenter
 (``chunkyard.chunking.segmenter``, its method and cost table in its docstring); the packer then applies
 overlap and trims (``Packer._segmented_spans``). The greedy method below packs ``fixed`` (its plan has
-the grapheme level only), in C when chunking/_pack.c is built.
+the grapheme level only), in Python (``Packer._spans``; in ASCII text without CR every position is a
+grapheme boundary, so nothing is segmented). The packer's helpers (white space, grapheme clusters,
+textual levels: ``find_ends``, overlap) serve both. No packing rule is compiled: chunking/_pack.c
+holds only findings' ``check_spans`` and the tokenizer's ``token_starts``.
 
 Greedy method. A strategy describes a document as candidate boundaries with scores (a heading scores
 higher than a paragraph break, which scores higher than a sentence end, a word gap, a grapheme
@@ -28,7 +31,8 @@ or code block; overlap is dropped when it would leave an oversized unit, or a ro
 no longer fits, to be cut. Chunks are trimmed of surrounding whitespace (indentation of the first
 line is kept), so every non-whitespace character lies in some chunk.
 
-Reviewer constraints (``Plan.keep``, ``Plan.breaks``, see ``chunkyard.chunking.constraints``). A *break* is a
+Reviewer constraints (``Plan.keep``, ``Plan.breaks``, see ``chunkyard.chunking.constraints``). The
+segmenter makes them hard constraints of its optimisation (its docstring); in the greedy method a *break* is a
 forced boundary that ignores ``min_size`` (a reviewer asked for it) and that overlap never reaches
 back across. A *keep* span that fits the budget on its own is treated like a kept group (rule 1: the
 chunk ends where it begins when it runs past the reach), and any end chosen strictly inside it is

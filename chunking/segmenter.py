@@ -4,8 +4,24 @@ Method (in the manner of Knuth–Plass line breaking). The strategy's plan is th
 structural boundaries (headings, block and list-item starts, table rows, code lines, wrapped lines),
 the end of the text and the reviewer's breaks are the *candidates*; textual levels (paragraph, line,
 sentence, word, grapheme) are added lazily, only inside gaps wider than a quarter of the budget
-between the candidates at least as strong as the level (words and graphemes sampled every sixteenth of a budget), so a 10 MB line or a 1 MB
-table stays linear. Candidates that differ only by white space are one cut (the cheapest).
+between the candidates at least as strong as the level (words and graphemes sampled every sixteenth
+of a budget), so a 10 MB line or a 1 MB table stays linear. A level's gaps lie inside the previous
+level's (candidates are only added), so each level looks only there (``packer.find_ends`` finds its
+matches). Candidates that differ only by white space are one cut (the cheapest).
+
+The rules are written once, here, in Python, and expressed as *data per unit*, not per candidate
+(``Segmenter._prices``): a price by score (``_SCORE_PRICES``, from PRICE_BY_SCORE); an interval
+``[lo, hi)`` with a price for each heading (inside it or right after it) and for each procedure, list,
+table, code block and section that fits; a forbidden interval for each keep span that fits; and, per
+candidate, the few prices a unit decides by looking at its text (mid-sentence: findings'
+_SENTENCE_END on the four characters before the cut, remembered per window; mid-row: not at a line
+start inside a table or code body; a '#' line before the cut in a plan without headings: findings'
+_ATX_LINE, evaluated only for the candidates on such a line). The generic work is done by kernels
+over arrays with no rule of their own, in C (chunking/_segment.c) and held equal to their Python
+twins here (tests/core/test_segmenter.py): ``cut_candidates`` (sums the interval prices by a sweep,
+drops forbidden candidates, keeps one cut per white-space run), ``trim_ends``, ``lookup`` (the
+heading-span prefix sums at each cut) and the optimiser ``best_predecessors``. The additive size
+prefixes are the cut offsets for characters and come from the meter's arrays for words and tokens.
 
 A segmentation is a sequence of cuts; its cost is
 
@@ -38,8 +54,8 @@ trimmed text is within the budget (measured additively — exact for characters 
 whole-document token estimate for tokens, then every chosen chunk is measured exactly and the search
 repeated with a smaller allowance from that start until all fit); no chunk spans a reviewer's break;
 no cut inside a reviewer's keep span that fits. A unit that cannot fit (no candidate inside it) is one
-chunk over budget. The optimiser itself (``best_predecessors``) is a small kernel over integer arrays
-with no rule of its own.
+chunk over budget. Each chunk's allowance is an input per start (``allowances``, ``fulls``), so a
+per-start reserve (for an embedded prefix, say) is a change of those arrays only.
 
 Overlap is applied after the boundaries are chosen (``Packer``): each chunk after the first gets
 ``overlap`` units less allowance (or the full budget for PRICE_NO_OVERLAP = 300, and then no overlap),
