@@ -573,18 +573,42 @@ class Segmenter:
                         priced.add(k)
                         extra[k] += PRICE_HEADING_AT_END
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
-        seen: set[tuple[int, int, str]] = set()
-        for unit in (*plan.groups, *plan.units):
-            key = (unit.start, unit.end, unit.kind)
-            if unit.kind not in PRICE_SPLIT or key in seen:
-                continue
-            seen.add(key)
-            first = pk._next_text(unit.start)
-            last = pk._trim_end(unit.start, unit.end)
-            if bisect.bisect_right(positions, first) < bisect.bisect_left(positions, last) and self._fits(
-                unit.start, unit.end
+        units = [
+            key
+            for key in dict.fromkeys(
+                (unit.start, unit.end, unit.kind) for unit in (*plan.groups, *plan.units)
+            )
+            if key[2] in PRICE_SPLIT
+        ]
+        if units:
+            firsts = [
+                found.start()
+                if (found := _NON_SPACE.search(text, start, end)) is not None
+                else max(start, end)
+                for start, _, _ in units
+            ]
+            lasts = kernel.trim_ends(text, [stop for _, stop, _ in units], 0)
+            lasts = [max(start, last) for (start, _, _), last in zip(units, lasts, strict=True)]
+            indices = list(range(len(positions) + 1))
+            after_first = kernel.lookup(positions, indices, firsts, True)
+            before_last = kernel.lookup(positions, indices, lasts, False)
+            # For characters in plain text a unit's trimmed text starts between its start and its first
+            # non-space character, so its size is known to fit, or not, from those two bounds.
+            bounded = self._plain and isinstance(pk.meter, CharMeter)
+            budget = pk.max_size
+            for (start, stop, kind), first, last, a, b in zip(
+                units, firsts, lasts, after_first, before_last, strict=True
             ):
-                intervals += (first + 1, last, PRICE_SPLIT[unit.kind])
+                if a >= b:
+                    continue  # no candidate inside
+                if bounded and last - start <= budget:
+                    fits = True
+                elif bounded and last - first > budget:
+                    fits = False
+                else:
+                    fits = self._fits(start, stop)
+                if fits:
+                    intervals += (first + 1, last, PRICE_SPLIT[kind])
         forbidden: list[int] = []
         for a, b in pk._keep:
             if pk._keep_span_fits(a, b):
