@@ -46,6 +46,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -108,8 +109,9 @@ def _level(
 _SPACE_DIFFERS = r"[\x1c-\x1f]"
 
 
-def find_ends(level: TextLevel, text: str, start: int, end: int, *, clean: bool = False) -> list[int]:
-    """The ends of ``level.pattern.finditer(text, start, end)``, in order.
+def find_ends(level: TextLevel, text: str, start: int, end: int, *, clean: bool = False) -> Iterator[int]:
+    """The ends of ``level.pattern.finditer(text, start, end)``, in order (lazily: a 10 MB line has
+    a million word gaps).
 
     Without a character of ``level.unless`` in the window (``clean``: the caller knows the text has
     none), by ``level.same``, or by trying the pattern only at the ``level.lead`` characters; else by
@@ -120,19 +122,22 @@ def find_ends(level: TextLevel, text: str, start: int, end: int, *, clean: bool 
         and level.unless is not None
         and level.unless.search(text, max(0, start - 1), end) is not None
     ):
-        return [match.end() for match in level.pattern.finditer(text, start, end)]
+        return (match.end() for match in level.pattern.finditer(text, start, end))
     if level.same is not None:
-        return [match.end() for match in level.same.finditer(text, start, end)]
-    pattern, out, scanned = level.pattern, [], start
+        return (match.end() for match in level.same.finditer(text, start, end))
+    return _lead_ends(level, text, start, end)
+
+
+def _lead_ends(level: TextLevel, text: str, start: int, end: int) -> Iterator[int]:
+    pattern, scanned = level.pattern, start
     for first in level.lead.finditer(text, start, end):
         at = first.start()
         if at < scanned:
             continue
         match = pattern.match(text, at, end)
         if match is not None:
-            out.append(match.end())
+            yield match.end()
             scanned = match.end() if match.end() > at else at + 1
-    return out
 
 
 PARAGRAPH = _level("paragraph", SCORE_PARAGRAPH, r"\n[^\S\n]*\n", same=True, unless=_SPACE_DIFFERS)

@@ -528,4 +528,4 @@ def test_find_ends_is_finditer(text, level, data, clean):
     if clean and level.unless is not None and level.unless.search(text):
         clean = False  # "clean" is the caller's promise that the text has no such character
     expected = [match.end() for match in level.pattern.finditer(text, start, end)]
-    assert find_ends(level, text, start, end, clean=clean) == expected
+    assert list(find_ends(level, text, start, end, clean=clean)) == expected
