@@ -631,9 +631,51 @@ class Segmenter:
 
     # -- the search ---------------------------------------------------------------------------------
 
-    def ends(self, origin: int) -> list[tuple[int, int]]:
-        """The raw chunk ends with their boundary scores, in order (the last is the plan's end)."""
+    def _whole(self, origin: int) -> bool:
+        """Whether the text from ``origin`` is the cheapest segmentation on its own: it fits, no break
+        is inside, and it runs across no heading. Then it costs the chunk price (+ PRICE_UNDERSIZED), and
+        any other segmentation has two chunks or more, each as undersized when it is, at no negative
+        price: strictly more when a chunk costs something. The search is skipped (a short document,
+        most often)."""
+        pk, plan = self.pk, self.plan
+        if plan.chunk_price <= 0 or any(origin < pos < plan.end for pos in pk._breaks):
+            return False  # free chunks: a split may tie, and ties go to the later cut
+        finish = pk._trim_end(origin, plan.end)
+        heads, tails = self._prefixes([origin], [finish])
+        if tails[0] - heads[0] > pk.max_size:
+            return False
+        if not isinstance(pk.meter, CharMeter | WordMeter) and pk.meter.size(origin, finish) > pk.max_size:
+            return False  # the search would retry with a smaller allowance
+        heading_starts = pk._heading_starts
+        k = bisect.bisect_right(heading_starts, origin)
+        if k < len(heading_starts) and heading_starts[k] < finish:
+            return False  # a heading inside (whether it is priced is for the search to say)
+        return True
+
+    def ends(self, origin: int, *, whole: bool = True) -> list[tuple[int, int]]:
+        """The raw chunk ends with their boundary scores, in order (the last is the plan's end).
+        ``whole=False``: search even when the text is one chunk (``_whole``; for tests)."""
         pk, plan, text = self.pk, self.plan, self.text
+        if whole and self._whole(origin):
+            finish = pk._trim_end(origin, plan.end)
+            heads, tails = self._prefixes([origin], [finish])
+            zeros = [0, 0]
+            self.problem = Problem(
+                [origin, plan.end],
+                [heads[0], heads[0]],
+                [heads[0], tails[0]],
+                zeros,
+                zeros,
+                zeros,
+                zeros,
+                [pk.max_size] * 2,
+                [pk.max_size] * 2,
+                pk.max_size,
+                pk.min_size,
+                plan.chunk_price,
+                [0, 1],
+            )
+            return [(plan.end, 1000)]
         positions, scores = self._candidates(origin)
         extra, intervals, forbidden = self._prices(positions, scores)
         cuts, cut_prices, cut_scores = kernel.cut_candidates(

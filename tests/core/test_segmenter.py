@@ -263,7 +263,7 @@ def solve(text: str, strategy: str, unit: str, max_size: int, overlap: int, min_
     if origin >= plan.end:
         return None
     segmenter = Segmenter(packer)
-    segmenter.ends(origin)
+    segmenter.ends(origin, whole=False)
     return segmenter.problem
 
 
@@ -405,6 +405,32 @@ def test_the_price_data_equals_the_cost_table_per_candidate(pieces, strategy, un
     )
     assert cut_candidates(*args) == expected
     assert tuple(segmenter.kernel.cut_candidates(*args)) == expected
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from(MORE_PIECES), min_size=1, max_size=12),
+    strategy=st.sampled_from(["markdown", "recursive", "sentence"]),
+    unit=st.sampled_from(["chars", "words", "tokens"]),
+    max_size=st.integers(6, 400),
+    min_size=st.sampled_from([0, 0, 50]),
+    data=st.data(),
+)
+def test_a_text_that_is_one_chunk_skips_the_search_for_the_same_ends(
+    pieces, strategy, unit, max_size, min_size, data
+):
+    text = "".join(pieces)
+    config = parse_settings(
+        {"strategy": strategy, "unit": unit, "max_size": max_size, "front_matter": "keep"}
+    )
+    plan = get_strategy(strategy)(text, config, None).plan
+    plan.breaks = data.draw(st.lists(st.integers(0, len(text)), max_size=1))
+    pk = Packer(text, plan, make_meter(text, unit), max_size, 0, min(min_size, max_size - 1))
+    pk._index()
+    origin = pk._skip_space(plan.start, plan.end)
+    if origin >= plan.end:
+        return
+    assert Segmenter(pk).ends(origin) == Segmenter(pk).ends(origin, whole=False)
 
 
 def test_the_price_table_by_score_is_score_price() -> None:
