@@ -348,7 +348,7 @@ class Segmenter:
             finish = pk._trim_end(begin, end)
             fits = self._fit[key] = (
                 pk.meter.estimate(begin, finish) <= pk.max_size * 1.25 + 4
-                and pk.meter.size(begin, finish) <= pk.max_size
+                and pk.budget_size(begin, finish) <= pk.max_size
             )
         return fits
 
@@ -426,6 +426,13 @@ class Segmenter:
         reserve = min(pk.overlap, pk.max_size - 1) if pk.overlap else 0
         limits = [pk.max_size] + [pk.max_size - reserve] * len(cuts)
         allowances, fulls = list(limits), [pk.max_size] * len(points)
+        # Room for each start's embed_text prefix (``chunkyard.chunking.prefix``): taken off both, and
+        # each chosen chunk is measured with its prefix below.
+        prefixes = pk.reserve.sizes_at(starts) if pk.reserve is not None else None
+        if prefixes is not None:
+            allowances = [max(1, a - r) for a, r in zip(allowances, prefixes, strict=True)]
+            fulls = [max(1, f - r) for f, r in zip(fulls, prefixes, strict=True)]
+        measure = pk.budget_size
         exact = isinstance(pk.meter, CharMeter | WordMeter)
         chunk_price = plan.chunk_price
         for _ in range(12):
@@ -453,7 +460,7 @@ class Segmenter:
                 estimate = tails[j] - heads[i]
                 if estimate > fulls[i]:
                     continue  # a unit that cannot fit: over budget by construction
-                size = pk.meter.size(starts[i], ends[j])
+                size = measure(starts[i], ends[j])
                 if estimate <= allowances[i] and size > limits[i]:
                     allowances[i] = max(1, allowances[i] - (size - limits[i]) - max(1, limits[i] // 50))
                     retry = True
