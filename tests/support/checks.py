@@ -116,7 +116,9 @@ def assert_chunk_invariants(
         bounded = recount(chunk.embed_text, unit, tokenizer) if parsed.budget == "embed_text" else size
         what = "embed_text" if parsed.budget == "embed_text" else "text"
         over = "over_budget" in chunk.findings
-        assert bounded <= max_size or over, f"{where}: {what} {bounded} > {max_size} {unit} without over_budget"
+        assert bounded <= max_size or over, (
+            f"{where}: {what} {bounded} > {max_size} {unit} without over_budget"
+        )
         assert not over or bounded > max_size, f"{where}: over_budget but {what} {bounded} ≤ {max_size}"
         if unit == "tokens" and tokenizer == "cl100k_base":
             assert chunk.n_tokens == size, where
