@@ -57,7 +57,7 @@ FINDINGS: dict[str, tuple[str, str]] = {
     "prefix_shortened": (
         "The chunk's embed_text prefix (title, heading path, lead-in or table header) would take more than "
         "half of max_size, so it was shortened: the title dropped, then outer headings, then outer "
-        "lead-ins, then the rest cut at a word gap (chunkyard.chunking.prefix).",
+        "lead-ins, then the heading, then the rest cut at a word gap (chunkyard.chunking.prefix).",
         "Raise max_size, shorten the headings or lead-ins, turn off context.title or context.headings, "
         "or set budget: text if you embed the text alone.",
     ),

@@ -859,6 +859,11 @@ class Packer:
         return end
 
     def _over_budget_reason(self, start: int, end: int) -> str:
+        if self.reserve is not None and self.meter.size(start, end) <= self.max_size:
+            prefix = self.reserve.at(start)
+            return (
+                f"no boundary fits the budget beside the embed_text prefix ({prefix.size} {self.meter.unit})"
+            )
         if (start, end) in self._long_clusters or (
             end - start <= 64 and self._clusters(start, end) in ([end], [start, end])
         ):

@@ -22,8 +22,10 @@ by the first of these steps whose result fits:
 1. drop the title;
 2. drop outer heading levels, one at a time, down to the innermost heading;
 3. drop the contexts of outer groups, down to the innermost group's (the one the chunk is in);
-4. cut what is left (innermost heading, innermost context) at the last word gap that fits;
-5. no prefix at all.
+4. with a context left, drop the heading too (a table piece's header row, or a step's lead-in, says
+   more about it than the heading);
+5. cut what is left (the context, else the innermost heading) at its last word gap that fits;
+6. no prefix at all.
 
 A chunk whose prefix was shortened has the finding ``prefix_shortened``.
 """
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
     from chunkyard.chunking.settings import ChunkerBase
 
 BUDGETS = ("embed_text", "text")
-# A prefix takes at most this share of max_size (the rest is the text's): PREFIX_SHARE_NUM / _DEN.
+# A prefix takes at most max_size // PREFIX_SHARE (the rest, at least half, is the text's).
 PREFIX_SHARE = 2  # max_size // PREFIX_SHARE
 
 _WORD = regex.compile(r"\S+")
@@ -118,10 +120,13 @@ def shorten(
     steps += [_join(None, path[k:], contexts) for k in range(1, len(path))]
     inner_path = path[-1:]
     steps += [_join(None, inner_path, contexts[k:]) for k in range(1, len(contexts))]
+    if contexts:
+        inner_path = ()  # step 4: the innermost group's context says more than the heading
+        steps.append(_join(None, inner_path, contexts[-1:]))
     for candidate in steps:
         if size(candidate) <= cap:
             return candidate, True
-    # Step 4: cut the rest at the last word gap that fits (the sizes grow with the cut: bisect).
+    # Step 5: cut the rest at the last word gap that fits (the sizes grow with the cut: bisect).
     rest = _join(None, inner_path, contexts[-1:])[:-2]
     gaps = [m.start() for m in _GAP.finditer(rest) if m.start() > 0]
     low, high = 0, len(gaps)  # gaps[:low] fit
@@ -136,7 +141,7 @@ def shorten(
         if cut and size(cut + "\n\n") <= cap:
             return cut + "\n\n", True
         low -= 1
-    return "", True  # step 5
+    return "", True  # step 6
 
 
 class Reserve:
@@ -150,6 +155,7 @@ class Reserve:
         self.max_size = settings.max_size
         parts = _parts(settings, title)
         self._size = string_size(meter)
+        self._known: dict[tuple[int, int], int] = {}  # token sizes of embed_texts measured before
         bounds = {layout.plan.start}
         bounds.update(layout.heading_starts)
         for group in layout.plan.groups:
@@ -203,10 +209,12 @@ class Reserve:
         if not prefix:
             return meter.size(start, end)
         if not isinstance(meter, TokenMeter):
-            return self._size(prefix) + meter.size(
-                start, end
-            )  # additive: chars, and words (the prefix ends in white space)
-        return self._token_size(prefix, start, end)
+            # Additive: chars, and words (the prefix ends in white space).
+            return self._size(prefix) + meter.size(start, end)
+        known = self._known.get((start, end))
+        if known is None:
+            known = self._known[start, end] = self._token_size(prefix, start, end)
+        return known
 
     def _token_size(self, prefix: str, start: int, end: int) -> int:
         """Tokens of ``prefix + text[start:end]``. With cl100k, split at the first sync point q after

@@ -157,14 +157,13 @@ def test_shorten_drops_title_then_outer_headings_then_outer_contexts_then_cuts()
     ]
     for step in steps:
         assert shorten(title, path, contexts, len(step), len) == (step, True)
-    # Then the rest is cut at its last word gap that fits.
-    assert shorten(title, path, contexts, len("Damaged goods\n| Zone\n\n"), len) == (
-        "Damaged goods\n| Zone\n\n",
-        True,
-    )
-    assert shorten(title, path, contexts, len("Damaged\n\n"), len) == ("Damaged\n\n", True)
+    # Then the heading goes (the table header says more), and the rest is cut at its last word gap.
+    assert shorten(title, path, contexts, len("| Zone | Rate |\n\n"), len) == ("| Zone | Rate |\n\n", True)
+    assert shorten(title, path, contexts, len("| Zone |\n\n"), len) == ("| Zone |\n\n", True)
+    # Without a context the innermost heading is what is cut.
+    assert shorten(title, path, (), len("Damaged\n\n"), len) == ("Damaged\n\n", True)
     # And no prefix at all when not even the first word fits.
-    assert shorten(title, path, contexts, 5, len) == ("", True)
+    assert shorten(title, path, contexts, 2, len) == ("", True)
 
 
 @given(
@@ -249,3 +248,16 @@ def test_embed_text_within_the_budget_on_real_corpus_text(data: st.DataObject) -
     config = {"strategy": strategy, "unit": unit, "max_size": max_size, "overlap": overlap}
     result = split_document(text, config, path.name)
     assert_chunk_invariants(text, config, result, tolerate=tolerated(strategy, unit) - {"grapheme_cut"})
+
+
+def test_default_budget_splits_a_procedure_between_steps_and_repeats_its_lead_in() -> None:
+    steps = "\n".join(f"{i}. Step number {i} of the refund is done here." for i in range(1, 9))
+    text = f"# Refunds\n\nTo issue a refund:\n\n{steps}\n"
+    config = {"strategy": "markdown", "unit": "chars", "max_size": 160}
+    chunks = run_and_check(text, config, "guides/returns.md").chunks
+    assert len(chunks) > 2
+    for chunk in chunks:
+        assert len(chunk.embed_text) <= 160
+        assert chunk.text.rstrip().endswith("here.") or chunk.text.rstrip().endswith("refund:")
+        if chunk.text.lstrip()[:1].isdigit():
+            assert "To issue a refund:" in chunk.embed_text and "Refunds" in chunk.embed_text
