@@ -55,6 +55,15 @@ _SYNC = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})")
 _SYNC_WINDOW = 256
 
 
+def least_text_room(settings: ChunkerBase) -> int:
+    """The least of ``max_size`` a chunk's text is sure to get beside its prefix (a prefix takes at most
+    ``max_size // PREFIX_SHARE``): strategies that add inner boundaries only to units that may not
+    fit (``chunkyard.chunking.oversize``) measure against it."""
+    if settings.budget != "embed_text":
+        return settings.max_size
+    return max(1, settings.max_size - settings.max_size // PREFIX_SHARE)
+
+
 class Prefix(NamedTuple):
     text: str  # what embed_text puts before the chunk text ("" when nothing)
     size: int  # its size in the unit (0 with ``budget: text``)
