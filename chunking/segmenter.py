@@ -34,8 +34,9 @@ The price of a cut at position p is the sum of:
 with PRICE_CHUNK = 100 (``Plan.chunk_price``; the size term: fewer, fuller chunks), PRICE_SPANS_HEADING = 3000 for a
 heading inside a chunk (headings open chunks; a section under min_size joins the next, since that is
 cheaper than PRICE_UNDERSIZED; free for a heading right after another heading), PRICE_UNDERSIZED = 5000. Hard constraints: a chunk's
-trimmed text is within the budget (measured additively — exact for characters and words, the
-whole-document token estimate for tokens, then every chosen chunk is measured exactly and the search
+trimmed text is within the budget less its start's ``embed_text`` prefix (with ``budget: embed_text``;
+``chunkyard.chunking.prefix``), measured additively — exact for characters and words, the
+whole-document token estimate for tokens, then every chosen chunk (prefix + text) is measured exactly and the search
 repeated with a smaller allowance from that start until all fit); no chunk spans a reviewer's break;
 no cut inside a reviewer's keep span that fits. A unit that cannot fit (no candidate inside it) is one
 chunk over budget. The optimiser itself (``best_predecessors``) is a small kernel over integer arrays
