@@ -214,15 +214,19 @@ class Reserve:
         meter = self.meter
         if not self.counts:
             return meter.size(start, end)
-        prefix = self.at(start).text
-        if not prefix:
+        shown = self.at(start)
+        if not shown.text:
             return meter.size(start, end)
         if not isinstance(meter, TokenMeter):
             # Additive: chars, and words (the prefix ends in white space).
-            return self._size(prefix) + meter.size(start, end)
+            return shown.size + meter.size(start, end)
+        if getattr(meter.tokenizer, "piece_local", False) and start < end and not self.text[start].isspace():
+            # cl100k: the prefix's last piece ends with its closing newlines and the text's first piece
+            # starts at its first (non-space) character whatever precedes it, so the parts add up.
+            return shown.size + meter.size(start, end)
         known = self._known.get((start, end))
         if known is None:
-            known = self._known[start, end] = self._token_size(prefix, start, end)
+            known = self._known[start, end] = self._token_size(shown.text, start, end)
         return known
 
     def _token_size(self, prefix: str, start: int, end: int) -> int:
