@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -15,6 +15,7 @@ from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.constraints import Placement, apply_placements
 from chunkyard.chunking.findings import check_spans
 from chunkyard.chunking.packer import Packer
+from chunkyard.chunking.prefix import Reserve
 from chunkyard.chunking.settings import ChunkerBase
 from chunkyard.chunking.strategies import get_strategy
 from chunkyard.chunking.units import KNOWN_ENCODINGS, get_tokenizer, make_meter
@@ -83,7 +84,13 @@ def split_document(
     if constraints:
         apply_placements(layout.plan, text, constraints)
     meter = make_meter(text, settings.unit, settings.tokenizer, base_dir)
-    spans = Packer(text, layout.plan, meter, settings.max_size, settings.overlap, settings.min_size).spans()
+    doc_title = title if title is not None else layout.title
+    # Each chunk's prefix by where it starts: the segmenter reserves it from the budget (``budget:
+    # embed_text``), and embed_text is built from it.
+    reserve = Reserve(text, layout, settings, doc_title, meter)
+    spans = Packer(
+        text, layout.plan, meter, settings.max_size, settings.overlap, settings.min_size, reserve=reserve
+    ).spans()
     findings = check_spans(text, spans, layout, settings.min_size)
     token_counter = meter if settings.unit == "tokens" else None
     # With chars or words the tokenizer is not checked at load (only the unit tokens needs it), so
@@ -93,21 +100,17 @@ def split_document(
         if token_counter or not settings.count_tokens
         else get_tokenizer(settings.tokenizer if settings.tokenizer in KNOWN_ENCODINGS else "cl100k_base")
     )
-    doc_title = title if title is not None else layout.title
-    contexts = layout.contexts_at([span.start for span in spans])
     labels = layout.labels_of([(span.start, span.end) for span in spans])
-    prefixes: dict[tuple, str] = {}  # (section path, contexts) -> what embed_text puts before the text
-    make_prefix = _prefixer(settings, doc_title)
     section_path, strategy = layout.section_path, layout.strategy
     chunks = []
     for index, span in enumerate(spans):
         start, end = span.start, span.end
         chunk_text = text[start:end]
         path_here = section_path(start)
-        key = (path_here, contexts[index])
-        prefix = prefixes.get(key)
-        if prefix is None:
-            prefix = prefixes[key] = make_prefix(path_here, contexts[index])
+        prefix = reserve.at(start)
+        codes = findings[index]
+        if prefix.shortened:
+            codes.append("prefix_shortened")
         n_tokens = span.size if token_counter else tokenizer.count(chunk_text) if tokenizer else None
         chunks.append(
             Chunk(
@@ -115,43 +118,18 @@ def split_document(
                 start=start,
                 end=end,
                 text=chunk_text,
-                embed_text=prefix + chunk_text if prefix else chunk_text,
+                embed_text=prefix.text + chunk_text if prefix.text else chunk_text,
                 section_path=path_here,
                 size=span.size,
                 n_chars=end - start,
                 n_tokens=n_tokens,
                 strategy=strategy,
-                findings=tuple(findings[index]),
+                findings=tuple(codes),
                 label=labels[index],
                 over_budget_reason=span.over_budget,
             )
         )
     return ChunkedDocument(chunks, layout.strategy, doc_title, layout.exclusions, layout.metadata)
-
-
-def _prefixer(settings: ChunkerBase, title: str) -> Callable[[tuple[str, ...], tuple[str, ...]], str]:
-    """What ``embed_text`` puts before a chunk's text, given its section path and the contexts of the
-    groups it continues ("" when nothing): the title, the heading breadcrumb, the lead-in or header.
-
-    The one place ``embed_text`` is built (for one document's settings and title, read once). A piece
-    of a procedure or table that began in an earlier chunk repeats its lead-in sentence or header row,
-    so "step 4" is never retrieved alone.
-    """
-    use_headings = settings.context.headings
-    use_title = bool(settings.context.title and title)
-    title_key = title.strip().lower()
-
-    def prefix(section_path: tuple[str, ...], contexts: tuple[str, ...]) -> str:
-        lines: list[str] = []
-        path = section_path if use_headings else ()
-        if use_title and not (path and path[0].strip().lower() == title_key):
-            lines.append(title)
-        if path:
-            lines.append(" > ".join(path))
-        lines.extend(contexts)
-        return "\n".join(lines) + "\n\n" if lines else ""
-
-    return prefix
 
 
 def chunk_id(doc_id: str, start: int, end: int, config_hash: str) -> str:

@@ -48,12 +48,15 @@ import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import regex
 
 from chunkyard.chunking import native
 from chunkyard.chunking.units import Meter
+
+if TYPE_CHECKING:
+    from chunkyard.chunking.prefix import Reserve
 
 # Scores of textual boundaries. Structural scores from strategies use the same scale.
 SCORE_END = 1000  # end of the text
@@ -331,8 +334,21 @@ def _long_clusters(text: str, start: int, end: int) -> list[tuple[int, int]]:
 
 
 class Packer:
-    def __init__(self, text: str, plan: Plan, meter: Meter, max_size: int, overlap: int, min_size: int):
+    def __init__(
+        self,
+        text: str,
+        plan: Plan,
+        meter: Meter,
+        max_size: int,
+        overlap: int,
+        min_size: int,
+        *,
+        reserve: Reserve | None = None,
+    ):
         self.text = text
+        # Each chunk start's prefix (``chunkyard.chunking.prefix``): with ``budget: embed_text`` max_size
+        # bounds prefix + text, and the segmenter reserves the prefix from each start's allowance.
+        self.reserve = reserve if reserve is not None and reserve.counts and reserve.largest else None
         self.plan = plan
         self.meter = meter
         self.max_size = max_size
@@ -400,27 +416,57 @@ class Packer:
                     shared = self._skip_space(self._overlap_start(*previous), plan.end)
                     if (
                         shared < start
-                        and self.meter.size(shared, self._trim_end(shared, end)) <= self.max_size
+                        and self.budget_size(shared, self._trim_end(shared, end)) <= self.max_size
                     ):
                         start = shared
             trimmed = self._trim_end(start, end)
             if trimmed > start:
                 size = self.meter.size(start, trimmed)
+                over = (self.budget_size(start, trimmed) if self.reserve else size) > self.max_size
                 out.append(
-                    Span(
-                        start,
-                        trimmed,
-                        size,
-                        self._over_budget_reason(start, trimmed) if size > self.max_size else "",
-                    )
+                    Span(start, trimmed, size, self._over_budget_reason(start, trimmed) if over else "")
                 )
             previous = (start, end)
             clean = score >= SCORE_FORCED or end in group_starts
         return out
 
+    def budget_size(self, start: int, end: int) -> int:
+        """What max_size bounds for a chunk [start, end): its embed_text with a reserve, else its text."""
+        if self.reserve is None:
+            return self.meter.size(start, end)
+        return self.reserve.budget_size(start, end)
+
     def _greedy_spans(self) -> list[Span]:
-        """``fixed``: the greedy method (``_spans``)."""
-        return self._spans()
+        """The greedy packer's spans; with a reserve (``fixed`` has one prefix everywhere: the title), it
+        packs the text to ``max_size`` less the largest reserve, then measures every embed_text and
+        packs again with less room while one is over (tokens of a concatenation are not additive)."""
+        if self.reserve is None:
+            return self._spans()
+        max_size = self.max_size
+        room = max(1, max_size - self.reserve.largest)
+        try:
+            for _ in range(8):
+                self.max_size = room
+                spans = self._spans()
+                self.max_size = max_size
+                sizes = [self.budget_size(s.start, s.end) for s in spans]
+                excess = max(
+                    (size - max_size for size, s in zip(sizes, spans, strict=True) if s.size <= room),
+                    default=0,
+                )
+                if excess <= 0 or room == 1:
+                    break
+                room = max(1, room - excess - max(1, room // 50))
+        finally:
+            self.max_size = max_size
+        return [
+            span._replace(
+                over_budget=(span.over_budget or self._over_budget_reason(span.start, span.end))
+                if size > max_size
+                else ""
+            )
+            for span, size in zip(spans, sizes, strict=True)
+        ]
 
     def _spans(self) -> list[Span]:
         """The greedy method (the module docstring), in Python: ``fixed`` and its reviewer constraints."""
@@ -777,7 +823,7 @@ class Packer:
             end = self._trim_end(begin, keep_end)
             fits = (
                 self.meter.estimate(begin, end) <= self.max_size * 1.25 + 4
-                and self.meter.size(begin, end) <= self.max_size
+                and self.budget_size(begin, end) <= self.max_size
             )
             self._keep_fits[key] = fits
         return fits
@@ -873,6 +919,11 @@ class Packer:
         return end
 
     def _over_budget_reason(self, start: int, end: int) -> str:
+        if self.reserve is not None and self.meter.size(start, end) <= self.max_size:
+            prefix = self.reserve.at(start)
+            return (
+                f"no boundary fits the budget beside the embed_text prefix ({prefix.size} {self.meter.unit})"
+            )
         if (start, end) in self._long_clusters or (
             end - start <= 64 and self._clusters(start, end) in ([end], [start, end])
         ):

@@ -50,8 +50,9 @@ The price of a cut at position p is the sum of:
 with PRICE_CHUNK = 100 (``Plan.chunk_price``; the size term: fewer, fuller chunks), PRICE_SPANS_HEADING = 3000 for a
 heading inside a chunk (headings open chunks; a section under min_size joins the next, since that is
 cheaper than PRICE_UNDERSIZED; free for a heading right after another heading), PRICE_UNDERSIZED = 5000. Hard constraints: a chunk's
-trimmed text is within the budget (measured additively — exact for characters and words, the
-whole-document token estimate for tokens, then every chosen chunk is measured exactly and the search
+trimmed text is within the budget less its start's ``embed_text`` prefix (with ``budget: embed_text``;
+``chunkyard.chunking.prefix``), measured additively — exact for characters and words, the
+whole-document token estimate for tokens, then every chosen chunk (prefix + text) is measured exactly and the search
 repeated with a smaller allowance from that start until all fit); no chunk spans a reviewer's break;
 no cut inside a reviewer's keep span that fits. A unit that cannot fit (no candidate inside it) is one
 chunk over budget. Each chunk's allowance is an input per start (``allowances``, ``fulls``), so a
@@ -625,7 +626,7 @@ class Segmenter:
             finish = pk._trim_end(begin, end)
             fits = self._fit[key] = (
                 pk.meter.estimate(begin, finish) <= pk.max_size * 1.25 + 4
-                and pk.meter.size(begin, finish) <= pk.max_size
+                and pk.budget_size(begin, finish) <= pk.max_size
             )
         return fits
 
@@ -730,6 +731,13 @@ class Segmenter:
         reserve = min(pk.overlap, pk.max_size - 1) if pk.overlap else 0
         limits = [pk.max_size] + [pk.max_size - reserve] * len(cuts)
         allowances, fulls = list(limits), [pk.max_size] * len(points)
+        # Room for each start's embed_text prefix (``chunkyard.chunking.prefix``): taken off both, and
+        # each chosen chunk is measured with its prefix below.
+        prefixes = pk.reserve.sizes_at(starts) if pk.reserve is not None else None
+        if prefixes is not None:
+            allowances = [max(1, a - r) for a, r in zip(allowances, prefixes, strict=True)]
+            fulls = [max(1, f - r) for f, r in zip(fulls, prefixes, strict=True)]
+        measure = pk.budget_size
         exact = isinstance(pk.meter, CharMeter | WordMeter)
         chunk_price = plan.chunk_price
         for _ in range(12):
@@ -757,7 +765,7 @@ class Segmenter:
                 estimate = tails[j] - heads[i]
                 if estimate > fulls[i]:
                     continue  # a unit that cannot fit: over budget by construction
-                size = pk.meter.size(starts[i], ends[j])
+                size = measure(starts[i], ends[j])
                 if estimate <= allowances[i] and size > limits[i]:
                     allowances[i] = max(1, allowances[i] - (size - limits[i]) - max(1, limits[i] // 50))
                     retry = True

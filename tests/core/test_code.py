@@ -34,7 +34,9 @@ def read(name: str) -> str:
 
 
 def code_settings(max_size: int, unit: str = "chars", **extra: object) -> dict[str, object]:
-    return {"strategy": "code", "unit": unit, "max_size": max_size, **extra}
+    # These tests place definitions against the text's size (``budget: text``); the default budget
+    # (embed_text: the qualified name ahead of the text) is checked in test_embed_budget.py.
+    return {"strategy": "code", "unit": unit, "max_size": max_size, "budget": "text", **extra}
 
 
 def span_of(text: str, first: str, last: str) -> tuple[int, int]:

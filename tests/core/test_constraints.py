@@ -47,6 +47,7 @@ SETTINGS = [
     {"strategy": "markdown", "unit": "tokens", "max_size": 120, "overlap": 16, "min_size": 20},
     {"strategy": "sentence", "unit": "words", "max_size": 80, "overlap": 8},
     {"strategy": "auto", "unit": "tokens", "max_size": 200, "overlap": 0},
+    {"strategy": "recursive", "unit": "chars", "max_size": 400, "overlap": 40, "budget": "text"},
 ]
 
 
@@ -54,7 +55,9 @@ def spans_of(result) -> list[Span]:  # type: ignore[no-untyped-def]
     return [Span(c.start, c.end, c.size) for c in result.chunks]
 
 
-@pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: f"{s['strategy']}-{s['unit']}")
+@pytest.mark.parametrize(
+    "settings", SETTINGS, ids=lambda s: f"{s['strategy']}-{s['unit']}-{s.get('budget', 'embed_text')}"
+)
 @pytest.mark.parametrize("doc_id", DOCS)
 def test_packer_honours_keep_and_break(doc_id: str, settings: dict) -> None:
     text = (KB / doc_id).read_text(encoding="utf-8")
@@ -62,9 +65,11 @@ def test_packer_honours_keep_and_break(doc_id: str, settings: dict) -> None:
     meter = make_meter(text, parsed.unit, parsed.tokenizer, None)
     rng = random.Random(f"{doc_id}{settings}")
     for _ in range(6):
-        # A keep span that fits (a third to a whole budget), a break elsewhere, both at random.
+        # A keep span that fits (a third to a whole budget with ``budget: text``, else to a half: the
+        # embed_text prefix may take the other half), a break elsewhere, both at random.
+        top = parsed.max_size if parsed.budget == "text" else parsed.max_size // 2 - 2
         start = rng.randrange(0, max(1, len(text) - 50))
-        end = min(len(text), meter.advance(start, rng.randint(parsed.max_size // 3, parsed.max_size)))
+        end = min(len(text), meter.advance(start, rng.randint(parsed.max_size // 3, top)))
         while end > start and text[end - 1].isspace():
             end -= 1
         while start < end and text[start].isspace():

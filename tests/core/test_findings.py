@@ -36,6 +36,7 @@ CODE = (
     + "\n```\n"
 )
 HEADED = "Intro para that is long enough to fill it.\n# Heading One\nBody text that is rather long here."
+LONG_HEADING = "# Reference for every option of the command line\n\nThe tool reads its config at start. It exits on errors.\n"
 SMALL_LAST = "Short one.\n\nA paragraph that is long enough to be a real chunk of text here, more than fifty characters."
 
 
@@ -88,6 +89,11 @@ CASES: dict[str, tuple[Case, Case]] = {
     "high_overlap": (
         Case(PROSE, {"strategy": "fixed", "unit": "chars", "max_size": 30, "overlap": 20}),
         Case(PROSE, {"strategy": "fixed", "unit": "chars", "max_size": 30, "overlap": 5}),
+    ),
+    # a heading path longer than half the budget: embed_text's prefix is shortened
+    "prefix_shortened": (
+        Case(LONG_HEADING, md(max_size=60)),
+        Case(LONG_HEADING, md(max_size=200)),
     ),
     "constraint_unmet": (
         Case(PROSE, rec(max_size=40), _keep(0, 75)),  # a kept span longer than the budget

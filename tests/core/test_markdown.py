@@ -27,7 +27,16 @@ HEADING_LINE = regex.compile(r"^ {0,3}#{1,6}(?:[ \t].*)?$|^ {0,3}(?:=+|-+)[ \t]*
 
 
 def md(text: str, **settings: object) -> list[Chunk]:
-    config = {"strategy": "markdown", "unit": "chars", "max_size": 200, "overlap": 0, **settings}
+    """Markdown chunks of ``text``. The structure tests below size their budgets against the text, so
+    ``budget: text`` unless a test says otherwise (the default budget: tests/core/test_embed_budget.py)."""
+    config = {
+        "strategy": "markdown",
+        "unit": "chars",
+        "max_size": 200,
+        "overlap": 0,
+        "budget": "text",
+        **settings,
+    }
     return run_and_check(text, config).chunks
 
 
@@ -598,7 +607,7 @@ def test_classic_mac_line_ends_are_line_ends(strategy: str) -> None:
             "- item one\r- item two\r"
         )
     chunks = split_document(
-        text, {"strategy": strategy, "unit": "chars", "max_size": 60, "overlap": 0}
+        text, {"strategy": strategy, "unit": "chars", "max_size": 60, "overlap": 0, "budget": "text"}
     ).chunks
     for chunk in chunks:
         assert chunk.text == text[chunk.start : chunk.end]
