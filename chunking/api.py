@@ -98,12 +98,12 @@ def split_document(
     labels = layout.labels_of([(span.start, span.end) for span in spans])
     prefixes: dict[tuple, str] = {}  # (section path, contexts) -> what embed_text puts before the text
     make_prefix = _prefixer(settings, doc_title)
-    section_path, strategy = layout.section_path, layout.strategy
+    section_path, strategy = layout.chunk_section_path, layout.strategy
     chunks = []
     for index, span in enumerate(spans):
         start, end = span.start, span.end
         chunk_text = text[start:end]
-        path_here = section_path(start)
+        path_here = section_path(start, end)
         key = (path_here, contexts[index])
         prefix = prefixes.get(key)
         if prefix is None:

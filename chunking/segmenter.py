@@ -9,7 +9,7 @@ table stays linear. Candidates that differ only by white space are one cut (the 
 
 A segmentation is a sequence of cuts; its cost is
 
-    Σ over chunks  PRICE_CHUNK + PRICE_SPANS_HEADING × headings inside it (not at its start)
+    Σ over chunks  PRICE_CHUNK + Σ PRICE_SPANS_HEADING[depth] over the headings inside it (not at its start)
                    + PRICE_UNDERSIZED if the chunk is smaller than min_size
     + Σ over cuts  price of the cut (below).
 
@@ -31,9 +31,20 @@ The price of a cut at position p is the sum of:
 | inside each section that fits whole                                 |    40 |
 | leaves a heading at the chunk's end, or cuts inside a heading       |  2000 |
 
-with PRICE_CHUNK = 100 (``Plan.chunk_price``; the size term: fewer, fuller chunks), PRICE_SPANS_HEADING = 3000 for a
-heading inside a chunk (headings open chunks; a section under min_size joins the next, since that is
-cheaper than PRICE_UNDERSIZED; free for a heading right after another heading), PRICE_UNDERSIZED = 5000. Hard constraints: a chunk's
+with PRICE_CHUNK = 100 (``Plan.chunk_price``; the size term: fewer, fuller chunks) and PRICE_UNDERSIZED = 5000.
+A heading inside a chunk costs by its depth in the section tree (``heading_span_prices``):
+
+| heading run across (not at the chunk's start)               | price |
+|--------------------------------------------------------------|------:|
+| depth 1 (a top-level section of the document)                |    90 |
+| depth 2                                                      |    70 |
+| depth 3                                                      |    50 |
+| depth 4 and deeper                                           |    30 |
+| right after another heading (only white space between)       |     0 |
+
+All below PRICE_CHUNK, so small sections that fit together share a chunk (fewer chunks than one per
+heading), and the chunks that span headings span the deepest; a cut at a heading stays free, so a
+section that does not fit with its neighbours still opens its chunk. Hard constraints: a chunk's
 trimmed text is within the budget (measured additively — exact for characters and words, the
 whole-document token estimate for tokens, then every chosen chunk is measured exactly and the search
 repeated with a smaller allowance from that start until all fit); no chunk spans a reviewer's break;
@@ -56,13 +67,16 @@ from chunkyard.chunking import native
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
 if TYPE_CHECKING:
-    from chunkyard.chunking.packer import Packer
+    from chunkyard.chunking.packer import Packer, Plan
 
 PRICE_CHUNK = 100
-# A chunk that runs across a heading (not at its start): headings open chunks. Below PRICE_UNDERSIZED,
-# so a section smaller than min_size joins the next; free for a heading right after another heading
-# (a heading alone is never a chunk).
-PRICE_SPANS_HEADING = 3000
+# A chunk that runs across a heading (not at its start), by the heading's depth in the section tree
+# (1: a top-level heading of the document; deeper ones after the last entry take it). Below
+# PRICE_CHUNK, so small sections that fit together share a chunk (fewer chunks), and rising towards the
+# top, so the chunks that span headings span the deepest; free for a heading right after another
+# heading (a heading alone is never a chunk). A heading without a section (no section groups in the
+# plan) takes the depth-1 price.
+PRICE_SPANS_HEADING = (90, 70, 50, 30)
 PRICE_UNDERSIZED = 5000
 PRICE_MID_SENTENCE = 400
 PRICE_MID_ROW = 1000
@@ -91,6 +105,26 @@ def score_price(score: int) -> int:
                 return low_price
             return high_price + (low_price - high_price) * (high - score) // (high - low)
     return PRICE_BY_SCORE[-1][1]
+
+
+def heading_span_prices(plan: Plan, heading_starts: list[int], text: str) -> list[int]:
+    """The price of a chunk running across each heading of ``heading_starts`` (sorted): PRICE_SPANS_HEADING
+    by the heading's depth among the plan's ``section`` groups, 0 right after another heading."""
+    sections = sorted((g.start, -g.end) for g in plan.groups if g.kind == "section")
+    depth_at: dict[int, int] = {}
+    open_ends: list[int] = []
+    for start, neg_end in sections:
+        while open_ends and open_ends[-1] <= start:
+            open_ends.pop()
+        open_ends.append(-neg_end)
+        depth_at.setdefault(start, len(open_ends))
+    heading_ends = plan.heading_ends
+    return [
+        0
+        if k > 0 and not text[heading_ends[heading_starts[k - 1]] : start].strip()
+        else PRICE_SPANS_HEADING[min(depth_at.get(start, 1), len(PRICE_SPANS_HEADING)) - 1]
+        for k, start in enumerate(heading_starts)
+    ]
 
 
 def best_predecessors(
@@ -402,18 +436,7 @@ class Segmenter:
         heads, tails = self._prefixes(starts, ends)
         heading_starts = pk._heading_starts
         # Prefix sums of the price of running across each heading.
-        heading_ends = plan.heading_ends
-        spanned = list(
-            itertools.accumulate(
-                (
-                    0
-                    if k > 0 and not self.text[heading_ends[heading_starts[k - 1]] : start].strip()
-                    else PRICE_SPANS_HEADING
-                    for k, start in enumerate(heading_starts)
-                ),
-                initial=0,
-            )
-        )
+        spanned = list(itertools.accumulate(heading_span_prices(plan, heading_starts, self.text), initial=0))
         inside_head = [spanned[bisect.bisect_right(heading_starts, s)] for s in starts]
         inside_tail = [spanned[bisect.bisect_left(heading_starts, e)] for e in ends]
         floors, floor = [], 0

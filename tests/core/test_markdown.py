@@ -17,9 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkyard.chunking.api import Chunk, split_document
+from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.markdown import _ATX, _ATX_OPEN, _atx_title, front_matter_span, scan
+from chunkyard.chunking.strategies import get_strategy
 
-from support.checks import run_and_check
+from support.checks import run_and_check, spanned_section_path
 
 KB = Path(__file__).resolve().parents[2] / "examples" / "kb"
 
@@ -80,10 +82,32 @@ def test_heading_never_ends_a_chunk(max_size: int, min_size: int) -> None:
 
 @pytest.mark.parametrize("max_size", [60, 120, 200])
 def test_heading_opens_the_next_chunk(max_size: int) -> None:
+    """Small sections share a chunk; a heading that does not open a chunk lies inside one with the text
+    before it (no chunk starts in a section's text while its heading ends the previous chunk), and a
+    chunk that starts in a section after its heading does so only when the section does not fit."""
     chunks = md(SECTIONS, max_size=max_size)
     starts = {c.start for c in chunks}
     for heading in ("# Returns", "## Exceptions", "### Damaged items", "## Refund timing", "Setext section"):
-        assert SECTIONS.index(heading) in starts, heading
+        pos = SECTIONS.index(heading)
+        holder = next(c for c in chunks if c.start <= pos < c.end)
+        assert pos in starts or holder.start < pos, heading
+    for chunk in chunks[1:]:
+        heading_before = max(
+            SECTIONS.rfind("\n#", 0, chunk.start), SECTIONS.rfind("\nSetext", 0, chunk.start)
+        )
+        if chunk.start not in (heading_before + 1, 0) and heading_before >= 0:
+            nxt = min(p for p in (SECTIONS.find("\n#", chunk.start), len(SECTIONS)) if p >= 0)
+            assert len(SECTIONS[heading_before + 1 : nxt].strip()) > max_size, chunk.text
+
+
+@pytest.mark.parametrize("max_size", [60, 120, 200, 400])
+def test_a_chunk_section_path_is_the_deepest_section_holding_it(max_size: int) -> None:
+    layout = get_strategy("markdown")(SECTIONS, parse_settings({"unit": "chars", "max_size": max_size}), None)
+    chunks = md(SECTIONS, max_size=max_size)
+    for chunk in chunks:
+        assert chunk.section_path == spanned_section_path(layout, SECTIONS, chunk.start, chunk.end)
+    if max_size == 400:  # sections share chunks: some path is an ancestor of a heading inside the chunk
+        assert any(len(c.section_path) < len(layout.section_path(c.end - 1)) for c in chunks)
 
 
 def test_empty_section_heading_does_not_end_a_chunk_when_merging_small_sections() -> None:
@@ -95,8 +119,10 @@ def test_empty_section_heading_does_not_end_a_chunk_when_merging_small_sections(
 
 def test_empty_section_heading_goes_with_the_next_one() -> None:
     text = "# A\n\nOne.\n\n# B\n\n# C\n\nTwo.\n"
-    chunks = md(text, max_size=100)
-    assert [c.text for c in chunks] == ["# A\n\nOne.", "# B\n\n# C\n\nTwo."]
+    # At 100 characters the three small sections share one chunk; at 20, the empty '# B' opens the
+    # chunk of '# C' rather than ending the chunk of '# A'.
+    assert [c.text for c in md(text, max_size=100)] == [text.strip()]
+    assert [c.text for c in md(text, max_size=20)] == ["# A\n\nOne.", "# B\n\n# C\n\nTwo."]
 
 
 def test_heading_opens_the_chunk_when_its_section_does_not_fit() -> None:
