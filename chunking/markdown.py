@@ -39,6 +39,9 @@ _TABLE_DELIM = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*
 _LIST_ITEM = re.compile(r"([ \t]*)(?:([-*+])|(\d{1,9})[.)]|(?i:step)[ \t]+(\d{1,9})[:.)])(?:[ \t]+|\r?$)")
 _HR = re.compile(r" {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})\r?$")
 _BLANK = re.compile(r"[ \t]*\r?$")
+# An HTML comment block (CommonMark HTML block type 2): from a line opening "<!--" to the line holding
+# "-->" (or the text's end). Opaque: no heading, fence or list inside it is one.
+_HTML_COMMENT = re.compile(r" {0,3}<!--")
 
 # Boundary scores (see chunkyard.chunking.packer for the scale).
 HEADING_BASE = 97  # h1 = 96 ... h6 = 91: all forced
@@ -52,6 +55,7 @@ CODE_LINE = 22
 PARAGRAPH_LINE = 15
 TABLE_FIRST_ROW = 12
 LIST_CONTINUATION = 12
+AFTER_HEADING = 13  # the first block after a heading: only to keep a unit that fits with it whole
 
 
 class Heading(NamedTuple):
@@ -93,7 +97,7 @@ class Structure:
 # The first character (after spaces and tabs) of a line that any block pattern above can match
 # ("s" and "ſ" for "Step 1:"; any digit, as \d is Unicode); a line starting with anything else is
 # paragraph text, and the scanner skips the patterns for it.
-_MAY_START_BLOCK = frozenset("#`~=-*+_|\rsSſ") | {""}
+_MAY_START_BLOCK = frozenset("#`~=-*+_|\rsSſ<") | {""}
 # The same, per pattern: a line whose first character (after spaces and tabs) is not in a pattern's
 # set cannot match it, so the regex is not run (necessary conditions only; the regex decides).
 _ATX_FIRST = frozenset("#")
@@ -383,9 +387,9 @@ def _scan_lines(
     heading_lines: set[int] = set()  # last line index of every heading
 
     def mark_block(pos: int, score: int = BLOCK) -> None:
-        # A heading's first block must stay with it: no boundary right after a heading.
-        if last_block_end_line not in heading_lines:
-            mark(pos, score)
+        # A heading's first block stays with it: right after a heading only a last-resort boundary
+        # (the segmenter prices it as a heading left at a chunk's end).
+        mark(pos, score if last_block_end_line not in heading_lines else AFTER_HEADING)
 
     prev_para: tuple[int, int] | None = None  # (start offset, line index) of the preceding paragraph
     prev_para_lead_in = False
@@ -409,6 +413,18 @@ def _scan_lines(
             i += 1
             continue
         first = firsts[i]
+        comment = None if plain or first != "<" else _HTML_COMMENT.match(line_text)
+        if comment:
+            j = i
+            while j < n and "-->" not in (texts[j][comment.end() :] if j == i else texts[j]):
+                j += 1
+            last = min(j, n - 1)
+            mark_block(line_start)
+            for pos in starts[i + 1 : last + 1]:
+                mark(pos, PARAGRAPH_LINE)
+            last_block_end_line, prev_para = last, None
+            i = last + 1
+            continue
         fence = None if plain or first not in _FENCE_FIRST else _FENCE.match(line_text)
         atx = None if plain or first not in _ATX_FIRST else _ATX_OPEN.match(line_text)
         if atx and not fence:
@@ -493,6 +509,7 @@ def _scan_lines(
                         or (
                             not (candidate_first in _ATX_FIRST and _ATX_OPEN.match(candidate_text))
                             and not (candidate_first in _FENCE_FIRST and _FENCE.match(candidate_text))
+                            and not (candidate_first == "<" and _HTML_COMMENT.match(candidate_text))
                         )
                     )
                 ):
@@ -534,6 +551,7 @@ def _scan_lines(
                 (lead in _ATX_FIRST and _ATX_OPEN.match(following))
                 or (lead in _FENCE_FIRST and _FENCE.match(following))
                 or (lead in _HR_FIRST and _HR.match(following))
+                or (lead == "<" and _HTML_COMMENT.match(following))
             ):
                 break
             if lead in _ITEM_FIRST or lead.isdigit():

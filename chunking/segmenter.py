@@ -81,7 +81,7 @@ PRICE_UNDERSIZED = 5000
 PRICE_MID_SENTENCE = 400
 PRICE_MID_ROW = 1000
 PRICE_HEADING_AT_END = 2000
-PRICE_SPLIT = {"procedure": 1000, "list": 1000, "table": 1000, "code": 1000, "section": 40}
+PRICE_SPLIT = {"procedure": 3000, "list": 3000, "table": 3000, "code": 3000, "section": 40}
 # (lowest score, price) of a cut by the boundary's score, best first; linear in between.
 PRICE_BY_SCORE = ((90, 0), (60, 5), (30, 15), (20, 25), (12, 40), (10, 60), (0, 1000))
 PRICE_NO_OVERLAP = 300  # a chunk that needs the room reserved for overlap: it gets none

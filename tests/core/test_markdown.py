@@ -8,6 +8,7 @@ excluded, recorded, and gives the title.
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.markdown import _ATX, _ATX_OPEN, _atx_title, front_matter_span, scan
 from chunkyard.chunking.strategies import get_strategy
 
-from support.checks import run_and_check, spanned_section_path
+from support.checks import recount, run_and_check, spanned_section_path
 
 KB = Path(__file__).resolve().parents[2] / "examples" / "kb"
 
@@ -173,11 +174,23 @@ def test_no_chunk_ends_with_a_heading_in_the_sample_corpus(
         tolerate={"token_overlap"},
     ).chunks
     in_code = _code_line_starts(text)
-    for chunk in chunks[:-1]:
-        assert "heading_at_end" not in chunk.findings, chunk.text[-80:]
+    units = [
+        (g.start, g.end)
+        for g in (*scan(text).groups, *scan(text).units)
+        if g.kind in ("procedure", "list", "table", "code")
+    ]
+    for chunk, after in itertools.pairwise(chunks):
         last_line_start = chunk.start + chunk.text.rstrip().rfind("\n") + 1
-        if last_line_start not in in_code:
-            assert not _ends_with_heading(chunk), chunk.text[-80:]
+        if "heading_at_end" not in chunk.findings and last_line_start in in_code:
+            continue
+        if "heading_at_end" in chunk.findings or _ends_with_heading(chunk):
+            # Only to keep a procedure, list, table or code block that fits whole, when it and the
+            # heading do not fit together: the next chunk holds the unit, which starts right after it.
+            heading = text[last_line_start : chunk.end]
+            assert recount(heading + "\n\n" + after.text, unit) > max_size, chunk.text[-80:]
+            assert any(
+                after.start <= a < b <= after.end and not text[chunk.end : a].strip() for a, b in units
+            ), chunk.text[-80:]
 
 
 def _code_line_starts(text: str) -> set[int]:
@@ -669,3 +682,27 @@ def test_front_matter_that_is_not_a_mapping_says_so_in_the_metadata() -> None:
     )
     assert document.metadata["front_matter_error"].startswith("front matter is a YAML list, not a mapping")
     assert [c.text for c in document.chunks] == ["Body text."] and document.exclusions[0][2] == "front_matter"
+
+
+def test_an_html_comment_is_one_opaque_block() -> None:
+    """CommonMark HTML block type 2: from '<!--' to the line holding '-->'. A fence, heading or list item
+    inside it is none (a KEP template's comment holding "``` <<[UNRESOLVED ...]>>" opened a code block
+    that swallowed the table of contents after it)."""
+    text = (
+        "# Title\n\nIntro.\n\n<!--\nNote:\n``` <<[UNRESOLVED context ]>> Stuff\nargued. <<[/UNRESOLVED]>> ```\n"
+        "# not a heading\n- not an item\n-->\n\n- [Summary](#summary)\n  - [Goals](#goals)\n"
+        "- [Design](#design)\n\nBody.\n<!-- an interrupting comment -->\n"
+    )
+    structure = scan(text)
+    assert [h.title for h in structure.headings] == ["Title"]
+    kinds = [(g.kind, text[g.start : g.end]) for g in structure.groups if g.kind != "section"]
+    assert kinds == [("list", "- [Summary](#summary)\n  - [Goals](#goals)\n- [Design](#design)")]
+    comment = text.index("<!--")
+    assert comment in structure.positions  # the comment is a block: a boundary before it
+    assert text.index("<!-- an") in structure.positions  # it interrupts a paragraph
+    assert (
+        text.index("# not") not in structure.positions
+        or dict(zip(structure.positions, structure.scores, strict=True))[text.index("# not")] < 30
+    )
+    unclosed = scan("<!-- open\n# h\n```\n")
+    assert not unclosed.headings and not [g for g in unclosed.groups if g.kind == "code"]
