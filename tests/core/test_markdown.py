@@ -706,3 +706,62 @@ def test_an_html_comment_is_one_opaque_block() -> None:
     )
     unclosed = scan("<!-- open\n# h\n```\n")
     assert not unclosed.headings and not [g for g in unclosed.groups if g.kind == "code"]
+
+
+def _units(text: str) -> set[tuple[str, str]]:
+    structure = scan(text)
+    return {(g.kind, text[g.start : g.end]) for g in (*structure.groups, *structure.units)}
+
+
+def test_lists_are_units_as_commonmark_delimits_them() -> None:
+    # Nesting by each item's content column: '  1.' (indent 2 < column 3) is a sibling, not nested.
+    text = (
+        "Run these:\n\n1. Map the resources\n   - by group\n   - or fail\n1. For each group\n"
+        "  1. exec the plugin\n  1. read its output\n\nAfter.\n"
+    )
+    steps = text[text.index("1. Map") : text.index("\n\nAfter")]
+    units = _units(text)
+    assert ("list", steps) in units
+    assert ("procedure", "Run these:\n\n" + steps) in units
+    assert ("list", "- by group\n   - or fail") in units
+    # Another bullet character starts another list; a lazy line continues the item before it.
+    text = "- a\n- b\n* c\n  more\nlazy text\n\nEnd.\n"
+    units = _units(text)
+    assert ("list", "- a\n- b") in units and ("list", "* c\n  more\nlazy text") in units
+    # A "2." line cannot start a list inside a paragraph; after a blank line, a nested list ends at a
+    # line indented less (right after its text, that line would be a lazy continuation).
+    text = "- item\n  text\n  2. not a list\n    * nested\n    * nested too\n\n  back in the item\n"
+    units = _units(text)
+    assert not any(body.startswith("2. not") for _, body in units)
+    assert ("list", "* nested\n    * nested too") in units
+    # Fenced code inside an item belongs to it; an HTML comment between blocks is skipped.
+    text = "1. step\n\n   ```\n   - not an item\n   ```\n2. next\n\n<!-- - no -->\n"
+    units = _units(text)
+    assert ("list", text[: text.index("2. next") + len("2. next")]) in units
+    assert not any(body.startswith("- not") or body.startswith("- no") for _, body in units)
+
+
+def test_every_commonmark_list_of_the_sample_corpus_is_a_unit() -> None:
+    markdown_it = pytest.importorskip("markdown_it")
+    parser = markdown_it.MarkdownIt("commonmark").enable("table")
+    checked = 0
+    for path in sorted(KB.rglob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        structure = scan(text, exclude_front_matter=True)
+        offset = structure.front_matter[1] if structure.front_matter else 0
+        body = text[offset:]
+        line_starts = [offset, *(offset + i + 1 for i, ch in enumerate(body) if ch == "\n")]
+        spans = {
+            (g.start, g.end) for g in (*structure.groups, *structure.units) if g.kind in ("list", "procedure")
+        }
+        for token in parser.parse(body):
+            if token.type not in ("bullet_list_open", "ordered_list_open") or token.map is None:
+                continue
+            begin = line_starts[token.map[0]]
+            finish = line_starts[token.map[1]] if token.map[1] < len(line_starts) else len(text)
+            piece = text[begin:finish]
+            begin += len(piece) - len(piece.lstrip())
+            finish = begin + len(text[begin:finish].rstrip())
+            assert (begin, finish) in spans, (path.name, text[begin : begin + 60])
+            checked += 1
+    assert checked > 20
