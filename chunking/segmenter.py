@@ -21,15 +21,18 @@ The price of a cut at position p is the sum of:
 | ends at a block boundary, paragraph break (score 60–89)             |     5 |
 | ends at a list item, table row, line (score 30–59)                  |    15 |
 | ends at a lead-in, code line, sentence end (score 20–29)            |    25 |
-| ends at a wrapped line, first table row, list continuation (12–19)  |    40 |
+| ends at a wrapped line, first table row, list continuation, the     |    40 |
+|   first block after a heading (12–19)                               |       |
 | ends at a word gap (score 10–11)                                    |    60 |
 | ends inside a word (grapheme, score < 10)                           |  1000 |
 | mid-sentence: score < 30, not in a table or code body, and the text  |   400 |
 |   before the cut does not end a sentence                            |       |
 | inside a table row or code line (mid-line of a line group)          |  1000 |
-| inside each procedure, list, table or code block that fits whole    |  1000 |
+| inside each procedure, list, table or code block that fits whole    |  3000 |
 | inside each section that fits whole                                 |    40 |
 | leaves a heading at the chunk's end, or cuts inside a heading       |  2000 |
+|   (below a fitting unit's split: where a heading and the unit after  |       |
+|   it do not fit together, the unit stays whole)                     |       |
 
 with PRICE_CHUNK = 100 (``Plan.chunk_price``; the size term: fewer, fuller chunks) and PRICE_UNDERSIZED = 5000.
 A heading inside a chunk costs by its depth in the section tree (``heading_span_prices``):
