@@ -345,8 +345,10 @@ _CROSS_CHECK_LIMIT = 20_000  # longer units are never kept whole by a budget in 
 
 # A list item's marker as CommonMark reads it: indentation, a bullet or 1-9 digits with '.' or ')',
 # then white space or the line's end.
-_CM_ITEM = re.compile(r"([ \t]*)([-+*]|(\d{1,9})[.)])([ \t]+|\r?$)")
+_CM_ITEM = re.compile(r"([ \t]*)([-+*]|([0-9]{1,9})[.)])([ \t]+|\r?$)")
 _CM_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})")
+_CM_REFDEF = re.compile(r" {0,3}\[[^\]]+\]:[ \t]*\S")  # a link reference definition's line
+_CM_MAY_MATTER = frozenset("-+*0123456789`~<#>|=_\r")  # first characters the full step must see
 _CM_NOT_LAZY = re.compile(r"[ \t]*(?:#{1,6}(?:[ \t]|\r?$)|`{3,}|~{3,}|>|<!--)")
 
 
@@ -394,6 +396,13 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
         finish = pos + len(line.rstrip())
         if not stripped.strip():
             prev_para = False
+            pos = line_end + 1
+            continue
+        if not levels and fence is None and not comment and stripped[0] not in _CM_MAY_MATTER:
+            # Paragraph text outside any list (most lines): only a possible lead-in to note.
+            if not prev_para and not _CM_REFDEF.match(line):
+                last_para = (pos + len(line) - len(stripped), 0)
+                prev_para = True
             pos = line_end + 1
             continue
         indent = _columns(line[: len(line) - len(stripped)])
@@ -466,6 +475,8 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
             last_para, prev_para = None, False
         elif _CM_NOT_LAZY.match(line) or _HR.match(line):
             last_para, prev_para = None, False
+        elif not prev_para and _CM_REFDEF.match(line):
+            pass  # a link reference definition: no block, so the paragraph before stays the lead-in
         else:
             if not prev_para:
                 last_para = (pos + len(line) - len(stripped), depth)

@@ -734,6 +734,9 @@ def test_lists_are_units_as_commonmark_delimits_them() -> None:
     units = _units(text)
     assert not any(body.startswith("2. not") for _, body in units)
     assert ("list", "* nested\n    * nested too") in units
+    # A link reference definition between a lead-in and its list is no block: the lead-in stays.
+    text = "These are limited:\n\n[hooks]: https://example.com/hooks\n\n1. one\n1. two\n"
+    assert ("procedure", text.strip()) in _units(text)
     # Fenced code inside an item belongs to it; an HTML comment between blocks is skipped.
     text = "1. step\n\n   ```\n   - not an item\n   ```\n2. next\n\n<!-- - no -->\n"
     units = _units(text)
