@@ -101,13 +101,13 @@ def split_document(
         else get_tokenizer(settings.tokenizer if settings.tokenizer in KNOWN_ENCODINGS else "cl100k_base")
     )
     labels = layout.labels_of([(span.start, span.end) for span in spans])
-    section_path, strategy = layout.section_path, layout.strategy
+    section_path, strategy = layout.chunk_section_path, layout.strategy
     chunks = []
     for index, span in enumerate(spans):
         start, end = span.start, span.end
         chunk_text = text[start:end]
-        path_here = section_path(start)
-        prefix = reserve.at(start)
+        path_here = section_path(start, end)
+        prefix = reserve.of_chunk(start, path_here)
         codes = findings[index]
         if prefix.shortened:
             codes.append("prefix_shortened")

@@ -39,6 +39,9 @@ _TABLE_DELIM = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*
 _LIST_ITEM = re.compile(r"([ \t]*)(?:([-*+])|(\d{1,9})[.)]|(?i:step)[ \t]+(\d{1,9})[:.)])(?:[ \t]+|\r?$)")
 _HR = re.compile(r" {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})\r?$")
 _BLANK = re.compile(r"[ \t]*\r?$")
+# An HTML comment block (CommonMark HTML block type 2): from a line opening "<!--" to the line holding
+# "-->" (or the text's end). Opaque: no heading, fence or list inside it is one.
+_HTML_COMMENT = re.compile(r" {0,3}<!--")
 
 # Boundary scores (see chunkyard.chunking.packer for the scale).
 HEADING_BASE = 97  # h1 = 96 ... h6 = 91: all forced
@@ -52,6 +55,7 @@ CODE_LINE = 22
 PARAGRAPH_LINE = 15
 TABLE_FIRST_ROW = 12
 LIST_CONTINUATION = 12
+AFTER_HEADING = 13  # the first block after a heading: only to keep a unit that fits with it whole
 
 
 class Heading(NamedTuple):
@@ -93,7 +97,7 @@ class Structure:
 # The first character (after spaces and tabs) of a line that any block pattern above can match
 # ("s" and "ſ" for "Step 1:"; any digit, as \d is Unicode); a line starting with anything else is
 # paragraph text, and the scanner skips the patterns for it.
-_MAY_START_BLOCK = frozenset("#`~=-*+_|\rsSſ") | {""}
+_MAY_START_BLOCK = frozenset("#`~=-*+_|\rsSſ<") | {""}
 # The same, per pattern: a line whose first character (after spaces and tabs) is not in a pattern's
 # set cannot match it, so the regex is not run (necessary conditions only; the regex decides).
 _ATX_FIRST = frozenset("#")
@@ -312,8 +316,174 @@ def _add_derived_groups(text: str, structure: Structure) -> None:
                 line_end = text.find("\n", fence.end())
                 nested.append(Group("code", opening, len(text) if line_end == -1 else line_end, opening))
                 opening = None
+    # The lists as CommonMark reads them; a nested list or procedure found by indentation above that
+    # crosses one of them (starts inside it and ends after it, or the reverse) is dropped: both cannot
+    # lie whole in one chunk, and CommonMark's is the one a reader sees rendered.
+    start = structure.front_matter[1] if structure.front_matter else 0
+    lists = [g for g in commonmark_lists(text, start, len(text)) if g.end - g.start <= _CROSS_CHECK_LIMIT]
+    if lists:
+        lists.sort(key=lambda g: g.start)
+        list_starts = [g.start for g in lists]
+
+        def crosses(a: int, b: int) -> bool:
+            if b - a > _CROSS_CHECK_LIMIT:
+                return False
+            low = bisect.bisect_left(list_starts, a - _CROSS_CHECK_LIMIT)
+            high = bisect.bisect_left(list_starts, b)
+            return any((a < g.start < b < g.end) or (g.start < a < g.end < b) for g in lists[low:high])
+
+        nested = [g for g in nested if g.kind not in ("list", "procedure") or not crosses(g.start, g.end)]
+        known = {(g.kind, g.start, g.end) for g in nested}
+        known.update((g.kind, g.start, g.end) for g in structure.groups)
+        nested.extend(g for g in lists if (g.kind, g.start, g.end) not in known)
     nested.sort(key=lambda g: (g.start, -g.end))
     structure.units = nested
+
+
+_CROSS_CHECK_LIMIT = 20_000  # longer units are never kept whole by a budget in practice: not compared
+
+
+# A list item's marker as CommonMark reads it: indentation, a bullet or 1-9 digits with '.' or ')',
+# then white space or the line's end.
+_CM_ITEM = re.compile(r"([ \t]*)([-+*]|([0-9]{1,9})[.)])([ \t]+|\r?$)")
+_CM_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})")
+_CM_REFDEF = re.compile(r" {0,3}\[[^\]]+\]:[ \t]*\S")  # a link reference definition's line
+_CM_MAY_MATTER = frozenset("-+*0123456789`~<#>|=_\r")  # first characters the full step must see
+_CM_NOT_LAZY = re.compile(r"[ \t]*(?:#{1,6}(?:[ \t]|\r?$)|`{3,}|~{3,}|>|<!--)")
+
+
+def _columns(prefix: str) -> int:
+    return len(prefix.expandtabs(4))
+
+
+def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
+    """Every list of ``text[start:end]`` as CommonMark delimits it (block structure only), as units: a
+    ``list`` per list at any depth, and a ``procedure`` for an ordered list with the paragraph right
+    before it in the same container.
+
+    The line scanner reads lists by indentation; CommonMark by each item's content column: a line
+    belongs to an item when indented at least to the column its text starts at, a list ends at a line
+    indented less that is not an item (or lazily continues a paragraph), and an item of another
+    marker (another bullet, or '.' after ')') starts another list. One pass over the lines with a
+    stack of open items; fenced code and HTML comments inside are skipped over. (Block quotes are
+    not modelled.)
+    """
+    out: list[Group] = []
+    # Open levels, outermost first: [content column, list start, list end, ordered, marker, lead-in].
+    levels: list[list] = []
+    fence: tuple[str, int] | None = None  # (marker, depth) of an open fenced block
+    comment = False
+    prev_para = False  # the previous line is paragraph text (a lazy continuation may follow)
+    last_para: tuple[int, int] | None = None  # (start, depth) of the last block when it is a paragraph
+
+    def close(depth: int) -> None:
+        while len(levels) > depth:
+            _col, begin, finish, ordered, _marker, lead = levels.pop()
+            out.append(Group("list", begin, finish, begin))
+            if ordered and lead is not None:
+                out.append(Group("procedure", lead, finish, begin))
+
+    def extend(finish: int) -> None:
+        for level in levels:
+            level[2] = finish
+
+    pos = start
+    while pos < end:
+        newline = text.find("\n", pos, end)
+        line_end = end if newline == -1 else newline
+        line = text[pos:line_end]
+        stripped = line.lstrip(" \t")
+        finish = pos + len(line.rstrip())
+        if not stripped.strip():
+            prev_para = False
+            pos = line_end + 1
+            continue
+        if not levels and fence is None and not comment and stripped[0] not in _CM_MAY_MATTER:
+            # Paragraph text outside any list (most lines): only a possible lead-in to note.
+            if not prev_para and not _CM_REFDEF.match(line):
+                last_para = (pos + len(line) - len(stripped), 0)
+                prev_para = True
+            pos = line_end + 1
+            continue
+        indent = _columns(line[: len(line) - len(stripped)])
+        depth = 0
+        while depth < len(levels) and indent >= levels[depth][0]:
+            depth += 1
+        if comment:
+            comment = "-->" not in line
+            extend(finish)
+            pos = line_end + 1
+            continue
+        if fence is not None:
+            marker, fence_depth = fence
+            if depth >= fence_depth:
+                if stripped.startswith(marker) and not stripped.strip().strip(marker[0]):
+                    fence = None
+                extend(finish)
+                pos = line_end + 1
+                continue
+            fence = None  # its container closed
+        base = levels[depth - 1][0] if depth else 0
+        item = _CM_ITEM.match(line) if indent - base <= 3 else None
+        if item and item.group(2) in "-*" and _HR.match(line):
+            item = None
+        if item:
+            number = item.group(3)
+            empty = not line[item.end() :].strip()
+            # Starting a list inside a paragraph: a bullet or '1', with text.
+            if prev_para and depth == len(levels) and (empty or (number is not None and int(number) != 1)):
+                item = None
+        if item:
+            marker = item.group(2)[-1]
+            ordered = item.group(3) is not None
+            after = item.group(4)
+            width = _columns(line[: item.start(2)]) + len(item.group(2))
+            gap = (
+                len(after.expandtabs(4)) if after.strip(" \t") == "" and not line[item.end() :].strip() else 0
+            )
+            content = width + 1 if gap or len(after.expandtabs(4)) > 4 else width + len(after.expandtabs(4))
+            if depth < len(levels) and levels[depth][4] == marker:
+                close(depth + 1)
+                levels[depth][0] = content
+                levels[depth][2] = finish
+            else:
+                close(depth)
+                lead = last_para[0] if last_para is not None and last_para[1] == depth and ordered else None
+                levels.append(
+                    [content, pos + (len(line) - len(line.lstrip(" \t"))), finish, ordered, marker, lead]
+                )
+            extend(finish)
+            text_after = line[item.end() :].strip()
+            last_para = (pos, len(levels)) if text_after else None
+            prev_para = bool(text_after) and not _CM_NOT_LAZY.match(line[item.end() :])
+            pos = line_end + 1
+            continue
+        lazy = prev_para and not _CM_NOT_LAZY.match(line) and not _HR.match(line)
+        if depth < len(levels) and not lazy:
+            close(depth)
+        if levels:
+            extend(finish)
+        if lazy:
+            pos = line_end + 1
+            continue
+        opening = _CM_FENCE.match(line)
+        if opening and indent - base <= 3:
+            fence = (opening.group(1)[:3], depth)
+            last_para, prev_para = None, False
+        elif _HTML_COMMENT.match(line[len(line) - len(stripped) :]) and indent - base <= 3:
+            comment = "-->" not in line[line.index("<!--") + 4 :]
+            last_para, prev_para = None, False
+        elif _CM_NOT_LAZY.match(line) or _HR.match(line):
+            last_para, prev_para = None, False
+        elif not prev_para and _CM_REFDEF.match(line):
+            pass  # a link reference definition: no block, so the paragraph before stays the lead-in
+        else:
+            if not prev_para:
+                last_para = (pos + len(line) - len(stripped), depth)
+            prev_para = True
+        pos = line_end + 1
+    close(0)
+    return out
 
 
 def _paragraph_before(text: str, pos: int) -> int | None:
@@ -383,9 +553,9 @@ def _scan_lines(
     heading_lines: set[int] = set()  # last line index of every heading
 
     def mark_block(pos: int, score: int = BLOCK) -> None:
-        # A heading's first block must stay with it: no boundary right after a heading.
-        if last_block_end_line not in heading_lines:
-            mark(pos, score)
+        # A heading's first block stays with it: right after a heading only a last-resort boundary
+        # (the segmenter prices it as a heading left at a chunk's end).
+        mark(pos, score if last_block_end_line not in heading_lines else AFTER_HEADING)
 
     prev_para: tuple[int, int] | None = None  # (start offset, line index) of the preceding paragraph
     prev_para_lead_in = False
@@ -409,6 +579,18 @@ def _scan_lines(
             i += 1
             continue
         first = firsts[i]
+        comment = None if plain or first != "<" else _HTML_COMMENT.match(line_text)
+        if comment:
+            j = i
+            while j < n and "-->" not in (texts[j][comment.end() :] if j == i else texts[j]):
+                j += 1
+            last = min(j, n - 1)
+            mark_block(line_start)
+            for pos in starts[i + 1 : last + 1]:
+                mark(pos, PARAGRAPH_LINE)
+            last_block_end_line, prev_para = last, None
+            i = last + 1
+            continue
         fence = None if plain or first not in _FENCE_FIRST else _FENCE.match(line_text)
         atx = None if plain or first not in _ATX_FIRST else _ATX_OPEN.match(line_text)
         if atx and not fence:
@@ -493,6 +675,7 @@ def _scan_lines(
                         or (
                             not (candidate_first in _ATX_FIRST and _ATX_OPEN.match(candidate_text))
                             and not (candidate_first in _FENCE_FIRST and _FENCE.match(candidate_text))
+                            and not (candidate_first == "<" and _HTML_COMMENT.match(candidate_text))
                         )
                     )
                 ):
@@ -534,6 +717,7 @@ def _scan_lines(
                 (lead in _ATX_FIRST and _ATX_OPEN.match(following))
                 or (lead in _FENCE_FIRST and _FENCE.match(following))
                 or (lead in _HR_FIRST and _HR.match(following))
+                or (lead == "<" and _HTML_COMMENT.match(following))
             ):
                 break
             if lead in _ITEM_FIRST or lead.isdigit():

@@ -173,21 +173,13 @@ class Reserve:
                 bounds.add(group.end)
         starts = sorted(b for b in bounds if b >= layout.plan.start)
         contexts = layout.contexts_at(starts)
-        cap = self.max_size // PREFIX_SHARE
-        made: dict[tuple, Prefix] = {}
+        self._layout, self._parts = layout, parts
+        self._cap = self.max_size // PREFIX_SHARE
+        self._made: dict[tuple, Prefix] = {}
         self.lows: list[int] = []
         self.prefixes: list[Prefix] = []
         for start, context in zip(starts, contexts, strict=True):
-            key = (layout.section_path(start), context)
-            prefix = made.get(key)
-            if prefix is None:
-                title_line, path, groups = parts(*key)
-                if self.counts:
-                    shown, shortened = shorten(title_line, path, groups, cap, self._size)
-                    prefix = Prefix(shown, self._size(shown) if shown else 0, shortened)
-                else:
-                    prefix = Prefix(_join(title_line, path, groups), 0)
-                made[key] = prefix
+            prefix = self._prefix(layout.section_path(start), context)
             if self.prefixes and self.prefixes[-1] == prefix:
                 continue
             self.lows.append(start)
@@ -195,6 +187,31 @@ class Reserve:
         # The reserve is the same everywhere (a document without headings or groups: fixed, recursive).
         self.constant = len({p.size for p in self.prefixes}) <= 1
         self.largest = max((p.size for p in self.prefixes), default=0)
+
+    def _prefix(self, path: tuple[str, ...], context: tuple[str, ...]) -> Prefix:
+        key = (path, context)
+        prefix = self._made.get(key)
+        if prefix is None:
+            title_line, shown_path, groups = self._parts(path, context)
+            if self.counts:
+                shown, shortened = shorten(title_line, shown_path, groups, self._cap, self._size)
+                prefix = Prefix(shown, self._size(shown) if shown else 0, shortened)
+            else:
+                prefix = Prefix(_join(title_line, shown_path, groups), 0)
+            self._made[key] = prefix
+        return prefix
+
+    def of_chunk(self, start: int, path: tuple[str, ...]) -> Prefix:
+        """The prefix of a chunk that starts at ``start`` and whose section path is ``path``
+        (``Layout.chunk_section_path``: the deepest section holding all of it, so for a chunk that runs
+        across headings an ancestor of the start's section). The reserve was taken for the start's own
+        path; the chunk gets the prefix of ``path`` when that measures no more (it nearly always does:
+        an ancestor's path is shorter), else the start's, so embed_text stays within what was reserved."""
+        reserved = self.at(start)
+        if path == self._layout.section_path(start):
+            return reserved
+        prefix = self._prefix(path, self._layout.contexts_at([start])[0])
+        return prefix if prefix.size <= reserved.size else reserved
 
     def at(self, pos: int) -> Prefix:
         """The prefix of a chunk that starts at ``pos``."""

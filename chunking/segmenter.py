@@ -25,7 +25,7 @@ prefixes are the cut offsets for characters and come from the meter's arrays for
 
 A segmentation is a sequence of cuts; its cost is
 
-    Σ over chunks  PRICE_CHUNK + PRICE_SPANS_HEADING × headings inside it (not at its start)
+    Σ over chunks  PRICE_CHUNK + Σ PRICE_SPANS_HEADING[depth] over the headings inside it (not at its start)
                    + PRICE_UNDERSIZED if the chunk is smaller than min_size
     + Σ over cuts  price of the cut (below).
 
@@ -37,19 +37,33 @@ The price of a cut at position p is the sum of:
 | ends at a block boundary, paragraph break (score 60–89)             |     5 |
 | ends at a list item, table row, line (score 30–59)                  |    15 |
 | ends at a lead-in, code line, sentence end (score 20–29)            |    25 |
-| ends at a wrapped line, first table row, list continuation (12–19)  |    40 |
+| ends at a wrapped line, first table row, list continuation, the     |    40 |
+|   first block after a heading (12–19)                               |       |
 | ends at a word gap (score 10–11)                                    |    60 |
 | ends inside a word (grapheme, score < 10)                           |  1000 |
 | mid-sentence: score < 30, not in a table or code body, and the text  |   400 |
 |   before the cut does not end a sentence                            |       |
 | inside a table row or code line (mid-line of a line group)          |  1000 |
-| inside each procedure, list, table or code block that fits whole    |  1000 |
+| inside each procedure, list, table or code block that fits whole    |  3000 |
 | inside each section that fits whole                                 |    40 |
 | leaves a heading at the chunk's end, or cuts inside a heading       |  2000 |
+|   (below a fitting unit's split: where a heading and the unit after  |       |
+|   it do not fit together, the unit stays whole)                     |       |
 
-with PRICE_CHUNK = 100 (``Plan.chunk_price``; the size term: fewer, fuller chunks), PRICE_SPANS_HEADING = 3000 for a
-heading inside a chunk (headings open chunks; a section under min_size joins the next, since that is
-cheaper than PRICE_UNDERSIZED; free for a heading right after another heading), PRICE_UNDERSIZED = 5000. Hard constraints: a chunk's
+with PRICE_CHUNK = 100 (``Plan.chunk_price``; the size term: fewer, fuller chunks) and PRICE_UNDERSIZED = 5000.
+A heading inside a chunk costs by its depth in the section tree (``heading_span_prices``):
+
+| heading run across (not at the chunk's start)               | price |
+|--------------------------------------------------------------|------:|
+| depth 1 (a top-level section of the document)                |    90 |
+| depth 2                                                      |    70 |
+| depth 3                                                      |    50 |
+| depth 4 and deeper                                           |    30 |
+| right after another heading (only white space between)       |     0 |
+
+All below PRICE_CHUNK, so small sections that fit together share a chunk (fewer chunks than one per
+heading), and the chunks that span headings span the deepest; a cut at a heading stays free, so a
+section that does not fit with its neighbours still opens its chunk. Hard constraints: a chunk's
 trimmed text is within the budget less its start's ``embed_text`` prefix (with ``budget: embed_text``;
 ``chunkyard.chunking.prefix``), measured additively — exact for characters and words, the
 whole-document token estimate for tokens, then every chosen chunk (prefix + text) is measured exactly and the search
@@ -76,19 +90,22 @@ from chunkyard.chunking.packer import find_ends
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
 if TYPE_CHECKING:
-    from chunkyard.chunking.packer import Packer, TextLevel
+    from chunkyard.chunking.packer import Packer, Plan, TextLevel
 
 PRICE_CHUNK = 100
-# A chunk that runs across a heading (not at its start): headings open chunks. Below PRICE_UNDERSIZED,
-# so a section smaller than min_size joins the next; free for a heading right after another heading
-# (a heading alone is never a chunk).
-PRICE_SPANS_HEADING = 3000
+# A chunk that runs across a heading (not at its start), by the heading's depth in the section tree
+# (1: a top-level heading of the document; deeper ones after the last entry take it). Below
+# PRICE_CHUNK, so small sections that fit together share a chunk (fewer chunks), and rising towards the
+# top, so the chunks that span headings span the deepest; free for a heading right after another
+# heading (a heading alone is never a chunk). A heading without a section (no section groups in the
+# plan) takes the depth-1 price.
+PRICE_SPANS_HEADING = (90, 70, 50, 30)
 PRICE_UNDERSIZED = 5000
 PRICE_MID_SENTENCE = 400
 SCORE_MID_SENTENCE_BELOW = 30  # cuts scored below this (below a line) may be mid-sentence
 PRICE_MID_ROW = 1000
 PRICE_HEADING_AT_END = 2000
-PRICE_SPLIT = {"procedure": 1000, "list": 1000, "table": 1000, "code": 1000, "section": 40}
+PRICE_SPLIT = {"procedure": 3000, "list": 3000, "table": 3000, "code": 3000, "section": 40}
 # (lowest score, price) of a cut by the boundary's score, best first; linear in between.
 PRICE_BY_SCORE = ((90, 0), (60, 5), (30, 15), (20, 25), (12, 40), (10, 60), (0, 1000))
 PRICE_NO_OVERLAP = 300  # a chunk that needs the room reserved for overlap: it gets none
@@ -123,6 +140,26 @@ def score_price(score: int) -> int:
 
 # score_price for every score up to the first free row; higher scores take the last entry (0).
 _SCORE_PRICES = [score_price(score) for score in range(PRICE_BY_SCORE[0][0] + 1)]
+
+
+def heading_span_prices(plan: Plan, heading_starts: list[int], text: str) -> list[int]:
+    """The price of a chunk running across each heading of ``heading_starts`` (sorted): PRICE_SPANS_HEADING
+    by the heading's depth among the plan's ``section`` groups, 0 right after another heading."""
+    sections = sorted((g.start, -g.end) for g in plan.groups if g.kind == "section")
+    depth_at: dict[int, int] = {}
+    open_ends: list[int] = []
+    for start, neg_end in sections:
+        while open_ends and open_ends[-1] <= start:
+            open_ends.pop()
+        open_ends.append(-neg_end)
+        depth_at.setdefault(start, len(open_ends))
+    heading_ends = plan.heading_ends
+    return [
+        0
+        if k > 0 and _NON_SPACE.search(text, heading_ends[heading_starts[k - 1]], start) is None
+        else PRICE_SPANS_HEADING[min(depth_at.get(start, 1), len(PRICE_SPANS_HEADING)) - 1]
+        for k, start in enumerate(heading_starts)
+    ]
 
 
 def best_predecessors(
@@ -702,18 +739,7 @@ class Segmenter:
         if heading_starts:
             # Prefix sums of the price of running across each heading.
             heading_ends = plan.heading_ends
-            spanned = list(
-                itertools.accumulate(
-                    (
-                        0
-                        if k > 0
-                        and _NON_SPACE.search(text, heading_ends[heading_starts[k - 1]], start) is None
-                        else PRICE_SPANS_HEADING
-                        for k, start in enumerate(heading_starts)
-                    ),
-                    initial=0,
-                )
-            )
+            spanned = list(itertools.accumulate(heading_span_prices(plan, heading_starts, text), initial=0))
             inside_head = kernel.lookup(heading_starts, spanned, starts, True)
             inside_tail = kernel.lookup(heading_starts, spanned, ends, False)
         else:

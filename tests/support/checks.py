@@ -168,3 +168,19 @@ def run_and_check(
         assert again.chunks == result.chunks, "same input, different chunks"
         assert again.exclusions == result.exclusions
     return result
+
+
+def spanned_section_path(layout: Any, text: str, start: int, end: int) -> tuple[str, ...]:
+    """What a chunk's section path must be, found line by line (not by ``Layout.chunk_section_path``):
+    the longest common prefix of the section paths at ``start`` and at every line start inside
+    [start, end) — the deepest section holding the whole chunk."""
+    path = layout.section_path(start)
+    pos = text.find("\n", start, end)
+    while pos != -1 and pos + 1 < end:
+        other = layout.section_path(pos + 1)
+        common = 0
+        while common < min(len(path), len(other)) and path[common] == other[common]:
+            common += 1
+        path = path[:common]
+        pos = text.find("\n", pos + 1, end)
+    return path
