@@ -738,7 +738,6 @@ class Segmenter:
         heading_starts = pk._heading_starts
         if heading_starts:
             # Prefix sums of the price of running across each heading.
-            heading_ends = plan.heading_ends
             spanned = list(itertools.accumulate(heading_span_prices(plan, heading_starts, text), initial=0))
             inside_head = kernel.lookup(heading_starts, spanned, starts, True)
             inside_tail = kernel.lookup(heading_starts, spanned, ends, False)
