@@ -129,7 +129,7 @@ def test_budget_text_ignores_the_prefix(unit: str, data: st.DataObject) -> None:
     for chunk in with_prefix.chunks:
         assert "prefix_shortened" not in chunk.findings
         contexts = tuple(g.context for g in layout.groups_around(chunk.start))
-        assert chunk.embed_text == make(layout.section_path(chunk.start), contexts) + chunk.text
+        assert chunk.embed_text == make(chunk.section_path, contexts) + chunk.text
 
 
 def test_default_budget_reserves_the_prefix_and_text_budget_does_not() -> None:

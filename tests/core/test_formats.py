@@ -554,7 +554,7 @@ def test_rst_titles_by_adornment_in_order_of_first_appearance() -> None:
 
 
 def test_rst_literal_blocks_and_directives_stay_whole(tmp_path: Path, check_chunks: Check) -> None:
-    result = run_corpus(tmp_path, {"guide.rst": RST.encode()}, "{unit: chars, max_size: 200}")
+    result = run_corpus(tmp_path, {"guide.rst": RST.encode()}, "{unit: chars, max_size: 200, budget: text}")
     documents, chunks = rows_by_doc(result)
     row, rows = documents["guide.rst"], chunks["guide.rst"]
     assert (row["format"], row["strategy"], row["text"]) == ("rst", "rst", RST)

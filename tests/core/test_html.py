@@ -243,7 +243,7 @@ def test_an_unclosed_heading_ends_at_the_first_block_after_its_text() -> None:
         f"<html><body><h1>Install guide<p>{body}<ul><li>step</li></ul><h2>Next</h2><p>more</p>"
     ).text
     assert text == f"# Install guide\n\n{body}\n\n- step\n\n## Next\n\nmore\n"
-    chunks = chunk_document(text, {"strategy": "html", "unit": "tokens", "max_size": 100})
+    chunks = chunk_document(text, {"strategy": "html", "unit": "tokens", "max_size": 100, "budget": "text"})
     assert {c.section_path for c in chunks} == {("Install guide",), ("Install guide", "Next")}
     # A block that wraps the heading's own text still makes a heading, as before.
     assert extract_html("<h1><div>Title</div></h1><p>x</p>").text == "# Title\n\nx\n"

@@ -179,6 +179,7 @@ def test_no_chunk_ends_with_a_heading_in_the_sample_corpus(
             "max_size": max_size,
             "overlap": max_size // 10,
             "min_size": min_size,
+            "budget": "text",  # the heading-and-unit arithmetic below is of the text alone
         },
         tolerate={"token_overlap"},
     ).chunks
