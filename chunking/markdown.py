@@ -203,13 +203,13 @@ def scan(
         structure.metadata = {k: v for k, v in metadata.items() if isinstance(k, str)}
         if exclude_front_matter:
             structure.front_matter = (0, fm_end)  # a BOM before it is excluded with it
-            start = fm_end
+            start = min(fm_end, end)  # a range that ends inside the front matter scans nothing
     lone_cr = start < end and has_lone_cr(text, start, end)
     if _native is not None:  # the line scan and the steps below, in C
         (structure.headings, structure.paths, structure.positions, structure.scores, structure.groups) = (
             _native.structure(text, start, end, lone_cr, Heading, Group)
         )
-        _add_derived_groups(text, structure)
+        _add_derived_groups(text, structure, start, end)
         return structure
     headings, structure.positions, structure.scores, groups = _scan_lines(text, start, end, lone_cr)
     structure.headings = list(map(Heading._make, headings))
@@ -229,7 +229,7 @@ def scan(
     ]
     structure.groups.extend(section_groups(structure.headings, end))
     structure.groups.sort(key=lambda g: (g.start, -g.end))
-    _add_derived_groups(text, structure)
+    _add_derived_groups(text, structure, start, end)
     return structure
 
 
@@ -237,7 +237,7 @@ _QUOTED_FENCE = re.compile(r"(?m)^[ \t]{0,3}>[ \t]?(?:>[ \t]?)*(?:`{3,}|~{3,})")
 _BLOCK_LINE = re.compile(r"[ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])")
 
 
-def _add_derived_groups(text: str, structure: Structure) -> None:
+def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: int | None = None) -> None:
     """``structure.units``: spans the line scan does not make groups of, derived from the groups it makes,
     for the segmenter to keep whole when they fit (they give no context and no findings):
 
@@ -319,8 +319,8 @@ def _add_derived_groups(text: str, structure: Structure) -> None:
     # The lists as CommonMark reads them; a nested list or procedure found by indentation above that
     # crosses one of them (starts inside it and ends after it, or the reverse) is dropped: both cannot
     # lie whole in one chunk, and CommonMark's is the one a reader sees rendered.
-    start = structure.front_matter[1] if structure.front_matter else 0
-    lists = [g for g in commonmark_lists(text, start, len(text)) if g.end - g.start <= _CROSS_CHECK_LIMIT]
+    end = len(text) if end is None else end
+    lists = [g for g in commonmark_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT]
     if lists:
         lists.sort(key=lambda g: g.start)
         list_starts = [g.start for g in lists]
