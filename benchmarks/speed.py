@@ -514,6 +514,33 @@ def goal_table(measured: dict[str, dict[str, tuple[list[Entry], float]]]) -> lis
     return lines
 
 
+def per_document_table(
+    measured: dict[str, dict[str, tuple[list[Entry], float]]], counts: dict[str, int]
+) -> list[str]:
+    """The goals' two splitters in µs per document, per corpus: on short pages (hugo-docs) what a
+    call costs whatever its length, the arithmetic behind a ratio there."""
+    corpora = list(dict.fromkeys(name for results in measured.values() for name in results))
+    lines = [
+        "### µs per document: chunkyard / the peer, per corpus",
+        "",
+        "| group | chunkyard | peer | " + " | ".join(corpora) + " |",
+        "|---|---|---|" + "---:|" * len(corpora),
+    ]
+    for group, ours, theirs, _goal in GOALS:
+        if group not in measured:
+            continue
+        cells = []
+        for name in corpora:
+            entries = {e.name: e for e in measured[group].get(name, ([], 0.0))[0]}
+            if ours in entries and theirs in entries and counts.get(name):
+                per_doc = [statistics.median(entries[n].times) / counts[name] * 1e6 for n in (ours, theirs)]
+                cells.append(f"{per_doc[0]:.0f} / {per_doc[1]:.0f}")
+            else:
+                cells.append("—")
+        lines.append(f"| {group} | {ours} | {theirs} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def corpora_of(root: Path) -> tuple[dict[str, list[str]], list[str]]:
     """The Markdown texts per shared corpus (plus "all"), and httpd-manual's HTML as chunkyard extracts it.
     Any other folder is one corpus of its own Markdown."""
@@ -646,7 +673,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(section) + "\n", flush=True)
         out += section + [""]
     if measured:
-        section = goal_table(measured)
+        counts = {name: len(docs) for name, docs in corpora.items()} | {HTML_CORPUS: len(html_texts)}
+        section = goal_table(measured) + [""] + per_document_table(measured, counts)
         print("\n".join(section) + "\n", flush=True)
         out += section + [""]
     out_text = "\n".join(out)

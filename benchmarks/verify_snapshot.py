@@ -45,9 +45,12 @@ def main() -> int:
     args = parser.parse_args()
     dataset = generate(args.out, args.chunks, args.docs)
     snapshot = Snapshot.open(dataset)
-    if "files" not in snapshot.manifest:
+    if "files" not in snapshot.manifest and not snapshot.parted:
         print(f"{snapshot.path}: written before checksums were recorded; remove {args.out} to regenerate")
-    sizes = {p.name: p.stat().st_size for p in snapshot.path.glob("*.parquet")}
+    sizes = {
+        name: sum(f.stat().st_size for f in snapshot.files(name))
+        for name in ("documents.parquet", "chunks.parquet")
+    }
     print(
         f"{snapshot.path}: {args.chunks:,} chunks, {args.docs:,} documents, "
         + ", ".join(f"{name} {size / 1e6:.0f} MB" for name, size in sorted(sizes.items()))

@@ -1,7 +1,11 @@
 """Datasets on disk: explicit Arrow schemas, staged writing and atomic publishing, opening.
 
-Layout: ``OUTPUT/NAME/v{version}/{snapshot:04d}/`` holding ``manifest.json``, ``documents.parquet``
-and ``chunks.parquet``. A snapshot is written under a hidden staging folder beside its final place
+Layout: ``OUTPUT/NAME/v{version}/{snapshot:04d}/`` holding ``manifest.json``, ``documents.parquet/``
+and ``chunks.parquet/``: two folders of part files (``part-00000001.parquet``, ...), each part the rows
+of one group of consecutive documents, cut where the documents themselves say (``PartCutter``), so a
+refresh rewrites only the parts holding a changed document and hard-links the others from the
+previous snapshot (docs/storage.md, "Snapshots that cost only what changed"). Snapshots written before
+parts (manifest ``schema_version`` 1) hold two plain files of those names and are read as one part. A snapshot is written under a hidden staging folder beside its final place
 and renamed into place in one step once complete (``rename(2)`` of a folder is atomic on a local
 POSIX filesystem), so a killed run never leaves a visible partial snapshot. Readers ignore hidden
 folders; writers remove staging folders whose process is gone. Published snapshots are never
@@ -17,6 +21,7 @@ uncommitted folder; later runs skip past it and remove it once it is older than 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import json
@@ -39,25 +44,39 @@ import pyarrow.parquet as pq
 from chunkyard.chunking.api import ChunkedDocument, chunk_id
 from chunkyard.chunking.documents import Document
 from chunkyard.chunking.errors import ChunkyardError, DatasetError, DatasetPathError
-from chunkyard.chunking.parquet_concat import concat_parquet
 from chunkyard.chunking.pdf import page_of
 from chunkyard.chunking.storage import (
     Location,
     StoragePath,
     location,
     parquet_file,
-    parquet_writer,
     read_parquet,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1  # of the Parquet columns (``chunkyard.schema_version`` in each file's metadata)
+# Of the manifest: 1, two data files; 2, part folders (``parts`` in the manifest).
+LAYOUT_VERSION = 2
 MANIFEST = "manifest.json"
 DOCUMENTS = "documents.parquet"
 CHUNKS = "chunks.parquet"
 PARTS = "parts"  # in a staging folder: the part files a parts writer joins at publish
 DOCUMENT_ROW_GROUP, CHUNK_ROW_GROUP = 4096, 65536  # rows per row group, at most
 _SNAPSHOT = re.compile(r"^\d{4,}$")
+# The part files of a snapshot, in row order by name (DuckDB, Polars and pyarrow list them sorted).
+PART_FILE = "part-{:08d}.parquet"
+# Target source bytes per part (``PartCutter``): chosen by measurement, see docs/storage.md.
+# ``CHUNKYARD_PART_BYTES`` overrides it (for measurements: benchmarks/refresh_bytes.py); snapshots cut
+# with another target share no parts with these (``parts_format``).
+PART_BYTES = int(os.environ.get("CHUNKYARD_PART_BYTES") or 128_000)
+# Min/max statistics only for the small columns (a filter on doc_id uses them); the text columns'
+# would be whole texts in every footer (≈7 % of a part's bytes, for nothing).
+STATISTICS = {
+    DOCUMENTS: ["doc_id", "path", "sha256", "n_bytes", "n_chars", "n_chunks"],
+    CHUNKS: ["chunk_id", "doc_id", "chunk_index", "start", "end", "size", "n_chars", "n_tokens"],
+}
 _VERSION = re.compile(r"^v(\d+)$")
+
+_KIND = {DOCUMENTS: "documents", CHUNKS: "chunks"}  # a part entry's key for each folder
 
 EXCLUSION_TYPE = pa.struct([("start", pa.int64()), ("end", pa.int64()), ("reason", pa.string())])
 
@@ -296,7 +315,7 @@ def check_manifest(manifest: Any, where: Location) -> None:
     schema = manifest.get("schema_version")
     if not isinstance(schema, int) or isinstance(schema, bool):
         raise DatasetError(f"{where}: schema_version: expected a whole number, got {schema!r}")
-    if schema > SCHEMA_VERSION:
+    if schema > LAYOUT_VERSION:
         raise DatasetError(f"{where}: written by a newer chunkyard (schema {schema}); upgrade chunkyard")
     expected = {"name": str, "version": int, "snapshot": int}
     for key, kind in expected.items():
@@ -430,9 +449,14 @@ class Snapshot:
     def check_schemas(self) -> None:
         """Refuse data files whose columns have the wrong kind of type, from the Parquet footers alone
         (milliseconds): a reader that never reads a column (the reviewer and ``text``) still refuses
-        a file where it holds integers. Columns a file lacks are for the reader that needs them."""
+        a file where it holds integers. Columns a file lacks are for the reader that needs them.
+        Of a parted snapshot the first part of each kind is checked (one writer wrote them all; the
+        checksums in the manifest cover the others)."""
         for filename, schema in ((DOCUMENTS, DOCUMENTS_SCHEMA), (CHUNKS, CHUNKS_SCHEMA)):
-            path = self.path / filename
+            files = self.files(filename)
+            if not files:
+                continue
+            path = files[0]
             try:
                 found = parquet_file(path).schema_arrow
             except (OSError, pa.ArrowException) as exc:
@@ -444,6 +468,84 @@ class Snapshot:
                         f"{path}: column {field.name}: expected {_kind(schema.field(field.name).type)}, "
                         f"found {field.type}"
                     )
+
+    # -- where the rows are -------------------------------------------------------------------------
+
+    @property
+    def parted(self) -> bool:
+        """Whether the rows are in part folders (``LAYOUT_VERSION`` 2) rather than two files."""
+        return isinstance(self.manifest.get("parts"), list)
+
+    @property
+    def parts(self) -> list[dict[str, Any]]:
+        """The manifest's part entries, in row order (empty for a snapshot of two plain files)."""
+        parts = self.manifest.get("parts")
+        if parts is None:
+            return []
+        if not isinstance(parts, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("documents"), dict) and isinstance(p.get("chunks"), dict)
+            for p in parts
+        ):
+            raise DatasetError(f"{self.path / MANIFEST}: parts: expected a list of part entries")
+        return parts
+
+    def files(self, filename: str) -> list[Location]:
+        """The data files of ``documents.parquet`` or ``chunks.parquet``, in row order."""
+        if not self.parted:
+            return [self.path / filename]
+        kind = _KIND[filename]
+        return [self.resolve(part[kind]["file"]) for part in self.parts]
+
+    def resolve(self, relative: str) -> Location:
+        """A file named in the manifest, relative to this snapshot's folder (``../0003/...``: a part of
+        an earlier snapshot of the version, which object-store snapshots refer to instead of copying)."""
+        if not isinstance(relative, str) or relative.startswith("/") or "\\" in relative:
+            raise DatasetError(f"{self.path / MANIFEST}: parts: {relative!r} is not a relative file name")
+        found: Location = self.path
+        pieces = relative.split("/")
+        for index, piece in enumerate(pieces):
+            if piece == "..":
+                # Only a sibling snapshot's folder: ``../NNNN/`` at the start, nothing above the version.
+                if index != 0 or len(pieces) < 3 or not _SNAPSHOT.match(pieces[1]):
+                    raise DatasetError(
+                        f"{self.path / MANIFEST}: parts: {relative!r} leaves the version folder"
+                    )
+                found = found.parent
+            elif piece in ("", "."):
+                raise DatasetError(f"{self.path / MANIFEST}: parts: {relative!r} is not a plain file name")
+            else:
+                found = found / piece
+        return found
+
+    def part_of(self, doc_id: str) -> int | None:
+        """The part holding ``doc_id``'s rows (0 for a snapshot of two files), None when it has none."""
+        return self._document_parts().get(doc_id)
+
+    def document_sizes(self) -> dict[str, int]:
+        """doc_id -> n_bytes of every document (what a writer carrying them over cuts parts by)."""
+        table = self._read(DOCUMENTS, ["doc_id", "n_bytes"], None)
+        return dict(zip(table.column("doc_id").to_pylist(), table.column("n_bytes").to_pylist(), strict=True))
+
+    def _document_parts(self) -> dict[str, int]:
+        """doc_id -> part, kept from the first whole read of the documents' ids (or read now)."""
+        if getattr(self, "_parts_cache", None) is None:
+            self._read(DOCUMENTS, ["doc_id"], None)
+        return self._parts_cache
+
+    def _remember_parts(self, table: pa.Table) -> None:
+        """Note which part each document is in, from a whole read of the documents' doc_id."""
+        ids = table.column("doc_id").to_pylist()
+        if self.parted:
+            counts = [int(part["documents"].get("rows", -1)) for part in self.parts]
+            if sum(counts) != len(ids):
+                raise DatasetError(
+                    f"{self.path / MANIFEST}: parts: the documents' row counts add up to {sum(counts)}, "
+                    f"the files hold {len(ids)} rows"
+                )
+            owners = np.repeat(np.arange(len(counts)), counts).tolist()
+        else:
+            owners = [0] * len(ids)
+        self._parts_cache = dict(zip(ids, owners, strict=True))
 
     @property
     def name(self) -> str:
@@ -464,24 +566,40 @@ class Snapshot:
         return self._read(CHUNKS, columns, doc_ids)
 
     def _read(self, filename: str, columns: list[str] | None, doc_ids: Iterable[str] | None) -> pa.Table:
-        path = self.path / filename
+        schema = DOCUMENTS_SCHEMA if filename == DOCUMENTS else CHUNKS_SCHEMA
+        files = self.files(filename)
+        where: Location = files[0] if len(files) == 1 else self.path / filename
         try:
             filters = None
             if doc_ids is not None:
                 ids = sorted(set(doc_ids))
                 filters = [("doc_id", "in", ids)] if ids else None
                 if not ids:
-                    schema = DOCUMENTS_SCHEMA if filename == DOCUMENTS else CHUNKS_SCHEMA
                     table = schema.empty_table()
                     return table.select(columns) if columns else table
-            table = read_parquet(path, columns=columns, filters=filters)
+                if self.parted:  # only the parts holding them
+                    index = self._document_parts()
+                    wanted = sorted({index[i] for i in ids if i in index})
+                    files = [files[number] for number in wanted]
+                    if len(files) == 1:
+                        where = files[0]
+            if not files:
+                table = schema.empty_table()
+                return table.select(columns) if columns else table
+            if len(files) == 1:
+                table = read_parquet(files[0], columns=columns, filters=filters)
+            elif filters is None and isinstance(files[0], Path):
+                table = _read_parallel(files, columns)
+            else:
+                table = read_parquet(files, columns=columns, filters=filters)
         except (OSError, pa.ArrowException) as exc:
             # Arrow may go on with the whole schema, a field per line: its first line says what is wrong.
             detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise DatasetError(f"{path}: cannot read: {detail}") from None
-        return check_columns(
-            table, DOCUMENTS_SCHEMA if filename == DOCUMENTS else CHUNKS_SCHEMA, path, whole=doc_ids is None
-        )
+            raise DatasetError(f"{where}: cannot read: {detail}") from None
+        table = check_columns(table, schema, where, whole=doc_ids is None)
+        if filename == DOCUMENTS and doc_ids is None and "doc_id" in table.column_names:
+            self._remember_parts(table)
+        return table
 
     def validate(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Check the whole snapshot, as every reader needs it to be (``DatasetError`` naming the file,
@@ -495,7 +613,7 @@ class Snapshot:
         is asked between batches; when it says so, ``Stopped`` is raised.
         """
         documents = self.documents(["doc_id", "n_chars", "text"])
-        doc_path = self.path / DOCUMENTS
+        doc_path = self._label(DOCUMENTS)
         doc_ids = documents.column("doc_id").to_pylist()
         texts: dict[str, str] = {}
         for row, (doc_id, n_chars, text) in enumerate(
@@ -518,7 +636,7 @@ class Snapshot:
                 )
             texts[doc_id] = text
         del documents
-        chunk_path = self.path / CHUNKS
+        chunk_path = self._label(CHUNKS)
         ids = self.chunks(["chunk_id"]).column("chunk_id").combine_chunks()
         if len(ids) and pc.count_distinct(ids).as_py() != len(ids):
             seen: set[str] = set()
@@ -533,17 +651,18 @@ class Snapshot:
         lengths = np.fromiter(
             (len(text) for text in documents_in_order), dtype=np.int64, count=len(documents_in_order)
         )
+        row = 0
         try:
-            batches = parquet_file(chunk_path).iter_batches(batch_size=65536, columns=columns)
-            row = 0
-            for batch in batches:
-                if should_stop is not None and should_stop():
-                    raise Stopped
-                table = check_columns(
-                    pa.Table.from_batches([batch]), CHUNKS_SCHEMA, chunk_path, first_row=row
-                )
-                self._check_chunk_batch(table, known, documents_in_order, lengths, row)
-                row += table.num_rows
+            for chunk_path in self.files(CHUNKS):
+                batches = parquet_file(chunk_path).iter_batches(batch_size=65536, columns=columns)
+                for batch in batches:
+                    if should_stop is not None and should_stop():
+                        raise Stopped
+                    table = check_columns(
+                        pa.Table.from_batches([batch]), CHUNKS_SCHEMA, chunk_path, first_row=row
+                    )
+                    self._check_chunk_batch(table, known, documents_in_order, lengths, row)
+                    row += table.num_rows
         except (OSError, pa.ArrowException) as exc:
             detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise DatasetError(f"{chunk_path}: cannot read: {detail}") from None
@@ -553,7 +672,7 @@ class Snapshot:
     ) -> None:
         """One batch of chunks against the documents: the document exists, the offsets are in it, the
         text is the document's there. Vectorised except for the text comparison itself."""
-        path = self.path / CHUNKS
+        path = self._label(CHUNKS)
 
         def where(row: int) -> str:
             return (
@@ -594,24 +713,41 @@ class Snapshot:
                     f"{path}: column text, {where(row)}: not the document's text at [{start[row]}:{end[row]}]"
                 )
 
+    def _label(self, filename: str) -> Location:
+        """How errors name the rows of ``filename``: the file, or the part folder (rows counted over
+        all its parts)."""
+        files = self.files(filename)
+        return files[0] if len(files) == 1 and not self.parted else self.path / filename
+
     def verify_files(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Check the data files against the sizes and SHA-256 the manifest recorded at publish
-        (``files``): damage anywhere, also in columns no reader checks (a disk, a copy, a sync).
-        A snapshot written before checksums were recorded passes."""
-        recorded = self.manifest.get("files")
-        if not isinstance(recorded, dict):
-            return
-        for name in (DOCUMENTS, CHUNKS):
-            entry = recorded.get(name)
-            if not isinstance(entry, dict):
-                raise DatasetError(f"{self.path / MANIFEST}: files: no checksum for {name}")
+        (``files``; in a parted snapshot each part's entry, shared parts included): damage
+        anywhere, also in columns no reader checks (a disk, a copy, a sync). A snapshot written
+        before checksums were recorded passes."""
+        if self.parted:
+            checks = [
+                (self.resolve(part[kind]["file"]), part[kind])
+                for part in self.parts
+                for kind in _KIND.values()
+            ]
+        else:
+            recorded = self.manifest.get("files")
+            if not isinstance(recorded, dict):
+                return
+            checks = []
+            for name in (DOCUMENTS, CHUNKS):
+                entry = recorded.get(name)
+                if not isinstance(entry, dict):
+                    raise DatasetError(f"{self.path / MANIFEST}: files: no checksum for {name}")
+                checks.append((self.path / name, entry))
+        for path, entry in checks:
             try:
-                size, digest = file_digest(self.path / name, should_stop)
+                size, digest = file_digest(path, should_stop)
             except OSError as exc:
-                raise DatasetError(f"{self.path / name}: cannot read: {exc.strerror or exc}") from None
+                raise DatasetError(f"{path}: cannot read: {exc.strerror or exc}") from None
             if size != entry.get("bytes") or digest != entry.get("sha256"):
                 raise DatasetError(
-                    f"{self.path / name}: damaged: its content differs from what was published "
+                    f"{path}: damaged: its content differs from what was published "
                     f"({size:,} bytes, sha256 {digest[:12]}…; the manifest records "
                     f"{entry.get('bytes')!r} bytes, sha256 {str(entry.get('sha256'))[:12]}…); "
                     "restore the snapshot from a backup or run again"
@@ -640,18 +776,412 @@ class SnapshotSuperseded(ChunkyardError):
     """Another run published a snapshot while one that must follow its parent directly was made."""
 
 
-class SnapshotWriter:
-    """Writes one snapshot under a staging folder; ``publish`` renames it into place atomically.
+def _unit_hash(doc_id: str) -> float:
+    """A number in [0, 1) that depends on the document id alone (the same on every machine and run)."""
+    digest = hashlib.blake2b(doc_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
 
-    With ``parts`` the rows are not streamed into the two files by this process: each ``write``,
-    and each batch a worker process wrote itself into ``part_folder`` (``write_part``, registered
-    with ``add_part``), is a pair of part files, and ``publish`` joins them in the order they were
-    registered into the same two plain Parquet files (``concat_parquet``: the compressed pages are
-    copied, not encoded again). Workers then compress their batches in parallel and send the flow
-    statistics only; the published snapshot holds the same rows in the same order either way.
+
+class PartCutter:
+    """Where one part ends and the next begins, over the documents in row order.
+
+    Content-defined: once a part holds half of ``target`` source bytes, it ends after a document
+    whose id hashes below ``n_bytes / (target / 2)`` (so about every ``target / 2`` further bytes;
+    a document of half the target or more always ends it), and at four times ``target`` in any case.
+    Past the first half the chance depends on the document alone, never on a position, so two runs
+    whose documents differ by an insertion, a removal or an edit end their parts after the same
+    documents again at the first such document past the difference: the parts around a change are
+    new, every other part is the same group of documents as before, which a refresh finds and
+    shares. Measured on 3,000 documents (tests/flows/test_shared_parts.py): one insertion or removal
+    changes 1.4 parts on average, 4 at most (docs/storage.md).
     """
 
-    def __init__(self, version_path: Path, compression: str = "zstd", *, parts: bool = False):
+    def __init__(self, target: int | None = None):
+        self.target = target or PART_BYTES
+        self.held = 0
+
+    def ends_after(self, doc_id: str, n_bytes: int) -> bool:
+        size = max(int(n_bytes), 1)
+        self.held += size
+        half = self.target / 2
+        if self.held >= 4 * self.target or (self.held >= half and _unit_hash(doc_id) < size / half):
+            self.held = 0
+            return True
+        return False
+
+
+def part_key(doc_ids: Iterable[str]) -> str:
+    """What identifies a part across snapshots: the ids of its documents, in order (a document id
+    holds no NUL)."""
+    return hashlib.sha256("\x00".join(doc_ids).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def parts_format(compression: str) -> str:
+    """What a part's bytes and bounds depend on besides its rows: snapshots whose ``parts_format``
+    differs share no parts."""
+    described = [
+        str(DOCUMENTS_SCHEMA),
+        str(DOCUMENTS_SCHEMA.metadata),
+        str(CHUNKS_SCHEMA),
+        str(CHUNKS_SCHEMA.metadata),
+        PART_BYTES,
+        DOCUMENT_ROW_GROUP,
+        CHUNK_ROW_GROUP,
+        STATISTICS,
+        compression,
+    ]
+    return hashlib.sha256(json.dumps(described).encode()).hexdigest()[:16]
+
+
+class PreviousRows:
+    """The rows of chosen documents in an earlier snapshot, read part by part (or, from a snapshot
+    of two files, by row group), for documents a run carries over without chunking them again."""
+
+    def __init__(self, snapshot: Snapshot, columns: dict[str, list[str]] | None = None):
+        """``columns``: only these (per file name), read for the whole snapshot at once (a few small
+        columns: what a run's statistics need of the documents it carries over)."""
+        self.snapshot = snapshot
+        self.columns = columns
+        self._files: dict[Location, _FileRows] = {}
+        self._whole: dict[str, tuple[pa.Table, dict[str, list[int]]]] = {}
+
+    def rows(self, doc_ids: list[str]) -> tuple[pa.Table, pa.Table]:
+        """Both tables for ``doc_ids``, in the snapshot's row order (documents it lacks are left out)."""
+        if self.columns is not None:
+            return self._whole_rows(DOCUMENTS, doc_ids), self._whole_rows(CHUNKS, doc_ids)
+        if not doc_ids:
+            return DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table()
+        out = []
+        for filename in (DOCUMENTS, CHUNKS):
+            files = self.snapshot.files(filename)
+            if self.snapshot.parted:
+                by_part: dict[int, list[str]] = {}
+                for doc_id in doc_ids:
+                    part = self.snapshot.part_of(doc_id)
+                    if part is not None:
+                        by_part.setdefault(part, []).append(doc_id)
+                pieces = [self._file(files[part]).take(ids) for part, ids in sorted(by_part.items())]
+            else:
+                pieces = [self._file(files[0]).take(doc_ids)]
+            pieces = [piece for piece in pieces if piece.num_rows] or pieces[:1]
+            out.append(pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0])
+        return out[0], out[1]
+
+    def _whole_rows(self, filename: str, doc_ids: list[str]) -> pa.Table:
+        assert self.columns is not None
+        found = self._whole.get(filename)
+        if found is None:
+            table = self.snapshot._read(filename, self.columns[filename], None)
+            rows: dict[str, list[int]] = {}
+            for row, doc_id in enumerate(table.column("doc_id").to_pylist()):
+                rows.setdefault(doc_id, []).append(row)
+            found = self._whole[filename] = (table, rows)
+        table, rows = found
+        wanted = sorted(row for doc_id in doc_ids for row in rows.get(doc_id, ()))
+        return table.take(pa.array(wanted, type=pa.int64()))
+
+    def _file(self, path: Location) -> _FileRows:
+        found = self._files.get(path)
+        if found is None:
+            if len(self._files) > 64 and self.snapshot.parted:
+                self._files.clear()  # parts are read in order: the old ones are done with
+            found = self._files[path] = _FileRows(path, self.columns)
+        return found
+
+
+class _FileRows:
+    """The rows of each doc_id in one Parquet file, read by row group (the last one kept)."""
+
+    def __init__(self, path: Location, columns: list[str] | None):
+        self.columns = columns
+        try:
+            self.file = parquet_file(path)
+            ids = self.file.read(columns=["doc_id"]).column("doc_id").to_pylist()
+        except (OSError, pa.ArrowException) as exc:
+            raise DatasetError(f"{path}: cannot read: {exc}") from None
+        self.rows: dict[str, list[int]] = {}
+        for row, doc_id in enumerate(ids):
+            self.rows.setdefault(doc_id, []).append(row)
+        metadata = self.file.metadata
+        self.group_starts = list(
+            np.cumsum([0] + [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)])
+        )
+        self._cached: tuple[int, pa.Table] | None = None
+
+    def take(self, doc_ids: list[str]) -> pa.Table:
+        wanted = sorted(row for doc_id in doc_ids for row in self.rows.get(doc_id, ()))
+        pieces: list[pa.Table] = []
+        by_group: dict[int, list[int]] = {}
+        for row in wanted:
+            group = bisect.bisect_right(self.group_starts, row) - 1
+            by_group.setdefault(group, []).append(row - self.group_starts[group])
+        for group, local in by_group.items():
+            pieces.append(self._group(group).take(pa.array(local, type=pa.int64())))
+        if not pieces:
+            schema = self.file.schema_arrow
+            empty = schema.empty_table()
+            return empty.select(self.columns) if self.columns else empty
+        return pa.concat_tables(pieces)
+
+    def _group(self, group: int) -> pa.Table:
+        if self._cached is None or self._cached[0] != group:
+            self._cached = (group, self.file.read_row_group(group, columns=self.columns))
+        return self._cached[1]
+
+
+@dataclass
+class _Pending:
+    """A document waiting in the part being gathered: its rows, or None when they are the previous
+    snapshot's."""
+
+    doc_id: str
+    documents: pa.Table | None
+    chunks: pa.Table | None
+
+
+class _PartsWriter:
+    """What the local and the object-store writer share: documents arrive in row order (``write``
+    for rows made now, ``write_previous`` for rows the previous snapshot holds), ``PartCutter``
+    cuts them into parts, and each part is either the previous snapshot's very same part (same
+    documents in the same order, all carried over: ``_share``, no byte written) or written anew.
+
+    The rows of a part written anew are the same whichever way they came, so a refresh's snapshot
+    holds what a full run on the same files would: the same rows in the same order, cut into the
+    same parts.
+    """
+
+    compression: str
+    previous: Snapshot | None
+
+    def _start_parts(self, previous: Snapshot | None) -> None:
+        self.previous = previous
+        self._cutter = PartCutter()
+        self._pending: list[_Pending] = []
+        self._entries: list[dict[str, Any]] = []
+        self._carry = PreviousRows(previous) if previous is not None else None
+        self._shareable: dict[str, dict[str, Any]] = {}
+        self._format = parts_format(self.compression)
+        if previous is not None and previous.parted and previous.manifest.get("parts_format") == self._format:
+            self._shareable = {
+                part["key"]: part for part in previous.parts if isinstance(part.get("key"), str)
+            }
+        self.bytes_written = 0
+        self.parts_written = 0
+        self._sizes: dict[str, int] | None = None
+
+    def write(self, documents: pa.Table, chunks: pa.Table) -> None:
+        """Rows made by this run, documents in row order (a document's chunks follow its row)."""
+        for pending, n_bytes in self._fresh(documents, chunks):
+            self._add(pending, n_bytes)
+
+    def write_batch(self, order: list[tuple[str, bool]], documents: pa.Table, chunks: pa.Table) -> None:
+        """A batch's documents in row order: ``order`` lists (doc_id, carried over), the rows of the
+        others are in ``documents``/``chunks``."""
+        fresh = {pending.doc_id: (pending, n_bytes) for pending, n_bytes in self._fresh(documents, chunks)}
+        sizes = self._previous_sizes()
+        for doc_id, carried in order:
+            if carried:
+                found = sizes.get(doc_id)
+                if found is None:
+                    raise DatasetError(
+                        f"{self.previous.path if self.previous else '?'}: no document {doc_id!r} to carry over"
+                    )
+                self._add(_Pending(doc_id, None, None), found)
+            else:
+                self._add(*fresh.pop(doc_id))
+        if fresh:
+            raise DatasetError(f"rows of {next(iter(fresh))!r}, which the batch's order does not list")
+
+    def _fresh(self, documents: pa.Table, chunks: pa.Table) -> list[tuple[_Pending, int]]:
+        try:
+            if not documents.num_rows:
+                if chunks.num_rows:
+                    raise DatasetError("chunk rows without their document rows")
+                return []
+            documents = conform(documents, DOCUMENTS_SCHEMA)
+            chunks = conform(chunks, CHUNKS_SCHEMA)
+        except (OSError, pa.ArrowException) as exc:
+            if isinstance(exc, pa.ArrowInvalid | pa.ArrowTypeError):
+                raise  # rows that do not fit the schema: a bug to show, not a disk to blame
+            raise write_failure(exc, self.staging) from None
+        spans: dict[str, list[int]] = {}
+        for row, doc_id in enumerate(chunks.column("doc_id").to_pylist()):
+            span = spans.get(doc_id)
+            if span is None:
+                spans[doc_id] = [row, row + 1]
+            elif span[1] == row:
+                span[1] = row + 1
+            else:
+                raise DatasetError(f"the chunks of {doc_id!r} are not one run of rows")
+        out = []
+        ids = documents.column("doc_id").to_pylist()
+        sizes = documents.column("n_bytes").to_pylist()
+        for row, (doc_id, n_bytes) in enumerate(zip(ids, sizes, strict=True)):
+            start, end = spans.pop(doc_id, (0, 0))
+            out.append((_Pending(doc_id, documents.slice(row, 1), chunks.slice(start, end - start)), n_bytes))
+        if spans:
+            raise DatasetError(f"chunk rows of {next(iter(spans))!r}, which has no document row")
+        return out
+
+    def load_part(
+        self, documents_part: str | Path | None, chunks_part: str | Path | None
+    ) -> tuple[pa.Table, pa.Table]:
+        """The rows of a batch a worker wrote with ``write_part`` into ``part_folder`` (the files are
+        removed: their rows go into this snapshot's parts)."""
+        if self.part_folder is None:
+            raise DatasetError(f"{self.staging}: this writer streams its rows; it takes no parts")
+        tables = []
+        for part, schema in ((documents_part, DOCUMENTS_SCHEMA), (chunks_part, CHUNKS_SCHEMA)):
+            if part is None:
+                tables.append(schema.empty_table())
+                continue
+            path = self._own_part(Path(part))
+            tables.append(pq.read_table(path))
+            path.unlink()
+        return tables[0], tables[1]
+
+    def add_part(self, documents_part: str | Path | None, chunks_part: str | Path | None) -> None:
+        """Append a batch written by ``write_part`` into ``part_folder`` (None: that table had no rows)."""
+        self.write(*self.load_part(documents_part, chunks_part))
+
+    def _own_part(self, part: Path) -> Path:
+        if self.part_folder is None or part.parent != self.part_folder or not part.is_file():
+            raise DatasetError(f"{part}: not a part file of {self.part_folder}")
+        return part
+
+    def write_previous(self, doc_ids: Iterable[str]) -> None:
+        """Documents whose rows are the previous snapshot's, in row order."""
+        if self.previous is None:
+            raise DatasetError(f"{self.staging}: no previous snapshot to carry documents over from")
+        sizes = self._previous_sizes()
+        for doc_id in doc_ids:
+            found = sizes.get(doc_id)
+            if found is None:
+                raise DatasetError(f"{self.previous.path}: no document {doc_id!r} to carry over")
+            self._add(_Pending(doc_id, None, None), found)
+
+    def _previous_sizes(self) -> dict[str, int]:
+        if self._sizes is None:
+            self._sizes = self.previous.document_sizes() if self.previous is not None else {}
+        return self._sizes
+
+    def _add(self, pending: _Pending, n_bytes: int) -> None:
+        self._pending.append(pending)
+        if self._cutter.ends_after(pending.doc_id, n_bytes):
+            self._flush()
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        ids = [p.doc_id for p in pending]
+        key = part_key(ids)
+        number = len(self._entries) + 1
+        shared = self._shareable.get(key)
+        if shared is not None and all(p.documents is None for p in pending):
+            entry = {"key": key}
+            for kind in _KIND.values():
+                entry[kind] = {**shared[kind], "file": self._share(kind, number, shared[kind]["file"])}
+            self._entries.append(entry)
+            return
+        documents, chunks = self._gather(pending)
+        self._entries.append(self._store_part(number, key, documents, chunks))
+
+    def _gather(self, pending: list[_Pending]) -> tuple[pa.Table, pa.Table]:
+        carried = [p.doc_id for p in pending if p.documents is None]
+        previous: dict[str, tuple[pa.Table, pa.Table]] = {}
+        if carried:
+            assert self._carry is not None
+            documents, chunks = self._carry.rows(carried)
+            documents, chunks = conform(documents, DOCUMENTS_SCHEMA), conform(chunks, CHUNKS_SCHEMA)
+            doc_rows = {d: i for i, d in enumerate(documents.column("doc_id").to_pylist())}
+            chunk_rows: dict[str, list[int]] = {}
+            for row, doc_id in enumerate(chunks.column("doc_id").to_pylist()):
+                chunk_rows.setdefault(doc_id, []).append(row)
+            for doc_id in carried:
+                previous[doc_id] = (
+                    documents.slice(doc_rows[doc_id], 1),
+                    chunks.take(pa.array(chunk_rows.get(doc_id, []), type=pa.int64())),
+                )
+        doc_pieces, chunk_pieces = [], []
+        for p in pending:
+            documents, chunks = (p.documents, p.chunks) if p.documents is not None else previous[p.doc_id]
+            doc_pieces.append(documents)
+            chunk_pieces.append(chunks)
+        return pa.concat_tables(doc_pieces), pa.concat_tables(chunk_pieces)
+
+    def _store_part(self, number: int, key: str, documents: pa.Table, chunks: pa.Table) -> dict[str, Any]:
+        entry: dict[str, Any] = {"key": key}
+        self.parts_written += 1
+        for filename, table, schema, row_group in (
+            (DOCUMENTS, documents, DOCUMENTS_SCHEMA, DOCUMENT_ROW_GROUP),
+            (CHUNKS, chunks, CHUNKS_SCHEMA, CHUNK_ROW_GROUP),
+        ):
+            sink = pa.BufferOutputStream()
+            with pq.ParquetWriter(
+                sink, schema, compression=self.compression, write_statistics=STATISTICS[filename]
+            ) as writer:
+                writer.write_table(table, row_group_size=row_group)
+            data = sink.getvalue().to_pybytes()
+            relative = f"{filename}/{PART_FILE.format(number)}"
+            self._put(relative, data)
+            self.bytes_written += len(data)
+            entry[_KIND[filename]] = {
+                "file": relative,
+                "rows": table.num_rows,
+                "bytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+        return entry
+
+    def _finish_parts(self, manifest: dict[str, Any]) -> None:
+        """The last part, then the parts' entries in the manifest (an empty snapshot gets one empty
+        part, so every reader finds the columns)."""
+        self._flush()
+        if not self._entries:
+            self._entries.append(
+                self._store_part(1, part_key([]), DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table())
+            )
+        total = sum(entry[kind]["bytes"] for entry in self._entries for kind in _KIND.values())
+        manifest["schema_version"] = LAYOUT_VERSION
+        manifest["parts_format"] = self._format
+        manifest["storage"] = {
+            "parts": len(self._entries),
+            "parts_written": self.parts_written,
+            "bytes": total,
+            "bytes_written": self.bytes_written,
+        }
+        manifest["parts"] = self._entries
+        manifest.pop("files", None)
+
+    # Provided by each writer: store a new file; make a part of the previous snapshot one of this one.
+    def _put(self, relative: str, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _share(self, kind: str, number: int, previous_file: str) -> str:
+        raise NotImplementedError
+
+
+class SnapshotWriter(_PartsWriter):
+    """Writes one snapshot under a staging folder; ``publish`` renames it into place atomically.
+
+    Parts written anew are files in the staging folder; a part the previous snapshot holds as it is
+    (``previous``) is hard-linked from there (copied where the filesystem has no hard links), so
+    every snapshot folder is plain Parquet on its own and removing an older snapshot removes only
+    its names, never data a kept snapshot uses.
+
+    With ``parts`` a worker process may write its batch into ``part_folder`` (``write_part``) and
+    the flow registers it with ``add_part``: its rows join the parts like any others.
+    """
+
+    def __init__(
+        self,
+        version_path: Path,
+        compression: str = "zstd",
+        *,
+        parts: bool = False,
+        previous: Snapshot | None = None,
+    ):
         self.version_path = version_path
         version_path.mkdir(parents=True, exist_ok=True)
         clean_stale_staging(version_path)
@@ -659,56 +1189,52 @@ class SnapshotWriter:
         self.staging.mkdir()
         self.compression = compression
         self.part_folder: Path | None = None
-        self._parts: list[tuple[Path | None, Path | None]] = []
-        self._documents = self._chunks = None
         self.closed = False
+        if previous is not None and isinstance(previous.path, StoragePath):
+            previous = None
+        self._start_parts(previous)
+        self._new_files: list[Path] = []
         try:
+            for filename in (DOCUMENTS, CHUNKS):
+                (self.staging / filename).mkdir()
             if parts:
                 self.part_folder = self.staging / PARTS
                 self.part_folder.mkdir()
-            else:
-                self._documents = pq.ParquetWriter(
-                    self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression=compression
-                )
-                self._chunks = pq.ParquetWriter(self.staging / CHUNKS, CHUNKS_SCHEMA, compression=compression)
         except (OSError, pa.ArrowException) as exc:
             self.abort()
             raise write_failure(exc, self.staging) from None
 
-    def write(self, documents: pa.Table, chunks: pa.Table) -> None:
+    def _put(self, relative: str, data: bytes) -> None:
+        target = self.staging / relative
         try:
-            if self.part_folder is not None:
-                name = f"flow-{len(self._parts):06d}"
-                self.add_part(*write_part(self.part_folder, name, documents, chunks, self.compression))
-                return
-            if documents.num_rows:
-                self._documents.write_table(
-                    conform(documents, DOCUMENTS_SCHEMA), row_group_size=DOCUMENT_ROW_GROUP
-                )
-            if chunks.num_rows:
-                self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=CHUNK_ROW_GROUP)
-        except (OSError, pa.ArrowException) as exc:
-            if isinstance(exc, pa.ArrowInvalid | pa.ArrowTypeError):
-                raise  # rows that do not fit the schema: a bug to show, not a disk to blame
-            raise write_failure(exc, self.staging) from None
+            target.write_bytes(data)
+        except OSError as exc:
+            raise write_failure(exc, target) from None
+        self._new_files.append(target)
 
-    def add_part(self, documents_part: str | Path | None, chunks_part: str | Path | None) -> None:
-        """Append a batch written by ``write_part`` into ``part_folder`` (None: that table had no rows)."""
-        if self.part_folder is None:
-            raise DatasetError(f"{self.staging}: this writer streams its rows; it takes no parts")
-        self._parts.append(
-            tuple(
-                None if part is None else self._own_part(Path(part)) for part in (documents_part, chunks_part)
-            )
-        )  # type: ignore[arg-type]
-
-    def _own_part(self, part: Path) -> Path:
-        if part.parent != self.part_folder or not part.is_file():
-            raise DatasetError(f"{part}: not a part file of {self.part_folder}")
-        return part
+    def _share(self, kind: str, number: int, previous_file: str) -> str:
+        assert self.previous is not None
+        filename = DOCUMENTS if kind == "documents" else CHUNKS
+        relative = f"{filename}/{PART_FILE.format(number)}"
+        source = self.previous.resolve(previous_file)
+        target = self.staging / relative
+        try:
+            os.link(source, target)
+        except FileNotFoundError:
+            raise DatasetError(
+                f"{source}: gone while this run used it (was the snapshot pruned?); nothing was published: run again"
+            ) from None
+        except OSError:  # no hard links here (EXDEV, EPERM, EMLINK, ...): a copy, in the kernel if it can
+            try:
+                shutil.copyfile(source, target)
+            except OSError as exc:
+                raise write_failure(exc, target) from None
+            self._new_files.append(target)
+            self.bytes_written += target.stat().st_size
+        return relative
 
     def publish(self, manifest: dict[str, Any], *, strict_parent: bool = False) -> Path:
-        """Close the files, write the manifest, and rename the staging folder to the next number.
+        """Write the last part, the manifest, and rename the staging folder to the next number.
 
         Numbering is done under the version's publish lock (``PUBLISH_LOCK``), so two runs publishing
         at once take consecutive numbers and each names the snapshot published just before it as
@@ -719,16 +1245,12 @@ class SnapshotWriter:
         ``SnapshotSuperseded`` is raised. ``manifest`` is updated in place.
         """
         try:
-            self._close()
-            for (
-                child
-            ) in self.staging.iterdir():  # the data files; only the manifest is written under the lock
-                _fsync_file(child)
-            # Checked when a reader asks (Snapshot.verify_files): damage in any column is found.
-            manifest["files"] = {
-                name: dict(zip(("bytes", "sha256"), file_digest(self.staging / name), strict=True))
-                for name in (DOCUMENTS, CHUNKS)
-            }
+            self._close(manifest)
+            # The new files reach the disk before the manifest names them (one syncfs, not a
+            # thousand fsyncs); the shared ones did when their snapshot was published.
+            _sync_files(self.staging, self._new_files)
+            for folder in (self.staging / DOCUMENTS, self.staging / CHUNKS):
+                _fsync_dir(folder)
         except (OSError, pa.ArrowException) as exc:
             raise write_failure(exc, self.staging) from None
         base = manifest.get("parent_snapshot")
@@ -768,16 +1290,13 @@ class SnapshotWriter:
                 break
             else:
                 raise DatasetError(f"{self.version_path}: could not find a free snapshot number")
-        for child in target.iterdir():
-            child.chmod(0o444)
+        (target / MANIFEST).chmod(0o444)
+        for new in self._new_files:  # shared parts are read-only already
+            (target / new.relative_to(self.staging)).chmod(0o444)
         return target
 
     def abort(self) -> None:
-        """Remove the staging folder, even when closing the files fails (again: a full disk)."""
-        for writer in (self._documents, self._chunks):
-            with contextlib.suppress(Exception):
-                if writer is not None:
-                    writer.close()
+        """Remove the staging folder (hard links only: the parts it shares stay where they are)."""
         self.closed = True
         shutil.rmtree(self.staging, ignore_errors=True)
         if self.staging.exists():
@@ -786,34 +1305,27 @@ class SnapshotWriter:
                 "remove it by hand (the next run also removes it)"
             )
 
-    def _close(self) -> None:
+    def _close(self, manifest: dict[str, Any]) -> None:
         if self.closed:
             return
         self.closed = True  # a close that fails is not tried again (abort still removes the files)
-        if self.part_folder is None:
-            try:
-                self._documents.close()
-            finally:
-                self._chunks.close()
-            return
-        for index, (filename, schema) in enumerate(((DOCUMENTS, DOCUMENTS_SCHEMA), (CHUNKS, CHUNKS_SCHEMA))):
-            parts = [pair[index] for pair in self._parts if pair[index] is not None]
-            if parts:
-                concat_parquet(parts, self.staging / filename)
-            else:
-                pq.write_table(empty_table(schema), self.staging / filename, compression=self.compression)
-        shutil.rmtree(self.part_folder)
+        self._finish_parts(manifest)
+        if self.part_folder is not None:
+            shutil.rmtree(self.part_folder)
 
     def next_number(self) -> int:
         existing = list_snapshots(self.version_path)
         return (existing[-1] + 1) if existing else 1
 
 
-class ObjectStoreSnapshotWriter:
+class ObjectStoreSnapshotWriter(_PartsWriter):
     """Writes one snapshot on a filesystem without atomic rename (S3 and other object stores).
 
-    The files go straight into the snapshot's numbered folder; ``publish`` writes ``manifest.json``
-    last, and that single object commits the snapshot (readers ignore a folder without one). The
+    The part files go straight into the snapshot's numbered folder; ``publish`` writes
+    ``manifest.json`` last, and that single object commits the snapshot (readers ignore a folder
+    without one). A part the previous snapshot holds as it is is not copied: the manifest names
+    the previous snapshot's file (``../NNNN/chunks.parquet/part-....parquet``), so a refresh uploads
+    only the parts that changed (read such a snapshot through its manifest: docs/storage.md). The
     number is one past every numbered folder, committed or not, so a run never writes into the
     leftovers of a killed one; leftovers older than ``stale_after`` seconds are removed at start.
     Two runs writing one dataset version at the same moment are not supported on object stores
@@ -822,37 +1334,60 @@ class ObjectStoreSnapshotWriter:
     not overlap (a Prefect deployment runs one at a time by default with ``chunkyard schedule``).
     """
 
-    def __init__(self, version_path: StoragePath, compression: str = "zstd", stale_after: float = 3600.0):
+    def __init__(
+        self,
+        version_path: StoragePath,
+        compression: str = "zstd",
+        stale_after: float = 3600.0,
+        *,
+        previous: Snapshot | None = None,
+    ):
         self.version_path = version_path
         clean_uncommitted(version_path, stale_after)
         numbers = [int(child.name) for child in version_path.iterdir() if _SNAPSHOT.match(child.name)]
         self.number = max(numbers, default=0) + 1
         self.staging = version_path / f"{self.number:04d}"
-        self._documents = parquet_writer(self.staging / DOCUMENTS, DOCUMENTS_SCHEMA, compression)
-        self._chunks = parquet_writer(self.staging / CHUNKS, CHUNKS_SCHEMA, compression)
+        self.compression = compression
         self.closed = False
+        if previous is not None and not (
+            isinstance(previous.path, StoragePath) and previous.path.parent == version_path
+        ):
+            previous = None  # references reach sibling snapshots only
+        self._start_parts(previous)
+        self._put_probe()
 
     part_folder = None  # parts need a shared local folder: an object store's rows are written here
 
-    def write(self, documents: pa.Table, chunks: pa.Table) -> None:
-        if documents.num_rows:
-            self._documents.write_table(
-                conform(documents, DOCUMENTS_SCHEMA), row_group_size=DOCUMENT_ROW_GROUP
-            )
-        if chunks.num_rows:
-            self._chunks.write_table(conform(chunks, CHUNKS_SCHEMA), row_group_size=CHUNK_ROW_GROUP)
+    def _put_probe(self) -> None:
+        """Fail at start, not after the work, when the store cannot be written (a missing bucket, a
+        denied write): the first part's upload would be the first write otherwise."""
+        probe = self.staging / ".write-check"
+        try:
+            probe.write_bytes(b"")
+            probe.filesystem.delete_file(probe.path)
+        except (OSError, pa.ArrowException) as exc:
+            raise DatasetError(f"{self.staging}: cannot write: {exc}") from None
 
-    def _close(self) -> None:
+    def _put(self, relative: str, data: bytes) -> None:
+        try:
+            (self.staging / relative).write_bytes(data)
+        except (OSError, pa.ArrowException) as exc:
+            raise DatasetError(f"{self.staging / relative}: cannot write: {exc}") from None
+
+    def _share(self, kind: str, number: int, previous_file: str) -> str:
+        assert self.previous is not None
+        if previous_file.startswith("../"):
+            return previous_file  # already a sibling snapshot's file
+        return f"../{self.previous.path.name}/{previous_file}"
+
+    def _close(self, manifest: dict[str, Any]) -> None:
         if not self.closed:
             self.closed = True
-            try:
-                self._documents.close()
-            finally:
-                self._chunks.close()
+            self._finish_parts(manifest)
 
     def publish(self, manifest: dict[str, Any]) -> StoragePath:
-        """Close the data files, then write the manifest: the snapshot is visible from that moment."""
-        self._close()
+        """Write the last part, then the manifest: the snapshot is visible from that moment."""
+        self._close(manifest)
         marker = self.staging / MANIFEST
         if marker.exists():
             raise DatasetError(f"{self.staging}: another run published this snapshot meanwhile; run again")
@@ -860,11 +1395,9 @@ class ObjectStoreSnapshotWriter:
         return self.staging
 
     def abort(self) -> None:
-        try:
-            self._close()
-        finally:
-            if not (self.staging / MANIFEST).exists():
-                self.staging.delete_tree()
+        self.closed = True
+        if not (self.staging / MANIFEST).exists():
+            self.staging.delete_tree()
 
     def next_number(self) -> int:
         return self.number
@@ -884,16 +1417,21 @@ def write_failure(exc: BaseException, path: Location) -> Exception:
 
 
 def snapshot_writer(
-    version_path: Location, compression: str = "zstd", *, parts: bool = False
+    version_path: Location,
+    compression: str = "zstd",
+    *,
+    parts: bool = False,
+    previous: Snapshot | None = None,
 ) -> SnapshotWriter | ObjectStoreSnapshotWriter:
     """The writer for where the version lives: staging + rename locally, manifest-last elsewhere.
 
     ``parts``: a local writer takes part files from workers (``SnapshotWriter``); an object store's
-    writer has no ``part_folder`` and is written by this process as before.
+    writer has no ``part_folder`` and is written by this process as before. ``previous``: the
+    snapshot this one is built from, whose unchanged parts it shares.
     """
     if isinstance(version_path, StoragePath):
-        return ObjectStoreSnapshotWriter(version_path, compression)
-    return SnapshotWriter(version_path, compression, parts=parts)
+        return ObjectStoreSnapshotWriter(version_path, compression, previous=previous)
+    return SnapshotWriter(version_path, compression, parts=parts, previous=previous)
 
 
 def write_part(
@@ -1001,11 +1539,58 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _json_bytes(data: dict[str, Any]) -> bytes:
-    return (json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n").encode("utf-8")
+    """The manifest as indented JSON; the part entries one compact line each (a refresh writes its
+    manifest whole: at 2,000 parts, indenting them would double its size)."""
+    parts = data.get("parts")
+    head = {key: value for key, value in data.items() if key != "parts"}
+    text = json.dumps(head, indent=2, ensure_ascii=False, sort_keys=False)
+    if isinstance(parts, list) and head:
+        lines = ",\n".join("    " + json.dumps(p, ensure_ascii=False, separators=(",", ":")) for p in parts)
+        text = text[: -len("\n}")] + ',\n  "parts": [\n' + lines + "\n  ]\n}"
+    elif parts is not None:
+        text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)
+    return (text + "\n").encode("utf-8")
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_bytes(_json_bytes(data))
+
+
+def _read_parallel(files: list[Path], columns: list[str] | None) -> pa.Table:
+    """Many local Parquet files of one schema as one table, rows in list order: a few threads open
+    them (a file open and footer cost more than the reading of a small part's columns)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(path: Path) -> pa.Table:
+        return pq.ParquetFile(path).read(columns=columns, use_threads=False)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        tables = list(pool.map(one, files))
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def _sync_files(folder: Path, files: list[Path]) -> None:
+    """Make ``files`` (all under ``folder``) durable: one ``syncfs(2)`` of the filesystem where Linux
+    has it, else an fsync per file."""
+    if len(files) > 8 and _syncfs(folder):
+        return
+    for path in files:
+        _fsync_file(path)
+
+
+def _syncfs(folder: Path) -> bool:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        syncfs = libc.syncfs
+    except (OSError, AttributeError):
+        return False
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        return syncfs(fd) == 0
+    finally:
+        os.close(fd)
 
 
 def _fsync_file(path: Path) -> None:

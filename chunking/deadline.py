@@ -21,8 +21,6 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 
 class DocumentTimeout(BaseException):  # noqa: N818 - a signal to abandon, not an error of the code
@@ -48,6 +46,10 @@ class _Watchdog:
         # token -> [thread id, monotonic time of the next raise, times raised]
         self.active: dict[int, list] = {}
         self.tokens = itertools.count()
+        # When the watchdog thread next wakes (set under the lock before it waits): a deadline added
+        # after that needs no wake-up, it is looked at then. So a run of short documents, each under
+        # its own deadline, does not switch to the watchdog thread per document (issue 22).
+        self.wakes_at = -1.0
         self.pid = os.getpid()
         threading.Thread(target=self._watch, name="chunkyard-document-deadlines", daemon=True).start()
 
@@ -55,7 +57,8 @@ class _Watchdog:
         with self.lock:
             token = next(self.tokens)
             self.active[token] = [thread_id, expires, 0]
-            self.lock.notify()
+            if expires < self.wakes_at:
+                self.lock.notify()
             return token
 
     def remove(self, token: int) -> None:
@@ -74,8 +77,10 @@ class _Watchdog:
                     if entry[1] <= now:
                         _set_async_exc(entry[0], DocumentTimeout)
                         entry[1], entry[2] = now + REFIRE_SECONDS, entry[2] + 1
-                wait = min((entry[1] for entry in self.active.values()), default=now + 3600) - now
-                self.lock.wait(max(wait, 0.001))
+                self.wakes_at = max(
+                    min((entry[1] for entry in self.active.values()), default=now + 3600), now
+                )
+                self.lock.wait(max(self.wakes_at - now, 0.001))
 
 
 _watchdog: _Watchdog | None = None
@@ -91,28 +96,39 @@ def _get_watchdog() -> _Watchdog:
         return _watchdog
 
 
-@contextmanager
-def deadline_at(expires: float | None) -> Iterator[None]:
+class deadline_at:  # noqa: N801 - used as a function: ``with deadline_at(expires):``
     """Raise ``DocumentTimeout`` in this thread if the block is still running at ``expires``
-    (``time.monotonic()``); ``None``: no limit. Several blocks may share one deadline."""
-    if expires is None:
-        yield
-        return
-    if expires <= time.monotonic():
-        raise DocumentTimeout
-    watchdog = _get_watchdog()
-    token = watchdog.add(threading.get_ident(), expires)
-    try:
-        yield
-    finally:
+    (``time.monotonic()``); ``None``: no limit. Several blocks may share one deadline.
+
+    A class rather than a ``@contextmanager`` generator: entered twice per document, and the
+    generator machinery cost as much as the deadline itself."""
+
+    __slots__ = ("expires", "token", "watchdog")
+
+    def __init__(self, expires: float | None) -> None:
+        self.expires = expires
+
+    def __enter__(self) -> None:
+        expires = self.expires
+        if expires is None:
+            return
+        if expires <= time.monotonic():
+            raise DocumentTimeout
+        self.watchdog = _get_watchdog()
+        self.token = self.watchdog.add(threading.get_ident(), expires)
+
+    def __exit__(self, *exc_info: object) -> bool:
+        if self.expires is None:
+            return False
         # The timeout may land in ``remove`` itself (before its lock): try again until the deadline is
         # gone, then raise it, so none is ever raised after the block.
         late = False
         while True:
             try:
-                watchdog.remove(token)
+                self.watchdog.remove(self.token)
                 break
             except DocumentTimeout:
                 late = True
         if late:
             raise DocumentTimeout
+        return False

@@ -24,6 +24,7 @@ from typing import Any
 
 from chunkyard.chunking.config import LimitsConfig, glob_match
 from chunkyard.chunking.errors import MissingExtra
+from chunkyard.chunking.layout import path_suffix
 from chunkyard.chunking.rst import RST_SUFFIXES
 from chunkyard.chunking.strategies import DOCUMENT_SUFFIXES, HTML_SUFFIXES, MARKDOWN_SUFFIXES
 
@@ -217,7 +218,7 @@ def _os_reason(exc: OSError) -> str:
 
 
 def detect_format(doc_id: str) -> str:
-    suffix = PurePosixPath(doc_id).suffix.lower()
+    suffix = path_suffix(doc_id).lower()
     if suffix in MARKDOWN_SUFFIXES:
         return "markdown"
     if suffix in HTML_SUFFIXES:

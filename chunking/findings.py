@@ -96,9 +96,10 @@ def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[lis
         )
     else:
         results = _check_spans(text, spans, layout, min_size)
-    for index in unmet_constraint_chunks(text, spans, plan.keep, plan.breaks):
-        if "constraint_unmet" not in results[index]:
-            results[index].append("constraint_unmet")
+    if plan.keep or plan.breaks:  # reviewer constraints (most documents have none)
+        for index in unmet_constraint_chunks(text, spans, plan.keep, plan.breaks):
+            if "constraint_unmet" not in results[index]:
+                results[index].append("constraint_unmet")
     return results
 
 

@@ -8,7 +8,7 @@ registry in ``chunkyard.chunking.strategies`` both import it, with no import cir
 from __future__ import annotations
 
 import bisect
-import itertools
+import operator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -21,7 +21,25 @@ DOCUMENT_SUFFIXES = {".pdf": "pdf", ".docx": "docx"}
 
 
 def file_title(path: str | None) -> str:
-    return PurePosixPath(path).stem.replace("-", " ").replace("_", " ") if path else ""
+    return path_stem(path).replace("-", " ").replace("_", " ") if path else ""
+
+
+def path_suffix(path: str) -> str:
+    """``PurePosixPath(path).suffix`` without building the path (per document, three times)."""
+    name = path.rpartition("/")[2]
+    if name in ("", "."):  # a trailing slash or dot: the last named part is further back
+        return PurePosixPath(path).suffix
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
+
+
+def path_stem(path: str) -> str:
+    """``PurePosixPath(path).stem`` without building the path."""
+    name = path.rpartition("/")[2]
+    if name in ("", "."):
+        return PurePosixPath(path).stem
+    dot = name.rfind(".")
+    return name[:dot] if 0 < dot < len(name) - 1 else name
 
 
 @dataclass
@@ -90,7 +108,7 @@ class Layout:
         chosen = self._index("context")[1]
         if not chosen:
             return [()] * len(starts)
-        if any(b < a for a, b in itertools.pairwise(starts)):
+        if starts != sorted(starts):  # some start decreases (sorting in C costs less than a Python scan)
             return [tuple(g.context for g in self.groups_around(s)) for s in starts]
         out: list[tuple[str, ...]] = []
         active: list[Group] = []  # began before the current start, in (start, end) order
@@ -101,7 +119,10 @@ class Layout:
                 k += 1
             if active:
                 active = [g for g in active if g.end > start]
-            out.append(tuple(g.context for g in active))
+                # A list, not a generator, into tuple(): a third of the cost on a short page.
+                out.append(tuple([g.context for g in active]) if active else ())
+            else:
+                out.append(())
         return out
 
     def labels_of(self, spans: list[tuple[int, int]]) -> list[str]:
@@ -112,7 +133,8 @@ class Layout:
         chosen = self._index("code")[1]
         if not chosen:
             return [""] * len(spans)
-        if any(b[0] < a[0] or b[1] < a[1] for a, b in itertools.pairwise(spans)):
+        # Some start or end decreases: a stable sort by either would change the order.
+        if spans != sorted(spans, key=_START) or spans != sorted(spans, key=_END):
             return [self.code_label(start, end) for start, end in spans]
         out: list[str] = []
         active: list[Group] = []  # began before the current end, in (start, end) order
@@ -129,20 +151,16 @@ class Layout:
     def _index(self, which: str) -> tuple[list[int], list[Group], int]:
         """Groups that give context (``which="context"``) or a code label (``"code"``), sorted, built once.
 
-        Both in one pass over the groups, at the first call: a run asks for both for every document.
+        Both at the first call: a run asks for both for every document.
         """
         index = self._indexes.get(which)
         if index is None:
-            context: list[Group] = []
-            code: list[Group] = []
-            for g in self.plan.groups:
-                if g.kind != "section" and g.context:
-                    context.append(g)
-                if g.kind == "code" and g.label:
-                    code.append(g)
+            groups = self.plan.groups
+            context = [g for g in groups if g.context and g.kind != "section"]
+            code = [g for g in groups if g.label and g.kind == "code"]
             for kind, chosen in (("context", context), ("code", code)):
                 if chosen:
-                    chosen.sort(key=_start_end)
+                    chosen.sort(key=_START_END)
                     self._indexes[kind] = (
                         [g.start for g in chosen],
                         chosen,
@@ -161,5 +179,5 @@ class Layout:
         return [g for g in chosen[first:last] if g.end > start]
 
 
-def _start_end(group: Group) -> tuple[int, int]:
-    return group.start, group.end
+_START_END = operator.attrgetter("start", "end")
+_START, _END = operator.itemgetter(0), operator.itemgetter(1)

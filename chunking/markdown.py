@@ -31,6 +31,7 @@ _native = native.load("_mdscan")
 # becomes the document's ``metadata_json``, so this also bounds that. Past it the front matter is still
 # excluded from the chunks, but its metadata is dropped and ``front_matter_error`` says why.
 FRONT_MATTER_MAX_EXPANSION = 65_536
+_FRONT_MATTER_END = re.compile(r"^(?:---|\.\.\.)\r*$", re.MULTILINE)
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*\r?$")
 _ATX_OPEN = re.compile(r" {0,3}(#{1,6})(?=[ \t]|\r?$)")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*\r?$")
@@ -149,38 +150,33 @@ def front_matter_span(text: str) -> tuple[int, int, dict] | None:
     if not (text.startswith("---\n", offset) or text.startswith("---\r\n", offset)):
         return None
     pos = text.find("\n", offset) + 1
-    while pos < len(text):
-        newline = text.find("\n", pos)
-        line_end = len(text) if newline == -1 else newline
-        line = text[pos:line_end].rstrip("\r")
-        if line in ("---", "..."):
-            end = len(text) if newline == -1 else newline + 1
-            try:
-                data = yamlbound.load(text[text.find("\n", offset) + 1 : pos], FRONT_MATTER_MAX_EXPANSION)
-            except yamlbound.YamlTooLarge as exc:  # an alias bomb: its expansion is never built
-                return (
-                    offset,
-                    end,
-                    {"front_matter_error": f"front matter at line {exc.line + 1}: {exc.problem}; not used"},
-                )
-            except yaml.YAMLError as exc:
-                return offset, end, {"front_matter_error": _yaml_problem(exc)}
-            if data is None:
-                return offset, end, {}
-            if not isinstance(data, dict):
-                return (
-                    offset,
-                    end,
-                    {
-                        "front_matter_error": f"front matter is a YAML {type(data).__name__}, not a "
-                        "mapping of keys to values; not used"
-                    },
-                )
-            return offset, end, data
-        if newline == -1:
-            break
-        pos = newline + 1
-    return None
+    # The closing line: ``---`` or ``...`` and nothing else but CRs, found by one search.
+    closing = _FRONT_MATTER_END.search(text, pos)
+    if closing is None:
+        return None
+    end = min(closing.end() + 1, len(text))  # with its newline, if it has one
+    try:
+        data = yamlbound.load(text[pos : closing.start()], FRONT_MATTER_MAX_EXPANSION)
+    except yamlbound.YamlTooLarge as exc:  # an alias bomb: its expansion is never built
+        return (
+            offset,
+            end,
+            {"front_matter_error": f"front matter at line {exc.line + 1}: {exc.problem}; not used"},
+        )
+    except yaml.YAMLError as exc:
+        return offset, end, {"front_matter_error": _yaml_problem(exc)}
+    if data is None:
+        return offset, end, {}
+    if not isinstance(data, dict):
+        return (
+            offset,
+            end,
+            {
+                "front_matter_error": f"front matter is a YAML {type(data).__name__}, not a "
+                "mapping of keys to values; not used"
+            },
+        )
+    return offset, end, data
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

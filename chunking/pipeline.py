@@ -7,7 +7,6 @@ tables ready to append to the snapshot being written.
 
 from __future__ import annotations
 
-import bisect
 import datetime as dt
 import itertools
 import re
@@ -26,11 +25,10 @@ from chunkyard.chunking.api import split_document
 from chunkyard.chunking.config import ALGORITHM_VERSION, Config
 from chunkyard.chunking.constraints import Constraint, place
 from chunkyard.chunking.dataset import (
-    CHUNKS,
     CHUNKS_SCHEMA,
-    DOCUMENTS,
     DOCUMENTS_SCHEMA,
     BatchRows,
+    PreviousRows,
     Snapshot,
     filter_doc_ids,
     latest_snapshot,
@@ -48,11 +46,11 @@ from chunkyard.chunking.documents import (
     discover,
     read_document,
 )
-from chunkyard.chunking.errors import DatasetError, MissingExtra, UsageError
+from chunkyard.chunking.errors import MissingExtra, UsageError
 from chunkyard.chunking.findings import break_met, keep_met
 from chunkyard.chunking.ledger import LEDGER_FILE
 from chunkyard.chunking.packer import Span
-from chunkyard.chunking.storage import Location, StoragePath, location, parquet_file
+from chunkyard.chunking.storage import Location, StoragePath, location
 
 CHUNKYARD_VERSION = "0.1.0"
 
@@ -665,66 +663,10 @@ def carried_over(previous: Snapshot, doc_ids: list[str]) -> tuple[pa.Table, pa.T
     return documents, chunks
 
 
-class CarryOver:
-    """Copies the previous snapshot's rows for unchanged documents, batch after batch, in O(rows read).
-
-    A filter on ``doc_id`` cannot prune row groups (rows are in discovery order, not sorted), so
-    filtering per batch would read the whole previous snapshot once per batch: quadratic for a
-    large corpus. Instead the ``doc_id`` columns are read once to map each document to its rows,
-    and a batch reads only the row groups holding its rows (consecutive batches mostly share one).
-    """
-
-    def __init__(self, previous: Snapshot):
-        self.previous = previous
-        self._files: dict[str, _RowIndex] = {}
-
-    def rows(self, doc_ids: list[str]) -> tuple[pa.Table, pa.Table]:
-        if not doc_ids:
-            return DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table()
-        return self._index(DOCUMENTS).take(doc_ids), self._index(CHUNKS).take(doc_ids)
-
-    def _index(self, filename: str) -> _RowIndex:
-        index = self._files.get(filename)
-        if index is None:
-            index = self._files[filename] = _RowIndex(self.previous.path / filename)
-        return index
-
-
-class _RowIndex:
-    """The rows of each doc_id in one Parquet file of the previous snapshot, read by row group."""
-
-    def __init__(self, path: Location):
-        try:
-            self.file = parquet_file(path)
-            ids = self.file.read(columns=["doc_id"]).column("doc_id").to_pylist()
-        except (OSError, pa.ArrowException) as exc:
-            raise DatasetError(f"{path}: cannot read: {exc}") from None
-        self.rows: dict[str, list[int]] = {}
-        for row, doc_id in enumerate(ids):
-            self.rows.setdefault(doc_id, []).append(row)
-        metadata = self.file.metadata
-        self.group_starts = list(
-            np.cumsum([0] + [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)])
-        )
-        self._cached: tuple[int, pa.Table] | None = None
-
-    def take(self, doc_ids: list[str]) -> pa.Table:
-        wanted = sorted(row for doc_id in doc_ids for row in self.rows.get(doc_id, ()))
-        pieces: list[pa.Table] = []
-        by_group: dict[int, list[int]] = {}
-        for row in wanted:
-            group = bisect.bisect_right(self.group_starts, row) - 1
-            by_group.setdefault(group, []).append(row - self.group_starts[group])
-        for group, local in by_group.items():
-            pieces.append(self._group(group).take(pa.array(local, type=pa.int64())))
-        if not pieces:
-            return self.file.schema_arrow.empty_table()
-        return pa.concat_tables(pieces)
-
-    def _group(self, group: int) -> pa.Table:
-        if self._cached is None or self._cached[0] != group:
-            self._cached = (group, self.file.read_row_group(group))
-        return self._cached[1]
+class CarryOver(PreviousRows):
+    """Copies the previous snapshot's rows for unchanged documents, batch after batch, in O(rows read):
+    ``chunkyard.chunking.dataset.PreviousRows`` (the part holding each document, or of a snapshot of
+    two files the row groups holding its rows)."""
 
 
 @dataclass

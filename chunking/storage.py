@@ -186,7 +186,12 @@ def parquet_file(path: Location) -> pq.ParquetFile:
     return pq.ParquetFile(path)
 
 
-def read_parquet(path: Location, **options: Any) -> pa.Table:
+def read_parquet(path: Location | list[Location], **options: Any) -> pa.Table:
+    """One Parquet file, or several of one schema read as one table (their rows in list order)."""
+    if isinstance(path, list):
+        if path and isinstance(path[0], StoragePath):
+            return pq.read_table([p.path for p in path], filesystem=path[0].filesystem, **options)
+        return pq.read_table([str(p) for p in path], **options)
     if isinstance(path, StoragePath):
         return pq.read_table(path.path, filesystem=path.filesystem, **options)
     return pq.read_table(path, **options)

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 from chunkyard.chunking.code import CODE_SUFFIXES, detect_language, scan_code
-from chunkyard.chunking.layout import DOCUMENT_SUFFIXES, HTML_SUFFIXES, MARKDOWN_SUFFIXES, Layout, file_title
+from chunkyard.chunking.layout import (
+    DOCUMENT_SUFFIXES,
+    HTML_SUFFIXES,
+    MARKDOWN_SUFFIXES,
+    Layout,
+    file_title,
+    path_suffix,
+)
 from chunkyard.chunking.markdown import Structure, scan
 from chunkyard.chunking.packer import (
     GRAPHEME,
@@ -92,7 +98,7 @@ def get_strategy(name: str) -> StrategyFn:
 
 def auto_strategy(path: str | None) -> str:
     """The strategy ``auto`` uses for a file: by suffix, recursive when unknown."""
-    suffix = PurePosixPath(path).suffix.lower() if path else ""
+    suffix = path_suffix(path).lower() if path else ""
     if suffix in MARKDOWN_SUFFIXES:
         return "markdown"
     if suffix in HTML_SUFFIXES:

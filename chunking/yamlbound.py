@@ -39,7 +39,7 @@ def compose(text: str, max_size: int, loader: type = yaml.SafeLoader) -> yaml.No
         node = parser.get_single_node()
     finally:
         parser.dispose()
-    if node is not None:
+    if node is not None and not bounded_by_text(text, max_size):
         check_expansion(node, max_size)
     return node
 
@@ -51,10 +51,91 @@ def load(text: str, max_size: int, loader: type = FAST_LOADER) -> Any:
         node = parser.get_single_node()
         if node is None:
             return None
-        check_expansion(node, max_size)
+        if not bounded_by_text(text, max_size):
+            check_expansion(node, max_size)
+        if "*" not in text:  # no alias, so a tree: built here, PyYAML's constructor for the rest
+            try:
+                return construct_tree(parser, node)
+            except _NotPlain:
+                pass
         return parser.construct_document(node)
     finally:
         parser.dispose()
+
+
+_YAML = "tag:yaml.org,2002:"
+_MAP, _SEQ, _STR = _YAML + "map", _YAML + "seq", _YAML + "str"
+# The scalar tags whose SafeConstructor function returns the value at once (not a generator).
+_SCALARS = frozenset(_YAML + name for name in ("null", "bool", "int", "float", "binary", "timestamp"))
+_DEEPEST = 64  # deeper trees go to PyYAML's constructor, which handles any depth it can
+
+
+class _NotPlain(Exception):
+    """The tree has a node ``construct_tree`` leaves to PyYAML (other tags, merge keys, great depth)."""
+
+
+def construct_tree(loader: Any, node: yaml.Node, depth: int = 0) -> Any:
+    """What ``loader.construct_document(node)`` returns, for a tree of plain maps, lists and scalars.
+
+    PyYAML's constructor builds every node through a generic path (a memo per node, a generator per
+    collection); on front matter that cost half as much as composing. Here a map is a dict (later
+    keys win, as there), a list a list, a str scalar its value, and the other scalars of the safe
+    schema go to SafeConstructor's own function for their tag, so each value is PyYAML's. Anything
+    else (``!!set``, ``!!omap``, an unknown tag, a ``<<`` merge or ``=`` key, a non-scalar key,
+    nesting past ``_DEEPEST``) raises ``_NotPlain`` and the caller lets PyYAML construct the whole
+    document. Only for a tree: a node reached twice (an alias) would be built twice.
+    ``tests/core/test_yamlbound.py`` holds it equal to ``construct_document`` on random YAML."""
+    tag, kind = node.tag, type(node)
+    if kind is yaml.ScalarNode:
+        if tag == _STR:
+            return node.value
+        if tag in _SCALARS:
+            return loader.yaml_constructors[tag](loader, node)
+        raise _NotPlain
+    if tag == _MAP and kind is yaml.MappingNode:
+        if depth == _DEEPEST:
+            raise _NotPlain
+        mapping = {}
+        for key_node, value_node in node.value:
+            if type(key_node) is not yaml.ScalarNode:
+                raise _NotPlain
+            key_tag = key_node.tag
+            if key_tag == _STR:
+                key = key_node.value
+            elif key_tag in _SCALARS:
+                key = loader.yaml_constructors[key_tag](loader, key_node)
+            else:  # a ``<<`` merge, an ``=`` value key, another tag
+                raise _NotPlain
+            mapping[key] = construct_tree(loader, value_node, depth + 1)
+        return mapping
+    if tag == _SEQ and kind is yaml.SequenceNode:
+        if depth == _DEEPEST:
+            raise _NotPlain
+        return [construct_tree(loader, child, depth + 1) for child in node.value]
+    raise _NotPlain
+
+
+# What one character of alias-free YAML can expand to, at most (see ``bounded_by_text``).
+ALIAS_FREE_FACTOR = 4
+
+
+def bounded_by_text(text: str, max_size: int) -> bool:
+    """Whether ``text`` cannot expand beyond ``max_size`` whatever it holds, so the walk can be skipped.
+
+    True when it has no ``*`` (every alias starts with one, and no escape makes one) and
+    ``ALIAS_FREE_FACTOR * len(text) <= max_size``. Proof of the bound: without aliases every node is
+    reached once, so the expansion is the number of nodes N plus the length S of the scalars' values.
+    S <= len(text): each scalar's value comes from its own stretch of the text and no YAML rule makes a
+    value longer than its source (an escape such as ``\\x41`` or ``\\n`` is shorter, a folded break is
+    one character for one or two, indentation and quotes are dropped). N <= 3 * len(text): a non-empty
+    scalar or a flow collection holds at least one character of its own; a block collection begins at
+    its first ``-``, ``?`` or ``:``; an empty (null) scalar is left by an indicator: at most one per
+    ``-``, two per ``?`` or ``:`` (key and value of one pair), and a pair's indicator may also begin its
+    block mapping (``?`` alone is a mapping of two nulls: three nodes for one character). So N + S <=
+    4 * len(text). ``tests/core/test_yamlbound.py`` checks the bound on random YAML built of these
+    indicators and that an alias bomb is still refused. Front matter (1 to 2 KB) skips the walk,
+    which cost more than composing it (issue 22)."""
+    return "*" not in text and ALIAS_FREE_FACTOR * len(text) <= max_size
 
 
 def expanded_size(node: yaml.Node, max_size: int | None = None) -> int:

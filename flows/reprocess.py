@@ -17,7 +17,7 @@ from chunkyard.chunking.constraints import Constraint
 from chunkyard.chunking.dataset import Snapshot
 from chunkyard.chunking.pipeline import BatchResult, rechunk_stored
 from chunkyard.chunking.reprocess import reprocess_snapshot
-from chunkyard.flows.run import RunResult, _config_from_text
+from chunkyard.flows.run import RunResult, config_from_text
 
 
 @task(name="rechunk flagged documents", retries=2, retry_delay_seconds=1)
@@ -28,7 +28,7 @@ def rechunk_documents(
     doc_ids: list[str],
     constraints: dict[str, list[Constraint]],
 ) -> BatchResult:
-    config = _config_from_text(config_text, config_path)
+    config = config_from_text(config_text, config_path)
     return rechunk_stored(config, Snapshot.open(snapshot_path), doc_ids, constraints)
 
 
@@ -37,7 +37,7 @@ def reprocess_corpus(
     config_text: str, config_path: str | None = None, config_name: str = "", output: str | None = None
 ) -> RunResult:
     """Write the next snapshot of the config's version with the review decisions applied."""
-    config = _config_from_text(config_text, config_path)
+    config = config_from_text(config_text, config_path)
 
     def rechunk(
         parent: Snapshot, doc_ids: list[str], constraints: dict[str, list[Constraint]]

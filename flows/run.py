@@ -23,11 +23,18 @@ from prefect.utilities.annotations import quote
 
 from chunkyard.chunking.config import Config, load_config_text
 from chunkyard.chunking.constraints import Constraint
-from chunkyard.chunking.dataset import ObjectStoreSnapshotWriter, SnapshotWriter, snapshot_writer
+from chunkyard.chunking.dataset import (
+    CHUNKS,
+    DOCUMENTS,
+    ObjectStoreSnapshotWriter,
+    PreviousRows,
+    SnapshotWriter,
+    snapshot_writer,
+)
 from chunkyard.chunking.documents import Skipped, SourceFile
 from chunkyard.chunking.pipeline import (
+    STATS_COLUMNS,
     BatchResult,
-    CarryOver,
     RunStats,
     build_manifest,
     carried_constraints,
@@ -87,7 +94,9 @@ ProgressHook = Callable[[int, int, int, int], None]
 
 
 @lru_cache(maxsize=8)
-def _config_from_text(text: str, path: str | None) -> Config:
+def config_from_text(text: str, path: str | None) -> Config:
+    """The config a task receives as text (tasks pass the text, not the object, so a worker process
+    parses it once): cached per text within a process."""
     return load_config_text(text, Path(path) if path else None)
 
 
@@ -103,7 +112,7 @@ def chunk_batch(
     part_folder: str | None = None,
 ) -> BatchResult:
     # Reviewer constraints travel as parameters: a Dask worker has no access to the ledger.
-    config = _config_from_text(config_text, config_path)
+    config = config_from_text(config_text, config_path)
     result = chunk_files(config, files, previous_sha, constraints)
     if part_folder:  # a worker process writes its batch itself and returns the statistics only
         return store_part(result, part_folder, f"batch-{index:06d}")
@@ -130,7 +139,7 @@ def chunk_corpus(
     if given, is called in this process after each batch is written (Prefect's record of the
     parameter is an empty object).
     """
-    config = _config_from_text(config_text, config_path)
+    config = config_from_text(config_text, config_path)
     # ``output`` stays a string (a path or a URI with its query) so that the flow's parameters are plain.
     context = prepare_run(config, Path(source) if source else None, output or None)
     if kind == "auto":
@@ -143,22 +152,30 @@ def chunk_corpus(
         progress(0, 0, sizes.files, sizes.total_bytes)
     # Worker processes write their batches' Parquet themselves (compressing on every core) and the
     # flow joins the parts at publish; a thread runner's batches are in this process already.
-    writer = snapshot_writer(context.version_path, parts=task_runner == "process")
+    # The writer shares the previous snapshot's parts that hold no changed document (hard links
+    # locally, references on an object store): a refresh writes only what changed.
+    writer = snapshot_writer(context.version_path, parts=task_runner == "process", previous=context.previous)
     part_folder = str(writer.part_folder) if writer.part_folder is not None else None
     stats = RunStats(rule_of=config.rule_label)
-    carry = CarryOver(context.previous) if context.previous is not None else None
+    carry = (
+        PreviousRows(
+            context.previous, {DOCUMENTS: STATS_COLUMNS["documents"], CHUNKS: STATS_COLUMNS["chunks"]}
+        )
+        if context.previous is not None
+        else None
+    )
     previous_reasons = previous_over_budget(context.previous) if context.previous is not None else {}
     try:
-        pending: deque[tuple[Any, list[Skipped]]] = deque()
+        pending: deque[tuple[Any, list[SourceFile], list[Skipped]]] = deque()
         done_docs = done_bytes = 0
 
         def drain(limit: int) -> None:
             nonlocal done_docs, done_bytes
             while len(pending) > limit:
-                future, skipped = pending.popleft()
+                future, files, skipped = pending.popleft()
                 result: BatchResult = future.result()
                 forget_result(future)
-                _record(result, skipped, context, writer, stats, carry, previous_reasons)
+                _record(result, files, skipped, context, writer, stats, carry, previous_reasons)
                 done_docs += len(result.chunked) + len(result.reused) + len(result.skipped)
                 done_bytes += result.n_bytes
                 if progress is not None:
@@ -189,7 +206,7 @@ def chunk_corpus(
                 opaque(batch_constraints or None),
                 part_folder,
             )
-            pending.append((future, skipped))
+            pending.append((future, files, skipped))
             drain(2 * workers)  # enough queued that no worker waits while the oldest batch finishes
         drain(0)
         removed = sorted(set(context.previous_sha) - stats.seen)  # kept documents are seen
@@ -219,32 +236,39 @@ def _same(value: Any) -> Any:
 
 def _record(
     result: BatchResult,
+    files: list[SourceFile],
     skipped: list[Skipped],
     context,
     writer: SnapshotWriter | ObjectStoreSnapshotWriter,
     stats: RunStats,
-    carry: CarryOver | None,
+    carry: PreviousRows | None,
     previous_reasons: dict[tuple[str, int], str],
 ) -> None:
-    if result.part is not None:
-        writer.add_part(*result.part)
-    else:
-        writer.write(result.documents, result.chunks)
+    """Hand a batch's documents to the writer in discovery order (rows made now and rows carried
+    over from the previous snapshot interleaved, as a full run would write them), and count them."""
+    documents, chunks = result.documents, result.chunks
+    if result.part is not None:  # a worker process wrote the rows; ``result`` holds their statistics
+        documents, chunks = writer.load_part(*result.part)
     stats.add(result.documents, result.chunks, result.over_budget)
     stats.constraints.extend(result.constraints)
-    if result.reused and carry is not None:
-        documents, chunks = carry.rows(result.reused)
-        writer.write(documents, chunks)
-        stats.add(documents, chunks, previous_reasons)
-        stats.constraints.extend(carried_constraints(context.previous, result.reused))
-    stats.reused.extend(result.reused)
     kept = kept_documents([*skipped, *result.skipped], context.previous_sha) if carry is not None else []
-    if kept:  # could not be read or chunked this time: the previous snapshot's chunks stay
-        documents, chunks = carry.rows(kept)
-        writer.write(documents, chunks)
-        stats.add(documents, chunks, previous_reasons)
-        stats.constraints.extend(carried_constraints(context.previous, kept))
-        stats.kept.extend(kept)
+    carried = [*result.reused, *kept]
+    chunked = set(result.chunked)
+    from_previous = set(carried)
+    order = [
+        (f.doc_id, f.doc_id in from_previous)
+        for f in files
+        if f.doc_id in chunked or f.doc_id in from_previous
+    ]
+    listed = {doc_id for doc_id, _ in order}
+    # Kept documents of a folder that could not be listed are not among the batch's files.
+    order.extend((doc_id, True) for doc_id in kept if doc_id not in listed)
+    writer.write_batch(order, documents, chunks)
+    if carried and carry is not None:
+        stats.add(*carry.rows(carried), previous_reasons)
+        stats.constraints.extend(carried_constraints(context.previous, carried))
+    stats.reused.extend(result.reused)
+    stats.kept.extend(kept)
     for doc_id in result.chunked:
         (stats.changed if doc_id in context.previous_sha else stats.new).append(doc_id)
     stats.skipped.extend(skipped)

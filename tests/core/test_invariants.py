@@ -475,3 +475,34 @@ def test_the_quick_long_cluster_check_never_misses_one(pieces: list[str]) -> Non
         assert packer._long_clusters(text, 0, len(text))
     else:
         assert packer._long_clusters(text, 0, len(text)) == []
+
+
+def test_every_chunk_field_holds_what_its_name_says() -> None:
+    """``split_document`` builds chunks positionally (``tuple.__new__``): each field by name, once."""
+    from chunkyard.chunking.api import Chunk
+
+    text = (
+        "# Guide\n\nIntro sentence here.\n\n## Setup\n\nTo install it:\n\n"
+        + "".join(f"{i}. Step number {i} of the setup.\n" for i in range(1, 30))
+        + "\n```python\n"
+        + "".join(f"print({i})\n" for i in range(40))
+        + "```\n"
+    )
+    result = split_document(
+        text, {"strategy": "markdown", "unit": "chars", "max_size": 160, "overlap": 20}, "docs/guide.md"
+    )
+    assert len(result.chunks) > 4
+    for index, chunk in enumerate(result.chunks):
+        assert type(chunk) is Chunk and len(chunk) == len(Chunk._fields)
+        assert chunk.index == index and chunk.text == text[chunk.start : chunk.end]
+        assert chunk.n_chars == chunk.end - chunk.start and chunk.size == chunk.n_chars
+        assert chunk.embed_text.endswith(chunk.text) and chunk.strategy == "markdown"
+        assert chunk.section_path[0] == "Guide" and isinstance(chunk.n_tokens, int)
+        assert isinstance(chunk.findings, tuple) and all(isinstance(code, str) for code in chunk.findings)
+        assert isinstance(chunk.label, str) and isinstance(chunk.over_budget_reason, str)
+        assert chunk == Chunk(**chunk._asdict())
+    assert any(chunk.label == "python" for chunk in result.chunks)
+    assert any(
+        "To install it:" in chunk.embed_text and "To install it:" not in chunk.text
+        for chunk in result.chunks  # a later piece of the procedure repeats its lead-in
+    )

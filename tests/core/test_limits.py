@@ -110,6 +110,31 @@ def test_a_deadline_abandons_python_code_wherever_it_is_and_leaves_nothing_behin
     )
 
 
+def test_a_deadline_earlier_than_the_watchdogs_next_wake_still_wakes_it() -> None:
+    """The watchdog is woken only for a deadline before its next wake-up: a short one added while it
+    sleeps towards a long one (another thread's document) is still kept."""
+    holding, release = threading.Event(), threading.Event()
+
+    def long_document() -> None:
+        with deadline_at(time.monotonic() + 600):
+            holding.set()
+            release.wait(30)
+
+    other = threading.Thread(target=long_document)
+    other.start()
+    try:
+        assert holding.wait(10)
+        time.sleep(0.05)  # the watchdog is asleep until the 600 s deadline
+        started = time.monotonic()
+        with pytest.raises(DocumentTimeout):
+            with deadline_at(started + 0.2):
+                while time.monotonic() - started < 20:  # not woken: no timeout until the long one's
+                    sum(range(100))
+    finally:
+        release.set()
+        other.join(10)
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_timeout_lost_in_a_destructor_is_raised_again() -> None:
     """An exception delivered inside ``__del__`` (or a gc callback: hypothesis installs one) is printed as

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chunkyard.chunking.config import load_config
 from chunkyard.chunking.errors import ConfigError
+from chunkyard.chunking.layout import path_stem, path_suffix
 from chunkyard.chunking.pipeline import RunRefused, discover_files, prepare_run
 
 
@@ -131,3 +134,14 @@ def test_output_inside_source_is_refused(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     with pytest.raises(RunRefused, match="inside the source folder"):
         prepare_run(load_config(write(tmp_path, "../docs", "../docs/datasets")))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    path=st.text(alphabet="/.a-_", max_size=12)
+    | st.sampled_from(["", "/", ".", "a.md/.", "x/.hidden", "b.", "..", "d/a.tar.gz"])
+)
+def test_suffix_and_stem_are_pathlibs(path: str) -> None:
+    """A document's suffix and stem (its format, strategy and title) are pathlib's, without a path built."""
+    assert path_suffix(path) == PurePosixPath(path).suffix
+    assert path_stem(path) == PurePosixPath(path).stem

@@ -23,6 +23,7 @@ from chunkyard.chunking.review import (
     format_duration,
 )
 
+from support.parts import only_part, reseal
 from support.review_fixtures import EMOJI_DOC, REPO, build_dataset
 
 
@@ -145,7 +146,7 @@ def test_chunk_at_prefers_the_selected_chunk_in_an_overlap(dataset: Path) -> Non
 
 def test_malformed_parquet_is_a_clear_error(dataset: Path) -> None:
     snapshot = next(dataset.glob("v1/0*"))
-    chunks = snapshot / "chunks.parquet"
+    chunks = only_part(snapshot, "chunks.parquet")
     chunks.chmod(0o644)
     chunks.write_bytes(b"PAR1 not really parquet PAR1")
     with pytest.raises(DatasetError, match="cannot read"):
@@ -157,12 +158,13 @@ def test_offsets_outside_the_document_are_refused(dataset: Path) -> None:
     import pyarrow.parquet as pq
 
     snapshot = next(dataset.glob("v1/0*"))
-    path = snapshot / "chunks.parquet"
+    path = only_part(snapshot, "chunks.parquet")
     table = pq.read_table(path)
     end = pc.add(table.column("end"), 10_000)
     table = table.set_column(table.schema.get_field_index("end"), "end", end)
     path.chmod(0o644)
     pq.write_table(table, path)
+    reseal(snapshot)
     with pytest.raises(ChunkyardError, match="outside its document"):
         ReviewIndex.load(dataset)
 

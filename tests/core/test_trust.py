@@ -210,18 +210,24 @@ def crafted(pristine: Path, tmp_path: Path) -> Path:
 
     copy = tmp_path / "kb" / "v1" / "0001"
     shutil.copytree(Snapshot.open(pristine).path, copy)
-    for child in copy.iterdir():
-        child.chmod(0o644)
+    for child in copy.rglob("*"):
+        child.chmod(0o755 if child.is_dir() else 0o644)
     manifest = json.loads((copy / MANIFEST).read_text(encoding="utf-8"))
-    assert set(manifest.pop("files")) == {"documents.parquet", "chunks.parquet"}
+    assert [set(part) for part in manifest["parts"]] == [{"key", "documents", "chunks"}]
     (copy / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
     return copy
 
 
-def _rewrite(path: Path, change) -> None:
+def _rewrite(snapshot: Path, name: str, change) -> None:
+    """Craft the (one) part file of ``name`` and record its new checksum, as a crafted snapshot's
+    author would: the content checks must stand alone."""
     import pyarrow.parquet as pq
 
+    from support.parts import only_part, reseal
+
+    path = only_part(snapshot, name)
     pq.write_table(change(pq.read_table(path)), path)
+    reseal(snapshot)
 
 
 def _set(table, name: str, values, kind=None):
@@ -307,7 +313,7 @@ def test_a_crafted_snapshot_is_refused_by_every_reader(crafted: Path, tmp_path: 
 
     which, change, expected = _crafts()[craft]
     for name in [CHUNKS, DOCUMENTS] if which == "both" else [CHUNKS if which == "chunks" else DOCUMENTS]:
-        _rewrite(crafted / name, change)
+        _rewrite(crafted, name, change)
     readers = {
         "open(validate=True)": lambda: Snapshot.open(crafted, validate=True),
         "export": lambda: export(crafted, tmp_path / "e.jsonl", "jsonl"),
@@ -334,7 +340,7 @@ def test_the_reviewer_refuses_at_open_what_it_reads(crafted: Path, craft: str) -
 
     which, change, _ = _crafts()[craft]
     for name in [CHUNKS, DOCUMENTS] if which == "both" else [CHUNKS if which == "chunks" else DOCUMENTS]:
-        _rewrite(crafted / name, change)
+        _rewrite(crafted, name, change)
     index = None
     with pytest.raises(DatasetError):
         index = ReviewIndex.load(crafted)
@@ -368,13 +374,17 @@ def test_damage_in_a_column_the_reviewer_does_not_read_is_found_by_verify(
     from chunkyard.chunking.errors import DatasetError
     from chunkyard.chunking.review import ReviewIndex
 
+    from support.parts import only_part
+
     copy = tmp_path / "kb" / "v1" / "0001"
     shutil.copytree(Snapshot.open(pristine).path, copy)
-    (copy / CHUNKS).chmod(0o644)
-    _zero_inside_text_column(copy / CHUNKS)
+    only_part(copy, CHUNKS).chmod(0o644)
+    _zero_inside_text_column(only_part(copy, CHUNKS))
     index = ReviewIndex.load(copy)  # ids, offsets, findings only: opens as if nothing were wrong
     assert index.n_chunks > 0
-    with pytest.raises(DatasetError, match=r"chunks\.parquet: damaged: its content differs"):
+    with pytest.raises(
+        DatasetError, match=r"chunks\.parquet/part-\d+\.parquet: damaged: its content differs"
+    ):
         index.snapshot.verify()
     with pytest.raises(DatasetError):
         Snapshot.open(copy, validate=True)
@@ -385,10 +395,9 @@ def test_a_pristine_snapshot_passes_every_check(pristine: Path, tmp_path: Path) 
     from chunkyard.chunking.export import export
 
     snapshot = Snapshot.open(pristine, validate=True)
-    assert (
-        snapshot.manifest["files"]["chunks.parquet"]["bytes"]
-        == (snapshot.path / "chunks.parquet").stat().st_size
-    )
+    for part in snapshot.parts:
+        for kind in ("documents", "chunks"):
+            assert part[kind]["bytes"] == snapshot.resolve(part[kind]["file"]).stat().st_size
     assert export(pristine, tmp_path / "e.jsonl", "jsonl")["rows"] > 0
 
 

@@ -15,6 +15,7 @@ from chunkyard.chunking.dataset import CHUNKS, DOCUMENTS, MANIFEST, Snapshot
 from chunkyard.chunking.errors import ChunkyardError
 from chunkyard.chunking.review import ReviewIndex
 
+from support.parts import only_part
 from support.review_fixtures import build_dataset
 
 
@@ -28,8 +29,8 @@ def snapshot(pristine: Path, tmp_path: Path) -> Path:
     folder = Snapshot.open(pristine).path
     copy = tmp_path / "kb" / "v1" / "0001"
     shutil.copytree(folder, copy)
-    for child in copy.iterdir():
-        child.chmod(0o644)
+    for child in copy.rglob("*"):
+        child.chmod(0o755 if child.is_dir() else 0o644)
     return copy
 
 
@@ -41,6 +42,8 @@ def _open_fully(path: Path) -> None:
 
 
 def _rewrite(path: Path, change) -> None:
+    """Rewrite the one part file of the folder ``path`` (``chunks.parquet``, ``documents.parquet``)."""
+    path = only_part(path.parent, path.name)
     table = pq.read_table(path)
     pq.write_table(change(table), path)
 
@@ -71,7 +74,7 @@ def test_manifest_with_odd_optional_fields_still_opens(snapshot: Path) -> None:
 
 
 def test_chunks_with_the_wrong_schema(snapshot: Path) -> None:
-    pq.write_table(pa.table({"chunk_id": [1, 2], "something": ["a", "b"]}), snapshot / CHUNKS)
+    pq.write_table(pa.table({"chunk_id": [1, 2], "something": ["a", "b"]}), only_part(snapshot, CHUNKS))
     with pytest.raises(ChunkyardError):
         _open_fully(snapshot)
 
@@ -102,7 +105,7 @@ def test_out_of_range_offsets(snapshot: Path, start: int, end: int) -> None:
 
 
 def test_not_parquet_at_all(snapshot: Path) -> None:
-    (snapshot / CHUNKS).write_bytes(b"PAR1" + b"\x00" * 100 + b"PAR1")
+    only_part(snapshot, CHUNKS).write_bytes(b"PAR1" + b"\x00" * 100 + b"PAR1")
     with pytest.raises(ChunkyardError):
         _open_fully(snapshot)
 
@@ -134,4 +137,4 @@ def test_a_missing_column_is_one_line_naming_the_file(snapshot: Path) -> None:
     with pytest.raises(ChunkyardError) as caught:
         ReviewIndex.load(snapshot)
     message = str(caught.value)
-    assert "\n" not in message and message.startswith(f"{snapshot / CHUNKS}: cannot read"), message
+    assert "\n" not in message and message.startswith(f"{only_part(snapshot, CHUNKS)}: cannot read"), message

@@ -147,7 +147,9 @@ def test_a_damaged_snapshot_is_still_a_failure(tmp_path: Path, capsys: pytest.Ca
     from support.review_fixtures import build_dataset
 
     snapshot = Snapshot.open(build_dataset(tmp_path)).path
-    chunks = snapshot / "chunks.parquet"
+    from support.parts import only_part
+
+    chunks = only_part(snapshot, "chunks.parquet")
     chunks.chmod(0o644)
     chunks.write_bytes(b"PAR1 not really parquet PAR1")
     code = main(["diff", str(snapshot), str(snapshot)])

@@ -28,7 +28,11 @@ KILLS = 5
 
 
 def _tree_digest(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _visible(version_path: Path) -> list[str]:
@@ -109,10 +113,12 @@ def test_full_disk_fails_clearly_and_keeps_the_previous_snapshot(
 
     (source / "b.md").write_text("# B\n\nA new file to write.\n", encoding="utf-8")
 
-    def no_space(self: SnapshotWriter, *args: object, **kwargs: object) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.staging / "chunks.parquet"))
+    def no_space(self: SnapshotWriter, relative: str, data: bytes) -> None:
+        from chunkyard.chunking.dataset import write_failure
 
-    monkeypatch.setattr(SnapshotWriter, "write", no_space)
+        raise write_failure(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), self.staging / relative)
+
+    monkeypatch.setattr(SnapshotWriter, "_put", no_space)  # where a part's bytes go to the disk
     assert run_cli("run", str(config)) == 1
     err = capsys.readouterr().err
     # chunkyard's own answer is one line. (Prefect's flow-run logger also prints its traceback above

@@ -205,9 +205,9 @@ def test_an_unchanged_config_after_an_algorithm_change_is_refused_for_what_it_is
     new = str(int(chunkyard.chunking.config.ALGORITHM_VERSION) + 1)
     monkeypatch.setattr(chunkyard.chunking.config, "ALGORITHM_VERSION", new)
     monkeypatch.setattr(chunkyard.chunking.pipeline, "ALGORITHM_VERSION", new)
-    from chunkyard.flows.run import _config_from_text
+    from chunkyard.flows.run import config_from_text
 
-    _config_from_text.cache_clear()  # configs are cached per text within a process
+    config_from_text.cache_clear()  # configs are cached per text within a process
     assert run_cli("run", str(config)) == 2
     err = capsys.readouterr().err
     assert (

@@ -160,6 +160,51 @@ def test_full_then_refresh_into_s3_matches_a_local_run(prefect_server, s3, aws_e
     assert "works on local datasets only" in capsys.readouterr().err
 
 
+def test_a_refresh_on_s3_refers_to_the_unchanged_parts_and_reads_as_a_fresh_run(
+    prefect_server, s3, aws_env, tmp_path, monkeypatch
+):
+    """No hard links on an object store: the refreshed manifest names the previous snapshot's
+    unchanged part files (``../0001/...``) and uploads only the parts that changed; every reader goes
+    through the manifest and gets what a fresh local run of the same files holds."""
+    from chunkyard.chunking import dataset as dataset_module
+    from chunkyard.chunking.export import export
+
+    from support.parts import synthetic_corpus
+
+    monkeypatch.setattr(dataset_module, "PART_BYTES", 4_000)
+    source = tmp_path / "src"
+    paths = synthetic_corpus(source, documents=60)
+    uri = f"s3://bucket/shared?{s3['query']}"
+    config = write_config(tmp_path, source, uri)
+    assert run_cli("run", str(config)) == 0
+    paths[20].write_text(paths[20].read_text(encoding="utf-8") + "\nEdited.\n", encoding="utf-8")
+    assert run_cli("run", str(config)) == 0
+    second = Snapshot.open(f"s3://bucket/shared/kb?{s3['query']}", validate=True)  # checksums of every part
+    assert second.number == 2
+    referred = [p for p in second.parts if p["chunks"]["file"].startswith("../0001/")]
+    assert len(second.parts) > 5 and 1 <= len(second.parts) - len(referred) <= 3
+    storage = second.manifest["storage"]
+    assert storage["bytes_written"] < storage["bytes"] / 3
+    # What was uploaded for 0002: only the new parts (and the manifest).
+    uploaded = [info for info in (second.path).files() if not info.path.endswith("manifest.json")]
+    assert sum(info.size for info in uploaded) == storage["bytes_written"]
+
+    local_config = write_config(tmp_path, source, str(tmp_path / "local"), name="local")
+    assert run_cli("run", str(local_config)) == 0
+    local = Snapshot.open(tmp_path / "local" / "local")
+    assert second.chunks(["chunk_id", "doc_id", "text"]).equals(local.chunks(["chunk_id", "doc_id", "text"]))
+    assert second.documents().equals(local.documents())
+    assert [p["key"] for p in second.parts] == [p["key"] for p in local.parts]
+    # The files in order, for DuckDB or Polars (docs/storage.md): plain Parquet on the bucket.
+    files = second.files("chunks.parquet")
+    table = pq.read_table([f.path for f in files], filesystem=s3["filesystem"], columns=["chunk_id"])
+    assert table.column("chunk_id").to_pylist() == local.chunks(["chunk_id"]).column("chunk_id").to_pylist()
+    assert (
+        export(f"s3://bucket/shared/kb?{s3['query']}", tmp_path / "e.jsonl", "jsonl")["rows"]
+        == table.num_rows
+    )
+
+
 def test_a_snapshot_without_manifest_is_ignored_and_skipped(s3, aws_env):
     root = location(f"s3://bucket/uncommitted?{s3['query']}")
     vpath = root / "kb" / "v1"
@@ -172,8 +217,9 @@ def test_a_snapshot_without_manifest_is_ignored_and_skipped(s3, aws_env):
     # A killed run: data files of 0002 written, no manifest.
     killed = ObjectStoreSnapshotWriter(vpath)
     assert killed.number == 2
-    killed._close()
-    assert (vpath / "0002" / "chunks.parquet").is_file() and not (vpath / "0002" / "manifest.json").exists()
+    killed._close({})
+    assert (vpath / "0002" / "chunks.parquet" / "part-00000001.parquet").is_file()
+    assert not (vpath / "0002" / "manifest.json").exists()
     assert list_snapshots(vpath) == [1]
     assert latest_snapshot(vpath).name == "0001"
     assert resolve_snapshot(root / "kb").name == "0001"
@@ -226,10 +272,10 @@ def test_manifest_is_written_last(s3, aws_env, monkeypatch):
     target = writer.publish({"schema_version": 1, "name": "kb", "version": 1, "snapshot": None})
     assert seen == {"documents.parquet": 1, "chunks.parquet": 0}
     assert json.loads((target / "manifest.json").read_text())["snapshot"] == 1
-    assert {info.path.rsplit("/", 1)[1] for info in target.files()} == {
+    assert {info.path.split("/0001/", 1)[1] for info in target.files()} == {
         "manifest.json",
-        "documents.parquet",
-        "chunks.parquet",
+        "documents.parquet/part-00000001.parquet",
+        "chunks.parquet/part-00000001.parquet",
     }
 
 
@@ -279,7 +325,7 @@ def test_a_bucket_that_does_not_exist_is_a_clear_error(s3, aws_env):
 
     with pytest.raises(
         DatasetError,
-        match=r"^s3://nobucket/out/kb/v1/0001/documents\.parquet: cannot write: .*"
+        match=r"^s3://nobucket/out/kb/v1/0001: cannot write: .*"
         r"bucket does not exist",
     ):
         snapshot_writer(location(f"s3://nobucket/out/kb/v1?{s3['query']}"))

@@ -167,8 +167,11 @@ def test_a_flag_on_a_full_disk_leaves_no_ledger_that_blocks_later_runs(
     # The dataset on the small disk, then the disk filled to the last few bytes.
     target = tiny_disk / "kb" / "v1" / "0001"
     target.mkdir(parents=True)
-    for child in built.path.iterdir():
-        (target / child.name).write_bytes(child.read_bytes())
+    for child in built.path.rglob("*"):
+        if child.is_dir():
+            (target / child.relative_to(built.path)).mkdir()
+        else:
+            (target / child.relative_to(built.path)).write_bytes(child.read_bytes())
     _fill(tiny_disk)
     doc = built.documents(["doc_id"]).column("doc_id")[0].as_py()
     capsys.readouterr()
@@ -198,7 +201,6 @@ def test_a_flag_on_a_full_disk_leaves_no_ledger_that_blocks_later_runs(
 def crafted_copy(tmp_path: Path) -> Path:
     """A writable copy of a real snapshot whose chunks all share one chunk_id (manifest checksums
     dropped, as a crafted manifest would)."""
-    import json
     import shutil
 
     import pyarrow as pa
@@ -209,16 +211,17 @@ def crafted_copy(tmp_path: Path) -> Path:
     built = Snapshot.open(build_dataset(tmp_path / "built"))
     copy = tmp_path / "crafted" / "kb" / "v1" / "0001"
     shutil.copytree(built.path, copy)
-    for child in copy.iterdir():
-        child.chmod(0o644)
-    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
-    del manifest["files"]
-    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    table = pq.read_table(copy / "chunks.parquet")
+    from support.parts import only_part, reseal
+
+    for child in copy.rglob("*"):
+        child.chmod(0o755 if child.is_dir() else 0o644)
+    part = only_part(copy, "chunks.parquet")
+    table = pq.read_table(part)
     table = table.set_column(
         table.schema.get_field_index("chunk_id"), "chunk_id", pa.array(["same"] * table.num_rows)
     )
-    pq.write_table(table, copy / "chunks.parquet")
+    pq.write_table(table, part)
+    reseal(copy)  # checksums that match: the content checks must stand alone
     return copy
 
 

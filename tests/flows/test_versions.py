@@ -223,12 +223,12 @@ def test_export_never_writes_into_a_published_snapshot(tmp_path: Path, capsys: p
     from support.review_fixtures import build_dataset
 
     snapshot = Snapshot.open(build_dataset(tmp_path)).path
-    before = {path.name: path.read_bytes() for path in snapshot.iterdir()}
+    before = {str(path): path.read_bytes() for path in snapshot.rglob("*") if path.is_file()}
     for name in ("chunks.parquet", "manifest.json", "export.jsonl"):
         assert run_cli("export", str(snapshot), "--format", "jsonl", "--out", str(snapshot / name)) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "published snapshot" in err, err
-    assert {path.name: path.read_bytes() for path in snapshot.iterdir()} == before
+    assert {str(path): path.read_bytes() for path in snapshot.rglob("*") if path.is_file()} == before
 
 
 def test_a_file_given_for_a_snapshot_is_called_a_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

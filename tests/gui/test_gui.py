@@ -25,6 +25,7 @@ from chunkyard.gui.controller import ReviewController  # noqa: E402
 from chunkyard.gui.main_window import MainWindow  # noqa: E402
 from chunkyard.gui.models import ChunksModel, DocumentsModel  # noqa: E402
 
+from support.parts import only_part  # noqa: E402
 from support.review_fixtures import REPO, build_dataset  # noqa: E402
 
 
@@ -258,8 +259,9 @@ def test_models_pass_qtmodeltester(qtmodeltester, dataset: Path) -> None:  # typ
 
 def test_bad_parquet_gives_an_error_not_a_crash(qtbot, dataset: Path) -> None:  # type: ignore[no-untyped-def]
     snapshot = next(dataset.glob("v1/0*"))
-    (snapshot / "documents.parquet").chmod(0o644)
-    (snapshot / "documents.parquet").write_bytes(b"\x00" * 100)
+    part = only_part(snapshot, "documents.parquet")
+    part.chmod(0o644)
+    part.write_bytes(b"\x00" * 100)
     window = MainWindow(ReviewController())
     qtbot.addWidget(window)
     with qtbot.waitSignal(window.controller.failed, timeout=20000):

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from chunkyard.gui.controller import ReviewController  # noqa: E402
 from chunkyard.gui.main_window import MainWindow  # noqa: E402
 
+from support.parts import only_part  # noqa: E402
 from support.review_fixtures import build_dataset  # noqa: E402
 
 
@@ -33,7 +34,7 @@ def test_damage_in_the_text_column_is_reported_when_the_dataset_opens(qtbot, tmp
     dataset = build_dataset(tmp_path / "built")
     copy = tmp_path / "fixture-kb"
     shutil.copytree(dataset, copy)
-    chunks = next(copy.glob("v1/0*")) / "chunks.parquet"
+    chunks = only_part(next(copy.glob("v1/0*")), "chunks.parquet")
     if damaged:
         chunks.chmod(0o644)
         _zero_inside_text_column(chunks)
@@ -47,8 +48,12 @@ def test_damage_in_the_text_column_is_reported_when_the_dataset_opens(qtbot, tmp
     assert window.controller.wait_verified(20000)
     qtbot.wait(50)  # the queued signal from the verifier's thread
     if damaged:
-        assert failures and "chunks.parquet: damaged" in failures[0] and "Do not approve" in failures[0]
-        assert "chunks.parquet: damaged" in window.last_error
+        assert (
+            failures
+            and "chunks.parquet/part-00000001.parquet: damaged" in failures[0]
+            and "Do not approve" in failures[0]
+        )
+        assert "chunks.parquet/part-00000001.parquet: damaged" in window.last_error
     else:
         assert failures == []
 

@@ -1,0 +1,152 @@
+"""The alias-expansion bound of ``chunkyard.chunking.yamlbound``, and the walk it lets front matter skip.
+
+``bounded_by_text`` skips the expansion walk for YAML without ``*`` whose length times
+``ALIAS_FREE_FACTOR`` is within the bound; the property below holds the factor to what random
+alias-free YAML (built of the indicators that make nodes) really expands to, with both loaders.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chunkyard.chunking import yamlbound
+
+LOADERS = [yaml.SafeLoader] + ([yaml.CSafeLoader] if hasattr(yaml, "CSafeLoader") else [])
+# The characters that make nodes (indicators, separators, a letter, quotes, a tag and an anchor).
+YAML_PIECES = list("-?:,[]{} \n\ta'\"!&|>#") + ["- ", ": ", "? ", "\n  ", "!!str", "&x ", "\\x41", '"\\n"']
+
+
+def composed(text: str, loader: type) -> yaml.Node | None:
+    parser = loader(text)
+    try:
+        return parser.get_single_node()
+    finally:
+        parser.dispose()
+
+
+@pytest.mark.parametrize("loader", LOADERS, ids=lambda loader: loader.__name__)
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(st.sampled_from(YAML_PIECES), min_size=1, max_size=40))
+def test_alias_free_yaml_expands_to_at_most_factor_times_its_length(loader: type, pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert "*" not in text
+    try:
+        node = composed(text, loader)
+    except yaml.YAMLError:
+        return
+    if node is not None:
+        assert yamlbound.expanded_size(node) <= yamlbound.ALIAS_FREE_FACTOR * len(text)
+
+
+@pytest.mark.parametrize("text", ["?", "-", "[?]", "{?}", "- - -", "? ? ?", "a:\nb:\n? c\n", "-\n-\n-"])
+def test_the_densest_small_documents_stay_within_the_factor(text: str) -> None:
+    node = composed(text, LOADERS[-1])
+    assert node is not None
+    assert yamlbound.expanded_size(node) <= yamlbound.ALIAS_FREE_FACTOR * len(text)
+
+
+def test_the_walk_is_skipped_only_without_aliases_and_within_the_length() -> None:
+    assert yamlbound.bounded_by_text("title: x\n", 65_536)
+    assert not yamlbound.bounded_by_text("a: &a [1]\nb: *a\n", 65_536)  # an alias: walked
+    assert not yamlbound.bounded_by_text("x" * 16_385, 65_536)  # too long to be bounded by its length
+    assert yamlbound.bounded_by_text("x" * 16_384, 65_536)
+
+
+BOMB = "\n".join(
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [
+        f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]"
+        for previous, name in zip("abcdefgh", "bcdefghi", strict=True)
+    ]
+)
+
+
+@pytest.mark.parametrize("loader", LOADERS, ids=lambda loader: loader.__name__)
+def test_an_alias_bomb_is_still_refused(loader: type) -> None:
+    assert len(BOMB) * yamlbound.ALIAS_FREE_FACTOR < 65_536  # short enough to be skipped, but for its `*`
+    with pytest.raises(yamlbound.YamlTooLarge) as caught:
+        yamlbound.load(BOMB, 65_536, loader)
+    assert caught.value.line == 5
+    with pytest.raises(yamlbound.YamlTooLarge):
+        yamlbound.compose(BOMB, 65_536, loader)
+
+
+def test_a_long_alias_free_document_is_still_walked_and_refused() -> None:
+    text = "".join(f"k{i}: {'v' * 40}\n" for i in range(2_000))  # 94 KB, 96,000+ once expanded
+    with pytest.raises(yamlbound.YamlTooLarge):
+        yamlbound.load(text, 65_536)
+    assert len(yamlbound.load(text, 10**6)) == 2_000
+
+
+# Scalars of every safe-schema type, tags, merge and value keys, flow and block collections.
+SCALAR_PIECES = ["x", "yes", "No", "~", "null", "12", "0x1f", "1_000", "1:20", "-.inf", ".NaN", "3.5e2"]
+SCALAR_PIECES += ["2001-12-14", "2001-12-14t21:59:43.10-05:00", "2001-02-30", "'q'", '"\\u00e9"', "''"]
+SCALAR_PIECES += ["!!str 5", "!!int 7", "!!binary aGk=", "!!set {a}", "!!omap [a: 1]", "!foo x", "!!map x"]
+TREE_PIECES = SCALAR_PIECES + ["<<: {m: 1}", "=: v", "[", "]", "{", "}", ", ", ": ", "- ", "? ", "\n", "\n  "]
+
+
+def outcome(build) -> tuple[str, str]:
+    try:
+        return "ok", repr(build())
+    except Exception as exc:  # noqa: BLE001 - the same failure is the expected outcome
+        return "error", type(exc).__name__
+
+
+def both_ways(text: str, loader: type) -> tuple[tuple[str, str], tuple[str, str]]:
+    def pyyaml():
+        return yaml.load(text, Loader=loader)
+
+    def ours():
+        parser = loader(text)
+        try:
+            node = parser.get_single_node()
+            if node is None:
+                return None
+            try:
+                return yamlbound.construct_tree(parser, node)
+            except yamlbound._NotPlain:
+                return parser.construct_document(node)
+        finally:
+            parser.dispose()
+
+    return outcome(pyyaml), outcome(ours)
+
+
+@pytest.mark.parametrize("loader", LOADERS, ids=lambda loader: loader.__name__)
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(st.sampled_from(TREE_PIECES), min_size=1, max_size=30))
+def test_construct_tree_builds_what_pyyaml_builds_from_random_yaml(loader: type, pieces: list[str]) -> None:
+    text = "".join(pieces)
+    expected, got = both_ways(text, loader)
+    assert got == expected
+
+
+@pytest.mark.parametrize("loader", LOADERS, ids=lambda loader: loader.__name__)
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8) | st.dates(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+        max_leaves=20,
+    ),
+    flow=st.sampled_from([None, True, False]),
+)
+def test_construct_tree_builds_what_pyyaml_builds_from_dumped_data(loader: type, data, flow) -> None:
+    text = yaml.safe_dump({"front": data}, default_flow_style=flow, allow_unicode=True)
+    expected, got = both_ways(text, loader)
+    assert got == expected and expected[0] == "ok"
+
+
+def test_trees_it_leaves_to_pyyaml_are_still_built_by_it() -> None:
+    for text in ["a: !!set {x}\n", "<<: {m: 1}\nb: 2\n", "[a, b]: 1\n", "a: !!omap [x: 1]\n"]:
+        parser = yaml.SafeLoader(text)
+        with pytest.raises(yamlbound._NotPlain):
+            yamlbound.construct_tree(parser, parser.get_single_node())
+        assert outcome(lambda text=text: yamlbound.load(text, 65_536)) == outcome(
+            lambda text=text: yaml.safe_load(text)
+        )
+    deep = "a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 80)) + "  " * 80 + "end: 1\n"
+    assert yamlbound.load(deep, 65_536) == yaml.safe_load(deep)
