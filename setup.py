@@ -10,7 +10,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-ACCELERATORS = ["_mdscan", "_pack"]
+ACCELERATORS = ["_mdscan", "_pack", "_segment"]
 
 
 def extension(name: str) -> Extension:

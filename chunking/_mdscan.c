@@ -26,6 +26,7 @@
 #define PARAGRAPH_LINE 15
 #define TABLE_FIRST_ROW 12
 #define LIST_CONTINUATION 12
+#define AFTER_HEADING 13
 
 typedef struct {
     PyObject *text;
@@ -51,6 +52,24 @@ static Py_ssize_t up_to_three_spaces(const Doc *d, Py_ssize_t p, Py_ssize_t e)
         k++;
     }
     return p;
+}
+
+/* _HTML_COMMENT   {0,3}<!--   -> the match end, or -1 */
+static Py_ssize_t html_comment(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    Py_ssize_t p = up_to_three_spaces(d, s, e);
+    if (p + 4 <= e && CH(d, p) == '<' && CH(d, p + 1) == '!' && CH(d, p + 2) == '-' && CH(d, p + 3) == '-')
+        return p + 4;
+    return -1;
+}
+
+/* "-->" in text[s:e] */
+static int comment_closes(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    for (Py_ssize_t p = s; p + 3 <= e; p++)
+        if (CH(d, p) == '-' && CH(d, p + 1) == '-' && CH(d, p + 2) == '>')
+            return 1;
+    return 0;
 }
 
 /* "\r?$" at p */
@@ -344,6 +363,8 @@ static void mark_block(Scan *sc, Py_ssize_t line)
 {
     if (sc->last_block_end_line < 0 || !sc->heading_line[sc->last_block_end_line])
         mark(sc, line, BLOCK);
+    else
+        mark(sc, line, AFTER_HEADING);
 }
 
 static int add_heading(Scan *sc, Py_ssize_t first, Py_ssize_t last, int level, PyObject *title)
@@ -402,6 +423,20 @@ static int run_scan(Scan *sc)
             continue;
         }
         Py_UCS4 first = d->firsts[i];
+        Py_ssize_t comment_end = (!plain && first == '<') ? html_comment(d, ls, le) : -1;
+        if (comment_end >= 0) {
+            Py_ssize_t j = i;
+            while (j < n && !comment_closes(d, j == i ? comment_end : d->starts[j], d->ends[j]))
+                j++;
+            Py_ssize_t last = j < n ? j : n - 1;
+            mark_block(sc, i);
+            for (Py_ssize_t k = i + 1; k <= last; k++)
+                mark(sc, k, PARAGRAPH_LINE);
+            sc->last_block_end_line = last;
+            sc->prev_para_start = -1;
+            i = last + 1;
+            continue;
+        }
         Py_UCS4 marker = 0;
         Py_ssize_t marker_len = 0, lang_start = 0, lang_end = 0, opened = 0;
         int is_fence = !plain && (first == '`' || first == '~')
@@ -479,7 +514,8 @@ static int run_scan(Scan *sc)
                                && (candidate_plain
                                    || (!(candidate_first == '#' && atx_open(d, cs, ce, &opened))
                                        && !((candidate_first == '`' || candidate_first == '~')
-                                            && fence(d, cs, ce, &marker, &marker_len, &lang_start, &lang_end)))))) {
+                                            && fence(d, cs, ce, &marker, &marker_len, &lang_start, &lang_end))
+                                       && !(candidate_first == '<' && html_comment(d, cs, ce) >= 0))))) {
                     mark(sc, j, d->blank[j - 1] ? CODE_LINE : LIST_CONTINUATION);
                 } else {
                     break;
@@ -520,7 +556,8 @@ static int run_scan(Scan *sc)
             }
             if ((lead == '#' && atx_open(d, fs, fe, &opened))
                     || ((lead == '`' || lead == '~') && fence(d, fs, fe, &marker, &marker_len, &lang_start, &lang_end))
-                    || ((lead == '*' || lead == '-' || lead == '_') && thematic_break(d, fs, fe)))
+                    || ((lead == '*' || lead == '-' || lead == '_') && thematic_break(d, fs, fe))
+                    || (lead == '<' && html_comment(d, fs, fe) >= 0))
                 break;
             if (is_item_first(lead)) {
                 Py_ssize_t following_indent_end = 0;
@@ -636,10 +673,11 @@ static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int 
             p++;
         Py_UCS4 first = p < e ? CH(&d, p) : 0;
         d.firsts[i] = first;
-        /* _MAY_START_BLOCK: "#`~=-*+_|\rsSſ", an empty rest, or a digit (str.isdigit) */
+        /* _MAY_START_BLOCK: "#`~=-*+_|\rsSſ<", an empty rest, or a digit (str.isdigit) */
         d.plain[i] = !(first == 0 || first == '#' || first == '`' || first == '~' || first == '=' || first == '-'
                        || first == '*' || first == '+' || first == '_' || first == '|' || first == '\r'
-                       || first == 's' || first == 'S' || first == 0x17F || Py_UNICODE_ISDIGIT(first));
+                       || first == 's' || first == 'S' || first == 0x17F || first == '<'
+                       || Py_UNICODE_ISDIGIT(first));
         d.blank[i] = is_blank(&d, d.starts[i], e);
     }
     sc.headings = PyList_New(0);

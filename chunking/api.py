@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -16,6 +16,7 @@ from chunkyard.chunking.constraints import Placement, apply_placements
 from chunkyard.chunking.findings import check_spans
 from chunkyard.chunking.layout import Layout
 from chunkyard.chunking.packer import Packer, Span
+from chunkyard.chunking.prefix import Reserve
 from chunkyard.chunking.settings import ChunkerBase
 from chunkyard.chunking.strategies import get_strategy
 from chunkyard.chunking.units import KNOWN_ENCODINGS, get_tokenizer, make_meter
@@ -87,7 +88,13 @@ def split_document(
     if constraints:
         apply_placements(layout.plan, text, constraints)
     meter = make_meter(text, settings.unit, settings.tokenizer, base_dir)
-    spans = Packer(text, layout.plan, meter, settings.max_size, settings.overlap, settings.min_size).spans()
+    doc_title = title if title is not None else layout.title
+    # Each chunk's prefix by where it starts: the segmenter reserves it from the budget (``budget:
+    # embed_text``), and embed_text is built from it.
+    reserve = Reserve(text, layout, settings, doc_title, meter)
+    spans = Packer(
+        text, layout.plan, meter, settings.max_size, settings.overlap, settings.min_size, reserve=reserve
+    ).spans()
     findings = check_spans(text, spans, layout, settings.min_size)
     token_counter = meter if settings.unit == "tokens" else None
     # With chars or words the tokenizer is not checked at load (only the unit tokens needs it), so
@@ -97,8 +104,7 @@ def split_document(
         if token_counter or not settings.count_tokens
         else get_tokenizer(settings.tokenizer if settings.tokenizer in KNOWN_ENCODINGS else "cl100k_base")
     )
-    doc_title = title if title is not None else layout.title
-    chunks = _chunks(text, spans, layout, findings, _prefixer(settings, doc_title), token_counter, tokenizer)
+    chunks = _chunks(text, spans, layout, findings, reserve, token_counter, tokenizer)
     return ChunkedDocument(chunks, layout.strategy, doc_title, layout.exclusions, layout.metadata)
 
 
@@ -107,29 +113,22 @@ def _chunks(
     spans: list[Span],
     layout: Layout,
     findings: list[list[str]],
-    make_prefix: Callable[[tuple[str, ...], tuple[str, ...]], str],
+    reserve: Reserve,
     token_counter: Any,
     tokenizer: Any,
 ) -> list[Chunk]:
     """The ``Chunk`` of each span, in order (the per-chunk loop of ``split_document``)."""
-    starts = [span.start for span in spans]
-    paths = layout.section_paths_at(starts)
-    contexts = layout.contexts_at(starts)
     labels = layout.labels_of([(span.start, span.end) for span in spans])
-    strategy = layout.strategy
+    section_path, strategy = layout.chunk_section_path, layout.strategy
     chunks = []
-    last_path: tuple[str, ...] | None = None
-    last_context: tuple[str, ...] = ()
-    prefix = ""
     for index, span in enumerate(spans):
         start, end, size = span.start, span.end, span.size
         chunk_text = text[start:end]
-        path_here = paths[index]
-        context = contexts[index]
-        # Consecutive chunks mostly share their section and contexts: built again only on a change.
-        if path_here is not last_path or context != last_context:
-            prefix = make_prefix(path_here, context)
-            last_path, last_context = path_here, context
+        path_here = section_path(start, end)
+        prefix = reserve.of_chunk(start, path_here)
+        codes = findings[index]
+        if prefix.shortened:
+            codes.append("prefix_shortened")
         n_tokens = size if token_counter else tokenizer.count(chunk_text) if tokenizer else None
         # In the field order of ``Chunk``, built without its keyword ``__new__`` (a sixth of the cost).
         chunks.append(
@@ -140,49 +139,19 @@ def _chunks(
                     start,
                     end,
                     chunk_text,
-                    prefix + chunk_text if prefix else chunk_text,
+                    prefix.text + chunk_text if prefix.text else chunk_text,
                     path_here,
                     size,
                     end - start,
                     n_tokens,
                     strategy,
-                    tuple(findings[index]),
+                    tuple(codes),
                     labels[index],
                     span.over_budget,
                 ),
             )
         )
     return chunks
-
-
-def _prefixer(settings: ChunkerBase, title: str) -> Callable[[tuple[str, ...], tuple[str, ...]], str]:
-    """What ``embed_text`` puts before a chunk's text, given its section path and the contexts of the
-    groups it continues ("" when nothing): the title, the heading breadcrumb, the lead-in or header.
-
-    The one place ``embed_text`` is built (for one document's settings and title, read once). A piece
-    of a procedure or table that began in an earlier chunk repeats its lead-in sentence or header row,
-    so "step 4" is never retrieved alone.
-    """
-    use_headings = settings.context.headings
-    use_title = bool(settings.context.title and title)
-    title_key = title.strip().lower()
-
-    def prefix(section_path: tuple[str, ...], contexts: tuple[str, ...]) -> str:
-        path = section_path if use_headings else ()
-        # The lines: the title (unless the breadcrumb begins with it), the breadcrumb, the contexts.
-        if path:
-            head = " > ".join(path)
-            if use_title and path[0].strip().lower() != title_key:
-                head = title + "\n" + head
-        elif use_title:
-            head = title
-        else:
-            return "\n".join(contexts) + "\n\n" if contexts else ""
-        if contexts:
-            head = "\n".join((head, *contexts))
-        return head + "\n\n"
-
-    return prefix
 
 
 def chunk_id(doc_id: str, start: int, end: int, config_hash: str) -> str:

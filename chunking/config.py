@@ -37,7 +37,11 @@ from chunkyard.chunking.strategies import STRATEGIES
 
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
-ALGORITHM_VERSION = "5"
+ALGORITHM_VERSION = "7"
+# 7: max_size bounds embed_text (prefix + text) by default (``budget: embed_text``): each chunk's prefix
+#    is reserved from its budget and shortened when it would take more than half of it
+# 6: every boundary of a document chosen at once by the global segmenter (chunking/segmenter.py) for
+#    every strategy but fixed
 # 5: sentence ends in Devanagari, Arabic, Urdu, Armenian, Ethiopic, Khmer, Myanmar; Thai/Lao phrase gaps;
 #    a grapheme cluster longer than the budget is one over_budget chunk
 # 4: table rows and code lines kept whole, also where an overlapping chunk starts; HTML and DOCX text no

@@ -54,6 +54,13 @@ FINDINGS: dict[str, tuple[str, str]] = {
         "More than half of the chunk repeats the previous chunk.",
         "Lower overlap relative to max_size.",
     ),
+    "prefix_shortened": (
+        "The chunk's embed_text prefix (title, heading path, lead-in or table header) would take more than "
+        "half of max_size, so it was shortened: the title dropped, then outer headings, then outer "
+        "lead-ins, then the heading, then the rest cut at a word gap (chunkyard.chunking.prefix).",
+        "Raise max_size, shorten the headings or lead-ins, turn off context.title or context.headings, "
+        "or set budget: text if you embed the text alone.",
+    ),
     "constraint_unmet": (
         "A reviewer's constraint (keep this span together / break here) could not be met within the budget.",
         "Raise max_size so the kept span fits, or retract the constraint in the reviewer.",

@@ -56,16 +56,33 @@ class Layout:
     _indexes: dict = field(default_factory=dict, repr=False)
 
     def section_path(self, pos: int) -> tuple[str, ...]:
+        """The heading path of the section ``pos`` lies in."""
         i = bisect.bisect_right(self.heading_starts, pos) - 1
         return self.heading_paths[i] if i >= 0 else ()
 
-    def section_paths_at(self, starts: list[int]) -> list[tuple[str, ...]]:
-        """``self.section_path(s)`` for each of ``starts``."""
-        heading_starts, paths = self.heading_starts, self.heading_paths
-        if not heading_starts:
-            return [()] * len(starts)
-        found = [bisect.bisect_right(heading_starts, start) - 1 for start in starts]
-        return [paths[i] if i >= 0 else () for i in found]
+    def chunk_section_path(self, start: int, end: int) -> tuple[str, ...]:
+        """A chunk's section path: the deepest section that holds all of [start, end), i.e. the longest
+        common prefix of the path at ``start`` and the paths of the headings inside the chunk.
+
+        A chunk inside one section (most) gets that section's path. A chunk that runs across headings
+        (small sections share a chunk) gets their nearest common ancestor, so the path, which
+        ``embed_text`` puts before the text, is true of every part of the chunk; the headings it holds
+        are in its text.
+        """
+        starts = self.heading_starts
+        i = bisect.bisect_right(starts, start) - 1
+        path = self.heading_paths[i] if i >= 0 else ()
+        for k in range(i + 1, bisect.bisect_left(starts, end)):
+            other = self.heading_paths[k]
+            common = 0
+            for a, b in zip(path, other, strict=False):
+                if a != b:
+                    break
+                common += 1
+            path = path[:common]
+            if not path:
+                break
+        return path
 
     def groups_around(self, start: int) -> list[Group]:
         """Groups that began before ``start`` and are still open at it (their pieces need context).

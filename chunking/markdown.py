@@ -40,6 +40,9 @@ _TABLE_DELIM = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*
 _LIST_ITEM = re.compile(r"([ \t]*)(?:([-*+])|(\d{1,9})[.)]|(?i:step)[ \t]+(\d{1,9})[:.)])(?:[ \t]+|\r?$)")
 _HR = re.compile(r" {0,3}(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})\r?$")
 _BLANK = re.compile(r"[ \t]*\r?$")
+# An HTML comment block (CommonMark HTML block type 2): from a line opening "<!--" to the line holding
+# "-->" (or the text's end). Opaque: no heading, fence or list inside it is one.
+_HTML_COMMENT = re.compile(r" {0,3}<!--")
 
 # Boundary scores (see chunkyard.chunking.packer for the scale).
 HEADING_BASE = 97  # h1 = 96 ... h6 = 91: all forced
@@ -53,6 +56,7 @@ CODE_LINE = 22
 PARAGRAPH_LINE = 15
 TABLE_FIRST_ROW = 12
 LIST_CONTINUATION = 12
+AFTER_HEADING = 13  # the first block after a heading: only to keep a unit that fits with it whole
 
 
 class Heading(NamedTuple):
@@ -71,6 +75,7 @@ class Structure:
     positions: list[int] = field(default_factory=list)
     scores: list[int] = field(default_factory=list)
     groups: list[Group] = field(default_factory=list)
+    units: list[Group] = field(default_factory=list)  # more spans to keep whole (``_add_derived_groups``)
     front_matter: tuple[int, int] | None = None
     metadata: dict = field(default_factory=dict)
 
@@ -93,7 +98,7 @@ class Structure:
 # The first character (after spaces and tabs) of a line that any block pattern above can match
 # ("s" and "ſ" for "Step 1:"; any digit, as \d is Unicode); a line starting with anything else is
 # paragraph text, and the scanner skips the patterns for it.
-_MAY_START_BLOCK = frozenset("#`~=-*+_|\rsSſ") | {""}
+_MAY_START_BLOCK = frozenset("#`~=-*+_|\rsSſ<") | {""}
 # The same, per pattern: a line whose first character (after spaces and tabs) is not in a pattern's
 # set cannot match it, so the regex is not run (necessary conditions only; the regex decides).
 _ATX_FIRST = frozenset("#")
@@ -194,12 +199,13 @@ def scan(
         structure.metadata = {k: v for k, v in metadata.items() if isinstance(k, str)}
         if exclude_front_matter:
             structure.front_matter = (0, fm_end)  # a BOM before it is excluded with it
-            start = fm_end
+            start = min(fm_end, end)  # a range that ends inside the front matter scans nothing
     lone_cr = start < end and has_lone_cr(text, start, end)
     if _native is not None:  # the line scan and the steps below, in C
         (structure.headings, structure.paths, structure.positions, structure.scores, structure.groups) = (
             _native.structure(text, start, end, lone_cr, Heading, Group)
         )
+        _add_derived_groups(text, structure, start, end)
         return structure
     headings, structure.positions, structure.scores, groups = _scan_lines(text, start, end, lone_cr)
     structure.headings = list(map(Heading._make, headings))
@@ -219,7 +225,282 @@ def scan(
     ]
     structure.groups.extend(section_groups(structure.headings, end))
     structure.groups.sort(key=lambda g: (g.start, -g.end))
+    _add_derived_groups(text, structure, start, end)
     return structure
+
+
+_QUOTED_FENCE = re.compile(r"(?m)^[ \t]{0,3}>[ \t]?(?:>[ \t]?)*(?:`{3,}|~{3,})")
+_BLOCK_LINE = re.compile(r"[ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])")
+
+
+def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: int | None = None) -> None:
+    """``structure.units``: spans the line scan does not make groups of, derived from the groups it makes,
+    for the segmenter to keep whole when they fit (they give no context and no findings):
+
+    - a ``list`` for each nested list inside a list or procedure: a run of item lines indented deeper
+      than its list's first item, with the lines between them; it ends at a line indented less than
+      its items (or as much, when not an item), and a ``procedure`` of it with the item that holds it;
+      and a ``code`` group for a fenced block inside an item or a block quote;
+    - the body alone (items, rows, code lines) of a group with a lead-in, which may fit when the two
+      together do not;
+    - a ``procedure`` for an ordered list with the paragraph right before it (a blank line between
+      them at most) when that paragraph is not already its lead-in (one ending with ':').
+    """
+    nested: list[Group] = []
+    for group in structure.groups:
+        if group.kind == "procedure" and group.start == group.body_start:
+            lead_in = _paragraph_before(text, group.start)
+            if lead_in is not None:
+                nested.append(Group("procedure", lead_in, group.end, group.body_start))
+        if group.kind in ("procedure", "list", "table", "code") and group.start < group.body_start:
+            nested.append(Group(group.kind, group.body_start, group.end, group.body_start, label=group.label))
+        if group.kind not in ("list", "procedure") or "\n" not in text[group.body_start : group.end]:
+            continue
+        base = -1
+        fence: tuple[int, str] | None = None  # (start, marker) of a fenced code block inside the list
+        open_lists: list[list[int]] = []  # [indent, start, end, parent item start] of nested lists still open
+        items: list[tuple[int, int]] = []  # (indent, start) of the latest item lines
+        pos = group.body_start
+        while pos < group.end:
+            newline = text.find("\n", pos, group.end)
+            line_end = group.end if newline == -1 else newline
+            line = text[pos:line_end]
+            stripped = line.lstrip(" \t")
+            if fence is not None:
+                if stripped.startswith(fence[1]) and not stripped.strip().strip(fence[1][0]):
+                    nested.append(Group("code", fence[0], len(line.rstrip()) + pos, fence[0]))
+                    fence = None
+                pos = line_end + 1
+                continue
+            if stripped.startswith(("```", "~~~")):
+                fence = (pos, stripped[:3])
+            if stripped.strip():
+                indent = len(line[: len(line) - len(stripped)].expandtabs(4))
+                is_item = _LIST_ITEM.match(line) is not None
+                if base < 0:
+                    base = indent
+                while open_lists and (
+                    indent < open_lists[-1][0] or (indent == open_lists[-1][0] and not is_item)
+                ):
+                    _indent, begin, finish, parent = open_lists.pop()
+                    nested.append(Group("list", begin, finish, begin))
+                    if parent >= 0:  # the item that holds it, with its text: a procedure inside an item
+                        nested.append(Group("procedure", parent, finish, begin))
+                if is_item and indent > base and (not open_lists or open_lists[-1][0] < indent):
+                    parent = next(
+                        (start for item_indent, start in reversed(items) if item_indent < indent), -1
+                    )
+                    open_lists.append([indent, pos, line_end, parent])
+                if is_item:
+                    items.append((indent, pos))
+                    if len(items) > 64:
+                        del items[:32]
+                for item in open_lists:
+                    item[2] = len(line.rstrip()) + pos
+            pos = line_end + 1
+        for _indent, begin, finish, parent in open_lists:
+            nested.append(Group("list", begin, finish, begin))
+            if parent >= 0:
+                nested.append(Group("procedure", parent, finish, begin))
+    if ">" in text:
+        # Fenced code inside a block quote ("> ```"): the line scanner reads quotes as paragraphs.
+        opening: int | None = None
+        for fence in _QUOTED_FENCE.finditer(text):
+            if opening is None:
+                opening = fence.start()
+            else:
+                line_end = text.find("\n", fence.end())
+                nested.append(Group("code", opening, len(text) if line_end == -1 else line_end, opening))
+                opening = None
+    # The lists as CommonMark reads them; a nested list or procedure found by indentation above that
+    # crosses one of them (starts inside it and ends after it, or the reverse) is dropped: both cannot
+    # lie whole in one chunk, and CommonMark's is the one a reader sees rendered.
+    end = len(text) if end is None else end
+    lists = [g for g in commonmark_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT]
+    if lists:
+        lists.sort(key=lambda g: g.start)
+        list_starts = [g.start for g in lists]
+
+        def crosses(a: int, b: int) -> bool:
+            if b - a > _CROSS_CHECK_LIMIT:
+                return False
+            low = bisect.bisect_left(list_starts, a - _CROSS_CHECK_LIMIT)
+            high = bisect.bisect_left(list_starts, b)
+            return any((a < g.start < b < g.end) or (g.start < a < g.end < b) for g in lists[low:high])
+
+        nested = [g for g in nested if g.kind not in ("list", "procedure") or not crosses(g.start, g.end)]
+        known = {(g.kind, g.start, g.end) for g in nested}
+        known.update((g.kind, g.start, g.end) for g in structure.groups)
+        nested.extend(g for g in lists if (g.kind, g.start, g.end) not in known)
+    nested.sort(key=lambda g: (g.start, -g.end))
+    structure.units = nested
+
+
+_CROSS_CHECK_LIMIT = 20_000  # longer units are never kept whole by a budget in practice: not compared
+
+
+# A list item's marker as CommonMark reads it: indentation, a bullet or 1-9 digits with '.' or ')',
+# then white space or the line's end.
+_CM_ITEM = re.compile(r"([ \t]*)([-+*]|([0-9]{1,9})[.)])([ \t]+|\r?$)")
+_CM_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})")
+_CM_REFDEF = re.compile(r" {0,3}\[[^\]]+\]:[ \t]*\S")  # a link reference definition's line
+_CM_MAY_MATTER = frozenset("-+*0123456789`~<#>|=_\r")  # first characters the full step must see
+_CM_NOT_LAZY = re.compile(r"[ \t]*(?:#{1,6}(?:[ \t]|\r?$)|`{3,}|~{3,}|>|<!--)")
+
+
+def _columns(prefix: str) -> int:
+    return len(prefix.expandtabs(4))
+
+
+def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
+    """Every list of ``text[start:end]`` as CommonMark delimits it (block structure only), as units: a
+    ``list`` per list at any depth, and a ``procedure`` for an ordered list with the paragraph right
+    before it in the same container.
+
+    The line scanner reads lists by indentation; CommonMark by each item's content column: a line
+    belongs to an item when indented at least to the column its text starts at, a list ends at a line
+    indented less that is not an item (or lazily continues a paragraph), and an item of another
+    marker (another bullet, or '.' after ')') starts another list. One pass over the lines with a
+    stack of open items; fenced code and HTML comments inside are skipped over. (Block quotes are
+    not modelled.)
+    """
+    out: list[Group] = []
+    # Open levels, outermost first: [content column, list start, list end, ordered, marker, lead-in].
+    levels: list[list] = []
+    fence: tuple[str, int] | None = None  # (marker, depth) of an open fenced block
+    comment = False
+    prev_para = False  # the previous line is paragraph text (a lazy continuation may follow)
+    last_para: tuple[int, int] | None = None  # (start, depth) of the last block when it is a paragraph
+
+    def close(depth: int) -> None:
+        while len(levels) > depth:
+            _col, begin, finish, ordered, _marker, lead = levels.pop()
+            out.append(Group("list", begin, finish, begin))
+            if ordered and lead is not None:
+                out.append(Group("procedure", lead, finish, begin))
+
+    def extend(finish: int) -> None:
+        for level in levels:
+            level[2] = finish
+
+    pos = start
+    while pos < end:
+        newline = text.find("\n", pos, end)
+        line_end = end if newline == -1 else newline
+        line = text[pos:line_end]
+        stripped = line.lstrip(" \t")
+        finish = pos + len(line.rstrip())
+        if not stripped.strip():
+            prev_para = False
+            pos = line_end + 1
+            continue
+        if not levels and fence is None and not comment and stripped[0] not in _CM_MAY_MATTER:
+            # Paragraph text outside any list (most lines): only a possible lead-in to note.
+            if not prev_para and not _CM_REFDEF.match(line):
+                last_para = (pos + len(line) - len(stripped), 0)
+                prev_para = True
+            pos = line_end + 1
+            continue
+        indent = _columns(line[: len(line) - len(stripped)])
+        depth = 0
+        while depth < len(levels) and indent >= levels[depth][0]:
+            depth += 1
+        if comment:
+            comment = "-->" not in line
+            extend(finish)
+            pos = line_end + 1
+            continue
+        if fence is not None:
+            marker, fence_depth = fence
+            if depth >= fence_depth:
+                if stripped.startswith(marker) and not stripped.strip().strip(marker[0]):
+                    fence = None
+                extend(finish)
+                pos = line_end + 1
+                continue
+            fence = None  # its container closed
+        base = levels[depth - 1][0] if depth else 0
+        item = _CM_ITEM.match(line) if indent - base <= 3 else None
+        if item and item.group(2) in "-*" and _HR.match(line):
+            item = None
+        if item:
+            number = item.group(3)
+            empty = not line[item.end() :].strip()
+            # Starting a list inside a paragraph: a bullet or '1', with text.
+            if prev_para and depth == len(levels) and (empty or (number is not None and int(number) != 1)):
+                item = None
+        if item:
+            marker = item.group(2)[-1]
+            ordered = item.group(3) is not None
+            after = item.group(4)
+            width = _columns(line[: item.start(2)]) + len(item.group(2))
+            gap = (
+                len(after.expandtabs(4)) if after.strip(" \t") == "" and not line[item.end() :].strip() else 0
+            )
+            content = width + 1 if gap or len(after.expandtabs(4)) > 4 else width + len(after.expandtabs(4))
+            if depth < len(levels) and levels[depth][4] == marker:
+                close(depth + 1)
+                levels[depth][0] = content
+                levels[depth][2] = finish
+            else:
+                close(depth)
+                lead = last_para[0] if last_para is not None and last_para[1] == depth and ordered else None
+                levels.append(
+                    [content, pos + (len(line) - len(line.lstrip(" \t"))), finish, ordered, marker, lead]
+                )
+            extend(finish)
+            text_after = line[item.end() :].strip()
+            last_para = (pos, len(levels)) if text_after else None
+            prev_para = bool(text_after) and not _CM_NOT_LAZY.match(line[item.end() :])
+            pos = line_end + 1
+            continue
+        lazy = prev_para and not _CM_NOT_LAZY.match(line) and not _HR.match(line)
+        if depth < len(levels) and not lazy:
+            close(depth)
+        if levels:
+            extend(finish)
+        if lazy:
+            pos = line_end + 1
+            continue
+        opening = _CM_FENCE.match(line)
+        if opening and indent - base <= 3:
+            fence = (opening.group(1)[:3], depth)
+            last_para, prev_para = None, False
+        elif _HTML_COMMENT.match(line[len(line) - len(stripped) :]) and indent - base <= 3:
+            comment = "-->" not in line[line.index("<!--") + 4 :]
+            last_para, prev_para = None, False
+        elif _CM_NOT_LAZY.match(line) or _HR.match(line):
+            last_para, prev_para = None, False
+        elif not prev_para and _CM_REFDEF.match(line):
+            pass  # a link reference definition: no block, so the paragraph before stays the lead-in
+        else:
+            if not prev_para:
+                last_para = (pos + len(line) - len(stripped), depth)
+            prev_para = True
+        pos = line_end + 1
+    close(0)
+    return out
+
+
+def _paragraph_before(text: str, pos: int) -> int | None:
+    """Start of the paragraph that ends right before ``pos`` (one blank line between at most), if any."""
+    end = pos
+    while end > 0 and text[end - 1] in " \t\r\n":
+        end -= 1
+    if end == 0 or text[end:pos].count("\n") > 2:
+        return None
+    start = end
+    for _ in range(64):  # a paragraph of at most 64 lines
+        line_start = text.rfind("\n", 0, start - 1) + 1 if start > 0 else 0
+        line = text[line_start:start].rstrip("\r\n")
+        if not line.strip():
+            return start if start < end else None
+        if _BLOCK_LINE.match(line) or _SETEXT.match(line):
+            return None
+        start = line_start
+        if start == 0:
+            return 0
+    return None
 
 
 def _breadcrumbs(headings: list[Heading]) -> list[tuple[str, ...]]:
@@ -268,9 +549,9 @@ def _scan_lines(
     heading_lines: set[int] = set()  # last line index of every heading
 
     def mark_block(pos: int, score: int = BLOCK) -> None:
-        # A heading's first block must stay with it: no boundary right after a heading.
-        if last_block_end_line not in heading_lines:
-            mark(pos, score)
+        # A heading's first block stays with it: right after a heading only a last-resort boundary
+        # (the segmenter prices it as a heading left at a chunk's end).
+        mark(pos, score if last_block_end_line not in heading_lines else AFTER_HEADING)
 
     prev_para: tuple[int, int] | None = None  # (start offset, line index) of the preceding paragraph
     prev_para_lead_in = False
@@ -294,6 +575,18 @@ def _scan_lines(
             i += 1
             continue
         first = firsts[i]
+        comment = None if plain or first != "<" else _HTML_COMMENT.match(line_text)
+        if comment:
+            j = i
+            while j < n and "-->" not in (texts[j][comment.end() :] if j == i else texts[j]):
+                j += 1
+            last = min(j, n - 1)
+            mark_block(line_start)
+            for pos in starts[i + 1 : last + 1]:
+                mark(pos, PARAGRAPH_LINE)
+            last_block_end_line, prev_para = last, None
+            i = last + 1
+            continue
         fence = None if plain or first not in _FENCE_FIRST else _FENCE.match(line_text)
         atx = None if plain or first not in _ATX_FIRST else _ATX_OPEN.match(line_text)
         if atx and not fence:
@@ -378,6 +671,7 @@ def _scan_lines(
                         or (
                             not (candidate_first in _ATX_FIRST and _ATX_OPEN.match(candidate_text))
                             and not (candidate_first in _FENCE_FIRST and _FENCE.match(candidate_text))
+                            and not (candidate_first == "<" and _HTML_COMMENT.match(candidate_text))
                         )
                     )
                 ):
@@ -419,6 +713,7 @@ def _scan_lines(
                 (lead in _ATX_FIRST and _ATX_OPEN.match(following))
                 or (lead in _FENCE_FIRST and _FENCE.match(following))
                 or (lead in _HR_FIRST and _HR.match(following))
+                or (lead == "<" and _HTML_COMMENT.match(following))
             ):
                 break
             if lead in _ITEM_FIRST or lead.isdigit():

@@ -18,6 +18,7 @@ import regex
 
 from chunkyard.chunking.errors import TokenizerError
 from chunkyard.chunking.packer import SCORE_GRAPHEME, SCORE_SENTENCE, SCORE_WORD, SENTENCE
+from chunkyard.chunking.prefix import least_text_room
 from chunkyard.chunking.settings import ChunkerBase
 from chunkyard.chunking.units import Tokenizer, get_tokenizer
 
@@ -35,7 +36,8 @@ class BudgetProbe:
     def __init__(self, text: str, settings: ChunkerBase):
         self.text = text
         self.unit = settings.unit
-        self.max_size = settings.max_size
+        # With ``budget: embed_text`` a text may get as little as half the budget beside its prefix.
+        self.max_size = least_text_room(settings)
         self._tokenizer_name = settings.tokenizer
         self._tokenizer: Tokenizer | None = None
         self._tokenizer_failed = False

@@ -1,6 +1,14 @@
 """The packer: one engine that turns a document and a strategy's *plan* into chunk spans.
 
-Method. A strategy describes a document as candidate boundaries with scores (a heading scores
+For every strategy but ``fixed`` the boundaries are chosen all at once by the global segmenter
+(``chunkyard.chunking.segmenter``, its method and cost table in its docstring); the packer then applies
+overlap and trims (``Packer._segmented_spans``). The greedy method below packs ``fixed`` (its plan has
+the grapheme level only), in Python (``Packer._spans``; in ASCII text without CR every position is a
+grapheme boundary, so nothing is segmented). The packer's helpers (white space, grapheme clusters,
+textual levels: ``find_ends``, overlap) serve both. No packing rule is compiled: chunking/_pack.c
+holds only findings' ``check_spans`` and the tokenizer's ``token_starts``.
+
+Greedy method. A strategy describes a document as candidate boundaries with scores (a heading scores
 higher than a paragraph break, which scores higher than a sentence end, a word gap, a grapheme
 gap) and as *groups* that should stay whole (a procedure with its lead-in, a table, a code block,
 a section). From each chunk start the packer measures how far the budget reaches, then picks the
@@ -23,7 +31,8 @@ or code block; overlap is dropped when it would leave an oversized unit, or a ro
 no longer fits, to be cut. Chunks are trimmed of surrounding whitespace (indentation of the first
 line is kept), so every non-whitespace character lies in some chunk.
 
-Reviewer constraints (``Plan.keep``, ``Plan.breaks``, see ``chunkyard.chunking.constraints``). A *break* is a
+Reviewer constraints (``Plan.keep``, ``Plan.breaks``, see ``chunkyard.chunking.constraints``). The
+segmenter makes them hard constraints of its optimisation (its docstring); in the greedy method a *break* is a
 forced boundary that ignores ``min_size`` (a reviewer asked for it) and that overlap never reaches
 back across. A *keep* span that fits the budget on its own is treated like a kept group (rule 1: the
 chunk ends where it begins when it runs past the reach), and any end chosen strictly inside it is
@@ -37,13 +46,17 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import regex
 
 from chunkyard.chunking import native
-from chunkyard.chunking.units import Meter, TokenMeter
+from chunkyard.chunking.units import Meter
+
+if TYPE_CHECKING:
+    from chunkyard.chunking.prefix import Reserve
 
 # Scores of textual boundaries. Structural scores from strategies use the same scale.
 SCORE_END = 1000  # end of the text
@@ -66,14 +79,72 @@ class TextLevel:
     score: int
     pattern: regex.Pattern[str]
     reverse: regex.Pattern[str]
+    # Faster ways to find the same matches (``find_ends``), in a window without a character of
+    # ``unless``: ``same``, the pattern itself in ``re`` (some three times faster than ``regex``), or
+    # ``lead``, an ``re`` class of the characters a match can begin with.
+    same: re.Pattern[str] | None = None
+    lead: re.Pattern[str] | None = None
+    unless: regex.Pattern[str] | None = None
 
 
-def _level(name: str, score: int, pattern: str) -> TextLevel:
-    return TextLevel(name, score, regex.compile(pattern), regex.compile(pattern, regex.REVERSE))
+def _level(
+    name: str,
+    score: int,
+    pattern: str,
+    *,
+    same: bool = False,
+    lead: str | None = None,
+    unless: str | None = None,
+) -> TextLevel:
+    return TextLevel(
+        name,
+        score,
+        regex.compile(pattern),
+        regex.compile(pattern, regex.REVERSE),
+        re.compile(pattern) if same else None,
+        None if lead is None else re.compile(lead),
+        None if unless is None else regex.compile(unless),
+    )
 
 
-PARAGRAPH = _level("paragraph", SCORE_PARAGRAPH, r"\n[^\S\n]*\n")
-LINE = _level("line", SCORE_LINE, r"\n")
+# ``re``'s \s is ``regex``'s \s but for these four (information separators: str.isspace() says yes,
+# Unicode's White_Space no); tests/core/test_segmenter.py checks every code point.
+_SPACE_DIFFERS = r"[\x1c-\x1f]"
+
+
+def find_ends(level: TextLevel, text: str, start: int, end: int, *, clean: bool = False) -> Iterator[int]:
+    """The ends of ``level.pattern.finditer(text, start, end)``, in order (lazily: a 10 MB line has
+    a million word gaps).
+
+    Without a character of ``level.unless`` in the window (``clean``: the caller knows the text has
+    none), by ``level.same``, or by trying the pattern only at the ``level.lead`` characters; else by
+    ``finditer``.
+    """
+    if (level.same is None and level.lead is None) or (
+        not clean
+        and level.unless is not None
+        and level.unless.search(text, max(0, start - 1), end) is not None
+    ):
+        return (match.end() for match in level.pattern.finditer(text, start, end))
+    if level.same is not None:
+        return (match.end() for match in level.same.finditer(text, start, end))
+    return _lead_ends(level, text, start, end)
+
+
+def _lead_ends(level: TextLevel, text: str, start: int, end: int) -> Iterator[int]:
+    pattern, scanned = level.pattern, start
+    for first in level.lead.finditer(text, start, end):
+        at = first.start()
+        if at < scanned:
+            continue
+        match = pattern.match(text, at, end)
+        if match is not None:
+            yield match.end()
+            scanned = match.end() if match.end() > at else at + 1
+
+
+PARAGRAPH = _level("paragraph", SCORE_PARAGRAPH, r"\n[^\S\n]*\n", same=True, unless=_SPACE_DIFFERS)
+LINE = _level("line", SCORE_LINE, r"\n", same=True)
 # Where a sentence ends (the one rule; oversize, constraints and the findings' marks use it):
 # - at . ! ? … (then closing quotes/brackets) before white space and a capital, a digit or a letter of
 #   a caseless script (\p{Lo}); not after a list number ("1.") or a common abbreviation ("Dr.", "e.g.");
@@ -87,15 +158,26 @@ LINE = _level("line", SCORE_LINE, r"\n")
 SENTENCE_MARKS = "।॥؟۔։።፧፨។៕။"
 PHRASE_SPACED = "\u0e01-\u0e5b\u0e81-\u0edf"  # Thai and Lao letters, marks and signs (a class body)
 _NOT_AN_END = r"(?<!(?:^|[\s(])(?:\d{1,3}|[A-Za-z]|Mr|Mrs|Ms|Dr|Prof|St|vs|No|Fig|approx|e\.g|i\.e|cf|etc))"
+# A sentence match begins at one of its marks, or (Thai, Lao) at a space after a letter of those scripts:
+# the lead, in a window without such letters.
+_SENTENCE_LEAD = r"[.!?…。！？" + SENTENCE_MARKS + r"]"
 SENTENCE = _level(
     "sentence",
     SCORE_SENTENCE,
     r"(?:" + _NOT_AN_END + r"[.!?…]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[\p{Lu}\p{N}\p{Lo}])|[。！？]+"
     r"|[" + SENTENCE_MARKS + r"]+[\"'”’)\]]*\s*"
     r"|(?<=[" + PHRASE_SPACED + r"])[^\S\n]+(?=[" + PHRASE_SPACED + r"]))",
+    lead=_SENTENCE_LEAD,
+    unless=f"[{PHRASE_SPACED}]",
 )
-SENTENCE_OR_PARAGRAPH = _level("sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n")
-WORD = _level("word", SCORE_WORD, r"\s+")
+SENTENCE_OR_PARAGRAPH = _level(
+    "sentence",
+    SCORE_SENTENCE,
+    SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n",
+    lead=_SENTENCE_LEAD[:-1] + r"\n]",
+    unless=f"[{PHRASE_SPACED}]",
+)
+WORD = _level("word", SCORE_WORD, r"\s+", same=True, unless=_SPACE_DIFFERS)
 GRAPHEME = _level("grapheme", SCORE_GRAPHEME, r"\X")
 
 RECURSIVE_LEVELS = (PARAGRAPH, LINE, SENTENCE, WORD, GRAPHEME)
@@ -182,6 +264,8 @@ class Plan:
     fill: float = 0.5  # prefer ends in the last (1 - fill) of the reach
     keep: list[tuple[int, int]] = field(default_factory=list)  # reviewer: keep [start, end) in one chunk
     breaks: list[int] = field(default_factory=list)  # reviewer: a chunk boundary here
+    units: list[Group] = field(default_factory=list)  # more spans to keep whole when they fit (cost only)
+    chunk_price: int = 100  # the segmenter's price of one more chunk (lower: more chunks, better cuts)
 
 
 class Span(NamedTuple):
@@ -193,11 +277,8 @@ class Span(NamedTuple):
     over_budget: str = ""  # why the span exceeds the budget, when it does
 
 
-# The packer in C (chunking/_pack.c) when it was built and is current; ``Packer._spans`` is the reference.
+# chunking/_pack.c (findings.check_spans and units' token_starts in C) when it was built and is current.
 _native = native.load("_pack")
-# The levels _pack.c finds itself; for any other it calls ``Packer._find_level``.
-# Sentence levels are not among them: their rule lives in ``SENTENCE`` alone.
-_LEVEL_CODES = {id(PARAGRAPH): 1, id(LINE): 2, id(WORD): 5, id(GRAPHEME): 6}
 
 
 # What _pack.c asks of each code point, with the patterns the levels and units._SYNC use (bits as in
@@ -253,8 +334,21 @@ def _long_clusters(text: str, start: int, end: int) -> list[tuple[int, int]]:
 
 
 class Packer:
-    def __init__(self, text: str, plan: Plan, meter: Meter, max_size: int, overlap: int, min_size: int):
+    def __init__(
+        self,
+        text: str,
+        plan: Plan,
+        meter: Meter,
+        max_size: int,
+        overlap: int,
+        min_size: int,
+        *,
+        reserve: Reserve | None = None,
+    ):
         self.text = text
+        # Each chunk start's prefix (``chunkyard.chunking.prefix``): with ``budget: embed_text`` max_size
+        # bounds prefix + text, and the segmenter reserves the prefix from each start's allowance.
+        self.reserve = reserve if reserve is not None and reserve.counts and reserve.largest else None
         self.plan = plan
         self.meter = meter
         self.max_size = max_size
@@ -271,6 +365,8 @@ class Packer:
         self._indexed = False
         self._long_clusters = _long_clusters(text, plan.start, plan.end)
         self._long_cluster_starts = [a for a, _ in self._long_clusters]
+        # ASCII without CR: every position is a grapheme boundary (``_is_cluster_boundary``'s fast path).
+        self._plain = text.isascii() and "\r" not in text
 
     def _index(self) -> None:
         """The lookups the Python packer makes per chunk (_pack.c builds its own from the plan)."""
@@ -295,22 +391,85 @@ class Packer:
     # -- public -------------------------------------------------------------------------------
 
     def spans(self) -> list[Span]:
-        # _pack.c scans clusters in short windows: a text with a cluster longer than those is packed here.
-        if _native is not None and not self._breaks and not self._keep and not self._long_clusters:
-            return _native.spans(
-                self,
-                Span,
-                tuple(_LEVEL_CODES.get(id(level), 0) for level in self._levels),
-                _char_classes,
-                SCORE_FORCED,
-                LINE_GROUPS,
-                self.meter if type(self.meter) is TokenMeter else None,
+        if self.plan.levels != (GRAPHEME,):
+            return self._segmented_spans()
+        return self._greedy_spans()
+
+    def _segmented_spans(self) -> list[Span]:
+        """Spans from the global segmenter's boundaries (``chunkyard.chunking.segmenter``), then overlap."""
+        from chunkyard.chunking.segmenter import Segmenter
+
+        self._index()
+        plan = self.plan
+        origin = self._skip_space(plan.start, plan.end)
+        if origin >= plan.end:
+            return []
+        out: list[Span] = []
+        start = origin
+        previous: tuple[int, int] | None = None  # (start, raw end) of the previous chunk
+        clean = True  # the previous chunk ended at a heading, a break or a group's start: no overlap
+        group_starts = set(self._group_starts)
+        for end, score in Segmenter(self).ends(origin):
+            if previous is not None:
+                start = self._skip_space(previous[1], plan.end)
+                if self.overlap and not clean:
+                    shared = self._skip_space(self._overlap_start(*previous), plan.end)
+                    if (
+                        shared < start
+                        and self.budget_size(shared, self._trim_end(shared, end)) <= self.max_size
+                    ):
+                        start = shared
+            trimmed = self._trim_end(start, end)
+            if trimmed > start:
+                size = self.meter.size(start, trimmed)
+                over = (self.budget_size(start, trimmed) if self.reserve else size) > self.max_size
+                out.append(
+                    Span(start, trimmed, size, self._over_budget_reason(start, trimmed) if over else "")
+                )
+            previous = (start, end)
+            clean = score >= SCORE_FORCED or end in group_starts
+        return out
+
+    def budget_size(self, start: int, end: int) -> int:
+        """What max_size bounds for a chunk [start, end): its embed_text with a reserve, else its text."""
+        if self.reserve is None:
+            return self.meter.size(start, end)
+        return self.reserve.budget_size(start, end)
+
+    def _greedy_spans(self) -> list[Span]:
+        """The greedy packer's spans; with a reserve (``fixed`` has one prefix everywhere: the title), it
+        packs the text to ``max_size`` less the largest reserve, then measures every embed_text and
+        packs again with less room while one is over (tokens of a concatenation are not additive)."""
+        if self.reserve is None:
+            return self._spans()
+        max_size = self.max_size
+        room = max(1, max_size - self.reserve.largest)
+        try:
+            for _ in range(8):
+                self.max_size = room
+                spans = self._spans()
+                self.max_size = max_size
+                sizes = [self.budget_size(s.start, s.end) for s in spans]
+                excess = max(
+                    (size - max_size for size, s in zip(sizes, spans, strict=True) if s.size <= room),
+                    default=0,
+                )
+                if excess <= 0 or room == 1:
+                    break
+                room = max(1, room - excess - max(1, room // 50))
+        finally:
+            self.max_size = max_size
+        return [
+            span._replace(
+                over_budget=(span.over_budget or self._over_budget_reason(span.start, span.end))
+                if size > max_size
+                else ""
             )
-        return self._spans()
+            for span, size in zip(spans, sizes, strict=True)
+        ]
 
     def _spans(self) -> list[Span]:
-        """``spans`` in Python: the reference for chunking/_pack.c, and the packer of plans with reviewer
-        constraints (keep spans, breaks)."""
+        """The greedy method (the module docstring), in Python: ``fixed`` and its reviewer constraints."""
         self._index()
         plan = self.plan
         out: list[Span] = []
@@ -541,6 +700,9 @@ class Packer:
             low = high - 512  # clusters are short: only the tail matters
         if not last and high - low > 512:
             high = low + 512
+        if self._plain:  # every position is a boundary
+            low, high = max(low, 0), min(high, len(self.text))
+            return None if low > high else high if last else low
         found = self._clusters(low, high)
         if not found:
             return None
@@ -661,7 +823,7 @@ class Packer:
             end = self._trim_end(begin, keep_end)
             fits = (
                 self.meter.estimate(begin, end) <= self.max_size * 1.25 + 4
-                and self.meter.size(begin, end) <= self.max_size
+                and self.budget_size(begin, end) <= self.max_size
             )
             self._keep_fits[key] = fits
         return fits
@@ -723,9 +885,8 @@ class Packer:
     def _skip_space(self, pos: int, limit: int) -> int:
         """Move past whitespace, but keep the indentation of the line the chunk starts on."""
         text = self.text
-        first = pos
-        while first < limit and text[first].isspace():
-            first += 1
+        found = _NON_SPACE.search(text, pos, limit)
+        first = found.start() if found is not None else max(pos, limit)
         if first >= limit:
             return first
         if first == pos:
@@ -758,6 +919,11 @@ class Packer:
         return end
 
     def _over_budget_reason(self, start: int, end: int) -> str:
+        if self.reserve is not None and self.meter.size(start, end) <= self.max_size:
+            prefix = self.reserve.at(start)
+            return (
+                f"no boundary fits the budget beside the embed_text prefix ({prefix.size} {self.meter.unit})"
+            )
         if (start, end) in self._long_clusters or (
             end - start <= 64 and self._clusters(start, end) in ([end], [start, end])
         ):

@@ -48,6 +48,9 @@ TOPIC_LOW, TOPIC_HIGH = 61, 89
 PARAGRAPH_LOW, PARAGRAPH_HIGH = 40, 59
 SENTENCE_LOW, SENTENCE_HIGH = 20, 29
 FILL = 0.25  # chunks may end anywhere in the last three quarters of the reach
+# The segmenter's price of one more chunk: low, so cutting at a topic shift (price 0–5) rather than at a
+# sentence gap (16–25) is worth a chunk more.
+CHUNK_PRICE = 2
 
 MAX_EMBED_CHARS = 2000  # wordllama does not truncate; a giant unit would pad the whole batch
 EMBEDDING_DIM = 256  # the bundled wordllama model's dimension
@@ -300,6 +303,7 @@ def semantic_layout(text: str, settings: ChunkerBase, path: str | None) -> Layou
         overlap_floor=SENTENCE_LOW,
         fill=FILL,
         heading_ends=heading_ends,
+        chunk_price=CHUNK_PRICE,
     )
     metadata["semantic"] = {
         "units": len(units),

@@ -49,6 +49,10 @@ class ChunkerBase(_Strict):
     min_size: WholeNumber = Field(0, ge=0)
     context: ContextSettings = ContextSettings()
     front_matter: Literal["exclude", "keep"] = "exclude"
+    # What max_size bounds: the whole ``embed_text`` (title, heading path, lead-in or table header, then
+    # the text; the segmenter reserves each chunk's prefix, see ``chunkyard.chunking.prefix``), or the
+    # text alone (``text``: for pipelines that embed the text only; the prefix may then exceed it).
+    budget: Literal["embed_text", "text"] = "embed_text"
 
     @model_validator(mode="after")
     def _sizes_fit(self) -> ChunkerBase:

@@ -174,6 +174,7 @@ def _structure_layout(structure: Structure, text: str, path: str | None, strateg
         scores=structure.scores,
         levels=(SENTENCE, WORD, GRAPHEME),
         groups=structure.groups,
+        units=structure.units,
         heading_ends={h.start: h.end for h in structure.headings},
     )
     exclusions = []

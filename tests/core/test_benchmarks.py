@@ -110,3 +110,18 @@ def test_a_paired_interval_brackets_a_known_difference() -> None:
     mean, low, high = compare.paired_interval([0.0] * 40, [0.5] * 20 + [0.0] * 20)
     assert mean == pytest.approx(0.25) and low < 0.25 < high and low > 0.05
     assert compare.paired_interval([0.3] * 10, [0.3] * 10) == (0.0, 0.0, 0.0)
+
+
+def test_embed_budget_benchmark_counts_embed_texts_over_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embed_budget = pytest.importorskip("embed_budget")
+    corpus = tmp_path / "kb"
+    corpus.mkdir()
+    heading = "# A heading long enough to weigh on the budget of every chunk under it\n\n"
+    (corpus / "a-rather-long-document-title.md").write_text(heading + "Words in a sentence here. " * 200)
+    monkeypatch.setattr(embed_budget, "CORPORA", tmp_path)
+    old = embed_budget.run("kb", 300, "chars", "text")
+    new = embed_budget.run("kb", 300, "chars", "embed_text")
+    assert old["over"] > 0 and old["worst"] > 300
+    assert new["over"] == 0 and new["worst"] <= 300 and new["chunks"] > old["chunks"]

@@ -22,7 +22,9 @@ from chunkyard.chunking.code import LANGUAGE_BY_SUFFIX, LANGUAGES, detect_langua
 from chunkyard.chunking.config import load_config_text, parse_settings
 from chunkyard.chunking.errors import ConfigError
 from chunkyard.chunking.settings import CodeSettings
-from chunkyard.chunking.strategies import auto_strategy
+from chunkyard.chunking.strategies import auto_strategy, get_strategy
+
+from support.checks import spanned_section_path
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "code"
@@ -34,7 +36,9 @@ def read(name: str) -> str:
 
 
 def code_settings(max_size: int, unit: str = "chars", **extra: object) -> dict[str, object]:
-    return {"strategy": "code", "unit": unit, "max_size": max_size, **extra}
+    # These tests place definitions against the text's size (``budget: text``); the default budget
+    # (embed_text: the qualified name ahead of the text) is checked in test_embed_budget.py.
+    return {"strategy": "code", "unit": unit, "max_size": max_size, "budget": "text", **extra}
 
 
 def span_of(text: str, first: str, last: str) -> tuple[int, int]:
@@ -193,9 +197,24 @@ def test_inventory_sync_chunks_nicely(check_chunks):
         end = text.rindex("\n\n\n", start, end) if "\n\n\n" in text[start:end] else end
         holder = chunk_holding(result.chunks, start, end - 3)
         assert holder is not None, f"{name} was cut"
-        assert holder.section_path[:2] == ("inventory_sync", name) or holder.start < start
+        # A chunk's path is the deepest definition holding all of it: the function's when the chunk
+        # holds nothing outside it, else an enclosing one (the module).
+        outside = holder.start < start or bool(text[end : holder.end].strip())
+        assert holder.section_path[:2] == ("inventory_sync", name) or (
+            outside and ("inventory_sync", name)[: len(holder.section_path)] == holder.section_path
+        )
+    layout = get_strategy("code")(text, parse_settings({"unit": "tokens", "max_size": 256}), INVENTORY.name)
+    for chunk in result.chunks:
+        assert chunk.section_path == spanned_section_path(layout, text, chunk.start, chunk.end)
     paths = {c.section_path for c in result.chunks}
-    assert ("inventory_sync", "WMSClient", "stock_levels") in paths
+    # WMSClient.stock_levels fits, so it lies whole in one chunk, whose path holds it: the method's own
+    # when the chunk holds nothing else, else an ancestor's (with the default budget the prefix takes
+    # room, and the method shares a chunk with the code after it).
+    start = text.index("    def stock_levels(")
+    end = text.index("                break\n", start) + len("                break")
+    holder = chunk_holding(result.chunks, start, end)
+    assert holder is not None, "stock_levels was cut"
+    assert ("inventory_sync", "WMSClient", "stock_levels")[: len(holder.section_path)] == holder.section_path
     assert all(p[0] == "inventory_sync" for p in paths)
     # The module docstring and the imports come first, alone.
     assert result.chunks[0].section_path == ("inventory_sync",)
@@ -255,7 +274,12 @@ def test_other_languages_split_between_definitions(check_chunks, name):
     for signature in signatures:
         pos = text.index(signature)
         assert any(c.start <= pos < c.end for c in result.chunks)
-    assert qualified in {c.section_path for c in result.chunks}
+    # Small definitions share chunks; a chunk's path is the deepest definition holding all of it, so the
+    # chunk holding the method has its path or an ancestor of it, and labels are those of code chunks.
+    line_starts = [0, *(i + 1 for i, ch in enumerate(text) if ch == "\n")]
+    assert qualified in {layout.section_path(pos) for pos in line_starts}
+    for chunk in result.chunks:
+        assert chunk.section_path == spanned_section_path(layout, text, chunk.start, chunk.end)
     assert all(c.label == language for c in result.chunks if c.section_path != (Path(name).stem,))
 
 

@@ -166,6 +166,26 @@ def test_unknown_unit(tmp_path: Path) -> None:
     assert (issue.line, issue.field) == (6, "chunker.unit")
 
 
+def test_budget_is_embed_text_by_default_or_text(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, BASE)).chunker.budget == "embed_text"
+    path = write(tmp_path, BASE + "  budget: text\n", "text.yaml")
+    assert load_config(path).chunker.budget == "text"
+
+
+@pytest.mark.parametrize("value", ["tokens", "prefix", "true"])
+def test_unknown_budget_names_its_line_and_field(tmp_path: Path, value: str) -> None:
+    path = write(tmp_path, BASE + f"  budget: {value}\n")
+    [issue] = issues_of(path)
+    assert (issue.line, issue.field) == (9, "chunker.budget")
+    assert "embed_text" in issue.message and "text" in issue.message
+
+
+def test_unknown_budget_in_a_rule_names_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE + 'rules:\n  - match: "a/**"\n    chunker: {budget: texts}\n')
+    [issue] = issues_of(path)
+    assert issue.line == 11 and issue.field.endswith("budget"), issue
+
+
 @pytest.fixture
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any attempt to open a network connection fails the test."""
@@ -415,7 +435,8 @@ source:
 
 def test_hash_same_when_defaults_are_written_out(tmp_path: Path) -> None:
     explicit = HASHED.replace(
-        "  overlap: 64\n", "  overlap: 64\n  min_size: 0\n  tokenizer: cl100k_base\n  count_tokens: true\n"
+        "  overlap: 64\n",
+        "  overlap: 64\n  min_size: 0\n  tokenizer: cl100k_base\n  count_tokens: true\n  budget: embed_text\n",
     )
     assert hash_of(tmp_path, HASHED) == hash_of(tmp_path, explicit)
 
@@ -432,6 +453,8 @@ def test_hash_same_when_defaults_are_written_out(tmp_path: Path) -> None:
         ("overlap: 64\n", "overlap: 64\n  context: {title: false}\n"),
         ("overlap: 64\n", "overlap: 64\n  front_matter: keep\n"),
         ("overlap: 64\n", "overlap: 64\n  count_tokens: false\n"),
+        ("overlap: 64\n", "overlap: 64\n  budget: text\n"),
+        ("chunker: {max_size: 1024}", "chunker: {max_size: 1024, budget: text}"),
     ],
 )
 def test_hash_changes_with_chunking_settings(tmp_path: Path, old: str, new: str) -> None:

@@ -47,6 +47,7 @@ SETTINGS = [
     {"strategy": "markdown", "unit": "tokens", "max_size": 120, "overlap": 16, "min_size": 20},
     {"strategy": "sentence", "unit": "words", "max_size": 80, "overlap": 8},
     {"strategy": "auto", "unit": "tokens", "max_size": 200, "overlap": 0},
+    {"strategy": "recursive", "unit": "chars", "max_size": 400, "overlap": 40, "budget": "text"},
 ]
 
 
@@ -54,7 +55,9 @@ def spans_of(result) -> list[Span]:  # type: ignore[no-untyped-def]
     return [Span(c.start, c.end, c.size) for c in result.chunks]
 
 
-@pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: f"{s['strategy']}-{s['unit']}")
+@pytest.mark.parametrize(
+    "settings", SETTINGS, ids=lambda s: f"{s['strategy']}-{s['unit']}-{s.get('budget', 'embed_text')}"
+)
 @pytest.mark.parametrize("doc_id", DOCS)
 def test_packer_honours_keep_and_break(doc_id: str, settings: dict) -> None:
     text = (KB / doc_id).read_text(encoding="utf-8")
@@ -62,9 +65,11 @@ def test_packer_honours_keep_and_break(doc_id: str, settings: dict) -> None:
     meter = make_meter(text, parsed.unit, parsed.tokenizer, None)
     rng = random.Random(f"{doc_id}{settings}")
     for _ in range(6):
-        # A keep span that fits (a third to a whole budget), a break elsewhere, both at random.
+        # A keep span that fits (a third to a whole budget with ``budget: text``, else to a half: the
+        # embed_text prefix may take the other half), a break elsewhere, both at random.
+        top = parsed.max_size if parsed.budget == "text" else parsed.max_size // 2 - 2
         start = rng.randrange(0, max(1, len(text) - 50))
-        end = min(len(text), meter.advance(start, rng.randint(parsed.max_size // 3, parsed.max_size)))
+        end = min(len(text), meter.advance(start, rng.randint(parsed.max_size // 3, top)))
         while end > start and text[end - 1].isspace():
             end -= 1
         while start < end and text[start].isspace():
@@ -246,8 +251,9 @@ def test_a_flag_the_reviewer_takes_back_takes_its_constraint_with_it(tmp_path: P
 
 
 def test_the_readme_review_example_adds_no_finding() -> None:
-    """README: flag the boundary after chunk 3 of handbook/onboarding.md (split_procedure, --boundary) and
-    reprocess. The greedy packer then left '### Week one schedule' at the end of chunk 3 (a new
+    """README: flag the boundary after chunk 1 of handbook/onboarding.md (split_procedure, --boundary) and
+    reprocess (chunk 1 since small sections share chunks; it was chunk 3 when every heading opened one:
+    the chunk of '### Setting up your accounts', the boundary right before '### Week one schedule'). The greedy packer then left '### Week one schedule' at the end of chunk 3 (a new
     heading_at_end); the segmenter meets the constraint as one more hard constraint, so no chunk gets
     a finding it did not have, and the kept span lies in one chunk."""
     import hashlib
@@ -262,8 +268,17 @@ def test_the_readme_review_example_adds_no_finding() -> None:
     before = split_document(text, settings, doc).chunks
     sha = hashlib.sha256(text.encode()).hexdigest()
     layout = get_strategy(settings.strategy)(text, settings, doc)
+    flagged = 1
+    assert text[before[flagged].end :].lstrip().startswith("### Week one schedule")
     constraint = constraint_for_flag(
-        "split_procedure", before[3].end, 3, [(c.start, c.end) for c in before], text, layout, doc, sha
+        "split_procedure",
+        before[flagged].end,
+        flagged,
+        [(c.start, c.end) for c in before],
+        text,
+        layout,
+        doc,
+        sha,
     )
     placement = place(constraint, text, sha)
     after = split_document(text, settings, doc, constraints=[placement]).chunks

@@ -36,6 +36,7 @@ CODE = (
     + "\n```\n"
 )
 HEADED = "Intro para that is long enough to fill it.\n# Heading One\nBody text that is rather long here."
+LONG_HEADING = "# Reference for every option of the command line\n\nThe tool reads its config at start. It exits on errors.\n"
 SMALL_LAST = "Short one.\n\nA paragraph that is long enough to be a real chunk of text here, more than fifty characters."
 
 
@@ -78,11 +79,21 @@ CASES: dict[str, tuple[Case, Case]] = {
     "split_list": (Case(BULLETS, md(max_size=100)), Case(BULLETS, md(max_size=400))),
     "split_table": (Case(TABLE, md(max_size=80)), Case(TABLE, md(max_size=400))),
     "split_code": (Case(CODE, md(max_size=120)), Case(CODE, md(max_size=600))),
-    "heading_at_end": (Case(HEADED, rec(max_size=60)), Case(HEADED, md(max_size=60))),
+    # fixed windows ignore structure: a window that ends right after the heading line leaves it there
+    # (the segmenter, even for recursive, prices that cut out).
+    "heading_at_end": (
+        Case(HEADED, {"strategy": "fixed", "unit": "chars", "max_size": HEADED.index("\nBody")}),
+        Case(HEADED, rec(max_size=60)),
+    ),
     "undersized": (Case(SMALL_LAST, rec(max_size=100, min_size=50)), Case(SMALL_LAST, rec(max_size=100))),
     "high_overlap": (
         Case(PROSE, {"strategy": "fixed", "unit": "chars", "max_size": 30, "overlap": 20}),
         Case(PROSE, {"strategy": "fixed", "unit": "chars", "max_size": 30, "overlap": 5}),
+    ),
+    # a heading path longer than half the budget: embed_text's prefix is shortened
+    "prefix_shortened": (
+        Case(LONG_HEADING, md(max_size=60)),
+        Case(LONG_HEADING, md(max_size=200)),
     ),
     "constraint_unmet": (
         Case(PROSE, rec(max_size=40), _keep(0, 75)),  # a kept span longer than the budget

@@ -8,6 +8,7 @@ strictly increasing starts; (b) coverage of every non-whitespace character (or a
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 import zlib
@@ -333,14 +334,21 @@ def test_invariants_over_real_corpora(
 
 
 def test_five_thousand_sections_with_body() -> None:
-    """5,000 headings each with a line of body: 5,000 chunks. A guard against gross slowdowns only: the
-    embed_text/label lookups scan every group for every chunk (quadratic: ~1 s here, ~4 s at 10,000)."""
+    """5,000 headings each with a line of body. Small sections share chunks: every cut is at a heading (a
+    free cut) and running across a heading costs less than a chunk, so no two neighbouring chunks would
+    fit together. A guard against gross slowdowns too: the embed_text/label lookups scanned every group
+    for every chunk (quadratic: ~1 s here, ~4 s at 10,000)."""
     text = "".join(f"{'#' * (1 + i % 6)} Heading {i}\n\nSome text {i}.\n\n" for i in range(5_000))
     started = time.perf_counter()
     result = split_document(text, {"strategy": "markdown", "unit": "chars", "max_size": 1000})
     assert time.perf_counter() - started < 20
-    assert len(result.chunks) == 5_000
-    assert result.chunks[-1].section_path[-1] == "Heading 4999"
+    chunks = result.chunks
+    assert all(c.text.startswith("#") and c.size <= 1000 for c in chunks)
+    assert all(b.end - a.start > 1000 for a, b in itertools.pairwise(chunks))
+    assert len(chunks) < 2 * len(text) // 1000 + 1
+    # The last chunk's path is the deepest section holding it: a prefix of the last heading's path.
+    last_path = ("Heading 4998", "Heading 4999")  # levels 1 and 2 (4998 % 6 == 0)
+    assert chunks[-1].section_path == last_path[: len(chunks[-1].section_path)]
 
 
 # ---------------------------------------------------------------------------------------------

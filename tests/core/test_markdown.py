@@ -8,6 +8,7 @@ excluded, recorded, and gives the title.
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -17,9 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkyard.chunking.api import Chunk, split_document
+from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.markdown import _ATX, _ATX_OPEN, _atx_title, front_matter_span, scan
+from chunkyard.chunking.strategies import get_strategy
 
-from support.checks import run_and_check
+from support.checks import recount, run_and_check, spanned_section_path
 
 KB = Path(__file__).resolve().parents[2] / "examples" / "kb"
 
@@ -27,7 +30,16 @@ HEADING_LINE = regex.compile(r"^ {0,3}#{1,6}(?:[ \t].*)?$|^ {0,3}(?:=+|-+)[ \t]*
 
 
 def md(text: str, **settings: object) -> list[Chunk]:
-    config = {"strategy": "markdown", "unit": "chars", "max_size": 200, "overlap": 0, **settings}
+    """Markdown chunks of ``text``. The structure tests below size their budgets against the text, so
+    ``budget: text`` unless a test says otherwise (the default budget: tests/core/test_embed_budget.py)."""
+    config = {
+        "strategy": "markdown",
+        "unit": "chars",
+        "max_size": 200,
+        "overlap": 0,
+        "budget": "text",
+        **settings,
+    }
     return run_and_check(text, config).chunks
 
 
@@ -80,10 +92,32 @@ def test_heading_never_ends_a_chunk(max_size: int, min_size: int) -> None:
 
 @pytest.mark.parametrize("max_size", [60, 120, 200])
 def test_heading_opens_the_next_chunk(max_size: int) -> None:
+    """Small sections share a chunk; a heading that does not open a chunk lies inside one with the text
+    before it (no chunk starts in a section's text while its heading ends the previous chunk), and a
+    chunk that starts in a section after its heading does so only when the section does not fit."""
     chunks = md(SECTIONS, max_size=max_size)
     starts = {c.start for c in chunks}
     for heading in ("# Returns", "## Exceptions", "### Damaged items", "## Refund timing", "Setext section"):
-        assert SECTIONS.index(heading) in starts, heading
+        pos = SECTIONS.index(heading)
+        holder = next(c for c in chunks if c.start <= pos < c.end)
+        assert pos in starts or holder.start < pos, heading
+    for chunk in chunks[1:]:
+        heading_before = max(
+            SECTIONS.rfind("\n#", 0, chunk.start), SECTIONS.rfind("\nSetext", 0, chunk.start)
+        )
+        if chunk.start not in (heading_before + 1, 0) and heading_before >= 0:
+            nxt = min(p for p in (SECTIONS.find("\n#", chunk.start), len(SECTIONS)) if p >= 0)
+            assert len(SECTIONS[heading_before + 1 : nxt].strip()) > max_size, chunk.text
+
+
+@pytest.mark.parametrize("max_size", [60, 120, 200, 400])
+def test_a_chunk_section_path_is_the_deepest_section_holding_it(max_size: int) -> None:
+    layout = get_strategy("markdown")(SECTIONS, parse_settings({"unit": "chars", "max_size": max_size}), None)
+    chunks = md(SECTIONS, max_size=max_size)
+    for chunk in chunks:
+        assert chunk.section_path == spanned_section_path(layout, SECTIONS, chunk.start, chunk.end)
+    if max_size == 400:  # sections share chunks: some path is an ancestor of a heading inside the chunk
+        assert any(len(c.section_path) < len(layout.section_path(c.end - 1)) for c in chunks)
 
 
 def test_empty_section_heading_does_not_end_a_chunk_when_merging_small_sections() -> None:
@@ -95,8 +129,10 @@ def test_empty_section_heading_does_not_end_a_chunk_when_merging_small_sections(
 
 def test_empty_section_heading_goes_with_the_next_one() -> None:
     text = "# A\n\nOne.\n\n# B\n\n# C\n\nTwo.\n"
-    chunks = md(text, max_size=100)
-    assert [c.text for c in chunks] == ["# A\n\nOne.", "# B\n\n# C\n\nTwo."]
+    # At 100 characters the three small sections share one chunk; at 20, the empty '# B' opens the
+    # chunk of '# C' rather than ending the chunk of '# A'.
+    assert [c.text for c in md(text, max_size=100)] == [text.strip()]
+    assert [c.text for c in md(text, max_size=20)] == ["# A\n\nOne.", "# B\n\n# C\n\nTwo."]
 
 
 def test_heading_opens_the_chunk_when_its_section_does_not_fit() -> None:
@@ -106,10 +142,13 @@ def test_heading_opens_the_chunk_when_its_section_does_not_fit() -> None:
     assert all(c.section_path == ("Heading One",) for c in chunks)
 
 
-def test_recursive_is_not_heading_aware_and_gets_the_finding() -> None:
+def test_recursive_is_not_heading_aware_yet_leaves_no_heading_at_a_chunk_end() -> None:
+    """recursive has no headings in its plan; the segmenter still prices a '#' line at a chunk's end
+    (the findings' rule), so the cut falls before it."""
     text = "Intro para that is long enough to fill it.\n# Heading One\nBody text that is rather long here."
     recursive = run_and_check(text, {"strategy": "recursive", "unit": "chars", "max_size": 60}).chunks
-    assert "heading_at_end" in recursive[0].findings
+    assert not any("heading_at_end" in c.findings for c in recursive)
+    assert recursive[1].text.startswith("# Heading One")
     chunks = md(text, max_size=60)
     assert chunks[1].text.startswith("# Heading One\nBody")
     assert not any("heading_at_end" in c.findings for c in chunks)
@@ -140,15 +179,28 @@ def test_no_chunk_ends_with_a_heading_in_the_sample_corpus(
             "max_size": max_size,
             "overlap": max_size // 10,
             "min_size": min_size,
+            "budget": "text",  # the heading-and-unit arithmetic below is of the text alone
         },
         tolerate={"token_overlap"},
     ).chunks
     in_code = _code_line_starts(text)
-    for chunk in chunks[:-1]:
-        assert "heading_at_end" not in chunk.findings, chunk.text[-80:]
+    units = [
+        (g.start, g.end)
+        for g in (*scan(text).groups, *scan(text).units)
+        if g.kind in ("procedure", "list", "table", "code")
+    ]
+    for chunk, after in itertools.pairwise(chunks):
         last_line_start = chunk.start + chunk.text.rstrip().rfind("\n") + 1
-        if last_line_start not in in_code:
-            assert not _ends_with_heading(chunk), chunk.text[-80:]
+        if "heading_at_end" not in chunk.findings and last_line_start in in_code:
+            continue
+        if "heading_at_end" in chunk.findings or _ends_with_heading(chunk):
+            # Only to keep a procedure, list, table or code block that fits whole, when it and the
+            # heading do not fit together: the next chunk holds the unit, which starts right after it.
+            heading = text[last_line_start : chunk.end]
+            assert recount(heading + "\n\n" + after.text, unit) > max_size, chunk.text[-80:]
+            assert any(
+                after.start <= a < b <= after.end and not text[chunk.end : a].strip() for a, b in units
+            ), chunk.text[-80:]
 
 
 def _code_line_starts(text: str) -> set[int]:
@@ -595,7 +647,7 @@ def test_classic_mac_line_ends_are_line_ends(strategy: str) -> None:
             "- item one\r- item two\r"
         )
     chunks = split_document(
-        text, {"strategy": strategy, "unit": "chars", "max_size": 60, "overlap": 0}
+        text, {"strategy": strategy, "unit": "chars", "max_size": 60, "overlap": 0, "budget": "text"}
     ).chunks
     for chunk in chunks:
         assert chunk.text == text[chunk.start : chunk.end]
@@ -640,3 +692,89 @@ def test_front_matter_that_is_not_a_mapping_says_so_in_the_metadata() -> None:
     )
     assert document.metadata["front_matter_error"].startswith("front matter is a YAML list, not a mapping")
     assert [c.text for c in document.chunks] == ["Body text."] and document.exclusions[0][2] == "front_matter"
+
+
+def test_an_html_comment_is_one_opaque_block() -> None:
+    """CommonMark HTML block type 2: from '<!--' to the line holding '-->'. A fence, heading or list item
+    inside it is none (a KEP template's comment holding "``` <<[UNRESOLVED ...]>>" opened a code block
+    that swallowed the table of contents after it)."""
+    text = (
+        "# Title\n\nIntro.\n\n<!--\nNote:\n``` <<[UNRESOLVED context ]>> Stuff\nargued. <<[/UNRESOLVED]>> ```\n"
+        "# not a heading\n- not an item\n-->\n\n- [Summary](#summary)\n  - [Goals](#goals)\n"
+        "- [Design](#design)\n\nBody.\n<!-- an interrupting comment -->\n"
+    )
+    structure = scan(text)
+    assert [h.title for h in structure.headings] == ["Title"]
+    kinds = [(g.kind, text[g.start : g.end]) for g in structure.groups if g.kind != "section"]
+    assert kinds == [("list", "- [Summary](#summary)\n  - [Goals](#goals)\n- [Design](#design)")]
+    comment = text.index("<!--")
+    assert comment in structure.positions  # the comment is a block: a boundary before it
+    assert text.index("<!-- an") in structure.positions  # it interrupts a paragraph
+    assert (
+        text.index("# not") not in structure.positions
+        or dict(zip(structure.positions, structure.scores, strict=True))[text.index("# not")] < 30
+    )
+    unclosed = scan("<!-- open\n# h\n```\n")
+    assert not unclosed.headings and not [g for g in unclosed.groups if g.kind == "code"]
+
+
+def _units(text: str) -> set[tuple[str, str]]:
+    structure = scan(text)
+    return {(g.kind, text[g.start : g.end]) for g in (*structure.groups, *structure.units)}
+
+
+def test_lists_are_units_as_commonmark_delimits_them() -> None:
+    # Nesting by each item's content column: '  1.' (indent 2 < column 3) is a sibling, not nested.
+    text = (
+        "Run these:\n\n1. Map the resources\n   - by group\n   - or fail\n1. For each group\n"
+        "  1. exec the plugin\n  1. read its output\n\nAfter.\n"
+    )
+    steps = text[text.index("1. Map") : text.index("\n\nAfter")]
+    units = _units(text)
+    assert ("list", steps) in units
+    assert ("procedure", "Run these:\n\n" + steps) in units
+    assert ("list", "- by group\n   - or fail") in units
+    # Another bullet character starts another list; a lazy line continues the item before it.
+    text = "- a\n- b\n* c\n  more\nlazy text\n\nEnd.\n"
+    units = _units(text)
+    assert ("list", "- a\n- b") in units and ("list", "* c\n  more\nlazy text") in units
+    # A "2." line cannot start a list inside a paragraph; after a blank line, a nested list ends at a
+    # line indented less (right after its text, that line would be a lazy continuation).
+    text = "- item\n  text\n  2. not a list\n    * nested\n    * nested too\n\n  back in the item\n"
+    units = _units(text)
+    assert not any(body.startswith("2. not") for _, body in units)
+    assert ("list", "* nested\n    * nested too") in units
+    # A link reference definition between a lead-in and its list is no block: the lead-in stays.
+    text = "These are limited:\n\n[hooks]: https://example.com/hooks\n\n1. one\n1. two\n"
+    assert ("procedure", text.strip()) in _units(text)
+    # Fenced code inside an item belongs to it; an HTML comment between blocks is skipped.
+    text = "1. step\n\n   ```\n   - not an item\n   ```\n2. next\n\n<!-- - no -->\n"
+    units = _units(text)
+    assert ("list", text[: text.index("2. next") + len("2. next")]) in units
+    assert not any(body.startswith("- not") or body.startswith("- no") for _, body in units)
+
+
+def test_every_commonmark_list_of_the_sample_corpus_is_a_unit() -> None:
+    markdown_it = pytest.importorskip("markdown_it")
+    parser = markdown_it.MarkdownIt("commonmark").enable("table")
+    checked = 0
+    for path in sorted(KB.rglob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        structure = scan(text, exclude_front_matter=True)
+        offset = structure.front_matter[1] if structure.front_matter else 0
+        body = text[offset:]
+        line_starts = [offset, *(offset + i + 1 for i, ch in enumerate(body) if ch == "\n")]
+        spans = {
+            (g.start, g.end) for g in (*structure.groups, *structure.units) if g.kind in ("list", "procedure")
+        }
+        for token in parser.parse(body):
+            if token.type not in ("bullet_list_open", "ordered_list_open") or token.map is None:
+                continue
+            begin = line_starts[token.map[0]]
+            finish = line_starts[token.map[1]] if token.map[1] < len(line_starts) else len(text)
+            piece = text[begin:finish]
+            begin += len(piece) - len(piece.lstrip())
+            finish = begin + len(text[begin:finish].rstrip())
+            assert (begin, finish) in spans, (path.name, text[begin : begin + 60])
+            checked += 1
+    assert checked > 20

@@ -144,6 +144,11 @@ PIECES = [
     "STEP 4)",
     "step\t5:",
     "stepx",
+    "<!--",
+    "   <!-- ",
+    "-->",
+    "<!-- x -->",
+    "<",
     "|",
     "| a |",
     "|---|",
@@ -200,6 +205,9 @@ def test_same_structure_on_generated_markdown(text, data):
         "Title\n===\ntext",
         "x" * 10_000 + "\n# h",
         "| a |\n|---|\n| 1 |\n| 2 |\n\ntext",
+        "<!--\n``` a\n- b\n# c\n-->\n- d",
+        "text\n<!-- one -->\n- a\n<!-- x\n\n# h",
+        "- a\n<!--\n-->\n  <!-- -->\n\t<!--",
     ],
 )
 def test_same_structure_on_edge_cases(text):

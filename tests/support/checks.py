@@ -108,14 +108,18 @@ def assert_chunk_invariants(
         if previous is not None:
             assert chunk.start > previous.start, f"{where} does not start after the previous chunk"
             assert chunk.end >= previous.end, f"{where} ends inside the previous chunk"
-        # (c) budget, with an independent recount
+        # (c) budget, with an independent recount: of embed_text (prefix + text) with the default
+        # ``budget: embed_text``, of the text with ``budget: text``
         size = recount(chunk.text, unit, tokenizer)
         assert chunk.size == size, f"{where}: size {chunk.size} but recount {size} {unit}"
+        assert chunk.embed_text.endswith(chunk.text), where
+        bounded = recount(chunk.embed_text, unit, tokenizer) if parsed.budget == "embed_text" else size
+        what = "embed_text" if parsed.budget == "embed_text" else "text"
         over = "over_budget" in chunk.findings
-        assert chunk.size <= max_size or over, (
-            f"{where}: {chunk.size} > {max_size} {unit} without over_budget"
+        assert bounded <= max_size or over, (
+            f"{where}: {what} {bounded} > {max_size} {unit} without over_budget"
         )
-        assert not over or chunk.size > max_size, f"{where}: over_budget but {chunk.size} ≤ {max_size}"
+        assert not over or bounded > max_size, f"{where}: over_budget but {what} {bounded} ≤ {max_size}"
         if unit == "tokens" and tokenizer == "cl100k_base":
             assert chunk.n_tokens == size, where
         # boundaries only between grapheme clusters
@@ -164,3 +168,19 @@ def run_and_check(
         assert again.chunks == result.chunks, "same input, different chunks"
         assert again.exclusions == result.exclusions
     return result
+
+
+def spanned_section_path(layout: Any, text: str, start: int, end: int) -> tuple[str, ...]:
+    """What a chunk's section path must be, found line by line (not by ``Layout.chunk_section_path``):
+    the longest common prefix of the section paths at ``start`` and at every line start inside
+    [start, end) — the deepest section holding the whole chunk."""
+    path = layout.section_path(start)
+    pos = text.find("\n", start, end)
+    while pos != -1 and pos + 1 < end:
+        other = layout.section_path(pos + 1)
+        common = 0
+        while common < min(len(path), len(other)) and path[common] == other[common]:
+            common += 1
+        path = path[:common]
+        pos = text.find("\n", pos + 1, end)
+    return path

@@ -1,0 +1,363 @@
+/* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends and
+ * lookup (chunking/segmenter.py), which stay the reference and the fallback
+ * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays (and white
+ * space of the text) with no rule of their own: every price, interval and score is computed in
+ * Python and passed in.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+typedef long long i64;
+
+static const i64 UNREACHABLE = (i64)1 << 62;
+
+/* A Python sequence of ints as a new C array (NULL and an exception on failure). */
+static i64 *as_array(PyObject *seq, Py_ssize_t n, const char *name)
+{
+    PyObject *fast = PySequence_Fast(seq, name);
+    if (fast == NULL)
+        return NULL;
+    if (PySequence_Fast_GET_SIZE(fast) != n) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd values", name, n);
+        return NULL;
+    }
+    i64 *out = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
+    if (out == NULL) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        out[k] = PyLong_AsLongLong(items[k]);
+        if (out[k] == -1 && PyErr_Occurred()) {
+            PyMem_Free(out);
+            Py_DECREF(fast);
+            return NULL;
+        }
+    }
+    Py_DECREF(fast);
+    return out;
+}
+
+static PyObject *best_predecessors(PyObject *self, PyObject *args)
+{
+    PyObject *objects[8];
+    long long max_allowance, min_size, chunk_price, price_no_overlap, price_undersized, price_over_budget;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOLLLLLL", &objects[0], &objects[1], &objects[2], &objects[3],
+                          &objects[4], &objects[5], &objects[6], &objects[7], &max_allowance, &min_size,
+                          &chunk_price, &price_no_overlap, &price_undersized, &price_over_budget))
+        return NULL;
+    static const char *NAMES[] = {"heads", "tails", "prices", "inside_head", "inside_tail", "floors", "allowances",
+                                  "fulls"};
+    Py_ssize_t n = PySequence_Size(objects[0]);
+    if (n < 0)
+        return NULL;
+    i64 *a[8] = {NULL};
+    i64 *best = NULL, *previous = NULL;
+    PyObject *result = NULL;
+    for (int k = 0; k < 8; k++)
+        if ((a[k] = as_array(objects[k], n, NAMES[k])) == NULL)
+            goto done;
+    best = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
+    previous = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
+    if (best == NULL || previous == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    i64 *heads = a[0], *tails = a[1], *prices = a[2], *inside_head = a[3], *inside_tail = a[4], *floors = a[5],
+        *allowances = a[6], *fulls = a[7];
+    for (Py_ssize_t j = 0; j < n; j++) {
+        best[j] = UNREACHABLE;
+        previous[j] = -1;
+    }
+    if (n > 0)
+        best[0] = 0;
+    for (Py_ssize_t j = 1; j < n; j++) {
+        i64 tail = tails[j], inside = inside_tail[j], floor = floors[j];
+        i64 here = chunk_price + prices[j];
+        i64 chosen = -1, cost = UNREACHABLE;
+        for (Py_ssize_t i = j - 1; i >= floor; i--) {
+            i64 size = tail - heads[i];
+            if (size > max_allowance)
+                break;
+            if (best[i] < UNREACHABLE && (size <= allowances[i] || size <= fulls[i])) {
+                i64 total = best[i] + here + inside - inside_head[i];
+                if (size > allowances[i])
+                    total += price_no_overlap;
+                if (size < min_size)
+                    total += price_undersized;
+                if (total < cost) {
+                    chosen = i;
+                    cost = total;
+                }
+            }
+        }
+        if (chosen < 0 && j - 1 >= floor && best[j - 1] < UNREACHABLE) {
+            chosen = j - 1;
+            cost = best[j - 1] + here + price_over_budget;
+        }
+        best[j] = cost;
+        previous[j] = chosen;
+    }
+    result = PyList_New(n);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *value = PyLong_FromLongLong(previous[j]);
+        if (value == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, j, value);
+    }
+done:
+    for (int k = 0; k < 8; k++)
+        PyMem_Free(a[k]);
+    PyMem_Free(best);
+    PyMem_Free(previous);
+    return result;
+}
+
+
+/* The first index k with a[k] >= x (a sorted). */
+static Py_ssize_t lower_bound(const i64 *a, Py_ssize_t n, i64 x)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The first index k with a[k] > x (a sorted). */
+static Py_ssize_t upper_bound(const i64 *a, Py_ssize_t n, i64 x)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (a[mid] <= x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static PyObject *list_of(const i64 *values, Py_ssize_t n)
+{
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *value = PyLong_FromLongLong(values[k]);
+        if (value == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, value);
+    }
+    return out;
+}
+
+/* Whether text[a:b] holds a character str.isspace() rejects. */
+static int has_text(int kind, const void *data, Py_ssize_t length, i64 a, i64 b)
+{
+    if (a < 0)
+        a = 0;
+    if (b > length)
+        b = length;
+    for (i64 k = a; k < b; k++)
+        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, k)))
+            return 1;
+    return 0;
+}
+
+/* cut_candidates(text, positions, scores, extra, score_prices, intervals, forbidden, free_score, end) */
+static PyObject *cut_candidates(PyObject *self, PyObject *args)
+{
+    PyObject *text, *objects[6];
+    long long free_score, end;
+    if (!PyArg_ParseTuple(args, "UOOOOOOLL", &text, &objects[0], &objects[1], &objects[2], &objects[3],
+                          &objects[4], &objects[5], &free_score, &end))
+        return NULL;
+    static const char *NAMES[] = {"positions", "scores", "extra", "score_prices", "intervals", "forbidden"};
+    Py_ssize_t sizes[6];
+    for (int k = 0; k < 6; k++)
+        if ((sizes[k] = PySequence_Size(objects[k])) < 0)
+            return NULL;
+    Py_ssize_t n = sizes[0];
+    if (sizes[1] != n || sizes[2] != n || sizes[3] < 1 || sizes[4] % 3 || sizes[5] % 2) {
+        PyErr_SetString(PyExc_ValueError, "cut_candidates: inconsistent array sizes");
+        return NULL;
+    }
+    i64 *a[6] = {NULL};
+    i64 *add = NULL, *ban = NULL, *cuts = NULL, *prices = NULL, *kept = NULL;
+    PyObject *result = NULL;
+    for (int k = 0; k < 6; k++)
+        if ((a[k] = as_array(objects[k], sizes[k], NAMES[k])) == NULL)
+            goto done;
+    add = PyMem_Calloc((size_t)n + 1, sizeof(i64));
+    ban = PyMem_Calloc((size_t)n + 1, sizeof(i64));
+    cuts = PyMem_Malloc(sizeof(i64) * ((size_t)n + 1));
+    prices = PyMem_Malloc(sizeof(i64) * ((size_t)n + 1));
+    kept = PyMem_Malloc(sizeof(i64) * ((size_t)n + 1));
+    if (add == NULL || ban == NULL || cuts == NULL || prices == NULL || kept == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const i64 *positions = a[0], *scores = a[1], *extra = a[2], *score_prices = a[3];
+    for (Py_ssize_t k = 0; k < sizes[4]; k += 3) {
+        Py_ssize_t lo = lower_bound(positions, n, a[4][k]), hi = lower_bound(positions, n, a[4][k + 1]);
+        if (lo < hi) {
+            add[lo] += a[4][k + 2];
+            add[hi] -= a[4][k + 2];
+        }
+    }
+    for (Py_ssize_t k = 0; k < sizes[5]; k += 2) {
+        Py_ssize_t lo = lower_bound(positions, n, a[5][k]), hi = lower_bound(positions, n, a[5][k + 1]);
+        if (lo < hi) {
+            ban[lo] += 1;
+            ban[hi] -= 1;
+        }
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), top = sizes[3] - 1, m = 0;
+    i64 running = 0, banned = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        running += add[k];
+        banned += ban[k];
+        i64 pos = positions[k], score = scores[k], price;
+        if (score >= free_score || pos >= end)
+            price = 0;
+        else if (banned)
+            continue;
+        else
+            price = score_prices[score < 0 ? 0 : score > top ? top : score] + extra[k] + running;
+        if (m > 0 && !has_text(kind, data, length, cuts[m - 1], pos)) {
+            if (kept[m - 1] >= free_score || (score < free_score && price > prices[m - 1]))
+                continue;
+            cuts[m - 1] = pos;
+            prices[m - 1] = price;
+            kept[m - 1] = score;
+            continue;
+        }
+        cuts[m] = pos;
+        prices[m] = price;
+        kept[m] = score;
+        m++;
+    }
+    if (m == 0 || cuts[m - 1] != end) {
+        cuts[m] = end;
+        prices[m] = 0;
+        kept[m] = 1000;
+        m++;
+    }
+    PyObject *lists[3] = {list_of(cuts, m), list_of(prices, m), list_of(kept, m)};
+    if (lists[0] != NULL && lists[1] != NULL && lists[2] != NULL)
+        result = PyTuple_Pack(3, lists[0], lists[1], lists[2]);
+    for (int k = 0; k < 3; k++)
+        Py_XDECREF(lists[k]);
+done:
+    for (int k = 0; k < 6; k++)
+        PyMem_Free(a[k]);
+    PyMem_Free(add);
+    PyMem_Free(ban);
+    PyMem_Free(cuts);
+    PyMem_Free(prices);
+    PyMem_Free(kept);
+    return result;
+}
+
+/* trim_ends(text, positions, low) */
+static PyObject *trim_ends(PyObject *self, PyObject *args)
+{
+    PyObject *text, *seq;
+    long long low;
+    if (!PyArg_ParseTuple(args, "UOL", &text, &seq, &low))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(seq);
+    if (n < 0)
+        return NULL;
+    i64 *positions = as_array(seq, n, "positions");
+    if (positions == NULL)
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        i64 pos = positions[k];
+        if (pos > length) {
+            PyMem_Free(positions);
+            PyErr_SetString(PyExc_IndexError, "trim_ends: a position past the text");
+            return NULL;
+        }
+        while (pos > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, pos - 1)))
+            pos--;
+        positions[k] = pos;
+    }
+    PyObject *out = list_of(positions, n);
+    PyMem_Free(positions);
+    return out;
+}
+
+/* lookup(keys, values, queries, right) */
+static PyObject *lookup(PyObject *self, PyObject *args)
+{
+    PyObject *objects[3];
+    int right;
+    if (!PyArg_ParseTuple(args, "OOOp", &objects[0], &objects[1], &objects[2], &right))
+        return NULL;
+    Py_ssize_t n_keys = PySequence_Size(objects[0]), n_queries = PySequence_Size(objects[2]);
+    if (n_keys < 0 || n_queries < 0)
+        return NULL;
+    i64 *keys = as_array(objects[0], n_keys, "keys"), *values = NULL, *queries = NULL;
+    PyObject *out = NULL;
+    if (keys == NULL)
+        goto done;
+    if ((values = as_array(objects[1], n_keys + 1, "values")) == NULL)
+        goto done;
+    if ((queries = as_array(objects[2], n_queries, "queries")) == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < n_queries; k++) {
+        Py_ssize_t at = right ? upper_bound(keys, n_keys, queries[k]) : lower_bound(keys, n_keys, queries[k]);
+        queries[k] = values[at];
+    }
+    out = list_of(queries, n_queries);
+done:
+    PyMem_Free(keys);
+    PyMem_Free(values);
+    PyMem_Free(queries);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"best_predecessors", best_predecessors, METH_VARARGS,
+     "segmenter.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls, "
+     "max_allowance, min_size, chunk_price, PRICE_NO_OVERLAP, PRICE_UNDERSIZED, PRICE_OVER_BUDGET)"},
+    {"cut_candidates", cut_candidates, METH_VARARGS,
+     "segmenter.cut_candidates(text, positions, scores, extra, score_prices, intervals, forbidden, free_score, end)"},
+    {"trim_ends", trim_ends, METH_VARARGS, "segmenter.trim_ends(text, positions, low)"},
+    {"lookup", lookup, METH_VARARGS, "segmenter.lookup(keys, values, queries, right)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_segment", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__segment(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", CHUNKYARD_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,261 @@
+"""What ``embed_text`` puts before a chunk's text, and the part of the budget it takes.
+
+A chunk's *prefix* is the document title, its heading breadcrumb, and the context of each group it
+continues (a list's lead-in sentence, a table's header): each on its own line, then a blank line,
+then the text. It depends only on where the chunk starts: the heading path at that start, and the
+groups (with a context, sections aside) that began before it and are still open (``Layout.contexts_at``).
+So over the start positions of a document it is piecewise constant, changing only at heading starts,
+just after a group's start and at a group's end; ``Reserve`` holds it as intervals ``[lo, hi)`` of
+start positions, each with its prefix and the prefix's size in the config's unit.
+
+With ``budget: embed_text`` (the default) ``max_size`` bounds the whole ``embed_text``: the segmenter
+gives a chunk starting at ``s`` an allowance of ``max_size - reserve(s)`` for its text, then measures
+every chunk's real ``embed_text`` (for tokens, the tokens of a concatenation are not the sum of the
+parts) and searches again from a start whose chunk is over. With ``budget: text`` the prefix is
+built the same way and not counted (the behaviour before the switch, for pipelines that embed the
+text alone).
+
+Shortening rule (``budget: embed_text`` only). A prefix may take at most half of ``max_size``
+(``max_size // 2`` units), so at least half the budget is left for text. A longer one is shortened
+by the first of these steps whose result fits:
+
+1. drop the title;
+2. drop outer heading levels, one at a time, down to the innermost heading;
+3. drop the contexts of outer groups, down to the innermost group's (the one the chunk is in);
+4. with a context left, drop the heading too (a table piece's header row, or a step's lead-in, says
+   more about it than the heading);
+5. cut what is left (the context, else the innermost heading) at its last word gap that fits;
+6. no prefix at all.
+
+A chunk whose prefix was shortened has the finding ``prefix_shortened``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+import regex
+
+from chunkyard.chunking.units import CharMeter, Meter, TokenMeter, WordMeter
+
+if TYPE_CHECKING:
+    from chunkyard.chunking.layout import Layout
+    from chunkyard.chunking.settings import ChunkerBase
+
+BUDGETS = ("embed_text", "text")
+# A prefix takes at most max_size // PREFIX_SHARE (the rest, at least half, is the text's).
+PREFIX_SHARE = 2  # max_size // PREFIX_SHARE
+
+_WORD = regex.compile(r"\S+")
+_GAP = regex.compile(r"\s+")
+# A sync point of cl100k (``units._SYNC``): a piece boundary whatever text comes before it.
+_SYNC = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})")
+_SYNC_WINDOW = 256
+
+
+def least_text_room(settings: ChunkerBase) -> int:
+    """The least of ``max_size`` a chunk's text is sure to get beside its prefix (a prefix takes at most
+    ``max_size // PREFIX_SHARE``): strategies that add inner boundaries only to units that may not
+    fit (``chunkyard.chunking.oversize``) measure against it."""
+    if settings.budget != "embed_text":
+        return settings.max_size
+    return max(1, settings.max_size - settings.max_size // PREFIX_SHARE)
+
+
+class Prefix(NamedTuple):
+    text: str  # what embed_text puts before the chunk text ("" when nothing)
+    size: int  # its size in the unit (0 with ``budget: text``)
+    shortened: bool = False  # shortened by the rule of the module docstring
+
+
+def _parts(
+    settings: ChunkerBase, title: str
+) -> Callable[[tuple[str, ...], tuple[str, ...]], tuple[str | None, tuple[str, ...], tuple[str, ...]]]:
+    """(title line or None, heading path, contexts) that a chunk's prefix is made of."""
+    use_headings = settings.context.headings
+    use_title = bool(settings.context.title and title)
+    title_key = title.strip().lower()
+
+    def parts(section_path: tuple[str, ...], contexts: tuple[str, ...]):
+        path = section_path if use_headings else ()
+        show_title = use_title and not (path and path[0].strip().lower() == title_key)
+        return (title if show_title else None), path, contexts
+
+    return parts
+
+
+def _join(title: str | None, path: tuple[str, ...], contexts: tuple[str, ...]) -> str:
+    lines: list[str] = []
+    if title is not None:
+        lines.append(title)
+    if path:
+        lines.append(" > ".join(path))
+    lines.extend(contexts)
+    return "\n".join(lines) + "\n\n" if lines else ""
+
+
+def prefixer(settings: ChunkerBase, title: str) -> Callable[[tuple[str, ...], tuple[str, ...]], str]:
+    """What ``embed_text`` puts before a chunk's text, given its section path and the contexts of the
+    groups it continues ("" when nothing): the title, the heading breadcrumb, the lead-in or header.
+
+    A piece of a procedure or table that began in an earlier chunk repeats its lead-in sentence or
+    header row, so "step 4" is never retrieved alone.
+    """
+    parts = _parts(settings, title)
+    return lambda section_path, contexts: _join(*parts(section_path, contexts))
+
+
+def string_size(meter: Meter) -> Callable[[str], int]:
+    """How the meter's unit measures a string on its own."""
+    if isinstance(meter, CharMeter):
+        return len
+    if isinstance(meter, WordMeter):
+        return lambda s: sum(1 for _ in _WORD.finditer(s))
+    if isinstance(meter, TokenMeter):
+        return meter.tokenizer.count
+    raise TypeError(f"no string measure for {type(meter).__name__}")
+
+
+def shorten(
+    title: str | None, path: tuple[str, ...], contexts: tuple[str, ...], cap: int, size: Callable[[str], int]
+) -> tuple[str, bool]:
+    """The prefix of these parts, shortened by the module docstring's rule to at most ``cap`` units."""
+    full = _join(title, path, contexts)
+    if size(full) <= cap:
+        return full, False
+    steps = [_join(None, path, contexts)]
+    steps += [_join(None, path[k:], contexts) for k in range(1, len(path))]
+    inner_path = path[-1:]
+    steps += [_join(None, inner_path, contexts[k:]) for k in range(1, len(contexts))]
+    if contexts:
+        inner_path = ()  # step 4: the innermost group's context says more than the heading
+        steps.append(_join(None, inner_path, contexts[-1:]))
+    for candidate in steps:
+        if size(candidate) <= cap:
+            return candidate, True
+    # Step 5: cut the rest at the last word gap that fits (the sizes grow with the cut: bisect).
+    rest = _join(None, inner_path, contexts[-1:])[:-2]
+    gaps = [m.start() for m in _GAP.finditer(rest) if m.start() > 0]
+    low, high = 0, len(gaps)  # gaps[:low] fit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if size(rest[: gaps[middle - 1]] + "\n\n") <= cap:
+            low = middle
+        else:
+            high = middle - 1
+    while low > 0:  # a token count is not strictly monotone: step back until it fits
+        cut = rest[: gaps[low - 1]].rstrip()
+        if cut and size(cut + "\n\n") <= cap:
+            return cut + "\n\n", True
+        low -= 1
+    return "", True  # step 6
+
+
+class Reserve:
+    """The prefix of every chunk start of one document, as intervals of start positions (see the
+    module docstring), and the exact size of a chunk's ``embed_text``."""
+
+    def __init__(self, text: str, layout: Layout, settings: ChunkerBase, title: str, meter: Meter):
+        self.text = text
+        self.meter = meter
+        self.counts = settings.budget == "embed_text"
+        self.max_size = settings.max_size
+        parts = _parts(settings, title)
+        self._size = string_size(meter)
+        self._known: dict[tuple[int, int], int] = {}  # token sizes of embed_texts measured before
+        bounds = {layout.plan.start}
+        bounds.update(layout.heading_starts)
+        for group in layout.plan.groups:
+            if group.kind != "section" and group.context:
+                bounds.add(group.start + 1)
+                bounds.add(group.end)
+        starts = sorted(b for b in bounds if b >= layout.plan.start)
+        contexts = layout.contexts_at(starts)
+        self._layout, self._parts = layout, parts
+        self._cap = self.max_size // PREFIX_SHARE
+        self._made: dict[tuple, Prefix] = {}
+        self.lows: list[int] = []
+        self.prefixes: list[Prefix] = []
+        for start, context in zip(starts, contexts, strict=True):
+            prefix = self._prefix(layout.section_path(start), context)
+            if self.prefixes and self.prefixes[-1] == prefix:
+                continue
+            self.lows.append(start)
+            self.prefixes.append(prefix)
+        # The reserve is the same everywhere (a document without headings or groups: fixed, recursive).
+        self.constant = len({p.size for p in self.prefixes}) <= 1
+        self.largest = max((p.size for p in self.prefixes), default=0)
+
+    def _prefix(self, path: tuple[str, ...], context: tuple[str, ...]) -> Prefix:
+        key = (path, context)
+        prefix = self._made.get(key)
+        if prefix is None:
+            title_line, shown_path, groups = self._parts(path, context)
+            if self.counts:
+                shown, shortened = shorten(title_line, shown_path, groups, self._cap, self._size)
+                prefix = Prefix(shown, self._size(shown) if shown else 0, shortened)
+            else:
+                prefix = Prefix(_join(title_line, shown_path, groups), 0)
+            self._made[key] = prefix
+        return prefix
+
+    def of_chunk(self, start: int, path: tuple[str, ...]) -> Prefix:
+        """The prefix of a chunk that starts at ``start`` and whose section path is ``path``
+        (``Layout.chunk_section_path``: the deepest section holding all of it, so for a chunk that runs
+        across headings an ancestor of the start's section). The reserve was taken for the start's own
+        path; the chunk gets the prefix of ``path`` when that measures no more (it nearly always does:
+        an ancestor's path is shorter), else the start's, so embed_text stays within what was reserved."""
+        reserved = self.at(start)
+        if path == self._layout.section_path(start):
+            return reserved
+        prefix = self._prefix(path, self._layout.contexts_at([start])[0])
+        return prefix if prefix.size <= reserved.size else reserved
+
+    def at(self, pos: int) -> Prefix:
+        """The prefix of a chunk that starts at ``pos``."""
+        k = bisect.bisect_right(self.lows, pos) - 1
+        return self.prefixes[max(k, 0)] if self.prefixes else Prefix("", 0)
+
+    def sizes_at(self, starts: list[int]) -> list[int]:
+        """The reserve (prefix size) of each start; 0 everywhere with ``budget: text``."""
+        if not self.counts or self.largest == 0:
+            return [0] * len(starts)
+        lows, prefixes = self.lows, self.prefixes
+        return [prefixes[max(bisect.bisect_right(lows, s) - 1, 0)].size for s in starts]
+
+    def budget_size(self, start: int, end: int) -> int:
+        """What ``max_size`` bounds for the chunk ``text[start:end]``: its ``embed_text`` (exactly, as
+        if encoded on its own) with ``budget: embed_text``, else its text."""
+        meter = self.meter
+        if not self.counts:
+            return meter.size(start, end)
+        shown = self.at(start)
+        if not shown.text:
+            return meter.size(start, end)
+        if not isinstance(meter, TokenMeter):
+            # Additive: chars, and words (the prefix ends in white space).
+            return shown.size + meter.size(start, end)
+        if getattr(meter.tokenizer, "piece_local", False) and start < end and not self.text[start].isspace():
+            # cl100k: the prefix's last piece ends with its closing newlines and the text's first piece
+            # starts at its first (non-space) character whatever precedes it, so the parts add up.
+            return shown.size + meter.size(start, end)
+        known = self._known.get((start, end))
+        if known is None:
+            known = self._known[start, end] = self._token_size(shown.text, start, end)
+        return known
+
+    def _token_size(self, prefix: str, start: int, end: int) -> int:
+        """Tokens of ``prefix + text[start:end]``. With cl100k, split at the first sync point q after
+        ``start`` (a piece boundary whatever precedes it, ``units.TokenMeter``): tokens of
+        ``prefix + text[start:q]`` plus the span [q, end) measured by the meter, so a long chunk is
+        not encoded again. Otherwise the concatenation is encoded whole."""
+        meter, text = self.meter, self.text
+        tokenizer = meter.tokenizer
+        if getattr(tokenizer, "piece_local", False) and end - start > 96:
+            sync = _SYNC.search(text, start + 1, min(end, start + _SYNC_WINDOW))
+            if sync is not None:
+                q = sync.start()
+                return tokenizer.count(prefix + text[start:q]) + meter.size(q, end)
+        return tokenizer.count(prefix + text[start:end])

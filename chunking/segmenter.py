@@ -1,0 +1,818 @@
+"""The global segmenter: every chunk boundary of a document chosen at once, by dynamic programming.
+
+Method (in the manner of Knuth–Plass line breaking). The strategy's plan is the cost model. Its
+structural boundaries (headings, block and list-item starts, table rows, code lines, wrapped lines),
+the end of the text and the reviewer's breaks are the *candidates*; textual levels (paragraph, line,
+sentence, word, grapheme) are added lazily, only inside gaps wider than a quarter of the budget
+between the candidates at least as strong as the level (words and graphemes sampled every sixteenth
+of a budget), so a 10 MB line or a 1 MB table stays linear. A level's gaps lie inside the previous
+level's (candidates are only added), so each level looks only there (``packer.find_ends`` finds its
+matches). Candidates that differ only by white space are one cut (the cheapest).
+
+The rules are written once, here, in Python, and expressed as *data per unit*, not per candidate
+(``Segmenter._prices``): a price by score (``_SCORE_PRICES``, from PRICE_BY_SCORE); an interval
+``[lo, hi)`` with a price for each heading (inside it or right after it) and for each procedure, list,
+table, code block and section that fits; a forbidden interval for each keep span that fits; and, per
+candidate, the few prices a unit decides by looking at its text (mid-sentence: findings'
+_SENTENCE_END on the four characters before the cut, remembered per window; mid-row: not at a line
+start inside a table or code body; a '#' line before the cut in a plan without headings: findings'
+_ATX_LINE, evaluated only for the candidates on such a line). The generic work is done by kernels
+over arrays with no rule of their own, in C (chunking/_segment.c) and held equal to their Python
+twins here (tests/core/test_segmenter.py): ``cut_candidates`` (sums the interval prices by a sweep,
+drops forbidden candidates, keeps one cut per white-space run), ``trim_ends``, ``lookup`` (the
+heading-span prefix sums at each cut) and the optimiser ``best_predecessors``. The additive size
+prefixes are the cut offsets for characters and come from the meter's arrays for words and tokens.
+
+A segmentation is a sequence of cuts; its cost is
+
+    Σ over chunks  PRICE_CHUNK + Σ PRICE_SPANS_HEADING[depth] over the headings inside it (not at its start)
+                   + PRICE_UNDERSIZED if the chunk is smaller than min_size
+    + Σ over cuts  price of the cut (below).
+
+The price of a cut at position p is the sum of:
+
+| what the cut does                                                   | price |
+|---------------------------------------------------------------------|------:|
+| ends at a heading or at the end of the text (score >= 90)           |     0 |
+| ends at a block boundary, paragraph break (score 60–89)             |     5 |
+| ends at a list item, table row, line (score 30–59)                  |    15 |
+| ends at a lead-in, code line, sentence end (score 20–29)            |    25 |
+| ends at a wrapped line, first table row, list continuation, the     |    40 |
+|   first block after a heading (12–19)                               |       |
+| ends at a word gap (score 10–11)                                    |    60 |
+| ends inside a word (grapheme, score < 10)                           |  1000 |
+| mid-sentence: score < 30, not in a table or code body, and the text  |   400 |
+|   before the cut does not end a sentence                            |       |
+| inside a table row or code line (mid-line of a line group)          |  1000 |
+| inside each procedure, list, table or code block that fits whole    |  3000 |
+| inside each section that fits whole                                 |    40 |
+| leaves a heading at the chunk's end, or cuts inside a heading       |  2000 |
+|   (below a fitting unit's split: where a heading and the unit after  |       |
+|   it do not fit together, the unit stays whole)                     |       |
+
+with PRICE_CHUNK = 100 (``Plan.chunk_price``; the size term: fewer, fuller chunks) and PRICE_UNDERSIZED = 5000.
+A heading inside a chunk costs by its depth in the section tree (``heading_span_prices``):
+
+| heading run across (not at the chunk's start)               | price |
+|--------------------------------------------------------------|------:|
+| depth 1 (a top-level section of the document)                |    90 |
+| depth 2                                                      |    70 |
+| depth 3                                                      |    50 |
+| depth 4 and deeper                                           |    30 |
+| right after another heading (only white space between)       |     0 |
+
+All below PRICE_CHUNK, so small sections that fit together share a chunk (fewer chunks than one per
+heading), and the chunks that span headings span the deepest; a cut at a heading stays free, so a
+section that does not fit with its neighbours still opens its chunk. Hard constraints: a chunk's
+trimmed text is within the budget less its start's ``embed_text`` prefix (with ``budget: embed_text``;
+``chunkyard.chunking.prefix``), measured additively — exact for characters and words, the
+whole-document token estimate for tokens, then every chosen chunk (prefix + text) is measured exactly and the search
+repeated with a smaller allowance from that start until all fit); no chunk spans a reviewer's break;
+no cut inside a reviewer's keep span that fits. A unit that cannot fit (no candidate inside it) is one
+chunk over budget. Each chunk's allowance is an input per start (``allowances``, ``fulls``), so a
+per-start reserve (for an embedded prefix, say) is a change of those arrays only.
+
+Overlap is applied after the boundaries are chosen (``Packer``): each chunk after the first gets
+``overlap`` units less allowance (or the full budget for PRICE_NO_OVERLAP = 300, and then no overlap),
+and then starts at the packer's overlap start before its boundary when the chunk still fits.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, NamedTuple
+
+from chunkyard.chunking import native
+from chunkyard.chunking.packer import find_ends
+from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
+
+if TYPE_CHECKING:
+    from chunkyard.chunking.packer import Packer, Plan, TextLevel
+
+PRICE_CHUNK = 100
+# A chunk that runs across a heading (not at its start), by the heading's depth in the section tree
+# (1: a top-level heading of the document; deeper ones after the last entry take it). Below
+# PRICE_CHUNK, so small sections that fit together share a chunk (fewer chunks), and rising towards the
+# top, so the chunks that span headings span the deepest; free for a heading right after another
+# heading (a heading alone is never a chunk). A heading without a section (no section groups in the
+# plan) takes the depth-1 price.
+PRICE_SPANS_HEADING = (90, 70, 50, 30)
+PRICE_UNDERSIZED = 5000
+PRICE_MID_SENTENCE = 400
+SCORE_MID_SENTENCE_BELOW = 30  # cuts scored below this (below a line) may be mid-sentence
+PRICE_MID_ROW = 1000
+PRICE_HEADING_AT_END = 2000
+PRICE_SPLIT = {"procedure": 3000, "list": 3000, "table": 3000, "code": 3000, "section": 40}
+# (lowest score, price) of a cut by the boundary's score, best first; linear in between.
+PRICE_BY_SCORE = ((90, 0), (60, 5), (30, 15), (20, 25), (12, 40), (10, 60), (0, 1000))
+PRICE_NO_OVERLAP = 300  # a chunk that needs the room reserved for overlap: it gets none
+PRICE_OVER_BUDGET = 10**9  # a chunk that cannot fit: allowed only between adjacent candidates
+SCORE_BREAK = 10**6  # a reviewer's break
+_UNREACHABLE = 1 << 62
+_NON_SPACE = re.compile(r"\S")
+# Whether the text before a cut (its last four characters) ends a sentence (findings' _SENTENCE_END),
+# remembered per window: the same few endings recur.
+_ENDS_SENTENCE: dict[str, bool] = {}
+# Lines that may be ATX headings (findings' _ATX_LINE decides): '#' after at most three spaces.
+_ATX_AT_START = re.compile(r" {0,3}#")
+_ATX_AFTER_LF = re.compile(r"\n {0,3}#")  # re's \s is exactly str.isspace (as Packer uses it)
+
+# The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
+# the reference.
+_native = native.load("_segment")
+
+
+def score_price(score: int) -> int:
+    """The price of a cut at a boundary of this score: PRICE_BY_SCORE, linear between its rows (so the
+    graded scores of a strategy, such as the semantic one's, keep their order)."""
+    if score >= PRICE_BY_SCORE[0][0]:
+        return 0
+    for (high, high_price), (low, low_price) in itertools.pairwise(PRICE_BY_SCORE):
+        if score >= low:
+            if low_price >= PRICE_MID_ROW:  # below a word gap: inside a word
+                return low_price
+            return high_price + (low_price - high_price) * (high - score) // (high - low)
+    return PRICE_BY_SCORE[-1][1]
+
+
+# score_price for every score up to the first free row; higher scores take the last entry (0).
+_SCORE_PRICES = [score_price(score) for score in range(PRICE_BY_SCORE[0][0] + 1)]
+
+
+def heading_span_prices(plan: Plan, heading_starts: list[int], text: str) -> list[int]:
+    """The price of a chunk running across each heading of ``heading_starts`` (sorted): PRICE_SPANS_HEADING
+    by the heading's depth among the plan's ``section`` groups, 0 right after another heading."""
+    sections = sorted((g.start, -g.end) for g in plan.groups if g.kind == "section")
+    depth_at: dict[int, int] = {}
+    open_ends: list[int] = []
+    for start, neg_end in sections:
+        while open_ends and open_ends[-1] <= start:
+            open_ends.pop()
+        open_ends.append(-neg_end)
+        depth_at.setdefault(start, len(open_ends))
+    heading_ends = plan.heading_ends
+    return [
+        0
+        if k > 0 and _NON_SPACE.search(text, heading_ends[heading_starts[k - 1]], start) is None
+        else PRICE_SPANS_HEADING[min(depth_at.get(start, 1), len(PRICE_SPANS_HEADING)) - 1]
+        for k, start in enumerate(heading_starts)
+    ]
+
+
+def best_predecessors(
+    heads: list[int],
+    tails: list[int],
+    prices: list[int],
+    inside_head: list[int],
+    inside_tail: list[int],
+    floors: list[int],
+    allowances: list[int],
+    fulls: list[int],
+    max_allowance: int,
+    min_size: int,
+    chunk_price: int,
+) -> list[int]:
+    """The optimiser: for candidates 0..n-1 (0 the origin), the predecessor of each on a cheapest path.
+
+    A chunk from candidate i to j has size ``tails[j] - heads[i]`` (non-decreasing arrays) and costs
+    ``chunk_price + prices[j] + inside_tail[j] - inside_head[i]`` (prefix sums of the prices of the
+    headings it runs across), + PRICE_UNDERSIZED below ``min_size``. It is allowed when ``i >= floors[j]``
+    and its size is at most ``allowances[i]``, or at most ``fulls[i]`` for PRICE_NO_OVERLAP more (a chunk
+    that then gets no overlap). When no i is allowed, the chunk from j - 1 is taken at PRICE_OVER_BUDGET.
+    Ties go to the later i.
+    """
+    n = len(heads)
+    best = [_UNREACHABLE] * n
+    previous = [-1] * n
+    best[0] = 0
+    for j in range(1, n):
+        tail, inside, floor = tails[j], inside_tail[j], floors[j]
+        here = chunk_price + prices[j]
+        chosen, cost = -1, _UNREACHABLE
+        i = j - 1
+        while i >= floor:
+            size = tail - heads[i]
+            if size > max_allowance:
+                break
+            if best[i] < _UNREACHABLE and (size <= allowances[i] or size <= fulls[i]):
+                total = best[i] + here + inside - inside_head[i]
+                if size > allowances[i]:
+                    total += PRICE_NO_OVERLAP
+                if size < min_size:
+                    total += PRICE_UNDERSIZED
+                if total < cost:
+                    chosen, cost = i, total
+            i -= 1
+        if chosen < 0 and j - 1 >= floor and best[j - 1] < _UNREACHABLE:
+            chosen, cost = j - 1, best[j - 1] + here + PRICE_OVER_BUDGET
+        best[j], previous[j] = cost, chosen
+    return previous
+
+
+def optimise(
+    heads: list[int],
+    tails: list[int],
+    prices: list[int],
+    inside_head: list[int],
+    inside_tail: list[int],
+    floors: list[int],
+    allowances: list[int],
+    fulls: list[int],
+    max_allowance: int,
+    min_size: int,
+    chunk_price: int,
+) -> list[int]:
+    """``best_predecessors``, in C when chunking/_segment.c is built."""
+    if _native is not None:
+        return _native.best_predecessors(
+            heads,
+            tails,
+            prices,
+            inside_head,
+            inside_tail,
+            floors,
+            allowances,
+            fulls,
+            max_allowance,
+            min_size,
+            chunk_price,
+            PRICE_NO_OVERLAP,
+            PRICE_UNDERSIZED,
+            PRICE_OVER_BUDGET,
+        )
+    return best_predecessors(
+        heads,
+        tails,
+        prices,
+        inside_head,
+        inside_tail,
+        floors,
+        allowances,
+        fulls,
+        max_allowance,
+        min_size,
+        chunk_price,
+    )
+
+
+class Problem(NamedTuple):
+    """One document's search, as ``best_predecessors`` saw it last, and the path it chose (for tests)."""
+
+    points: list[int]
+    heads: list[int]
+    tails: list[int]
+    prices: list[int]
+    inside_head: list[int]
+    inside_tail: list[int]
+    floors: list[int]
+    allowances: list[int]
+    fulls: list[int]
+    max_allowance: int
+    min_size: int
+    chunk_price: int
+    chosen: list[int]
+
+
+def cut_candidates(
+    text: str,
+    positions: list[int],
+    scores: list[int],
+    extra: list[int],
+    score_prices: list[int],
+    intervals: list[int],
+    forbidden: list[int],
+    free_score: int,
+    end: int,
+) -> tuple[list[int], list[int], list[int]]:
+    """The cuts and their prices, from the candidates (sorted positions, scores) and the price data.
+
+    A candidate at ``end`` or scored ``free_score`` or more costs 0 and is never forbidden. Any other
+    costs ``score_prices[score]`` (the last entry for higher scores) + ``extra[k]`` + the price of
+    each interval ``lo <= pos < hi`` (``intervals``: flat triples lo, hi, price); one inside a
+    ``forbidden`` interval (flat pairs lo, hi) is dropped. Of a run of candidates with only white
+    space between them one cut is kept: a free one, else the cheapest (the later among equals).
+    ``end`` closes the list.
+    """
+    n = len(positions)
+    add = [0] * (n + 1)
+    ban = [0] * (n + 1)
+    for k in range(0, len(intervals), 3):
+        a = bisect.bisect_left(positions, intervals[k])
+        b = bisect.bisect_left(positions, intervals[k + 1])
+        if a < b:
+            add[a] += intervals[k + 2]
+            add[b] -= intervals[k + 2]
+    for k in range(0, len(forbidden), 2):
+        a = bisect.bisect_left(positions, forbidden[k])
+        b = bisect.bisect_left(positions, forbidden[k + 1])
+        if a < b:
+            ban[a] += 1
+            ban[b] -= 1
+    top = len(score_prices) - 1
+    cuts: list[int] = []
+    prices: list[int] = []
+    kept_scores: list[int] = []
+    running = banned = 0
+    for k in range(n):
+        running += add[k]
+        banned += ban[k]
+        pos, score = positions[k], scores[k]
+        free = score >= free_score or pos >= end
+        if free:
+            price = 0
+        elif banned:
+            continue
+        else:
+            price = score_prices[max(0, min(score, top))] + extra[k] + running
+        if cuts and _NON_SPACE.search(text, cuts[-1], pos) is None:
+            if kept_scores[-1] >= free_score or (score < free_score and price > prices[-1]):
+                continue
+            cuts[-1], prices[-1], kept_scores[-1] = pos, price, score
+            continue
+        cuts.append(pos)
+        prices.append(price)
+        kept_scores.append(score)
+    if not cuts or cuts[-1] != end:
+        cuts.append(end)
+        prices.append(0)
+        kept_scores.append(1000)
+    return cuts, prices, kept_scores
+
+
+def trim_ends(text: str, positions: list[int], low: int) -> list[int]:
+    """Each position moved back over white space, not below ``low`` (``Packer._trim_end``)."""
+    out = []
+    for pos in positions:
+        while pos > low and text[pos - 1].isspace():
+            pos -= 1
+        out.append(pos)
+    return out
+
+
+def lookup(keys: list[int], values: list[int], queries: list[int], right: bool) -> list[int]:
+    """``values[bisect(keys, q)]`` for each query (bisect_right when ``right``, else bisect_left)."""
+    find = bisect.bisect_right if right else bisect.bisect_left
+    return [values[find(keys, q)] for q in queries]
+
+
+# The kernels in C when chunking/_segment.c is built and current, else their Python twins above.
+kernel = (
+    _native
+    if _native is not None
+    else SimpleNamespace(cut_candidates=cut_candidates, trim_ends=trim_ends, lookup=lookup)
+)
+
+
+class Segmenter:
+    """Chooses the raw chunk ends of one packer's document (see the module docstring)."""
+
+    def __init__(self, packer: Packer):
+        self.pk = packer
+        self.text = packer.text
+        self.plan = packer.plan
+        self._fit: dict[tuple[int, int], bool] = {}
+        # Every position is a grapheme boundary (ASCII without CR): the cluster checks are skipped.
+        self._plain = self.text.isascii() and "\r" not in self.text
+        # Per level (by identity: hashing a level hashes its patterns): the text has no ``unless`` character.
+        self._clean: dict[int, bool] = {}
+
+    # -- sizes --------------------------------------------------------------------------------------
+
+    def _prefixes(self, starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
+        """Additive size prefixes: a chunk [starts[i], ends[j]) measures ``tails[j] - heads[i]``."""
+        meter = self.pk.meter
+        if isinstance(meter, CharMeter):
+            return list(starts), list(ends)
+        if isinstance(meter, WordMeter):
+            word_ends, word_starts = self._word_arrays()
+            return (
+                word_ends.searchsorted(starts, "right").tolist(),
+                word_starts.searchsorted(ends).tolist(),
+            )
+        if isinstance(meter, TokenMeter):
+            return (meter.starts.searchsorted(starts).tolist(), meter.starts.searchsorted(ends).tolist())
+        # Another meter: measure from the origin (an estimate, verified below like tokens).
+        origin = starts[0] if starts else 0
+        return ([meter.estimate(origin, s) for s in starts], [meter.estimate(origin, e) for e in ends])
+
+    def _word_arrays(self):
+        arrays = getattr(self.pk.meter, "_segmenter_arrays", None)
+        if arrays is None:
+            import numpy as np
+
+            arrays = (
+                np.asarray(self.pk.meter.ends, dtype=np.int64),
+                np.asarray(self.pk.meter.starts, dtype=np.int64),
+            )
+            self.pk.meter._segmenter_arrays = arrays
+        return arrays
+
+    # -- candidates ---------------------------------------------------------------------------------
+
+    def _candidates(self, origin: int) -> tuple[list[int], list[int]]:
+        """The candidate cuts after ``origin``, sorted, with their scores.
+
+        The plan's positions, the reviewer's breaks and the end; then each textual level, strongest
+        first, inside the gaps (wider than a quarter of the budget) between the candidates at least
+        as strong as it. The gaps of a level lie inside those of the level before (a candidate is
+        only ever added), so each level looks only inside the previous level's gaps.
+        """
+        pk, plan = self.pk, self.plan
+        end = plan.end
+        plan_positions, plan_scores = plan.positions, plan.scores
+        i = bisect.bisect_right(plan_positions, origin)
+        j = bisect.bisect_left(plan_positions, end)
+        found = dict(zip(plan_positions[i:j], plan_scores[i:j], strict=True))
+        ordered = len(found) == j - i
+        if not ordered:  # a position given twice: its best score
+            found = {}
+            for pos, score in zip(plan_positions[i:j], plan_scores[i:j], strict=True):
+                if found.get(pos, -1) < score:
+                    found[pos] = score
+        for pos in pk._breaks:
+            if origin < pos < end:
+                found[pos] = SCORE_BREAK
+                ordered = False
+        found[end] = 1000
+        positions = list(found) if ordered else sorted(found)
+        levels = pk._levels
+        if not levels or len(positions) == 0:
+            return positions, [found[p] for p in positions]
+        scores = [found[p] for p in positions]
+        budget = pk.max_size
+        # The gaps of the level before, each with what that level found inside it (the gaps of the
+        # first level are searched for in the whole text).
+        searched: list[tuple[int, int, list[int]]] = [(origin, end, [])]
+        grown = False
+        chars = isinstance(pk.meter, CharMeter)
+        bare = len(positions) == 1  # no candidate but the end yet: each gap holds only what was found
+        for level in levels:
+            score = level.score
+            gaps = []
+            for low, high, inside in searched:
+                if bare:
+                    strong = inside
+                else:
+                    a = bisect.bisect_right(positions, low)
+                    b = bisect.bisect_left(positions, high)
+                    strong = [p for p, s in zip(positions[a:b], scores[a:b], strict=True) if s >= score]
+                    if inside:
+                        strong = sorted(strong + inside) if strong else inside
+                points = [low, *strong, high]
+                if chars:
+                    gaps += [(a, b, b - a) for a, b in itertools.pairwise(points) if (b - a) * 4 > budget]
+                    continue
+                heads, tails = self._prefixes(points, points)
+                gaps += [
+                    (points[k], points[k + 1], tails[k + 1] - heads[k])
+                    for k in range(len(points) - 1)
+                    if (tails[k + 1] - heads[k]) * 4 > budget
+                ]
+            if not gaps:
+                break
+            searched = []
+            for low, high, size in gaps:
+                new = self._find(level, low, high, found, max(1, size))
+                if new:
+                    found.update(dict.fromkeys(new, score))
+                    grown = True
+                searched.append((low, high, new))
+        if not grown:
+            return positions, scores
+        positions = sorted(found)
+        return positions, [found[p] for p in positions]
+
+    def _find(self, level: TextLevel, low: int, high: int, taken: dict[int, int], size: int) -> list[int]:
+        """The boundaries of ``level`` strictly inside (low, high) of ``size`` (estimated) that are not
+        ``taken`` yet, sorted: words and graphemes every sixteenth of a budget."""
+        pk, text, budget = self.pk, self.text, self.pk.max_size
+        is_grapheme = level.pattern.pattern == r"\X"
+        sampled = is_grapheme or level.pattern.pattern == r"\s+"
+        step = max(1, (high - low) * budget // (16 * size)) if sampled else 0
+        out: list[int] = []
+        if is_grapheme:
+            if size * 8 <= budget:
+                return out
+            seen: set[int] = set()
+            x = low + step
+            while x < high:
+                pos = (
+                    x
+                    if pk._is_cluster_boundary(x)
+                    else pk._cluster_boundary(max(low + 1, x - 64), x, last=True)
+                )
+                if pos is not None and low < pos < high and pos not in taken and pos not in seen:
+                    seen.add(pos)
+                    out.append(pos)
+                x += step
+            return sorted(out)
+        clean = self._clean.get(id(level))
+        if clean is None:
+            clean = self._clean[id(level)] = level.unless is None or level.unless.search(text) is None
+        matches = find_ends(level, text, max(0, low - 1), high, clean=clean)
+        if not sampled:
+            if self._plain:
+                return [pos for pos in matches if low < pos < high and pos not in taken]
+            # Packer._is_cluster_boundary, its first fast path inline: ASCII on both sides, not after a CR.
+            is_boundary = pk._is_cluster_boundary
+            return [
+                pos
+                for pos in matches
+                if low < pos < high
+                and pos not in taken
+                and (
+                    (text[pos] < "\x7f" and text[pos - 1] < "\x7f" and text[pos - 1] != "\r")
+                    or is_boundary(pos)
+                )
+            ]
+        kept = low
+        for pos in matches:
+            if not low < pos < high or pos - kept < step:
+                continue
+            if pos not in taken and pk._is_cluster_boundary(pos):
+                out.append(pos)
+                kept = pos
+        return out
+
+    # -- prices -------------------------------------------------------------------------------------
+
+    def _prices(self, positions: list[int], scores: list[int]) -> tuple[list[int], list[int], list[int]]:
+        """The price data of the candidates: per-candidate extras, priced intervals (lo, hi, price)
+        and forbidden intervals (lo, hi), flat, for ``cut_candidates``. Each rule is applied per unit
+        (heading, group, line group, keep span) to the candidates that unit contains."""
+        from chunkyard.chunking.findings import _ATX_LINE, _SENTENCE_END
+
+        pk, plan, text = self.pk, self.plan, self.text
+        pk._index()
+        end = plan.end
+        extra = [0] * len(positions)
+        # Table and code bodies: (start, end) open intervals, merged.
+        rows: list[list[int]] = []
+        for body, reach in zip(pk._line_group_starts, pk._line_group_reach, strict=True):
+            if rows and body < rows[-1][1]:
+                rows[-1][1] = max(rows[-1][1], reach)
+            else:
+                rows.append([body, reach])
+        row_starts = [body for body, _ in rows]
+        # Mid-sentence: a weak cut (below a line) outside table and code bodies after text that does
+        # not end a sentence.
+        weak = [k for k, score in enumerate(scores) if score < SCORE_MID_SENTENCE_BELOW]
+        if rows and weak:
+            # The reach of the last table or code body starting before each: inside it when before it.
+            reach = kernel.lookup(
+                row_starts, [-1, *(r for _, r in rows)], [positions[k] for k in weak], False
+            )
+            weak = [k for k, r in zip(weak, reach, strict=True) if positions[k] >= r]
+        trimmed = kernel.trim_ends(text, [positions[k] for k in weak], plan.start)
+        memo = _ENDS_SENTENCE
+        if len(memo) > 1 << 16:
+            memo.clear()
+        for k, t in zip(weak, trimmed, strict=True):
+            window = text[max(0, t - 4) : t]
+            ends_sentence = memo.get(window)
+            if ends_sentence is None:
+                ends_sentence = memo[window] = _SENTENCE_END.search(window) is not None
+            if not ends_sentence:
+                extra[k] += PRICE_MID_SENTENCE
+        # Mid-row: inside a table row or code line (not at a line start).
+        for body, reach in rows:
+            for k in range(bisect.bisect_right(positions, body), bisect.bisect_left(positions, reach)):
+                if text[positions[k] - 1] != "\n":
+                    extra[k] += PRICE_MID_ROW
+        intervals: list[int] = []
+        heading_starts = pk._heading_starts
+        if heading_starts:
+            # Inside a heading, or after it with only white space between: [start + 1, that + 1).
+            heading_ends = plan.heading_ends
+            for k, start in enumerate(heading_starts):
+                reach = pk._next_text(heading_ends[start])
+                if k + 1 < len(heading_starts):
+                    reach = min(reach, heading_starts[k + 1])
+                if reach > start:
+                    intervals += (start + 1, reach + 1, PRICE_HEADING_AT_END)
+        else:
+            # A plan without headings (recursive): a '#' line before the cut, as findings see it. Lines
+            # that may be one: a '#' after at most three spaces at a line start.
+            line_start = text.rfind("\n", 0, max(0, plan.start - 1)) + 1
+            priced: set[int] = set()
+            starts = [line_start] if _ATX_AT_START.match(text, line_start, end) else []
+            starts += [match.start() + 1 for match in _ATX_AFTER_LF.finditer(text, line_start, end)]
+            for at in starts:
+                line_end = text.find("\n", at, end)
+                reach = pk._next_text(end if line_end == -1 else line_end)
+                for k in range(bisect.bisect_right(positions, at), bisect.bisect_right(positions, reach)):
+                    if k in priced or scores[k] >= SCORE_BREAK or positions[k] >= end:
+                        continue
+                    trimmed = pk._trim_end(plan.start, positions[k])
+                    if _ATX_LINE.search(text, max(0, trimmed - 300), trimmed):
+                        priced.add(k)
+                        extra[k] += PRICE_HEADING_AT_END
+        # Each procedure, list, table, code block and section that fits: (first, last) of its text.
+        units = [
+            key
+            for key in dict.fromkeys(
+                (unit.start, unit.end, unit.kind) for unit in (*plan.groups, *plan.units)
+            )
+            if key[2] in PRICE_SPLIT
+        ]
+        if units:
+            firsts = [
+                found.start()
+                if (found := _NON_SPACE.search(text, start, end)) is not None
+                else max(start, end)
+                for start, _, _ in units
+            ]
+            lasts = kernel.trim_ends(text, [stop for _, stop, _ in units], 0)
+            lasts = [max(start, last) for (start, _, _), last in zip(units, lasts, strict=True)]
+            indices = list(range(len(positions) + 1))
+            after_first = kernel.lookup(positions, indices, firsts, True)
+            before_last = kernel.lookup(positions, indices, lasts, False)
+            # For characters in plain text a unit's trimmed text starts between its start and its first
+            # non-space character, so its size is known to fit, or not, from those two bounds.
+            bounded = self._plain and isinstance(pk.meter, CharMeter)
+            budget = pk.max_size
+            for (start, stop, kind), first, last, a, b in zip(
+                units, firsts, lasts, after_first, before_last, strict=True
+            ):
+                if a >= b:
+                    continue  # no candidate inside
+                if bounded and last - start <= budget:
+                    fits = True
+                elif bounded and last - first > budget:
+                    fits = False
+                else:
+                    fits = self._fits(start, stop)
+                if fits:
+                    intervals += (first + 1, last, PRICE_SPLIT[kind])
+        forbidden: list[int] = []
+        for a, b in pk._keep:
+            if pk._keep_span_fits(a, b):
+                forbidden += (a + 1, pk._trim_end(a, b))
+        return extra, intervals, forbidden
+
+    def _fits(self, start: int, end: int) -> bool:
+        """Whether [start, end), trimmed, fits the budget on its own (the estimate rules out far too big)."""
+        key = (start, end)
+        fits = self._fit.get(key)
+        if fits is None:
+            pk = self.pk
+            begin = pk._skip_space(start, end)
+            finish = pk._trim_end(begin, end)
+            fits = self._fit[key] = (
+                pk.meter.estimate(begin, finish) <= pk.max_size * 1.25 + 4
+                and pk.budget_size(begin, finish) <= pk.max_size
+            )
+        return fits
+
+    # -- the search ---------------------------------------------------------------------------------
+
+    def _whole(self, origin: int) -> bool:
+        """Whether the text from ``origin`` is the cheapest segmentation on its own: it fits, no break
+        is inside, and it runs across no heading. Then it costs the chunk price (+ PRICE_UNDERSIZED), and
+        any other segmentation has two chunks or more, each as undersized when it is, at no negative
+        price: strictly more when a chunk costs something. The search is skipped (a short document,
+        most often)."""
+        pk, plan = self.pk, self.plan
+        if plan.chunk_price <= 0 or any(origin < pos < plan.end for pos in pk._breaks):
+            return False  # free chunks: a split may tie, and ties go to the later cut
+        finish = pk._trim_end(origin, plan.end)
+        heads, tails = self._prefixes([origin], [finish])
+        if tails[0] - heads[0] > pk.max_size:
+            return False
+        if not isinstance(pk.meter, CharMeter | WordMeter) and pk.meter.size(origin, finish) > pk.max_size:
+            return False  # the search would retry with a smaller allowance
+        heading_starts = pk._heading_starts
+        k = bisect.bisect_right(heading_starts, origin)
+        if k < len(heading_starts) and heading_starts[k] < finish:
+            return False  # a heading inside (whether it is priced is for the search to say)
+        return True
+
+    def ends(self, origin: int, *, whole: bool = True) -> list[tuple[int, int]]:
+        """The raw chunk ends with their boundary scores, in order (the last is the plan's end).
+        ``whole=False``: search even when the text is one chunk (``_whole``; for tests)."""
+        pk, plan, text = self.pk, self.plan, self.text
+        if whole and self._whole(origin):
+            finish = pk._trim_end(origin, plan.end)
+            heads, tails = self._prefixes([origin], [finish])
+            zeros = [0, 0]
+            self.problem = Problem(
+                [origin, plan.end],
+                [heads[0], heads[0]],
+                [heads[0], tails[0]],
+                zeros,
+                zeros,
+                zeros,
+                zeros,
+                [pk.max_size] * 2,
+                [pk.max_size] * 2,
+                pk.max_size,
+                pk.min_size,
+                plan.chunk_price,
+                [0, 1],
+            )
+            return [(plan.end, 1000)]
+        positions, scores = self._candidates(origin)
+        extra, intervals, forbidden = self._prices(positions, scores)
+        cuts, cut_prices, cut_scores = kernel.cut_candidates(
+            text, positions, scores, extra, _SCORE_PRICES, intervals, forbidden, SCORE_BREAK, plan.end
+        )
+        points = [origin, *cuts]
+        end = plan.end
+        skip, is_boundary = pk._skip_space, pk._is_cluster_boundary
+        if self._plain:
+            starts = [origin] + [p if p < end and not text[p].isspace() else skip(p, end) for p in cuts]
+        else:
+            starts = [origin] + [
+                p
+                if p < end
+                and not text[p].isspace()
+                and ((text[p] < "\x7f" and text[p - 1] < "\x7f" and text[p - 1] != "\r") or is_boundary(p))
+                else skip(p, end)
+                for p in cuts
+            ]
+        ends = [origin, *kernel.trim_ends(text, cuts, origin)]
+        heads, tails = self._prefixes(starts, ends)
+        heading_starts = pk._heading_starts
+        if heading_starts:
+            # Prefix sums of the price of running across each heading.
+            spanned = list(itertools.accumulate(heading_span_prices(plan, heading_starts, text), initial=0))
+            inside_head = kernel.lookup(heading_starts, spanned, starts, True)
+            inside_tail = kernel.lookup(heading_starts, spanned, ends, False)
+        else:
+            inside_head = inside_tail = [0] * len(points)
+        if pk._breaks:
+            floors, floor = [], 0
+            for index, score in enumerate([1000, *cut_scores]):
+                floors.append(floor)
+                if score >= SCORE_BREAK:
+                    floor = index
+        else:
+            floors = [0] * len(points)
+        prices_all = [0, *cut_prices]
+        # Room for overlap: chunks after the first get ``overlap`` less, or the full budget at a price.
+        reserve = min(pk.overlap, pk.max_size - 1) if pk.overlap else 0
+        limits = [pk.max_size] + [pk.max_size - reserve] * len(cuts)
+        allowances, fulls = list(limits), [pk.max_size] * len(points)
+        # Room for each start's embed_text prefix (``chunkyard.chunking.prefix``): taken off both, and
+        # each chosen chunk is measured with its prefix below.
+        prefixes = pk.reserve.sizes_at(starts) if pk.reserve is not None else None
+        if prefixes is not None:
+            allowances = [max(1, a - r) for a, r in zip(allowances, prefixes, strict=True)]
+            fulls = [max(1, f - r) for f, r in zip(fulls, prefixes, strict=True)]
+        measure = pk.budget_size
+        exact = isinstance(pk.meter, CharMeter | WordMeter)
+        chunk_price = plan.chunk_price
+        for _ in range(12):
+            previous = optimise(
+                heads,
+                tails,
+                prices_all,
+                inside_head,
+                inside_tail,
+                floors,
+                allowances,
+                fulls,
+                pk.max_size,
+                pk.min_size,
+                chunk_price,
+            )
+            chosen = [len(points) - 1]
+            while chosen[-1] > 0:
+                chosen.append(previous[chosen[-1]])
+            chosen.reverse()
+            if exact:
+                break
+            retry = False
+            for i, j in itertools.pairwise(chosen):
+                estimate = tails[j] - heads[i]
+                if estimate > fulls[i]:
+                    continue  # a unit that cannot fit: over budget by construction
+                size = measure(starts[i], ends[j])
+                if estimate <= allowances[i] and size > limits[i]:
+                    allowances[i] = max(1, allowances[i] - (size - limits[i]) - max(1, limits[i] // 50))
+                    retry = True
+                elif estimate > allowances[i] and size > pk.max_size:
+                    fulls[i] = max(1, fulls[i] - (size - pk.max_size) - max(1, pk.max_size // 50))
+                    retry = True
+            if not retry:
+                break
+        self.problem = Problem(
+            points,
+            heads,
+            tails,
+            prices_all,
+            inside_head,
+            inside_tail,
+            floors,
+            allowances,
+            fulls,
+            pk.max_size,
+            pk.min_size,
+            chunk_price,
+            chosen,
+        )
+        scores_all = [1000, *cut_scores]
+        return [(points[k], scores_all[k]) for k in chosen[1:]]

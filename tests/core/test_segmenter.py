@@ -1,0 +1,557 @@
+"""The global segmenter (chunking/segmenter.py): its optimiser finds the cheapest segmentation.
+
+On generated documents small enough to enumerate every segmentation (every subset of the candidate
+cuts), the cost of the path ``best_predecessors`` chooses equals the brute-force minimum of the cost
+written out here from the module docstring, and that path obeys the hard constraints. The cut prices,
+which the segmenter builds as data per unit (intervals, keep spans, per-unit checks), equal the cost
+table read candidate by candidate (``prices_per_candidate``, the segmenter as first written), and the
+candidates equal those of the level-by-level search over the whole text (``candidates_per_level``).
+Each C kernel (chunking/_segment.c) equals its Python twin.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chunkyard.chunking import native, packer, segmenter
+from chunkyard.chunking.config import parse_settings
+from chunkyard.chunking.packer import SENTENCE, SENTENCE_OR_PARAGRAPH, Packer, find_ends
+from chunkyard.chunking.segmenter import (
+    PRICE_HEADING_AT_END,
+    PRICE_MID_ROW,
+    PRICE_MID_SENTENCE,
+    PRICE_NO_OVERLAP,
+    PRICE_OVER_BUDGET,
+    PRICE_SPLIT,
+    PRICE_UNDERSIZED,
+    SCORE_BREAK,
+    Problem,
+    Segmenter,
+    best_predecessors,
+    cut_candidates,
+    lookup,
+    score_price,
+    trim_ends,
+)
+from chunkyard.chunking.strategies import get_strategy
+from chunkyard.chunking.units import make_meter
+
+PIECES = [
+    "# Title\n\n",
+    "## Part\n\n",
+    "Some words here. ",
+    "More text follows",
+    ".\n",
+    "\n\n",
+    "- item one\n",
+    "1. step\n",
+    "| a | b |\n|---|---|\n| 1 | 2 |\n",
+    "```\ncode line\n```\n",
+    "Short. ",
+    "tail words ",
+]
+
+
+# -- the segmenter as first written: prices per candidate, levels over all candidates ---------------
+
+
+def candidates_per_level(self, origin: int) -> tuple[list[int], list[int]]:
+    """The candidates as first written: each level searched in the gaps of all candidates so far."""
+    pk, plan = self.pk, self.plan
+    end = plan.end
+    found: dict[int, int] = {}
+    for pos, score in zip(plan.positions, plan.scores, strict=True):
+        if origin < pos < end and found.get(pos, -1) < score:
+            found[pos] = score
+    for pos in pk._breaks:
+        if origin < pos < end:
+            found[pos] = SCORE_BREAK
+    found[end] = max(found.get(end, 0), 1000)
+    budget = pk.max_size
+    meter = pk.meter
+    for level in pk._levels:
+        # Gaps between the candidates at least as strong as this level: a paragraph cut at its
+        # wrapped lines only still gets its sentence ends.
+        positions = sorted(pos for pos, score in found.items() if score >= level.score)
+        gaps = []
+        previous = origin
+        for pos in positions:
+            if meter.estimate(previous, pos) * 4 > budget:
+                gaps.append((previous, pos))
+            previous = pos
+        if not gaps:
+            break
+        is_grapheme = level.pattern.pattern == r"\X"
+        sampled = is_grapheme or level.pattern.pattern == r"\s+"
+        for low, high in gaps:
+            size = max(1, meter.estimate(low, high))
+            step = max(1, (high - low) * budget // (16 * size)) if sampled else 0
+            if is_grapheme:
+                if meter.estimate(low, high) * 8 <= budget:
+                    continue
+                x = low + step
+                while x < high:
+                    pos = (
+                        x
+                        if pk._is_cluster_boundary(x)
+                        else pk._cluster_boundary(max(low + 1, x - 64), x, last=True)
+                    )
+                    if pos is not None and low < pos < high and pos not in found:
+                        found[pos] = level.score
+                    x += step
+                continue
+            kept = low
+            for match in level.pattern.finditer(self.text, max(0, low - 1), high):
+                pos = match.end()
+                if not low < pos < high or pos - kept < step:
+                    continue
+                if pos not in found and pk._is_cluster_boundary(pos):
+                    found[pos] = level.score
+                    kept = pos
+    positions = sorted(found)
+    return positions, [found[p] for p in positions]
+
+
+# -- prices -------------------------------------------------------------------------------------
+
+
+def prices_per_candidate(self, positions: list[int], scores: list[int]) -> list[int | None]:
+    """Each candidate's cut price as the module docstring's table reads, candidate by candidate (None: a
+    cut there is forbidden)."""
+    from chunkyard.chunking.findings import _ATX_LINE, _SENTENCE_END
+
+    pk, plan, text = self.pk, self.plan, self.text
+    pk._index()
+    heading_starts = pk._heading_starts
+    heading_ends = plan.heading_ends
+    line_group_starts, line_group_reach = pk._line_group_starts, pk._line_group_reach
+    # Each unit once: its text's first and last non-space positions and its price when it fits.
+    seen: set[tuple[int, int, str]] = set()
+    groups = []
+    for unit in (*plan.groups, *plan.units):
+        key = (unit.start, unit.end, unit.kind)
+        if unit.kind in PRICE_SPLIT and key not in seen:
+            seen.add(key)
+            groups.append(
+                (
+                    unit.start,
+                    unit.end,
+                    pk._next_text(unit.start),
+                    pk._trim_end(unit.start, unit.end),
+                    PRICE_SPLIT[unit.kind],
+                )
+            )
+    groups.sort()
+    keeps = [(a, b) for a, b in pk._keep if pk._keep_span_fits(a, b)]
+    out: list[int | None] = []
+    g, active = 0, []
+    for pos, score in zip(positions, scores, strict=True):
+        if score >= SCORE_BREAK or pos >= plan.end:
+            out.append(0)
+            continue
+        price = score_price(score)
+        trimmed = pk._trim_end(plan.start, pos)
+        after = pk._next_text(pos)
+        k = bisect.bisect_left(line_group_starts, pos) - 1
+        in_rows = k >= 0 and pos < line_group_reach[k]
+        if score < 30 and not in_rows and not _SENTENCE_END.search(text[max(0, trimmed - 4) : trimmed]):
+            price += PRICE_MID_SENTENCE
+        if pk._mid_line_of_group(pos):
+            price += PRICE_MID_ROW
+        k = bisect.bisect_left(heading_starts, pos) - 1
+        if k >= 0:
+            heading_end = heading_ends[heading_starts[k]]
+            if heading_end > pos or not text[heading_end:pos].strip():
+                price += PRICE_HEADING_AT_END  # inside a heading, or right after one
+        elif not heading_starts and _ATX_LINE.search(text, max(0, trimmed - 300), trimmed):
+            price += (
+                PRICE_HEADING_AT_END  # a plan without headings (recursive): a '#' line, as findings see it
+            )
+        while g < len(groups) and groups[g][0] < pos:
+            active.append(groups[g])
+            g += 1
+        if active:
+            active = [item for item in active if item[1] > pos]
+            for start, end, first, last, split_price in active:
+                if first < pos and after < last and self._fits(start, end):
+                    price += split_price
+        if keeps and any(a < pos and after < b for a, b in keeps):
+            out.append(None)
+            continue
+        out.append(price)
+    return out
+
+
+def cuts_per_candidate(segmenter, positions, scores, prices):
+    """The first written merge: one cut per run of candidates with only white space between them."""
+    cuts, cut_prices, cut_scores = [], [], []
+    for pos, score, price in zip(positions, scores, prices, strict=True):
+        if price is None:
+            continue
+        if cuts and not segmenter.text[cuts[-1] : pos].strip():
+            if cut_scores[-1] >= SCORE_BREAK or (score < SCORE_BREAK and price > cut_prices[-1]):
+                continue
+            cuts[-1], cut_prices[-1], cut_scores[-1] = pos, price, score
+            continue
+        cuts.append(pos)
+        cut_prices.append(price)
+        cut_scores.append(score)
+    if not cuts or cuts[-1] != segmenter.plan.end:
+        cuts.append(segmenter.plan.end)
+        cut_prices.append(0)
+        cut_scores.append(1000)
+    return cuts, cut_prices, cut_scores
+
+
+def chunk_cost(problem: Problem, i: int, j: int) -> int | None:
+    """The cost of a chunk from candidate i to j as the module docstring defines it (None: not allowed)."""
+    size = problem.tails[j] - problem.heads[i]
+    if i < problem.floors[j]:
+        return None
+    cost = problem.chunk_price + problem.prices[j] + problem.inside_tail[j] - problem.inside_head[i]
+    if size > problem.allowances[i]:
+        if size > problem.fulls[i]:
+            return cost + PRICE_OVER_BUDGET if j == i + 1 else None
+        cost += PRICE_NO_OVERLAP
+    if size < problem.min_size:
+        cost += PRICE_UNDERSIZED
+    return cost
+
+
+def path_cost(problem: Problem, path: list[int]) -> int | None:
+    total = 0
+    for i, j in itertools.pairwise(path):
+        cost = chunk_cost(problem, i, j)
+        if cost is None:
+            return None
+        total += cost
+    return total
+
+
+def brute_force(problem: Problem) -> int:
+    n = len(problem.points)
+    best = None
+    for mask in range(1 << (n - 2)):
+        path = [0] + [k + 1 for k in range(n - 2) if mask >> k & 1] + [n - 1]
+        cost = path_cost(problem, path)
+        if cost is not None and (best is None or cost < best):
+            best = cost
+    assert best is not None
+    return best
+
+
+def solve(text: str, strategy: str, unit: str, max_size: int, overlap: int, min_size: int) -> Problem | None:
+    config = parse_settings(
+        {
+            "strategy": strategy,
+            "unit": unit,
+            "max_size": max_size,
+            "overlap": overlap,
+            "min_size": min_size,
+            "front_matter": "keep",
+        }
+    )
+    plan = get_strategy(strategy)(text, config, None).plan
+    packer = Packer(text, plan, make_meter(text, unit), max_size, overlap, min_size)
+    packer._index()
+    origin = packer._skip_space(plan.start, plan.end)
+    if origin >= plan.end:
+        return None
+    segmenter = Segmenter(packer)
+    segmenter.ends(origin, whole=False)
+    return segmenter.problem
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=12),
+    strategy=st.sampled_from(["markdown", "recursive", "sentence"]),
+    unit=st.sampled_from(["chars", "words"]),
+    max_size=st.integers(8, 90),
+    overlap_share=st.sampled_from([0, 0, 20]),
+    min_size=st.sampled_from([0, 0, 6]),
+)
+def test_the_optimiser_finds_the_brute_force_minimum(
+    pieces, strategy, unit, max_size, overlap_share, min_size
+):
+    text = "".join(pieces)
+    problem = solve(
+        text, strategy, unit, max_size, max_size * overlap_share // 100, min(min_size, max_size - 1)
+    )
+    if problem is None or len(problem.points) > 15:
+        return
+    assert path_cost(problem, problem.chosen) == brute_force(problem)
+
+
+def test_the_kernel_prefers_fewer_chunks_and_cheaper_cuts() -> None:
+    # Candidates at 0, 4, 8, 12 (sizes are offsets); budget 8: 0-8-12 or 0-4-12 (two chunks each),
+    # and the cut at 8 is cheaper.
+    heads = tails = [0, 4, 8, 12]
+    prices = [0, 50, 5, 0]
+    zeros = [0] * 4
+    chosen = best_predecessors(heads, tails, prices, zeros, zeros, zeros, [8] * 4, [8] * 4, 8, 0, 100)
+    assert chosen[3] == 2 and chosen[2] == 0
+
+
+def test_a_reviewer_break_is_a_floor() -> None:
+    heads = tails = [0, 4, 8, 12]
+    zeros = [0] * 4
+    floors = [0, 0, 0, 1]  # candidate 1 is a break: no chunk may start before it and end after it
+    chosen = best_predecessors(
+        heads, tails, [0, 0, 0, 0], zeros, zeros, floors, [12] * 4, [12] * 4, 12, 0, 100
+    )
+    assert chosen[3] >= 1 and chosen[1] == 0
+
+
+@pytest.mark.skipif(
+    segmenter._native is None, reason=f"chunkyard.chunking._segment: {native.status().get('_segment')}"
+)
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), n=st.integers(1, 40))
+def test_the_c_kernel_equals_its_python_twin(data, n):
+    ints = st.integers(0, 60)
+    steps = data.draw(st.lists(ints, min_size=n, max_size=n))
+    heads = list(itertools.accumulate(steps))
+    tails = [h + data.draw(st.integers(0, 5)) for h in heads]
+    tails = list(itertools.accumulate(tails, max))
+    prices = data.draw(st.lists(st.integers(0, 3000), min_size=n, max_size=n))
+    inside = list(
+        itertools.accumulate(data.draw(st.lists(st.sampled_from([0, 0, 30, 3000]), min_size=n, max_size=n)))
+    )
+    floors = list(
+        itertools.accumulate(data.draw(st.lists(st.sampled_from([0, 0, 0, 1]), min_size=n, max_size=n)))
+    )
+    floors = [min(f, j - 1) if j else 0 for j, f in enumerate(floors)]
+    allowances = data.draw(st.lists(st.integers(1, 120), min_size=n, max_size=n))
+    fulls = [a + data.draw(st.integers(0, 30)) for a in allowances]
+    max_allowance, min_size = max(fulls), data.draw(st.integers(0, 20))
+    chunk_price = data.draw(st.sampled_from([0, 2, 100]))
+    args = (
+        heads,
+        tails,
+        prices,
+        inside,
+        inside,
+        floors,
+        allowances,
+        fulls,
+        max_allowance,
+        min_size,
+        chunk_price,
+    )
+    assert segmenter._native.best_predecessors(
+        *args, segmenter.PRICE_NO_OVERLAP, segmenter.PRICE_UNDERSIZED, segmenter.PRICE_OVER_BUDGET
+    ) == best_predecessors(*args)
+
+
+# -- the price data and the candidates against the segmenter as first written -----------------------
+
+MORE_PIECES = [
+    *PIECES,
+    "#notaheading\n",
+    "   # indented\n",
+    "e\u0301t\u00e9 caf\u00e9. ",
+    "Thai ข้าว ดีมาก ",
+    "long" * 12,
+    "\r\n",
+    "  code\n",
+    "> quote. Next\n",
+    "é\n",
+]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from(MORE_PIECES), min_size=1, max_size=30),
+    strategy=st.sampled_from(["markdown", "recursive", "sentence"]),
+    unit=st.sampled_from(["chars", "chars", "words", "tokens"]),
+    max_size=st.integers(6, 120),
+    data=st.data(),
+)
+def test_the_price_data_equals_the_cost_table_per_candidate(pieces, strategy, unit, max_size, data):
+    text = "".join(pieces)
+    config = parse_settings(
+        {"strategy": strategy, "unit": unit, "max_size": max_size, "front_matter": "keep"}
+    )
+    plan = get_strategy(strategy)(text, config, None).plan
+    offsets = st.integers(0, len(text))
+    plan.breaks = data.draw(st.lists(offsets, max_size=2))
+    plan.keep = [tuple(sorted(pair)) for pair in data.draw(st.lists(st.tuples(offsets, offsets), max_size=2))]
+    pk = Packer(text, plan, make_meter(text, unit), max_size, 0, 0)
+    pk._index()
+    origin = pk._skip_space(plan.start, plan.end)
+    if origin >= plan.end:
+        return
+    seg = Segmenter(pk)
+    positions, scores = seg._candidates(origin)
+    assert (positions, scores) == candidates_per_level(seg, origin)
+    expected = cuts_per_candidate(seg, positions, scores, prices_per_candidate(seg, positions, scores))
+    extra, intervals, forbidden = seg._prices(positions, scores)
+    args = (
+        text,
+        positions,
+        scores,
+        extra,
+        segmenter._SCORE_PRICES,
+        intervals,
+        forbidden,
+        SCORE_BREAK,
+        plan.end,
+    )
+    assert cut_candidates(*args) == expected
+    assert tuple(segmenter.kernel.cut_candidates(*args)) == expected
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from(MORE_PIECES), min_size=1, max_size=12),
+    strategy=st.sampled_from(["markdown", "recursive", "sentence"]),
+    unit=st.sampled_from(["chars", "words", "tokens"]),
+    max_size=st.integers(6, 400),
+    min_size=st.sampled_from([0, 0, 50]),
+    data=st.data(),
+)
+def test_a_text_that_is_one_chunk_skips_the_search_for_the_same_ends(
+    pieces, strategy, unit, max_size, min_size, data
+):
+    text = "".join(pieces)
+    config = parse_settings(
+        {"strategy": strategy, "unit": unit, "max_size": max_size, "front_matter": "keep"}
+    )
+    plan = get_strategy(strategy)(text, config, None).plan
+    plan.breaks = data.draw(st.lists(st.integers(0, len(text)), max_size=1))
+    pk = Packer(text, plan, make_meter(text, unit), max_size, 0, min(min_size, max_size - 1))
+    pk._index()
+    origin = pk._skip_space(plan.start, plan.end)
+    if origin >= plan.end:
+        return
+    assert Segmenter(pk).ends(origin) == Segmenter(pk).ends(origin, whole=False)
+
+
+def test_the_price_table_by_score_is_score_price() -> None:
+    table = segmenter._SCORE_PRICES
+    for score in range(-3, 2000):
+        assert table[max(0, min(score, len(table) - 1))] == score_price(score)
+
+
+def test_the_interval_prices_add_up_and_forbid() -> None:
+    text = "aa bb\n\ncc dd ee"
+    positions, scores = [3, 5, 7, 10, 13, 15], [10, 30, 60, 10, 10, 1000]
+    extra = [0, 0, 0, 7, 0, 0]
+    intervals = [3, 8, 100, 7, 11, 5]  # [3, 8) and [7, 11)
+    forbidden = [13, 14]
+    cuts = cut_candidates(
+        text, positions, scores, extra, segmenter._SCORE_PRICES, intervals, forbidden, 10**6, 15
+    )
+    # 5 and 7 have only white space between them: one cut, the cheaper (7: 5 + 100 + 5 against 15 + 100).
+    assert cuts == ([3, 7, 10, 15], [60 + 100, 5 + 105, 60 + 7 + 5, 0], [10, 60, 10, 1000])
+
+
+# -- the C kernels against their Python twins ---------------------------------------------------------
+
+needs_kernel = pytest.mark.skipif(
+    segmenter._native is None, reason=f"chunkyard.chunking._segment: {native.status().get('_segment')}"
+)
+spacey = st.text(st.sampled_from("ab \n\t\u00a0\u2003\x1c.é\r"), max_size=60)
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(text=spacey, data=st.data())
+def test_the_c_cut_kernel_equals_its_python_twin(text, data):
+    n = len(text)
+    positions = sorted(set(data.draw(st.lists(st.integers(0, n), max_size=20))))
+    if n not in positions:
+        positions.append(n)
+    k = len(positions)
+    scores = data.draw(
+        st.lists(st.sampled_from([0, 5, 10, 15, 20, 30, 60, 90, 1000, SCORE_BREAK]), min_size=k, max_size=k)
+    )
+    extra = data.draw(st.lists(st.sampled_from([0, 0, 400, 1000]), min_size=k, max_size=k))
+    triples = data.draw(
+        st.lists(st.tuples(st.integers(0, n + 1), st.integers(0, n + 2), st.integers(0, 2000)), max_size=4)
+    )
+    pairs = data.draw(st.lists(st.tuples(st.integers(0, n + 1), st.integers(0, n + 2)), max_size=3))
+    intervals = [v for triple in triples for v in triple]
+    forbidden = [v for pair in pairs for v in pair]
+    end = data.draw(st.sampled_from([n, max(0, n - 1)]))
+    args = (text, positions, scores, extra, segmenter._SCORE_PRICES, intervals, forbidden, SCORE_BREAK, end)
+    assert tuple(segmenter._native.cut_candidates(*args)) == cut_candidates(*args)
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(text=spacey, data=st.data())
+def test_the_c_trim_and_lookup_kernels_equal_their_python_twins(text, data):
+    positions = data.draw(st.lists(st.integers(0, len(text)), max_size=20))
+    low = data.draw(st.integers(0, len(text)))
+    assert segmenter._native.trim_ends(text, positions, low) == trim_ends(text, positions, low)
+    keys = sorted(data.draw(st.lists(st.integers(0, 50), max_size=10)))
+    values = data.draw(st.lists(st.integers(-5, 5000), min_size=len(keys) + 1, max_size=len(keys) + 1))
+    queries = data.draw(st.lists(st.integers(-2, 55), max_size=20))
+    for right in (False, True):
+        assert segmenter._native.lookup(keys, values, queries, right) == lookup(keys, values, queries, right)
+
+
+# -- the textual levels: find_ends is finditer -------------------------------------------------------
+
+LEVEL_PIECES = [
+    "Word",
+    "word",
+    " ",
+    "\n",
+    "\n\n",
+    ". ",
+    ".",
+    "? ",
+    "e.g. ",
+    "Dr. ",
+    "3. ",
+    "(a. ",
+    "“Q.” ",
+    "中文。",
+    "है। ",
+    "؟ ",
+    "ነው። ",
+    "ข้าว ",
+    "ดีมาก",
+    "ສະບາຍດີ ",
+    "\u00a0",
+    "…",
+    "A",
+    "1",
+    "\x1c",
+    "\x1f\n",
+    "\n \n",
+    "\u2003",
+]
+
+
+def test_re_and_regex_white_space_differ_only_where_the_levels_say() -> None:
+    differ = packer.regex.compile(packer._SPACE_DIFFERS)
+    ours, theirs = packer.re.compile(r"\s"), packer.regex.compile(r"\s")
+    for code in range(0x110000):
+        char = chr(code)
+        if bool(ours.match(char)) != bool(theirs.match(char)):
+            assert differ.match(char), hex(code)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(LEVEL_PIECES), max_size=40).map("".join),
+    level=st.sampled_from([SENTENCE, SENTENCE_OR_PARAGRAPH, packer.LINE, packer.PARAGRAPH, packer.WORD]),
+    data=st.data(),
+    clean=st.booleans(),
+)
+def test_find_ends_is_finditer(text, level, data, clean):
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    if clean and level.unless is not None and level.unless.search(text):
+        clean = False  # "clean" is the caller's promise that the text has no such character
+    expected = [match.end() for match in level.pattern.finditer(text, start, end)]
+    assert list(find_ends(level, text, start, end, clean=clean)) == expected
