@@ -11,7 +11,9 @@ import bisect
 import regex
 
 from chunkyard.chunking import packer
-from chunkyard.chunking.packer import PHRASE_SPACED, SENTENCE_MARKS, Span
+from chunkyard.chunking.packer import ATX_LAST_LINE as _ATX_LINE
+from chunkyard.chunking.packer import PHRASE_SPACED, Span
+from chunkyard.chunking.packer import SENTENCE_ENDED as _SENTENCE_END
 
 FINDINGS: dict[str, tuple[str, str]] = {
     "over_budget": (
@@ -69,9 +71,7 @@ FINDINGS: dict[str, tuple[str, str]] = {
 
 # A chunk edge is clean after a sentence end (the packer's marks, and : ;), or, in Thai and Lao,
 # at a space between two letters (see ``packer.SENTENCE``).
-_SENTENCE_END = regex.compile(r"[.!?…。！？:;" + SENTENCE_MARKS + r"]['\"”’)\]]*$|^\s*$")
 _PHRASE_LETTER = regex.compile("[" + PHRASE_SPACED + "]")
-_ATX_LINE = regex.compile(r"(?m)^ {0,3}#{1,6}(?:[ \t]|$)[^\n]*\Z")
 
 _GROUP_CODES = {
     "procedure": "split_procedure",

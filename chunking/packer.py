@@ -46,7 +46,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -58,140 +57,37 @@ from chunkyard.chunking.units import Meter
 if TYPE_CHECKING:
     from chunkyard.chunking.prefix import Reserve
 
-# Scores of textual boundaries. Structural scores from strategies use the same scale.
-SCORE_END = 1000  # end of the text
-SCORE_FORCED = 90  # at or above: a forced boundary (headings)
-SCORE_PARAGRAPH = 60
-SCORE_LINE = 30
-SCORE_SENTENCE = 20
-SCORE_WORD = 10
-SCORE_GRAPHEME = 1
-
-# Groups whose lines are the units (table rows, code lines): an overlapping chunk starts at a line.
-LINE_GROUPS = frozenset({"table", "code"})
-
-
-@dataclass(frozen=True, slots=True)
-class TextLevel:
-    """A kind of textual boundary, found by a pattern whose match *end* is the boundary."""
-
-    name: str
-    score: int
-    pattern: regex.Pattern[str]
-    reverse: regex.Pattern[str]
-    # Faster ways to find the same matches (``find_ends``), in a window without a character of
-    # ``unless``: ``same``, the pattern itself in ``re`` (some three times faster than ``regex``), or
-    # ``lead``, an ``re`` class of the characters a match can begin with.
-    same: re.Pattern[str] | None = None
-    lead: re.Pattern[str] | None = None
-    unless: regex.Pattern[str] | None = None
-
-
-def _level(
-    name: str,
-    score: int,
-    pattern: str,
-    *,
-    same: bool = False,
-    lead: str | None = None,
-    unless: str | None = None,
-) -> TextLevel:
-    return TextLevel(
-        name,
-        score,
-        regex.compile(pattern),
-        regex.compile(pattern, regex.REVERSE),
-        re.compile(pattern) if same else None,
-        None if lead is None else re.compile(lead),
-        None if unless is None else regex.compile(unless),
-    )
-
-
-# ``re``'s \s is ``regex``'s \s but for these four (information separators: str.isspace() says yes,
-# Unicode's White_Space no); tests/core/test_segmenter.py checks every code point.
-_SPACE_DIFFERS = r"[\x1c-\x1f]"
-
-
-def find_ends(level: TextLevel, text: str, start: int, end: int, *, clean: bool = False) -> Iterator[int]:
-    """The ends of ``level.pattern.finditer(text, start, end)``, in order (lazily: a 10 MB line has
-    a million word gaps).
-
-    Without a character of ``level.unless`` in the window (``clean``: the caller knows the text has
-    none), by ``level.same``, or by trying the pattern only at the ``level.lead`` characters; else by
-    ``finditer``.
-    """
-    if (level.same is None and level.lead is None) or (
-        not clean
-        and level.unless is not None
-        and level.unless.search(text, max(0, start - 1), end) is not None
-    ):
-        return (match.end() for match in level.pattern.finditer(text, start, end))
-    if level.same is not None:
-        return (match.end() for match in level.same.finditer(text, start, end))
-    return _lead_ends(level, text, start, end)
-
-
-def _lead_ends(level: TextLevel, text: str, start: int, end: int) -> Iterator[int]:
-    pattern, scanned = level.pattern, start
-    for first in level.lead.finditer(text, start, end):
-        at = first.start()
-        if at < scanned:
-            continue
-        match = pattern.match(text, at, end)
-        if match is not None:
-            yield match.end()
-            scanned = match.end() if match.end() > at else at + 1
-
-
-PARAGRAPH = _level("paragraph", SCORE_PARAGRAPH, r"\n[^\S\n]*\n", same=True, unless=_SPACE_DIFFERS)
-LINE = _level("line", SCORE_LINE, r"\n", same=True)
-# Where a sentence ends (the one rule; oversize, constraints and the findings' marks use it):
-# - at . ! ? … (then closing quotes/brackets) before white space and a capital, a digit or a letter of
-#   a caseless script (\p{Lo}); not after a list number ("1.") or a common abbreviation ("Dr.", "e.g.");
-# - right after CJK 。！？ (no space follows them);
-# - after a mark that only ends sentences in its script (then closers and white space): Devanagari
-#   danda । and double danda ॥, Arabic question mark ؟, Urdu full stop ۔, Armenian full stop ։,
-#   Ethiopic full stop ። question mark ፧ and paragraph separator ፨, Khmer khan ។ and ៕, Myanmar ။;
-# - Thai and Lao have no sentence punctuation and no spaces between words; a space between two
-#   letters of those scripts separates phrases or sentences, so it is taken as the sentence end.
-#   Thai or Lao text without any space has no sentence ends: words and graphemes are the fallback.
-SENTENCE_MARKS = "।॥؟۔։።፧፨។៕။"
-PHRASE_SPACED = "\u0e01-\u0e5b\u0e81-\u0edf"  # Thai and Lao letters, marks and signs (a class body)
-_NOT_AN_END = r"(?<!(?:^|[\s(])(?:\d{1,3}|[A-Za-z]|Mr|Mrs|Ms|Dr|Prof|St|vs|No|Fig|approx|e\.g|i\.e|cf|etc))"
-# A sentence match begins at one of its marks, or (Thai, Lao) at a space after a letter of those scripts:
-# the lead, in a window without such letters.
-_SENTENCE_LEAD = r"[.!?…。！？" + SENTENCE_MARKS + r"]"
-SENTENCE = _level(
-    "sentence",
+from chunkyard.chunking.levels import (  # noqa: F401  (re-exported: strategies and tests import them from here)
+    _BLANKS,
+    _BREAK,
+    _LONE_CR_LEVELS,
+    _NOT_AN_END,
+    _SENTENCE_LEAD,
+    _SPACE_DIFFERS,
+    ATX_LAST_LINE,
+    GRAPHEME,
+    LINE,
+    LINE_GROUPS,
+    PARAGRAPH,
+    PHRASE_SPACED,
+    RECURSIVE_LEVELS,
+    SCORE_END,
+    SCORE_FORCED,
+    SCORE_GRAPHEME,
+    SCORE_LINE,
+    SCORE_PARAGRAPH,
     SCORE_SENTENCE,
-    r"(?:" + _NOT_AN_END + r"[.!?…]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[\p{Lu}\p{N}\p{Lo}])|[。！？]+"
-    r"|[" + SENTENCE_MARKS + r"]+[\"'”’)\]]*\s*"
-    r"|(?<=[" + PHRASE_SPACED + r"])[^\S\n]+(?=[" + PHRASE_SPACED + r"]))",
-    lead=_SENTENCE_LEAD,
-    unless=f"[{PHRASE_SPACED}]",
+    SCORE_WORD,
+    SENTENCE,
+    SENTENCE_ENDED,
+    SENTENCE_MARKS,
+    SENTENCE_OR_PARAGRAPH,
+    WORD,
+    TextLevel,
+    _lead_ends,
+    _level,
+    find_ends,
 )
-SENTENCE_OR_PARAGRAPH = _level(
-    "sentence",
-    SCORE_SENTENCE,
-    SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n",
-    lead=_SENTENCE_LEAD[:-1] + r"\n]",
-    unless=f"[{PHRASE_SPACED}]",
-)
-WORD = _level("word", SCORE_WORD, r"\s+", same=True, unless=_SPACE_DIFFERS)
-GRAPHEME = _level("grapheme", SCORE_GRAPHEME, r"\X")
-
-RECURSIVE_LEVELS = (PARAGRAPH, LINE, SENTENCE, WORD, GRAPHEME)
-
-# The same levels for a text whose lines end with a lone CR (classic Mac OS), used instead when the
-# text has one; on any other text they find exactly what the originals find.
-_BREAK, _BLANKS = r"(?:\n|\r(?!\n))", r"[^\S\r\n]*(?:\r?\n|\r)"
-_LONE_CR_LEVELS = {
-    PARAGRAPH: _level("paragraph", SCORE_PARAGRAPH, _BREAK + _BLANKS),
-    LINE: _level("line", SCORE_LINE, _BREAK),
-    SENTENCE_OR_PARAGRAPH: _level(
-        "sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + "|" + _BREAK + _BLANKS
-    ),
-}
 
 # A character ``str.strip()`` keeps: ``re``'s \s is exactly ``str.isspace``, and a search neither copies
 # nor scans past the first hit.

@@ -86,11 +86,14 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple
 
 from chunkyard.chunking import native
-from chunkyard.chunking.packer import find_ends
+from chunkyard.chunking.levels import ATX_LAST_LINE as _ATX_LINE
+from chunkyard.chunking.levels import SENTENCE_ENDED as _SENTENCE_END
+from chunkyard.chunking.levels import find_ends
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
 if TYPE_CHECKING:
-    from chunkyard.chunking.packer import Packer, Plan, TextLevel
+    from chunkyard.chunking.levels import TextLevel
+    from chunkyard.chunking.packer import Packer, Plan
 
 PRICE_CHUNK = 100
 # A chunk that runs across a heading (not at its start), by the heading's depth in the section tree
@@ -543,7 +546,6 @@ class Segmenter:
         """The price data of the candidates: per-candidate extras, priced intervals (lo, hi, price)
         and forbidden intervals (lo, hi), flat, for ``cut_candidates``. Each rule is applied per unit
         (heading, group, line group, keep span) to the candidates that unit contains."""
-        from chunkyard.chunking.findings import _ATX_LINE, _SENTENCE_END
 
         pk, plan, text = self.pk, self.plan, self.text
         pk._index()
