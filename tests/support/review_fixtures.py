@@ -24,13 +24,20 @@ KB = REPO / "examples" / "kb"
 EMOJI_DOC = """# Emoji and CJK 😀
 
 Camping checklist 🏕️🔥: bring a stove 🍳, a tent ⛺ and water 💧💧💧. 日本語のテキストもあります。
+The stove, the tent and the water go in the blue bag; the first-aid kit goes in the lid pocket, where
+it is found in the dark. Pack the heavy things close to your back and the light ones on top.
 
 ## Section two 🚀
 
 中文段落：退货政策适用于所有商品。😀😀😀 Each emoji above is a surrogate pair in UTF-16.
 More text follows so that the chunker has to split this document into several chunks. 🎒🎒
+Each section here is long enough that no two of them fit in one chunk together, so the document
+has one chunk per section.
 
 ## Section three
+
+Three sections of about three hundred characters each make three chunks at the fixture's budget of
+420 characters, whatever the price of a chunk that runs across a heading.
 
 Final words 👋 with a family emoji 👨‍👩‍👧 and flags 🇳🇴🇯🇵 at the very end.
 """
