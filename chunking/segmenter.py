@@ -215,50 +215,12 @@ def best_predecessors(
     return previous
 
 
-def optimise(
-    heads: list[int],
-    tails: list[int],
-    prices: list[int],
-    inside_head: list[int],
-    inside_tail: list[int],
-    floors: list[int],
-    allowances: list[int],
-    fulls: list[int],
-    max_allowance: int,
-    min_size: int,
-    chunk_price: int,
-) -> list[int]:
-    """``best_predecessors``, in C when chunking/_segment.c is built."""
+def optimise(*problem: int | list[int]) -> list[int]:
+    """``best_predecessors(*problem)`` (the same arguments, in order), in C when chunking/_segment.c is
+    built; the C kernel takes the three prices the Python reads from this module as arguments."""
     if _native is not None:
-        return _native.best_predecessors(
-            heads,
-            tails,
-            prices,
-            inside_head,
-            inside_tail,
-            floors,
-            allowances,
-            fulls,
-            max_allowance,
-            min_size,
-            chunk_price,
-            PRICE_NO_OVERLAP,
-            PRICE_UNDERSIZED,
-            PRICE_OVER_BUDGET,
-        )
-    return best_predecessors(
-        heads,
-        tails,
-        prices,
-        inside_head,
-        inside_tail,
-        floors,
-        allowances,
-        fulls,
-        max_allowance,
-        min_size,
-        chunk_price,
-    )
+        return _native.best_predecessors(*problem, PRICE_NO_OVERLAP, PRICE_UNDERSIZED, PRICE_OVER_BUDGET)
+    return best_predecessors(*problem)
 
 
 class Problem(NamedTuple):
