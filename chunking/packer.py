@@ -263,6 +263,9 @@ class Packer:
         self._long_cluster_starts = [a for a, _ in self._long_clusters]
         # ASCII without CR: every position is a grapheme boundary (``_is_cluster_boundary``'s fast path).
         self._plain = text.isascii() and "\r" not in text
+        if self.reserve is not None:
+            # A unit that fits alone opens its chunk with a prefix short enough to keep it whole.
+            self.reserve.make_room_for_units(self._opening)
 
     def _index(self) -> None:
         """The lookups the Python packer makes per chunk (_pack.c builds its own from the plan)."""
@@ -800,6 +803,14 @@ class Packer:
         ):
             return first
         return line_start
+
+    def _opening(self, start: int, end: int) -> int:
+        """Where a chunk that opens with the span [start, end) starts: a cut before it starts at its
+        line's start when only white space is before it there (``_skip_space`` keeps the indentation)."""
+        line = self.text.rfind("\n", 0, start) + 1
+        if line < start and self.text[line:start].strip(" \t"):
+            line = start
+        return self._skip_space(line, end)
 
     def _next_text(self, pos: int) -> int:
         """The first non-space position at or after ``pos`` (the end of the text when none)."""

@@ -27,7 +27,15 @@ by the first of these steps whose result fits:
 5. cut what is left (the context, else the innermost heading) at its last word gap that fits;
 6. no prefix at all.
 
-A chunk whose prefix was shortened has the finding ``prefix_shortened``.
+Where a unit starts (``UNIT_KINDS``: a procedure, list, table or fenced code block, as the plan's
+groups and units delimit it) whose text fits the budget alone but not beside its prefix, the prefix
+of a chunk starting exactly there is shortened by the same steps to what the unit leaves
+(``max_size`` less the unit's size, and at most the cap above), so the unit can be kept whole in the
+chunk it opens; a unit that fits nowhere else is embedded with less context rather than cut. The
+same holds at the start of each heading right before such a unit (only white space, or other such
+headings, between): there the first step drops the heading itself from the breadcrumb (the chunk's
+text opens with it), then the steps above follow for the path above it. A chunk whose prefix was
+shortened has the finding ``prefix_shortened``.
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ if TYPE_CHECKING:
     from chunkyard.chunking.settings import ChunkerBase
 
 BUDGETS = ("embed_text", "text")
+# The kinds of unit a prefix makes room for at its start (the segmenter's PRICE_SPLIT, sections aside).
+UNIT_KINDS = ("procedure", "list", "table", "code")
 # A prefix takes at most max_size // PREFIX_SHARE (the rest, at least half, is the text's).
 PREFIX_SHARE = 2  # max_size // PREFIX_SHARE
 
@@ -176,6 +186,7 @@ class Reserve:
         self._layout, self._parts = layout, parts
         self._cap = self.max_size // PREFIX_SHARE
         self._made: dict[tuple, Prefix] = {}
+        self._room_made = False
         self.lows: list[int] = []
         self.prefixes: list[Prefix] = []
         for start, context in zip(starts, contexts, strict=True):
@@ -200,6 +211,75 @@ class Reserve:
                 prefix = Prefix(_join(title_line, shown_path, groups), 0)
             self._made[key] = prefix
         return prefix
+
+    def make_room_for_units(self, begin_of: Callable[[int, int], int]) -> None:
+        """Shorten the prefix at the start of each unit that fits alone but not beside it, and at the
+        headings right before such a unit (module docstring): intervals ``[pos, pos + 1)``. A unit
+        ``[start, end)`` starts where a chunk cut at ``start`` would: ``begin_of(start, end)`` (the
+        packer's ``_opening``, which keeps a line's indentation). With ``budget: embed_text`` only; once."""
+        if not self.counts or self._room_made:
+            return
+        self._room_made = True
+        layout, text, budget = self._layout, self.text, self.max_size
+        plan = layout.plan
+        spans = dict.fromkeys(
+            (unit.start, unit.end) for unit in (*plan.groups, *plan.units) if unit.kind in UNIT_KINDS
+        )
+        heading_ends = plan.heading_ends
+        heading_starts = sorted(heading_ends)
+        room: dict[int, int] = {}  # start -> the most its prefix may take
+        for start, end in spans:
+            begin = begin_of(start, end)
+            finish = end
+            while finish > begin and text[finish - 1].isspace():
+                finish -= 1
+            if finish <= begin:
+                continue
+            size = self._unit_size(begin, finish)
+            if size > budget:
+                continue
+            at = begin
+            k = bisect.bisect_left(heading_starts, begin) - 1
+            while True:
+                if self.at(at).size + size > budget:
+                    room[at] = min(room.get(at, budget), budget - size)
+                # The heading right before (only white space between), if any: its start, with the
+                # heading in the text.
+                if k < 0:
+                    break
+                heading = heading_starts[k]
+                heading_end = heading_ends.get(heading, heading)
+                if heading_end > at or text[heading_end:at].strip():
+                    break
+                size = self._unit_size(heading, finish)
+                if size > budget:
+                    break
+                at, k = heading, k - 1
+        if not room:
+            return
+        heading_set = set(layout.heading_starts)  # where the section path's last entry is the heading
+        contexts = layout.contexts_at(sorted(room))
+        points = dict(zip(self.lows, self.prefixes, strict=True))
+        for (pos, cap), context in zip(sorted(room.items()), contexts, strict=True):
+            title_line, path, groups = self._parts(layout.section_path(pos), context)
+            if pos in heading_set and path:
+                path = path[:-1]  # the heading opens the chunk's text
+            shown, _ = shorten(title_line, path, groups, min(self._cap, cap), self._size)
+            if pos + 1 not in points:
+                points[pos + 1] = self.at(pos + 1)
+            points[pos] = Prefix(shown, self._size(shown) if shown else 0, True)
+        self.lows = sorted(points)
+        self.prefixes = [points[low] for low in self.lows]
+        self.constant = len({p.size for p in self.prefixes}) <= 1
+        self.largest = max((p.size for p in self.prefixes), default=0)
+
+    def _unit_size(self, begin: int, finish: int) -> int:
+        """A unit's size, as the segmenter measures it: exactly, and for tokens its additive estimate
+        too (the larger: a unit given room by one must fit by both)."""
+        size = self.meter.size(begin, finish)
+        if isinstance(self.meter, CharMeter):
+            return size
+        return max(size, self.meter.estimate(begin, finish))
 
     def of_chunk(self, start: int, path: tuple[str, ...]) -> Prefix:
         """The prefix of a chunk that starts at ``start`` and whose section path is ``path``

@@ -595,8 +595,9 @@ class Segmenter:
             after_first = kernel.lookup(positions, indices, firsts, True)
             before_last = kernel.lookup(positions, indices, lasts, False)
             # For characters in plain text a unit's trimmed text starts between its start and its first
-            # non-space character, so its size is known to fit, or not, from those two bounds.
-            bounded = self._plain and isinstance(pk.meter, CharMeter)
+            # non-space character, so its size is known to fit, or not, from those two bounds (without
+            # a reserve: with one, the prefix where the unit starts counts too, ``_fits``).
+            bounded = self._plain and isinstance(pk.meter, CharMeter) and pk.reserve is None
             budget = pk.max_size
             for (start, stop, kind), first, last, a, b in zip(
                 units, firsts, lasts, after_first, before_last, strict=True
@@ -618,12 +619,14 @@ class Segmenter:
         return extra, intervals, forbidden
 
     def _fits(self, start: int, end: int) -> bool:
-        """Whether [start, end), trimmed, fits the budget on its own (the estimate rules out far too big)."""
+        """Whether [start, end), trimmed, fits the budget in a chunk it opens (with a reserve, beside the
+        prefix there: ``Reserve.make_room_for_units`` shortened it where the unit fits alone); the
+        estimate rules out far too big."""
         key = (start, end)
         fits = self._fit.get(key)
         if fits is None:
             pk = self.pk
-            begin = pk._skip_space(start, end)
+            begin = pk._opening(start, end)
             finish = pk._trim_end(begin, end)
             fits = self._fit[key] = (
                 pk.meter.estimate(begin, finish) <= pk.max_size * 1.25 + 4
@@ -634,8 +637,9 @@ class Segmenter:
     # -- the search ---------------------------------------------------------------------------------
 
     def _whole(self, origin: int) -> bool:
-        """Whether the text from ``origin`` is the cheapest segmentation on its own: it fits, no break
-        is inside, and it runs across no heading. Then it costs the chunk price (+ PRICE_UNDERSIZED), and
+        """Whether the text from ``origin`` is the cheapest segmentation on its own: it fits (beside its
+        embed_text prefix, with a reserve), no break is inside, and it runs across no heading. Then it
+        costs the chunk price (+ PRICE_UNDERSIZED), and
         any other segmentation has two chunks or more, each as undersized when it is, at no negative
         price: strictly more when a chunk costs something. The search is skipped (a short document,
         most often)."""
@@ -644,9 +648,10 @@ class Segmenter:
             return False  # free chunks: a split may tie, and ties go to the later cut
         finish = pk._trim_end(origin, plan.end)
         heads, tails = self._prefixes([origin], [finish])
-        if tails[0] - heads[0] > pk.max_size:
-            return False
-        if not isinstance(pk.meter, CharMeter | WordMeter) and pk.meter.size(origin, finish) > pk.max_size:
+        reserve = pk.reserve.sizes_at([origin])[0] if pk.reserve is not None else 0
+        if tails[0] - heads[0] + reserve > pk.max_size:
+            return False  # it does not fit beside its embed_text prefix
+        if not isinstance(pk.meter, CharMeter | WordMeter) and pk.budget_size(origin, finish) > pk.max_size:
             return False  # the search would retry with a smaller allowance
         heading_starts = pk._heading_starts
         k = bisect.bisect_right(heading_starts, origin)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from chunkyard.chunking.api import split_document
 from chunkyard.chunking.config import parse_settings
+from chunkyard.chunking.packer import Packer
 from chunkyard.chunking.prefix import Reserve, prefixer, shorten
 from chunkyard.chunking.strategies import get_strategy
 from chunkyard.chunking.units import get_tokenizer, make_meter
@@ -261,3 +262,71 @@ def test_default_budget_splits_a_procedure_between_steps_and_repeats_its_lead_in
         assert chunk.text.rstrip().endswith("here.") or chunk.text.rstrip().endswith("refund:")
         if chunk.text.lstrip()[:1].isdigit():
             assert "To issue a refund:" in chunk.embed_text and "Refunds" in chunk.embed_text
+
+
+def _room_document(code_lines: int) -> str:
+    code = "\n".join(f"let value_{i} = compute_the_next_value({i});" for i in range(code_lines))
+    return (
+        "# A rather long handbook title for the tests\n\n"
+        "## A section with a long heading that goes on\n\n"
+        "Some words before the section below, long enough to share a chunk with what follows.\n\n"
+        "### The block below and its own long heading\n\n"
+        f"```rust\n{code}\n```\n\n"
+        "Closing words after the block.\n"
+    )
+
+
+@pytest.mark.parametrize("unit", ["chars", "tokens"])
+def test_a_unit_that_fits_alone_is_kept_whole_beside_a_shortened_prefix(unit: str) -> None:
+    """A code block that fits the budget alone but not beside the prefix of its heading path opens its
+    chunk, with the heading before it, under a prefix shortened to what the two leave; the heading
+    opens the text, so the breadcrumb does not repeat it."""
+    max_size = 400 if unit == "chars" else 100
+    text = _room_document(7 if unit == "chars" else 6)
+    fence = text.index("```rust")
+    block = text[fence : text.index("```\n\n", fence + 3) + 3]
+    heading = text.index("### The block")
+    config = {"strategy": "markdown", "unit": unit, "max_size": max_size, "overlap": 0, "min_size": 0}
+    size = len if unit == "chars" else get_tokenizer("cl100k_base").count
+    full_prefix = "A rather long handbook title for the tests > A section with a long heading that goes on > "
+    full_prefix += "The block below and its own long heading\n\n"
+    assert size(block) <= max_size < size(full_prefix + block)  # fits alone, not beside its prefix
+    chunks = run_and_check(text, config, "guides/long.md").chunks
+    holding = [c for c in chunks if c.start <= fence < c.end]
+    assert len(holding) == 1
+    chunk = holding[0]
+    assert chunk.end >= fence + len(block), "the block is cut"
+    assert chunk.start == heading, "the heading is left at the end of the chunk before"
+    prefix = chunk.embed_text[: len(chunk.embed_text) - len(chunk.text)]
+    assert "The block below" not in prefix
+    assert "prefix_shortened" in chunk.findings
+    assert size(chunk.embed_text) <= max_size
+
+
+def test_room_for_a_unit_only_where_it_starts_and_only_with_the_embed_text_budget() -> None:
+    text = _room_document(7)
+    heading = text.index("### The block")
+    fence = text.index("```rust")
+    for budget in ("embed_text", "text"):
+        config = {"strategy": "markdown", "unit": "chars", "max_size": 400, "budget": budget}
+        result = split_document(text, config, "guides/long.md")
+        shortened = [c for c in result.chunks if "prefix_shortened" in c.findings]
+        if budget == "text":
+            assert not shortened
+            continue
+        assert [c.start for c in shortened] == [heading]
+        settings_ = parse_settings(config)
+        layout = get_strategy("markdown")(text, settings_, "guides/long.md")
+        reserve = Reserve(text, layout, settings_, layout.title, make_meter(text, "chars"))
+        before = {pos: reserve.at(pos) for pos in range(len(text) + 1)}
+        Packer(text, layout.plan, make_meter(text, "chars"), 400, 0, 0, reserve=reserve)
+        changed = [pos for pos in range(len(text) + 1) if reserve.at(pos) != before[pos]]
+        assert changed == [heading, fence] or changed == [heading], changed
+        assert all(reserve.at(pos).shortened and reserve.at(pos).size < before[pos].size for pos in changed)
+
+
+def test_room_is_made_for_the_kinds_the_segmenter_keeps_whole() -> None:
+    from chunkyard.chunking.prefix import UNIT_KINDS
+    from chunkyard.chunking.segmenter import PRICE_SPLIT
+
+    assert set(UNIT_KINDS) == set(PRICE_SPLIT) - {"section"}
