@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.constraints import Placement, apply_placements
 from chunkyard.chunking.findings import check_spans
-from chunkyard.chunking.layout import Layout
+from chunkyard.chunking.layout import Layout, file_title
 from chunkyard.chunking.packer import Packer, Span
 from chunkyard.chunking.prefix import Reserve
 from chunkyard.chunking.settings import ChunkerBase
@@ -91,7 +91,9 @@ def split_document(
     doc_title = title if title is not None else layout.title
     # Each chunk's prefix by where it starts: the segmenter reserves it from the budget (``budget:
     # embed_text``), and embed_text is built from it.
-    reserve = Reserve(text, layout, settings, doc_title, meter)
+    reserve = Reserve(
+        text, layout, settings, doc_title, meter, file_named=title is None and doc_title == file_title(path)
+    )
     spans = Packer(
         text, layout.plan, meter, settings.max_size, settings.overlap, settings.min_size, reserve=reserve
     ).spans()

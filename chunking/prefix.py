@@ -4,8 +4,11 @@ A chunk's *prefix* is the document title, its heading breadcrumb, and the contex
 continues (a list's lead-in sentence, a table's header): each on its own line, then a blank line,
 then the text. It depends only on where the chunk starts: the heading path at that start, and the
 groups (with a context, sections aside) that began before it and are still open (``Layout.contexts_at``).
-So over the start positions of a document it is piecewise constant, changing only at heading starts,
-just after a group's start and at a group's end; ``Reserve`` holds it as intervals ``[lo, hi)`` of
+A title that is only the file name (no title in the document's metadata and no level-1 heading:
+``layout.file_title``) is left out where a heading path follows: the headings name the topic, and
+the file name ("ch03 05 control flow") would take room from the text. So over the start positions
+of a document the prefix is piecewise constant, changing only at heading starts, just after a
+group's start and at a group's end; ``Reserve`` holds it as intervals ``[lo, hi)`` of
 start positions, each with its prefix and the prefix's size in the config's unit.
 
 With ``budget: embed_text`` (the default) ``max_size`` bounds the whole ``embed_text``: the segmenter
@@ -81,16 +84,17 @@ class Prefix(NamedTuple):
 
 
 def _parts(
-    settings: ChunkerBase, title: str
+    settings: ChunkerBase, title: str, file_named: bool = False
 ) -> Callable[[tuple[str, ...], tuple[str, ...]], tuple[str | None, tuple[str, ...], tuple[str, ...]]]:
-    """(title line or None, heading path, contexts) that a chunk's prefix is made of."""
+    """(title line or None, heading path, contexts) that a chunk's prefix is made of. A title that is
+    only the file name (``file_named``) is left out before a heading path (module docstring)."""
     use_headings = settings.context.headings
     use_title = bool(settings.context.title and title)
     title_key = title.strip().lower()
 
     def parts(section_path: tuple[str, ...], contexts: tuple[str, ...]):
         path = section_path if use_headings else ()
-        show_title = use_title and not (path and path[0].strip().lower() == title_key)
+        show_title = use_title and not (path and (file_named or path[0].strip().lower() == title_key))
         return (title if show_title else None), path, contexts
 
     return parts
@@ -106,14 +110,16 @@ def _join(title: str | None, path: tuple[str, ...], contexts: tuple[str, ...]) -
     return "\n".join(lines) + "\n\n" if lines else ""
 
 
-def prefixer(settings: ChunkerBase, title: str) -> Callable[[tuple[str, ...], tuple[str, ...]], str]:
+def prefixer(
+    settings: ChunkerBase, title: str, file_named: bool = False
+) -> Callable[[tuple[str, ...], tuple[str, ...]], str]:
     """What ``embed_text`` puts before a chunk's text, given its section path and the contexts of the
     groups it continues ("" when nothing): the title, the heading breadcrumb, the lead-in or header.
 
     A piece of a procedure or table that began in an earlier chunk repeats its lead-in sentence or
     header row, so "step 4" is never retrieved alone.
     """
-    parts = _parts(settings, title)
+    parts = _parts(settings, title, file_named)
     return lambda section_path, contexts: _join(*parts(section_path, contexts))
 
 
@@ -167,12 +173,21 @@ class Reserve:
     """The prefix of every chunk start of one document, as intervals of start positions (see the
     module docstring), and the exact size of a chunk's ``embed_text``."""
 
-    def __init__(self, text: str, layout: Layout, settings: ChunkerBase, title: str, meter: Meter):
+    def __init__(
+        self,
+        text: str,
+        layout: Layout,
+        settings: ChunkerBase,
+        title: str,
+        meter: Meter,
+        *,
+        file_named: bool = False,
+    ):
         self.text = text
         self.meter = meter
         self.counts = settings.budget == "embed_text"
         self.max_size = settings.max_size
-        parts = _parts(settings, title)
+        parts = _parts(settings, title, file_named)
         self._size = string_size(meter)
         self._known: dict[tuple[int, int], int] = {}  # token sizes of embed_texts measured before
         bounds = {layout.plan.start}

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from chunkyard.chunking.api import split_document
 from chunkyard.chunking.config import parse_settings
+from chunkyard.chunking.layout import file_title
 from chunkyard.chunking.packer import Packer
 from chunkyard.chunking.prefix import Reserve, prefixer, shorten
 from chunkyard.chunking.strategies import get_strategy
@@ -126,7 +127,7 @@ def test_budget_text_ignores_the_prefix(unit: str, data: st.DataObject) -> None:
     assert [(c.start, c.end) for c in with_prefix.chunks] == [(c.start, c.end) for c in bare.chunks]
     settings = parse_settings(config)
     layout = get_strategy("markdown")(text, settings, long_path)
-    make = prefixer(settings, layout.title)
+    make = prefixer(settings, layout.title, layout.title == file_title(long_path))
     for chunk in with_prefix.chunks:
         assert "prefix_shortened" not in chunk.findings
         contexts = tuple(g.context for g in layout.groups_around(chunk.start))
@@ -330,3 +331,20 @@ def test_room_is_made_for_the_kinds_the_segmenter_keeps_whole() -> None:
     from chunkyard.chunking.segmenter import PRICE_SPLIT
 
     assert set(UNIT_KINDS) == set(PRICE_SPLIT) - {"section"}
+
+
+def test_a_title_from_the_file_name_is_left_out_before_a_heading_path() -> None:
+    """No metadata title and no level-1 heading: the title is the file name, and where a heading path
+    follows it says nothing the headings do not, so it takes no room; with no heading it stays, and a
+    title the caller gives stays too."""
+    body = "## Control Flow\n\nRunning code depending on a condition is a building block.\n"
+    config = {"strategy": "markdown", "unit": "chars", "max_size": 400}
+    chunk = split_document(body, config, "src/ch03-05-control-flow.md").chunks[0]
+    assert chunk.embed_text == "Control Flow\n\n" + chunk.text
+    given_title = split_document(body, config, "src/ch03-05-control-flow.md", title="The Book").chunks[0]
+    assert given_title.embed_text.startswith("The Book\nControl Flow\n\n")
+    plain = "Running code depending on a condition is a building block.\n"
+    bare = split_document(plain, config, "src/ch03-05-control-flow.md").chunks[0]
+    assert bare.embed_text.startswith("ch03 05 control flow\n\n")
+    text_budget = split_document(body, {**config, "budget": "text"}, "src/ch03-05-control-flow.md").chunks[0]
+    assert text_budget.embed_text == chunk.embed_text
