@@ -5,7 +5,7 @@ character-level metrics score what they return.
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python benchmarks/retrieval_compare.py [--corpus DIR] [--include 'src/*.md']
         [--questions eval/rust-book-questions.jsonl] [--max-size 1000] [--k 1,5,10]
-        [--retriever bm25|dense|both] [--write-readme]
+        [--retriever bm25|dense|both] [--only NAME,NAME] [--write-readme]
 
 Method. Every splitter gets each document's text as ``chunkyard run`` extracts it
 (``chunkyard.chunking.documents.read_document``), with ``max_size`` characters and no overlap. The questions'
@@ -16,6 +16,9 @@ question are scored by ``chunkyard.chunking.evaluation.metrics.score_retrieval``
 characters; hit rate; MRR). chunkyard is indexed twice: by ``embed_text`` (title, heading path and a
 split group's lead-in ahead of the text: what a run sends to the embedder) and by the chunk text alone,
 so the effect of its boundaries and of its context can be told apart. Peers index their chunk text.
+chunkyard's default budget bounds ``embed_text`` (prefix + text) by ``max_size``, as the peers' bound
+what they embed; the row ``chunkyard markdown, budget: text`` bounds the text alone, as the peers'
+budgets do (its embed_text is longer).
 
 The question sets are small (57 questions for the Rust book), so each row also gives the paired
 difference to chunkyard markdown (embed_text) with a 95% bootstrap interval over questions: an
@@ -69,7 +72,9 @@ class Indexed:
 Splitter = Callable[[str, str, str], list[tuple[int, int, str]]]
 
 
-def chunkyard_splitter(strategy: str, max_size: int, *, embed_text: bool) -> Splitter:
+def chunkyard_splitter(
+    strategy: str, max_size: int, *, embed_text: bool, budget: str = "embed_text"
+) -> Splitter:
     settings = parse_settings(
         {
             "strategy": strategy,
@@ -77,6 +82,7 @@ def chunkyard_splitter(strategy: str, max_size: int, *, embed_text: bool) -> Spl
             "max_size": max_size,
             "overlap": 0,
             "context": {"title": True, "headings": True},
+            "budget": budget,
         }
     )
 
@@ -102,6 +108,11 @@ def splitters(max_size: int) -> list[tuple[str, Splitter | None, str]]:
             "chunkyard markdown, text only",
             chunkyard_splitter("markdown", max_size, embed_text=False),
             "chunk text",
+        ),
+        (
+            "chunkyard markdown, budget: text",
+            chunkyard_splitter("markdown", max_size, embed_text=True, budget="text"),
+            "embed_text",
         ),
         ("chunkyard recursive", chunkyard_splitter("recursive", max_size, embed_text=True), "embed_text"),
         (
@@ -203,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-size", type=int, default=1000)
     parser.add_argument("--k", default="1,5,10")
     parser.add_argument("--retriever", choices=("bm25", "dense", "both"), default="both")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated names: run only the splitters containing one (and chunkyard markdown)",
+    )
     parser.add_argument("--write-readme", action="store_true", help=f"rewrite the section of {README}")
     args = parser.parse_args(argv)
     if not args.corpus.is_dir():
@@ -224,7 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     entries = []
+    wanted = [w.strip() for w in args.only.split(",") if w.strip()]
     for name, split, note in splitters(args.max_size):
+        if wanted and name != REFERENCE and not any(w in name for w in wanted):
+            continue
         if split is None:
             print(f"  ({name}: not installed, skipped)", file=sys.stderr)
             continue

@@ -99,10 +99,34 @@ def test_retrieval_comparison_scores_every_splitter_against_the_same_questions(
         for line in out.splitlines()
         if line.startswith("| chunkyard")
     }
-    assert set(rows) >= {"chunkyard markdown", "chunkyard markdown, text only", "chunkyard recursive"}
+    assert set(rows) >= {
+        "chunkyard markdown",
+        "chunkyard markdown, text only",
+        "chunkyard markdown, budget: text",
+        "chunkyard recursive",
+    }
     recall_at_3 = float(rows["chunkyard markdown"][5])
     assert 0.0 < recall_at_3 <= 1.0  # the questions are answerable from the sample's chunks
     assert rows["chunkyard markdown"][10].strip() == "—"  # the reference row has no difference to itself
+
+
+def test_retrieval_comparison_only_runs_the_named_splitters_and_the_reference(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    compare = pytest.importorskip("retrieval_compare")
+    repo = Path(__file__).resolve().parents[2]
+    corpus = ["--corpus", str(repo / "examples" / "kb")]
+    corpus += [arg for glob in ("**/*.md", "**/*.html", "**/*.txt") for arg in ("--include", glob)]
+    questions = ["--questions", str(repo / "eval" / "kb-questions.jsonl"), "--k", "3", "--retriever", "bm25"]
+    assert compare.main([*corpus, *questions, "--only", "chunkyard recursive,nothing by this name"]) == 0
+    names = {
+        line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ")
+    }
+    assert names - {"splitter"} == {
+        "chunkyard markdown",
+        "chunkyard recursive",
+        "chunkyard recursive, text only",
+    }
 
 
 def test_a_paired_interval_brackets_a_known_difference() -> None:
