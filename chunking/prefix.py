@@ -4,9 +4,10 @@ A chunk's *prefix* is the document title, its heading breadcrumb, and the contex
 continues (a list's lead-in sentence, a table's header): each on its own line, then a blank line,
 then the text. It depends only on where the chunk starts: the heading path at that start, and the
 groups (with a context, sections aside) that began before it and are still open (``Layout.contexts_at``).
-A title that is only the file name (no title in the document's metadata and no level-1 heading:
-``layout.file_title``) is left out where a heading path follows: the headings name the topic, and
-the file name ("ch03 05 control flow") would take room from the text. So over the start positions
+With ``budget: embed_text``, a title that is only the file name (no title in the document's
+metadata and no level-1 heading: ``layout.file_title``) is left out where a heading path follows:
+the headings name the topic, and the file name ("ch03 05 control flow") would take room from the
+text (with ``budget: text`` it takes none, and stays). So over the start positions
 of a document the prefix is piecewise constant, changing only at heading starts, just after a
 group's start and at a group's end; ``Reserve`` holds it as intervals ``[lo, hi)`` of
 start positions, each with its prefix and the prefix's size in the config's unit.
@@ -187,7 +188,7 @@ class Reserve:
         self.meter = meter
         self.counts = settings.budget == "embed_text"
         self.max_size = settings.max_size
-        parts = _parts(settings, title, file_named)
+        parts = _parts(settings, title, file_named and self.counts)
         self._size = string_size(meter)
         self._known: dict[tuple[int, int], int] = {}  # token sizes of embed_texts measured before
         bounds = {layout.plan.start}

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from chunkyard.chunking.api import split_document
 from chunkyard.chunking.config import parse_settings
-from chunkyard.chunking.layout import file_title
 from chunkyard.chunking.packer import Packer
 from chunkyard.chunking.prefix import Reserve, prefixer, shorten
 from chunkyard.chunking.strategies import get_strategy
@@ -127,7 +126,7 @@ def test_budget_text_ignores_the_prefix(unit: str, data: st.DataObject) -> None:
     assert [(c.start, c.end) for c in with_prefix.chunks] == [(c.start, c.end) for c in bare.chunks]
     settings = parse_settings(config)
     layout = get_strategy("markdown")(text, settings, long_path)
-    make = prefixer(settings, layout.title, layout.title == file_title(long_path))
+    make = prefixer(settings, layout.title)
     for chunk in with_prefix.chunks:
         assert "prefix_shortened" not in chunk.findings
         contexts = tuple(g.context for g in layout.groups_around(chunk.start))
@@ -335,8 +334,8 @@ def test_room_is_made_for_the_kinds_the_segmenter_keeps_whole() -> None:
 
 def test_a_title_from_the_file_name_is_left_out_before_a_heading_path() -> None:
     """No metadata title and no level-1 heading: the title is the file name, and where a heading path
-    follows it says nothing the headings do not, so it takes no room; with no heading it stays, and a
-    title the caller gives stays too."""
+    follows it says nothing the headings do not, so with ``budget: embed_text`` it takes no room; with
+    no heading it stays, a title the caller gives stays, and with ``budget: text`` it stays."""
     body = "## Control Flow\n\nRunning code depending on a condition is a building block.\n"
     config = {"strategy": "markdown", "unit": "chars", "max_size": 400}
     chunk = split_document(body, config, "src/ch03-05-control-flow.md").chunks[0]
@@ -347,4 +346,4 @@ def test_a_title_from_the_file_name_is_left_out_before_a_heading_path() -> None:
     bare = split_document(plain, config, "src/ch03-05-control-flow.md").chunks[0]
     assert bare.embed_text.startswith("ch03 05 control flow\n\n")
     text_budget = split_document(body, {**config, "budget": "text"}, "src/ch03-05-control-flow.md").chunks[0]
-    assert text_budget.embed_text == chunk.embed_text
+    assert text_budget.embed_text.startswith("ch03 05 control flow\nControl Flow\n\n")  # it takes no room
