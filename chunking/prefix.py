@@ -290,12 +290,15 @@ class Reserve:
         self.largest = max((p.size for p in self.prefixes), default=0)
 
     def _unit_size(self, begin: int, finish: int) -> int:
-        """A unit's size, as the segmenter measures it: exactly, and for tokens its additive estimate
-        too (the larger: a unit given room by one must fit by both)."""
-        size = self.meter.size(begin, finish)
+        """A unit's size, as the segmenter measures it: exactly, and for tokens and words its additive
+        estimate too (the larger: a unit given room by one must fit by both); the estimate alone when
+        it is far over the budget (as ``Segmenter._fits`` rules those out)."""
         if isinstance(self.meter, CharMeter):
-            return size
-        return max(size, self.meter.estimate(begin, finish))
+            return finish - begin
+        estimate = self.meter.estimate(begin, finish)
+        if estimate > self.max_size * 1.25 + 4:
+            return estimate  # far too big: not measured exactly (a long unit costs its length to count)
+        return max(self.meter.size(begin, finish), estimate)
 
     def of_chunk(self, start: int, path: tuple[str, ...]) -> Prefix:
         """The prefix of a chunk that starts at ``start`` and whose section path is ``path``
