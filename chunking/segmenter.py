@@ -639,10 +639,9 @@ class Segmenter:
     def _whole(self, origin: int) -> bool:
         """Whether the text from ``origin`` is the cheapest segmentation on its own: it fits (beside its
         embed_text prefix, with a reserve), no break is inside, and it runs across no heading. Then it
-        costs the chunk price (+ PRICE_UNDERSIZED), and
-        any other segmentation has two chunks or more, each as undersized when it is, at no negative
-        price: strictly more when a chunk costs something. The search is skipped (a short document,
-        most often)."""
+        costs the chunk price (+ PRICE_UNDERSIZED), and any other segmentation has two chunks or more,
+        each as undersized when it is, at no negative price: strictly more when a chunk costs
+        something. The search is skipped (a short document, most often)."""
         pk, plan = self.pk, self.plan
         if plan.chunk_price <= 0 or any(origin < pos < plan.end for pos in pk._breaks):
             return False  # free chunks: a split may tie, and ties go to the later cut
