@@ -52,7 +52,7 @@ from typing import NamedTuple
 import regex
 
 from chunkyard.chunking import packer
-from chunkyard.chunking.packer import _NON_SPACE, PHRASE_SPACED, Span
+from chunkyard.chunking.packer import _NON_SPACE, PHRASE_SPACED, SENTENCE_END_MARKS, Span
 from chunkyard.chunking.packer import ATX_LAST_LINE as _ATX_LINE
 from chunkyard.chunking.packer import SENTENCE_ENDED as _SENTENCE_END
 
@@ -113,6 +113,8 @@ FINDINGS: dict[str, tuple[str, str]] = {
 # A chunk edge is clean after a sentence end (the packer's marks, and : ;), or, in Thai and Lao,
 # at a space between two letters (see ``packer.SENTENCE``).
 _PHRASE_LETTER = regex.compile("[" + PHRASE_SPACED + "]")
+# A text whose last character is one of them ends a sentence (``_SENTENCE_END`` holds): asked first.
+_MARKS = frozenset(SENTENCE_END_MARKS)
 
 _GROUP_CODES = {
     "procedure": "split_procedure",
@@ -249,12 +251,18 @@ class Kernels(NamedTuple):
 PYTHON_KERNELS = Kernels(_scan, _after_last, _containing)
 
 
+_native_kernels: dict[int, Kernels] = {}
+
+
 def kernels() -> Kernels:
     """The C kernels (chunking/_pack.c) when built and current, else their Python twins."""
     native = packer._native
     if native is None:
         return PYTHON_KERNELS
-    return Kernels(native.scan, native.after_last, native.containing)
+    found = _native_kernels.get(id(native))
+    if found is None:
+        found = _native_kernels[id(native)] = Kernels(native.scan, native.after_last, native.containing)
+    return found
 
 
 def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[list[str]]:
@@ -286,7 +294,7 @@ def _check_spans(
     scan = using.scan
     table, plan, length, last = _class_table(), layout.plan, len(text), n - 1
     doc_start = plan.start
-    phrase, sentence_ended = _PHRASE_LETTER.match, _SENTENCE_END.search
+    phrase, sentence_ended, marks = _PHRASE_LETTER.match, _SENTENCE_END.search, _MARKS
     # Starts: back over the white space of the line; a line feed before it is clean, the rest are asked.
     for index, pos in _pairs(
         scan(text, spans, 0, length, table, _INLINE_SPACE, True, True, _LINE_FEED, False)
@@ -294,8 +302,9 @@ def _check_spans(
         start = spans[index].start
         if index and not (
             pos <= doc_start
-            or (pos < start < length and phrase(text, pos - 1) and phrase(text, start))
+            or text[pos - 1] in marks
             or sentence_ended(text[max(doc_start, pos - 4) : pos])
+            or (pos < start < length and phrase(text, pos - 1) and phrase(text, start))
         ):
             results[index].append("mid_sentence_start")
     # Ends: on over the white space of the line (within the lookahead); a line feed there is clean.
@@ -305,7 +314,8 @@ def _check_spans(
     ):
         end = spans[index].end
         if index != last and not (
-            sentence_ended(text[max(0, end - 4) : end])
+            (end and text[end - 1] in marks)
+            or sentence_ended(text[max(0, end - 4) : end])
             or (0 < end < length and end < after < length and phrase(text, end - 1) and phrase(text, after))
         ):
             results[index].append("mid_sentence_end")
@@ -351,7 +361,7 @@ def _headings_at_end(
         if not inside:
             return found
         at = set(heading_starts)
-        for index in sorted(inside):
+        for index in inside:
             end = spans[index].end
             if index == last or end in at:
                 continue

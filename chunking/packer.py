@@ -79,6 +79,7 @@ from chunkyard.chunking.levels import (  # noqa: F401  (re-exported: strategies 
     SCORE_SENTENCE,
     SCORE_WORD,
     SENTENCE,
+    SENTENCE_END_MARKS,
     SENTENCE_ENDED,
     SENTENCE_MARKS,
     SENTENCE_OR_PARAGRAPH,
