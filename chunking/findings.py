@@ -358,12 +358,10 @@ def _headings_at_end(
         inside: dict[int, int] = {}
         for h, index in _pairs(using.containing(heading_starts, -1, spans, 0, 1)):
             inside[index] = h  # pairs are sorted by heading, so the last one stays
-        if not inside:
-            return found
-        at = set(heading_starts)
         for index in inside:
             end = spans[index].end
-            if index == last or end in at:
+            k = bisect.bisect_left(heading_starts, end)
+            if index == last or (k < len(heading_starts) and heading_starts[k] == end):
                 continue
             # The heading's line runs to the chunk end: nothing after it in this chunk.
             line_end = text.find("\n", heading_starts[inside[index]], end)
