@@ -365,6 +365,8 @@ def _headings_at_end(
                 continue
             # The heading's line runs to the chunk end: nothing after it in this chunk.
             line_end = text.find("\n", heading_starts[inside[index]], end)
+            if line_end != -1 and not text[end - 1].isspace() and text[end - 1] not in "=-":
+                continue  # the chunk ends in text after the heading's line
             after = None if line_end == -1 else _NON_SPACE.search(text, line_end, end)
             # Nothing after the line, or a setext underline (only = and - between white space).
             if after is None or (text[after.start()] in "=-" and not text[line_end:end].strip().strip("=-")):
@@ -392,6 +394,7 @@ def _group_cuts(text: str, spans: list[Span], groups: list, containing) -> dict[
     """The split codes of each chunk end (but the last) that cuts a kept group, by chunk index."""
     found: dict[int, list[str]] = {}
     held = code_members = None
+    held_by_group: dict[int, bool] = {}
     last = len(spans) - 1
     # The kinds kept whole, in the plan's order (a filter at C speed: sections contain most chunk ends).
     groups = list(itertools.compress(groups, map(_GROUP_CODES.__contains__, map(_KIND, groups))))
@@ -406,9 +409,12 @@ def _group_cuts(text: str, spans: list[Span], groups: list, containing) -> dict[
                 code_members = _CodeMembers(groups)
             if code_members.between(group, pos):
                 continue
-        if held is None:
-            held = _HeldWhole(text, spans)
-        if held(group):
+        whole = held_by_group.get(j)
+        if whole is None:
+            if held is None:
+                held = _HeldWhole(text, spans)
+            whole = held_by_group[j] = held(group)
+        if whole:
             continue
         found.setdefault(index, []).append(code)
     return found
