@@ -2,17 +2,58 @@
 
 The codes are stored in the ``findings`` column and counted in the manifest; ``FINDINGS`` gives
 each one's meaning and the config change that fixes it. The reviewer puts them in front of people.
+
+Method. The rules are written once, here, in Python (``_check_spans``, one rule after the other, over
+all the chunks of a document). The character work they need is done for all the chunks at once by
+three kernels over arrays that know no rule: ``scan`` moves each chunk edge over the characters of a
+class toward a bound and reports the edges stopped by a character outside another class (a start whose
+line white space is not preceded by a line feed, an end whose line does not go on blank to a line
+feed); ``after_last`` finds where the run after the last occurrence of a character begins (a chunk's
+last line) and reports those whose first character is of a class (one an ATX heading can begin
+with); ``containing`` gives the pairs of points and intervals that hold them (chunk ends inside kept
+groups, headings inside chunks). The rules then ask their exact questions (``levels.SENTENCE_ENDED``,
+``levels.ATX_LAST_LINE``, the group tests) of the few edges reported, so the Python work grows with
+the suspicious edges, not with the chunks. The classes come from ``_class_table``, which Python builds
+from ``str.isspace`` and the characters named here: the kernels know no character. The kernels' C
+versions in chunking/_pack.c run when built and current; their Python twins here (``_scan``,
+``_after_last``, ``_containing``, the same loops with ``regex``/``str`` searches) run otherwise, and
+tests/core/test_packer_native.py holds each pair equal (generated input, the corpora) and the
+findings equal with either set. Order: each chunk's codes come in the order listed below.
+
+- ``mid_sentence_start`` (not the first chunk): going back from the start over the white space of
+  its line reaches the line's start, the document's start, a space between two Thai or Lao letters,
+  or ``levels.SENTENCE_ENDED`` holds on the four characters before it; otherwise the finding.
+- ``mid_sentence_end`` (not the last chunk): the rest of the end's line (within 200 characters) is
+  white space, or ``SENTENCE_ENDED`` holds on the four characters before the end, or the end is a
+  space between two Thai or Lao letters; otherwise the finding.
+- ``split_procedure``/``_list``/``_table``/``_code`` (not the last chunk): a group of that kind has
+  ``body_start < end < group end`` with text after ``end`` in it, no chunk holds all of it (split
+  on purpose, e.g. repeated by overlap), and ``end`` is not between the members of a code group (a
+  class split between its methods); one code per kind, in the plan's order.
+- ``heading_at_end`` (not the last chunk): the last heading the strategy recorded at or before the
+  end lies inside the chunk and only white space or a setext underline follows its line; with no
+  headings recorded, ``levels.ATX_LAST_LINE`` holds on the chunk's last line (within 300 characters)
+  and the chunk holds more than that line.
+- ``over_budget`` (the packer says so), ``undersized`` (below min_size, when there are several
+  chunks), ``high_overlap`` (more than half the chunk repeats the previous one), and
+  ``constraint_unmet`` (``unmet_constraint_chunks``).
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
+import itertools
+import operator
+import re
+from collections.abc import Callable
+from typing import NamedTuple
 
 import regex
 
 from chunkyard.chunking import packer
+from chunkyard.chunking.packer import _NON_SPACE, PHRASE_SPACED, SENTENCE_END_MARKS, Span
 from chunkyard.chunking.packer import ATX_LAST_LINE as _ATX_LINE
-from chunkyard.chunking.packer import PHRASE_SPACED, Span
 from chunkyard.chunking.packer import SENTENCE_ENDED as _SENTENCE_END
 
 FINDINGS: dict[str, tuple[str, str]] = {
@@ -72,6 +113,8 @@ FINDINGS: dict[str, tuple[str, str]] = {
 # A chunk edge is clean after a sentence end (the packer's marks, and : ;), or, in Thai and Lao,
 # at a space between two letters (see ``packer.SENTENCE``).
 _PHRASE_LETTER = regex.compile("[" + PHRASE_SPACED + "]")
+# A text whose last character is one of them ends a sentence (``_SENTENCE_END`` holds): asked first.
+_MARKS = frozenset(SENTENCE_END_MARKS)
 
 _GROUP_CODES = {
     "procedure": "split_procedure",
@@ -80,22 +123,152 @@ _GROUP_CODES = {
     "code": "split_code",
 }
 
+# Characters looked at past a chunk's end for the rest of its line (a chunk ending a line ends cleanly),
+# and at the end of a chunk for a heading line when the strategy recorded no headings.
+_CLEAN_END_LOOKAHEAD = 200
+_HEADING_TAIL = 300
+
+# -- kernels: C in chunking/_pack.c when built, else these Python twins ------------------------------
+
+# Character classes (bits) of ``_class_table``: white space but a line feed; the line feed; the characters
+# a line ``_ATX_LINE`` matches can begin with (its `` {0,3}#``).
+_INLINE_SPACE = 1
+_LINE_FEED = 2
+_ATX_FIRST = 4
+
+
+def _build_class_table() -> bytes:
+    r"""The classes of each code point up to the last one with a class (those past it have none).
+
+    ``str.isspace`` is ``re``'s ``\s``, and holds for no code point above U+FFFF (tests/core/test_findings.py
+    checks all of them), so the table covers the Basic Multilingual Plane at most.
+    """
+    plane = "".join(map(chr, range(0x10000)))
+    classes = bytearray(0x10000)
+    for match in re.finditer(r"\s", plane):
+        classes[match.start()] = _INLINE_SPACE
+    classes[ord("\n")] = _LINE_FEED
+    for char in " #":
+        classes[ord(char)] |= _ATX_FIRST
+    return bytes(classes[: max(i for i, c in enumerate(classes) if c) + 1])
+
+
+_class_table_cache: list[bytes] = []
+
+
+def _class_table() -> bytes:
+    if not _class_table_cache:
+        _class_table_cache.append(_build_class_table())
+    return _class_table_cache[0]
+
+
+def _scan(
+    text: str,
+    records: list[tuple],
+    field: int,
+    reach: int,
+    table: bytes,
+    mask: int,
+    over: bool,
+    backward: bool,
+    test: int,
+    want: bool,
+) -> list[int]:
+    """Move each ``records[k][field]`` toward a bound ``reach`` away (clipped to the text) while the
+    character passed has ``bool(class & mask) == over``; report ``k, stop`` when the character that
+    stopped the move (none, at the bound: class 0) has ``bool(class & test) == want``. A character's
+    class is ``table[code point]``, 0 past the table. The pairs are flat (``[k, stop, k, stop, ...]``:
+    ints only, nothing for the garbage collector)."""
+    run = _run_pattern(table, mask, over, backward).match
+    size, length, out = len(table), len(text), []
+    for k, record in enumerate(records):
+        start = record[field]
+        seen = size  # the code point that stopped the move (past the table: class 0)
+        if backward:
+            bound = max(start - reach, 0)
+            stop = run(text, bound, start).start()
+            if stop > bound:
+                seen = ord(text[stop - 1])
+        else:
+            bound = min(start + reach, length)
+            stop = run(text, start, bound).end()
+            if stop < bound:
+                seen = ord(text[stop])
+        if bool(seen < size and table[seen] & test) == want:
+            out += (k, stop)
+    return out
+
+
+def _after_last(
+    text: str, records: list[tuple], field: int, reach: int, char: str, table: bytes, test: int, want: bool
+) -> list[int]:
+    """The position after the last ``char`` within ``reach`` before each ``records[k][field]`` (the bound
+    when there is none), reported as ``k, start`` when a character follows it before the field's
+    position and that character's class has ``bool(class & test) == want``; flat, as ``_scan``'s."""
+    size, out = len(table), []
+    for k, record in enumerate(records):
+        end = record[field]
+        low = max(end - reach, 0)
+        start = text.rfind(char, low, end) + 1 or low
+        if start < end:
+            code = ord(text[start])
+            if bool(code < size and table[code] & test) == want:
+                out += (k, start)
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _run_pattern(table: bytes, mask: int, over: bool, backward: bool) -> regex.Pattern:
+    """A run of the characters with ``bool(class & mask) == over`` (``(?r)``: ending where matched)."""
+    members = "".join(f"\\u{code:04x}" for code, classes in enumerate(table) if classes & mask)  # table: BMP
+    if not members:
+        body = r"(?s:.)" if not over else r"(?!)"
+    else:
+        body = ("[" if over else "[^") + members + "]"
+    return regex.compile(("(?r)" if backward else "") + "(?:" + body + ")*")
+
+
+def _containing(points: list, at: int, records: list[tuple], low: int, high: int) -> list[int]:
+    """The pairs ``i, j`` with ``records[j][low] < p < records[j][high]`` for ``p = points[i]`` (or
+    ``points[i][at]`` when ``at >= 0``), sorted, flat as ``_scan``'s."""
+    values = points if at < 0 else [point[at] for point in points]
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ordered = [values[i] for i in order]
+    pairs = []
+    for j, record in enumerate(records):
+        first, stop = bisect.bisect_right(ordered, record[low]), bisect.bisect_left(ordered, record[high])
+        pairs.extend((order[k], j) for k in range(first, stop))
+    pairs.sort()
+    return [number for pair in pairs for number in pair]
+
+
+class Kernels(NamedTuple):
+    scan: Callable
+    after_last: Callable
+    containing: Callable
+
+
+PYTHON_KERNELS = Kernels(_scan, _after_last, _containing)
+
+
+_native_kernels: dict[int, Kernels] = {}
+
+
+def kernels() -> Kernels:
+    """The C kernels (chunking/_pack.c) when built and current, else their Python twins."""
+    native = packer._native
+    if native is None:
+        return PYTHON_KERNELS
+    found = _native_kernels.get(id(native))
+    if found is None:
+        found = _native_kernels[id(native)] = Kernels(native.scan, native.after_last, native.containing)
+    return found
+
 
 def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[list[str]]:
     """Finding codes for each span, in order. ``layout`` is a ``chunkyard.chunking.strategies.Layout``."""
+    results = _check_spans(text, spans, layout, min_size)
     plan = layout.plan
-    if packer._native is not None:  # the same checks in C (chunking/_pack.c); _check_spans is the reference
-        results = packer._native.check_spans(
-            text,
-            spans if isinstance(spans, list) else list(spans),
-            layout.heading_starts,
-            plan.groups,
-            plan.start,
-            min_size,
-            packer._char_classes,
-        )
-    else:
-        results = _check_spans(text, spans, layout, min_size)
     if plan.keep or plan.breaks:  # reviewer constraints (most documents have none)
         for index in unmet_constraint_chunks(text, spans, plan.keep, plan.breaks):
             if "constraint_unmet" not in results[index]:
@@ -103,35 +276,148 @@ def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[lis
     return results
 
 
-def _check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[list[str]]:
-    """The findings of ``check_spans`` but ``constraint_unmet``, in Python."""
-    results: list[list[str]] = [[] for _ in spans]
-    plan = layout.plan
-    split_groups = [g for g in plan.groups if g.kind in _GROUP_CODES]
-    cut = _GroupCuts(text, spans, split_groups)
-    for index, span in enumerate(spans):
-        codes = results[index]
-        if span.over_budget:
-            codes.append("over_budget")
-        is_last = index == len(spans) - 1
-        if index > 0 and not _clean_start(text, span.start, plan.start):
-            codes.append("mid_sentence_start")
-        if not is_last and not _clean_end(text, span.end):
-            codes.append("mid_sentence_end")
-        if not is_last:
-            for code in cut.codes(span.end):
-                if code not in codes:
-                    codes.append(code)
-            if _ends_with_heading(text, span, layout):
-                codes.append("heading_at_end")
-        if min_size and span.size < min_size and len(spans) > 1:
-            codes.append("undersized")
-        if index > 0:
-            previous = spans[index - 1]
-            shared = previous.end - span.start
-            if shared > 0 and shared * 2 > span.end - span.start:
-                codes.append("high_overlap")
+def _check_spans(
+    text: str, spans: list[Span], layout, min_size: int, using: Kernels | None = None
+) -> list[list[str]]:
+    """The findings of ``check_spans`` but ``constraint_unmet``, with the kernels ``using`` (default: ``kernels()``)."""
+    if not isinstance(spans, list):
+        spans = list(spans)
+    n = len(spans)
+    results: list[list[str]] = [[] for _ in range(n)]
+    if any(map(_OVER_BUDGET, spans)):
+        for codes, span in zip(results, spans, strict=True):
+            if span.over_budget:
+                codes.append("over_budget")
+    if n < 2:
+        return results
+    using = using or kernels()
+    scan = using.scan
+    table, plan, length, last = _class_table(), layout.plan, len(text), n - 1
+    doc_start = plan.start
+    phrase, sentence_ended, marks = _PHRASE_LETTER.match, _SENTENCE_END.search, _MARKS
+    # Starts: back over the white space of the line; a line feed before it is clean, the rest are asked.
+    for index, pos in _pairs(
+        scan(text, spans, 0, length, table, _INLINE_SPACE, True, True, _LINE_FEED, False)
+    ):
+        start = spans[index].start
+        if index and not (
+            pos <= doc_start
+            or text[pos - 1] in marks
+            or sentence_ended(text[max(doc_start, pos - 4) : pos])
+            or (pos < start < length and phrase(text, pos - 1) and phrase(text, start))
+        ):
+            results[index].append("mid_sentence_start")
+    # Ends: on over the white space of the line (within the lookahead); a line feed there is clean.
+    lookahead = _CLEAN_END_LOOKAHEAD
+    for index, after in _pairs(
+        scan(text, spans, 1, lookahead, table, _INLINE_SPACE, True, False, _LINE_FEED, False)
+    ):
+        end = spans[index].end
+        if index != last and not (
+            (end and text[end - 1] in marks)
+            or sentence_ended(text[max(0, end - 4) : end])
+            or (0 < end < length and end < after < length and phrase(text, end - 1) and phrase(text, after))
+        ):
+            results[index].append("mid_sentence_end")
+    if plan.groups:
+        for index, codes in _group_cuts(text, spans, plan.groups, using.containing).items():
+            results[index].extend(codes)
+    for index in _headings_at_end(text, spans, layout.heading_starts, using, table):
+        results[index].append("heading_at_end")
+    if min_size:
+        for codes, span in zip(results, spans, strict=True):
+            if span.size < min_size:
+                codes.append("undersized")
+    # A chunk that starts before the previous one ends (overlap, or spans out of order).
+    if any(map(operator.lt, map(_START, itertools.islice(spans, 1, None)), map(_END, spans))):
+        for index in range(1, n):
+            shared = spans[index - 1].end - spans[index].start
+            if shared > 0 and shared * 2 > spans[index].end - spans[index].start:
+                results[index].append("high_overlap")
     return results
+
+
+_START, _END, _OVER_BUDGET = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(3)
+_KIND = operator.itemgetter(0)
+
+
+def _pairs(flat: list[int]):
+    """``[a, b, c, d, ...]`` as ``(a, b), (c, d), ...``."""
+    items = iter(flat)
+    return zip(items, items, strict=True)
+
+
+def _headings_at_end(
+    text: str, spans: list[Span], heading_starts: list[int], using: Kernels, table: bytes
+) -> list[int]:
+    """Indexes of the chunks (but the last) that end with a heading whose content is in the next one."""
+    last, found = len(spans) - 1, []
+    if heading_starts:
+        # The last heading at or before a chunk's end must lie inside the chunk: the last one inside
+        # it, unless a heading starts at the end itself.
+        inside: dict[int, int] = {}
+        for h, index in _pairs(using.containing(heading_starts, -1, spans, 0, 1)):
+            inside[index] = h  # pairs are sorted by heading, so the last one stays
+        for index in inside:
+            end = spans[index].end
+            k = bisect.bisect_left(heading_starts, end)
+            if index == last or (k < len(heading_starts) and heading_starts[k] == end):
+                continue
+            # The heading's line runs to the chunk end: nothing after it in this chunk.
+            line_end = text.find("\n", heading_starts[inside[index]], end)
+            if line_end != -1 and not text[end - 1].isspace() and text[end - 1] not in "=-":
+                continue  # the chunk ends in text after the heading's line
+            after = None if line_end == -1 else _NON_SPACE.search(text, line_end, end)
+            # Nothing after the line, or a setext underline (only = and - between white space).
+            if after is None or (text[after.start()] in "=-" and not text[line_end:end].strip().strip("=-")):
+                found.append(index)
+        return found
+    # No headings recorded: the chunk's last line (within _HEADING_TAIL characters) is an ATX heading,
+    # and the chunk holds more than that line. Only lines that begin as one can are asked.
+    for index, line in _pairs(using.after_last(text, spans, 1, _HEADING_TAIL, "\n", table, _ATX_FIRST, True)):
+        start, end = spans[index].start, spans[index].end
+        # The line's start is a ``^`` of the pattern: after a line feed, or the start of its slice.
+        if (
+            index != last
+            and start < line < end
+            and (
+                _ATX_LINE.match(text, line, end)
+                if text[line - 1] == "\n"
+                else _ATX_LINE.match(text[line:end])
+            )
+        ):
+            found.append(index)
+    return found
+
+
+def _group_cuts(text: str, spans: list[Span], groups: list, containing) -> dict[int, list[str]]:
+    """The split codes of each chunk end (but the last) that cuts a kept group, by chunk index."""
+    found: dict[int, list[str]] = {}
+    held = code_members = None
+    held_by_group: dict[int, bool] = {}
+    last = len(spans) - 1
+    # The kinds kept whole, in the plan's order (a filter at C speed: sections contain most chunk ends).
+    groups = list(itertools.compress(groups, map(_GROUP_CODES.__contains__, map(_KIND, groups))))
+    for index, j in _pairs(containing(spans, 1, groups, 3, 2)):  # body_start < end < group end
+        group = groups[j]
+        code = _GROUP_CODES[group.kind]
+        pos = spans[index].end
+        if index == last or code in found.get(index, ()) or not _NON_SPACE.search(text, pos, group.end):
+            continue
+        if group.kind == "code":
+            if code_members is None:
+                code_members = _CodeMembers(groups)
+            if code_members.between(group, pos):
+                continue
+        whole = held_by_group.get(j)
+        if whole is None:
+            if held is None:
+                held = _HeldWhole(text, spans)
+            whole = held_by_group[j] = held(group)
+        if whole:
+            continue
+        found.setdefault(index, []).append(code)
+    return found
 
 
 def keep_met(spans: list[Span], start: int, end: int) -> bool:
@@ -164,63 +450,35 @@ def unmet_constraint_chunks(
     return found
 
 
-class _GroupCuts:
-    """Which kept groups a chunk end cuts, in time linear in chunks and groups.
+class _HeldWhole:
+    """Whether some chunk holds a whole group: the chunk starts bisected, with the furthest end among
+    the chunks starting at or before each."""
 
-    A group is cut at ``pos`` when ``body_start < pos < end`` with text after ``pos`` in it, unless
-    some chunk holds the whole group (it was split on purpose, e.g. repeated by overlap) or ``pos``
-    lies between the members of a code group (a class split between its methods). Chunk ends are
-    visited in increasing order, so the groups containing the current end are swept in once and
-    dropped once; a chunk holding a whole group is found by bisecting the chunk starts.
-    """
-
-    def __init__(self, text: str, spans: list[Span], groups: list):
+    def __init__(self, text: str, spans: list[Span]):
         self.text = text
-        # (position in the plan, group), swept in by body_start; codes keep the plan's order.
-        self.groups = sorted(enumerate(groups), key=lambda item: (item[1].body_start, item[0]))
-        self.next = 0
-        self.active: list = []
-        self.last_pos = -1
-        order = sorted(range(len(spans)), key=lambda i: spans[i].start)
-        self.span_starts = [spans[i].start for i in order]
-        self.reach: list[int] = []  # furthest end among the chunks starting at or before each start
-        furthest = -1
-        for i in order:
-            furthest = max(furthest, spans[i].end)
-            self.reach.append(furthest)
-        code = sorted((g for g in groups if g.kind == "code"), key=lambda g: g.start)
-        self.code_starts = [g.start for g in code]
-        self.code = code
+        starts = list(map(_START, spans))
+        if not all(map(operator.le, starts, starts[1:])):
+            spans = sorted(spans, key=_START)
+            starts = list(map(_START, spans))
+        self.starts = starts
+        self.reach = list(itertools.accumulate(map(_END, spans), max))
 
-    def codes(self, pos: int) -> list[str]:
-        if pos < self.last_pos:  # ends out of order (a peer's spans): start the sweep again
-            self.next, self.active = 0, []
-        self.last_pos = pos
-        groups = self.groups
-        while self.next < len(groups) and groups[self.next][1].body_start < pos:
-            self.active.append(groups[self.next])
-            self.next += 1
-        self.active = [item for item in self.active if item[1].end > pos]
-        found = []
-        for _, group in sorted(self.active, key=lambda item: item[0]):
-            if (
-                self.text[pos : group.end].strip()
-                and not self._between_members(group, pos)
-                and not self._held_whole(group)
-            ):
-                found.append(_GROUP_CODES[group.kind])
-        return found
-
-    def _held_whole(self, group) -> bool:
-        k = bisect.bisect_right(self.span_starts, group.start)
+    def __call__(self, group) -> bool:
+        k = bisect.bisect_right(self.starts, group.start)
         return k > 0 and self.reach[k - 1] >= _content_end(self.text, group.end)
 
-    def _between_members(self, group, pos: int) -> bool:
+
+class _CodeMembers:
+    """Code groups by start, to ask whether a position lies between the members of one."""
+
+    def __init__(self, groups: list):
+        self.code = sorted((g for g in groups if g.kind == "code"), key=lambda g: g.start)
+        self.starts = [g.start for g in self.code]
+
+    def between(self, group, pos: int) -> bool:
         """``pos`` lies between nested definitions (code groups inside ``group``) and inside none."""
-        if group.kind != "code":
-            return False
-        i = bisect.bisect_left(self.code_starts, group.start)
-        j = bisect.bisect_right(self.code_starts, group.end)
+        i = bisect.bisect_left(self.starts, group.start)
+        j = bisect.bisect_right(self.starts, group.end)
         members = [g for g in self.code[i:j] if g is not group and g.end <= group.end]
         if not members or pos < min(m.start for m in members):
             return False
@@ -231,55 +489,6 @@ def _content_end(text: str, end: int) -> int:
     while end > 0 and text[end - 1].isspace():
         end -= 1
     return end
-
-
-def _clean_start(text: str, start: int, doc_start: int) -> bool:
-    pos = start
-    while pos > doc_start and text[pos - 1].isspace():
-        if text[pos - 1] == "\n":
-            return True
-        pos -= 1
-    if pos <= doc_start:
-        return True
-    if pos < start < len(text) and _PHRASE_LETTER.match(text, pos - 1) and _PHRASE_LETTER.match(text, start):
-        return True
-    return _SENTENCE_END.search(text[max(doc_start, pos - 4) : pos]) is not None
-
-
-# Characters looked at past a chunk's end for the rest of its line (a chunk ending a line ends cleanly),
-# and at the end of a chunk for a heading line when the strategy recorded no headings.
-_CLEAN_END_LOOKAHEAD = 200
-_HEADING_TAIL = 300
-
-
-def _clean_end(text: str, end: int) -> bool:
-    if _SENTENCE_END.search(text[max(0, end - 4) : end]):
-        return True
-    if 0 < end < len(text) and _PHRASE_LETTER.match(text, end - 1):
-        after, stop = end, min(len(text), end + _CLEAN_END_LOOKAHEAD)
-        while after < stop and text[after] != "\n" and text[after].isspace():
-            after += 1
-        if after > end and after < len(text) and _PHRASE_LETTER.match(text, after):
-            return True
-    newline = text.find("\n", end, end + _CLEAN_END_LOOKAHEAD)
-    return newline != -1 and not text[end:newline].strip()
-
-
-def _ends_with_heading(text: str, span: Span, layout) -> bool:
-    starts = layout.heading_starts
-    if starts:
-        import bisect
-
-        i = bisect.bisect_right(starts, span.end) - 1
-        if i >= 0 and span.start < starts[i] < span.end:
-            # The heading's line runs to the chunk end: nothing after it in this chunk.
-            line_end = text.find("\n", starts[i], span.end)
-            rest = "" if line_end == -1 else text[line_end : span.end]
-            underline = rest.strip()
-            return not underline or set(underline) <= set("=-")
-        return False
-    tail = text[max(span.start, span.end - _HEADING_TAIL) : span.end]
-    return _ATX_LINE.search(tail) is not None and span.end - span.start > len(tail.rsplit("\n", 1)[-1])
 
 
 def explain(code: str) -> str:

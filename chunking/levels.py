@@ -113,7 +113,10 @@ SENTENCE_MARKS = "।॥؟۔։።፧፨។៕။"
 PHRASE_SPACED = "\u0e01-\u0e5b\u0e81-\u0edf"  # Thai and Lao letters, marks and signs (a class body)
 # A text whose tail ends a sentence, and a text whose last line is an ATX heading: the questions the
 # findings (chunkyard.chunking.findings) and the segmenter's prices both ask, written once here.
-SENTENCE_ENDED = regex.compile(r"[.!?…。！？:;" + SENTENCE_MARKS + r"]['\"”’)\]]*$|^\s*$")
+SENTENCE_END_MARKS = (
+    ".!?…。！？:;" + SENTENCE_MARKS
+)  # a text ending in one of them (then closers) ends a sentence
+SENTENCE_ENDED = regex.compile(r"[" + SENTENCE_END_MARKS + r"]['\"”’)\]]*$|^\s*$")
 ATX_LAST_LINE = regex.compile(r"(?m)^ {0,3}#{1,6}(?:[ \t]|$)[^\n]*\Z")
 _NOT_AN_END = r"(?<!(?:^|[\s(])(?:\d{1,3}|[A-Za-z]|Mr|Mrs|Ms|Dr|Prof|St|vs|No|Fig|approx|e\.g|i\.e|cf|etc))"
 # A sentence match begins at one of its marks, or (Thai, Lao) at a space after a letter of those scripts:

@@ -5,8 +5,8 @@ For every strategy but ``fixed`` the boundaries are chosen all at once by the gl
 overlap and trims (``Packer._segmented_spans``). The greedy method below packs ``fixed`` (its plan has
 the grapheme level only), in Python (``Packer._spans``; in ASCII text without CR every position is a
 grapheme boundary, so nothing is segmented). The packer's helpers (white space, grapheme clusters,
-textual levels: ``find_ends``, overlap) serve both. No packing rule is compiled: chunking/_pack.c
-holds only findings' ``check_spans`` and the tokenizer's ``token_starts``.
+textual levels: ``find_ends``, overlap) serve both. No rule is compiled: chunking/_pack.c holds only
+kernels over arrays (findings' ``scan``, ``after_last``, ``containing``; the tokenizer's ``token_starts``).
 
 Greedy method. A strategy describes a document as candidate boundaries with scores (a heading scores
 higher than a paragraph break, which scores higher than a sentence end, a word gap, a grapheme
@@ -79,6 +79,7 @@ from chunkyard.chunking.levels import (  # noqa: F401  (re-exported: strategies 
     SCORE_SENTENCE,
     SCORE_WORD,
     SENTENCE,
+    SENTENCE_END_MARKS,
     SENTENCE_ENDED,
     SENTENCE_MARKS,
     SENTENCE_OR_PARAGRAPH,
@@ -173,34 +174,8 @@ class Span(NamedTuple):
     over_budget: str = ""  # why the span exceeds the budget, when it does
 
 
-# chunking/_pack.c (findings.check_spans and units' token_starts in C) when it was built and is current.
+# chunking/_pack.c (the findings' kernels and units' token_starts in C) when it was built and is current.
 _native = native.load("_pack")
-
-
-# What _pack.c asks of each code point, with the patterns the levels and units._SYNC use (bits as in
-# _pack.c's C_* constants).
-_SPACE, _CAPITAL, _DECIMAL = regex.compile(r"\s"), regex.compile(r"[\p{Lu}\p{N}\p{Lo}]"), regex.compile(r"\d")
-_LETTER, _LETTER_OR_NUMBER = regex.compile(r"\p{L}"), regex.compile(r"[\p{L}\p{N}]")
-# May be part of a grapheme cluster of more than one code point: the rest are clusters of their own.
-_JOINER = regex.compile(
-    r"[\p{M}\p{Grapheme_Cluster_Break=Extend}\p{Grapheme_Cluster_Break=SpacingMark}"
-    r"\p{Grapheme_Cluster_Break=ZWJ}\p{Grapheme_Cluster_Break=Regional_Indicator}"
-    r"\p{Grapheme_Cluster_Break=Prepend}\p{Grapheme_Cluster_Break=L}\p{Grapheme_Cluster_Break=V}"
-    r"\p{Grapheme_Cluster_Break=T}\p{Grapheme_Cluster_Break=LV}\p{Grapheme_Cluster_Break=LVT}"
-    r"\p{Extended_Pictographic}\r\n\U0001F3FB-\U0001F3FF]"
-)
-
-
-def _char_classes(char: str) -> int:
-    return (
-        bool(_SPACE.match(char))
-        | bool(_CAPITAL.match(char)) << 1
-        | bool(_DECIMAL.match(char)) << 2
-        | bool(_CONTINUES.match(char)) << 3
-        | bool(_JOINER.match(char) or _CONTINUES.match(char)) << 4
-        | bool(_LETTER.match(char)) << 5
-        | bool(_LETTER_OR_NUMBER.match(char)) << 6
-    )
 
 
 def _long_clusters(text: str, start: int, end: int) -> list[tuple[int, int]]:

@@ -168,3 +168,112 @@ def test_only_known_codes_and_each_once(text: str, strategy: str, max_size: int,
     for chunk in run_and_check(text, config, twice=False, tolerate=tolerated(strategy, "chars")).chunks:
         assert set(chunk.findings) <= set(FINDINGS)
         assert len(set(chunk.findings)) == len(chunk.findings)
+
+
+# -- what the rules ask of the kernels (chunking/findings.py, Method) -----------------------------------
+
+
+def test_the_class_table_is_str_isspace_and_the_named_characters() -> None:
+    """Every code point, the astral planes too (the table stops before them: no class there)."""
+    from chunkyard.chunking import findings
+
+    table = findings._class_table()
+    for code in range(0x110000):
+        char = chr(code)
+        classes = table[code] if code < len(table) else 0
+        assert bool(classes & findings._INLINE_SPACE) == (char.isspace() and char != "\n"), hex(code)
+        assert bool(classes & findings._LINE_FEED) == (char == "\n"), hex(code)
+        assert bool(classes & findings._ATX_FIRST) == (char in " #"), hex(code)
+    # The finding's other white-space test (re's \S, as str.strip) agrees with str.isspace.
+    assert all((findings._NON_SPACE.match(chr(c)) is None) == chr(c).isspace() for c in range(0x110000))
+
+
+@settings(max_examples=300, deadline=None)
+@given(line=st.text(st.sampled_from(" \t#x=é"), max_size=12))
+def test_an_atx_line_begins_with_a_character_of_its_class(line: str) -> None:
+    """heading_at_end asks ATX_LAST_LINE only of last lines whose first character is of _ATX_FIRST."""
+    from chunkyard.chunking import findings
+
+    if findings._ATX_LINE.search(line):
+        assert line[0] in " #"
+
+
+@pytest.mark.parametrize("mask", [1, 2, 4, 3])
+@pytest.mark.parametrize("over", [True, False])
+@pytest.mark.parametrize("backward", [True, False])
+def test_the_python_scan_pattern_is_the_table(mask: int, over: bool, backward: bool) -> None:
+    """The Python twin of scan runs over a pattern built from the table: the same characters."""
+    from chunkyard.chunking import findings
+
+    table = findings._class_table()
+    run = findings._run_pattern(table, mask, over, backward)
+    for code in [*range(0x3100), 0xFFFF, 0x10000, 0x1F600, 0x10FFFF]:
+        passes = bool(code < len(table) and table[code] & mask) == over
+        assert (run.fullmatch(chr(code)) is not None) == passes, hex(code)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=markdownish(),
+    strategy=st.sampled_from(["fixed", "sentence", "recursive", "markdown"]),
+    max_size=st.integers(10, 300),
+    overlap=st.integers(0, 9),
+)
+def test_findings_are_the_rules_asked_of_each_chunk(
+    text: str, strategy: str, max_size: int, overlap: int
+) -> None:
+    """The rules of the Method, asked chunk by chunk with plain string operations, give the same
+    sentence and heading findings as the kernels' answers (the kernels in use: C when built)."""
+    import bisect
+
+    from chunkyard.chunking import findings
+    from chunkyard.chunking.config import parse_settings
+    from chunkyard.chunking.packer import Packer
+    from chunkyard.chunking.strategies import get_strategy
+    from chunkyard.chunking.units import make_meter
+
+    config = parse_settings({"strategy": strategy, "unit": "chars", "max_size": max_size, "overlap": overlap})
+    layout = get_strategy(strategy)(text, config, None)
+    spans = Packer(text, layout.plan, make_meter(text, "chars"), max_size, overlap, 0).spans()
+    got = findings.check_spans(text, spans, layout, 0)
+    doc_start, last = layout.plan.start, len(spans) - 1
+    for index, span in enumerate(spans):
+        start, end = span.start, span.end
+        if index:
+            pos = start
+            while pos > doc_start and text[pos - 1].isspace() and text[pos - 1] != "\n":
+                pos -= 1
+            clean = (
+                pos <= doc_start
+                or text[pos - 1] == "\n"
+                or (
+                    pos < start < len(text)
+                    and findings._PHRASE_LETTER.match(text, pos - 1)
+                    and findings._PHRASE_LETTER.match(text, start)
+                )
+                or findings._SENTENCE_END.search(text[max(doc_start, pos - 4) : pos])
+            )
+            assert ("mid_sentence_start" in got[index]) == (not clean), (index, span)
+        if index != last:
+            newline = text.find("\n", end, end + 200)
+            clean = (newline != -1 and not text[end:newline].strip()) or findings._SENTENCE_END.search(
+                text[max(0, end - 4) : end]
+            )
+            if not clean and "mid_sentence_end" not in got[index]:  # only the Thai/Lao phrase gap is left
+                assert findings._PHRASE_LETTER.match(text, end - 1), (index, span)
+            if clean:
+                assert "mid_sentence_end" not in got[index], (index, span)
+            starts = layout.heading_starts
+            if starts:
+                i = bisect.bisect_right(starts, end) - 1
+                heading = False
+                if i >= 0 and start < starts[i] < end:
+                    line_end = text.find("\n", starts[i], end)
+                    underline = "" if line_end == -1 else text[line_end:end].strip()
+                    heading = not underline or set(underline) <= set("=-")
+            else:
+                tail = text[max(start, end - 300) : end]
+                heading = bool(findings._ATX_LINE.search(tail)) and end - start > len(
+                    tail.rsplit("\n", 1)[-1]
+                )
+            assert ("heading_at_end" in got[index]) == heading, (index, span)

@@ -1,12 +1,13 @@
-"""chunking/_pack.c (findings.check_spans, units' token_starts) against its Python references, and the
-greedy packer's fast path for plain text.
+"""chunking/_pack.c's kernels (findings' scan, after_last, containing; units' token_starts) against their
+Python twins, and the greedy packer's fast path for plain text.
 
-The greedy packer (``Packer._spans``, Python only since the rules left _pack.c) chunks the ``fixed``
-strategy; the others go through the global segmenter (``chunkyard.chunking.segmenter``, its kernels in
-tests/core/test_segmenter.py). The C code must give the same findings and token starts: on the real
-corpora and on generated text made of what the rules look at (sentence ends and abbreviations, quotes,
-list numbers, blank lines, CR LF, lone CR, tables, headings) and what is not ASCII (combining marks,
-emoji, CJK, no-break spaces, \\x1c).
+The kernels know no rule (the findings' rules are in chunking/findings.py, once): each C kernel must
+return what its Python twin returns, on generated input (text made of what the rules look at: sentence
+ends and abbreviations, quotes, list numbers, blank lines, CR LF, lone CR, tables, headings, and what
+is not ASCII: combining marks, emoji, CJK, no-break spaces, \\x1c; any positions, reaches and classes)
+and on the real corpora, and the findings must be the same with either set of kernels. The greedy
+packer (``Packer._spans``) chunks the ``fixed`` strategy; the others go through the global segmenter
+(``chunkyard.chunking.segmenter``, its kernels in tests/core/test_segmenter.py).
 """
 
 from __future__ import annotations
@@ -132,14 +133,82 @@ def test_the_plain_text_cluster_path_equals_segmenting(text, low, width, last):
     )
 
 
-# -- findings: chunking/_pack.c check_spans against findings._check_spans -----------------------------
+# -- findings: chunking/_pack.c's kernels against their Python twins --------------------------------
+
+
+def native_kernels():
+    from chunkyard.chunking import findings
+
+    return findings.kernels()
+
+
+@needs_native
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.one_of(texts, st.text(max_size=200)),
+    data=st.data(),
+    field=st.sampled_from([0, 1]),
+    reach=st.one_of(st.integers(0, 8), st.integers(0, 400)),
+    mask=st.integers(0, 7),
+    test=st.integers(0, 7),
+    over=st.booleans(),
+    backward=st.booleans(),
+    want=st.booleans(),
+)
+def test_scan_equals_its_twin(text, data, field, reach, mask, test, over, backward, want):
+    from chunkyard.chunking import findings
+
+    positions = st.integers(0, len(text))
+    records = data.draw(st.lists(st.tuples(positions, positions), max_size=12))
+    table = data.draw(st.sampled_from([findings._class_table(), b"", bytes(range(8)) * 40]))
+    args = (text, records, field, reach, table, mask, over, backward, test, want)
+    assert native_kernels().scan(*args) == findings._scan(*args)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.one_of(texts, st.text(max_size=200)),
+    data=st.data(),
+    reach=st.one_of(st.integers(0, 8), st.integers(0, 400)),
+    char=st.sampled_from(["\n", " ", "é", "😀"]),
+    test=st.integers(0, 7),
+    want=st.booleans(),
+)
+def test_after_last_equals_its_twin(text, data, reach, char, test, want):
+    from chunkyard.chunking import findings
+
+    records = data.draw(st.lists(st.tuples(st.integers(0, len(text))), max_size=12))
+    table = data.draw(st.sampled_from([findings._class_table(), b"", bytes(range(8)) * 40]))
+    args = (text, records, 0, reach, char, table, test, want)
+    assert native_kernels().after_last(*args) == findings._after_last(*args)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(
+    points=st.lists(st.integers(0, 60), max_size=20),
+    intervals=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=20),
+    as_records=st.booleans(),
+)
+def test_containing_equals_its_twin(points, intervals, as_records):
+    from chunkyard.chunking import findings
+
+    given_points, at = ([(p, -p) for p in points], 0) if as_records else (points, -1)
+    records = [("x", a, b) for a, b in intervals]
+    fast = native_kernels().containing(given_points, at, records, 1, 2)
+    assert fast == findings._containing(given_points, at, records, 1, 2)
+    pairs = list(zip(fast[::2], fast[1::2], strict=True))
+    assert pairs == sorted(
+        (i, j) for i, p in enumerate(points) for j, (a, b) in enumerate(intervals) if a < p < b
+    )
 
 
 def both_findings(
     text: str, strategy: str, max_size: int, overlap: int, min_size: int, path: str | None = None
 ):
     from chunkyard.chunking import findings
-    from chunkyard.chunking.packer import Span, _char_classes
+    from chunkyard.chunking.packer import Span
 
     config = parse_settings(
         {
@@ -154,17 +223,8 @@ def both_findings(
     spans = Packer(text, layout.plan, make_meter(text, "chars"), max_size, overlap, min_size).spans()
     # As packed, out of order and with gaps (a peer's spans, as benchmarks/quality_compare.py checks them).
     for variant in (spans, spans[::-1], [Span(s.start, s.end, s.end - s.start) for s in spans[::2]]):
-        reference = findings._check_spans(text, variant, layout, min_size)
-        fast = packer._native.check_spans(
-            text,
-            variant,
-            layout.heading_starts,
-            layout.plan.groups,
-            layout.plan.start,
-            min_size,
-            _char_classes,
-        )
-        assert fast == reference
+        python = findings._check_spans(text, variant, layout, min_size, findings.PYTHON_KERNELS)
+        assert findings._check_spans(text, variant, layout, min_size, native_kernels()) == python
 
 
 @needs_native
@@ -187,7 +247,7 @@ def test_same_findings_on_the_real_corpora(corpora_dir, strategy, max_size, over
 )
 @given(
     text=st.one_of(texts, markdownish()),
-    strategy=st.sampled_from(["recursive", "markdown", "sentence"]),
+    strategy=st.sampled_from(["recursive", "markdown", "sentence", "fixed"]),
     max_size=st.integers(10, 300),
     overlap_share=st.integers(0, 60),
     min_size=st.sampled_from([0, 5, 50]),
