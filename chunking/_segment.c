@@ -1,5 +1,5 @@
-/* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends and
- * lookup (chunking/segmenter.py), which stay the reference and the fallback
+/* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends,
+ * lookup and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
  * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays (and white
  * space of the text) with no rule of their own: every price, interval and score is computed in
  * Python and passed in.
@@ -337,6 +337,52 @@ done:
     return out;
 }
 
+/* first_in_ranges(text, ranges, start, end): the first index in [start, end) whose code point lies in
+ * one of the ranges (flat pairs lo, hi, inclusive), else -1. */
+static PyObject *first_in_ranges(PyObject *self, PyObject *args)
+{
+    PyObject *text, *seq;
+    long long start, end;
+    if (!PyArg_ParseTuple(args, "UOLL", &text, &seq, &start, &end))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(seq);
+    if (n < 0)
+        return NULL;
+    if (n % 2) {
+        PyErr_SetString(PyExc_ValueError, "first_in_ranges: ranges are pairs");
+        return NULL;
+    }
+    i64 *ranges = as_array(seq, n, "ranges");
+    if (ranges == NULL)
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    i64 widest = kind == PyUnicode_1BYTE_KIND ? 0xFF : kind == PyUnicode_2BYTE_KIND ? 0xFFFF : 0x10FFFF;
+    /* Only the ranges this text's characters can reach. */
+    Py_ssize_t m = 0;
+    for (Py_ssize_t k = 0; k < n; k += 2)
+        if (ranges[k] <= widest && ranges[k] <= ranges[k + 1]) {
+            ranges[m++] = ranges[k];
+            ranges[m++] = ranges[k + 1];
+        }
+    if (start < 0)
+        start = 0;
+    if (end > length)
+        end = length;
+    i64 found = -1;
+    for (i64 k = start; m > 0 && k < end && found < 0; k++) {
+        i64 code = PyUnicode_READ(kind, data, k);
+        for (Py_ssize_t r = 0; r < m; r += 2)
+            if (code >= ranges[r] && code <= ranges[r + 1]) {
+                found = k;
+                break;
+            }
+    }
+    PyMem_Free(ranges);
+    return PyLong_FromLongLong(found);
+}
+
 static PyMethodDef methods[] = {
     {"best_predecessors", best_predecessors, METH_VARARGS,
      "segmenter.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls, "
@@ -345,6 +391,7 @@ static PyMethodDef methods[] = {
      "segmenter.cut_candidates(text, positions, scores, extra, score_prices, intervals, forbidden, free_score, end)"},
     {"trim_ends", trim_ends, METH_VARARGS, "segmenter.trim_ends(text, positions, low)"},
     {"lookup", lookup, METH_VARARGS, "segmenter.lookup(keys, values, queries, right)"},
+    {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -82,8 +82,14 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+import re._parser as _re_parser
+from re._constants import IN as _IN
+from re._constants import LITERAL as _LITERAL
+from re._constants import RANGE as _RANGE
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple
+
+import regex
 
 from chunkyard.chunking import native
 from chunkyard.chunking.levels import ATX_LAST_LINE as _ATX_LINE
@@ -115,6 +121,7 @@ PRICE_NO_OVERLAP = 300  # a chunk that needs the room reserved for overlap: it g
 PRICE_OVER_BUDGET = 10**9  # a chunk that cannot fit: allowed only between adjacent candidates
 SCORE_BREAK = 10**6  # a reviewer's break
 _UNREACHABLE = 1 << 62
+_DEFAULT_FLAGS = regex.compile("").flags
 _NON_SPACE = re.compile(r"\S")
 # Whether the text before a cut (its last four characters) ends a sentence (findings' _SENTENCE_END),
 # remembered per window: the same few endings recur.
@@ -126,6 +133,44 @@ _ATX_AFTER_LF = re.compile(r"\n {0,3}#")  # re's \s is exactly str.isspace (as P
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
 _native = native.load("_segment")
+
+
+_CLASSES: dict[str, list[int] | None] = {}
+
+
+def class_ranges(pattern: regex.Pattern[str]) -> list[int] | None:
+    """The code points a pattern that is one character class of literals and ranges matches (flat
+    pairs lo, hi, inclusive; tests/core/test_segmenter.py checks every code point), else None."""
+    key = pattern.pattern
+    if key not in _CLASSES:
+        ranges: list[int] | None = None
+        try:
+            parsed = list(_re_parser.parse(key)) if pattern.flags == _DEFAULT_FLAGS else []
+        except re.error:
+            parsed = []
+        if len(parsed) == 1 and parsed[0][0] is _IN:
+            ranges = []
+            for op, arg in parsed[0][1]:
+                if op is _LITERAL:
+                    ranges += (arg, arg)
+                elif op is _RANGE:
+                    ranges += arg
+                else:
+                    ranges = None
+                    break
+        _CLASSES[key] = ranges
+    return _CLASSES[key]
+
+
+def first_in_ranges(text: str, ranges: list[int], start: int, end: int) -> int:
+    """The first index in [start, end) whose code point lies in one of ``ranges`` (flat pairs lo, hi,
+    inclusive), else -1."""
+    pairs = list(zip(ranges[::2], ranges[1::2], strict=True))
+    for k in range(max(0, start), min(end, len(text))):
+        code = ord(text[k])
+        if any(lo <= code <= hi for lo, hi in pairs):
+            return k
+    return -1
 
 
 def score_price(score: int) -> int:
@@ -343,6 +388,7 @@ class Segmenter:
         self._plain = self.text.isascii() and "\r" not in self.text
         # Per level (by identity: hashing a level hashes its patterns): the text has no ``unless`` character.
         self._clean: dict[int, bool] = {}
+        self._lacking: dict[str, bool] = {}
 
     # -- sizes --------------------------------------------------------------------------------------
 
@@ -476,7 +522,7 @@ class Segmenter:
             return sorted(out)
         clean = self._clean.get(id(level))
         if clean is None:
-            clean = self._clean[id(level)] = level.unless is None or level.unless.search(text) is None
+            clean = self._clean[id(level)] = self._lacks(level.unless)
         matches = find_ends(level, text, max(0, low - 1), high, clean=clean)
         if not sampled:
             if self._plain:
@@ -501,6 +547,22 @@ class Segmenter:
                 out.append(pos)
                 kept = pos
         return out
+
+    def _lacks(self, unless: regex.Pattern[str] | None) -> bool:
+        """Whether the text has no match of a level's ``unless`` pattern, remembered per pattern (levels
+        share them); a pattern that is one character class (``class_ranges``) by the kernel
+        ``first_in_ranges`` (C only: in Python the pattern's search is faster than the twin)."""
+        if unless is None:
+            return True
+        lacks = self._lacking.get(unless.pattern)
+        if lacks is None:
+            ranges = class_ranges(unless) if _native is not None else None
+            if ranges is None:
+                lacks = unless.search(self.text) is None
+            else:
+                lacks = _native.first_in_ranges(self.text, ranges, 0, len(self.text)) < 0
+            self._lacking[unless.pattern] = lacks
+        return lacks
 
     # -- prices -------------------------------------------------------------------------------------
 

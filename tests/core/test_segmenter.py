@@ -555,3 +555,50 @@ def test_find_ends_is_finditer(text, level, data, clean):
         clean = False  # "clean" is the caller's promise that the text has no such character
     expected = [match.end() for match in level.pattern.finditer(text, start, end)]
     assert list(find_ends(level, text, start, end, clean=clean)) == expected
+
+
+# -- character classes: the levels' ``unless`` patterns as code point ranges -------------------------
+
+ALL_LEVELS = sorted(
+    {
+        level
+        for levels in (
+            packer.RECURSIVE_LEVELS,
+            (SENTENCE_OR_PARAGRAPH, packer.WORD, packer.GRAPHEME),
+            tuple(packer._LONE_CR_LEVELS.values()),
+        )
+        for level in levels
+    },
+    key=lambda level: (level.name, level.pattern.pattern),
+)
+
+
+def test_every_levels_unless_class_is_its_code_point_ranges() -> None:
+    patterns = {level.unless.pattern: level.unless for level in ALL_LEVELS if level.unless is not None}
+    assert patterns  # the levels have such patterns, and each is a class class_ranges reads
+    for pattern in patterns.values():
+        ranges = segmenter.class_ranges(pattern)
+        assert ranges is not None, pattern.pattern
+        pairs = list(zip(ranges[::2], ranges[1::2], strict=True))
+        for code in range(0x110000):
+            inside = any(lo <= code <= hi for lo, hi in pairs)
+            assert inside == bool(pattern.match(chr(code))), (pattern.pattern, hex(code))
+    assert segmenter.class_ranges(packer.regex.compile(r"[^a]")) is None
+    assert segmenter.class_ranges(packer.regex.compile(r"\s+")) is None
+    assert segmenter.class_ranges(packer.regex.compile(r"[ab]")) == [97, 97, 98, 98]
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(st.sampled_from("ab \n\x1c\x1f\x1eé\u0e01\u0e5b\u0e5c\u0ed0😀"), max_size=40),
+    data=st.data(),
+)
+def test_the_c_class_kernel_equals_its_python_twin(text, data):
+    ranges = data.draw(
+        st.sampled_from([[28, 31], [0xE01, 0xE5B, 0xE81, 0xEDF], [97, 97], [0x1F600, 0x1F600], []])
+    )
+    start = data.draw(st.integers(-2, len(text) + 2))
+    end = data.draw(st.integers(-2, len(text) + 2))
+    expected = segmenter.first_in_ranges(text, ranges, start, end)
+    assert segmenter._native.first_in_ranges(text, ranges, start, end) == expected
