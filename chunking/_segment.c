@@ -1,5 +1,5 @@
 /* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends,
- * lookup and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
+ * lookup, skip_spaces and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
  * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays (and white
  * space of the text) with no rule of their own: every price, interval and score is computed in
  * Python and passed in.
@@ -383,6 +383,86 @@ static PyObject *first_in_ranges(PyObject *self, PyObject *args)
     return PyLong_FromLongLong(found);
 }
 
+/* Whether a grapheme cluster boundary at pos is settled by the characters around it alone (as
+ * Packer._is_cluster_boundary's first test: the text's ends, or ASCII on both sides not after a CR). */
+static int settled(int kind, const void *data, Py_ssize_t length, i64 pos)
+{
+    if (pos <= 0 || pos >= length)
+        return 1;
+    Py_UCS4 here = PyUnicode_READ(kind, data, pos), before = PyUnicode_READ(kind, data, pos - 1);
+    return here < 0x7f && before < 0x7f && before != '\r';
+}
+
+/* skip_spaces(text, positions, limit, max_indent, plain, verify_indent) -> (starts, unsure) */
+static PyObject *skip_spaces(PyObject *self, PyObject *args)
+{
+    PyObject *text, *seq;
+    long long limit, max_indent;
+    int plain, verify_indent;
+    if (!PyArg_ParseTuple(args, "UOLLpp", &text, &seq, &limit, &max_indent, &plain, &verify_indent))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(seq);
+    if (n < 0)
+        return NULL;
+    i64 *positions = as_array(seq, n, "positions");
+    if (positions == NULL)
+        return NULL;
+    i64 *unsure = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
+    if (unsure == NULL) {
+        PyMem_Free(positions);
+        return PyErr_NoMemory();
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), m = 0;
+    i64 bound = limit < length ? limit : length;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        i64 pos = positions[k], first = pos, start;
+        if (pos < 0) {
+            PyMem_Free(positions);
+            PyMem_Free(unsure);
+            PyErr_SetString(PyExc_IndexError, "skip_spaces: a negative position");
+            return NULL;
+        }
+        while (first < bound && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, first)))
+            first++;
+        if (first >= limit || first >= length) {
+            start = pos > limit ? pos : limit;
+            if (first < limit) { /* the text ends before the limit: only white space */
+                start = first;
+                unsure[m++] = k;
+            }
+        } else if (!plain && !settled(kind, data, length, first)) {
+            start = first;
+            unsure[m++] = k;
+        } else if (first == pos) {
+            start = pos;
+        } else {
+            i64 line_start = -1;
+            for (i64 x = first - 1; x >= pos; x--)
+                if (PyUnicode_READ(kind, data, x) == '\n') {
+                    line_start = x + 1;
+                    break;
+                }
+            if (line_start < 0)
+                line_start = pos == 0 || PyUnicode_READ(kind, data, pos - 1) == '\n' ? pos : first;
+            start = line_start < first && first - line_start <= max_indent ? line_start : first;
+            if (start < first && verify_indent)
+                unsure[m++] = k;
+        }
+        positions[k] = start;
+    }
+    PyObject *lists[2] = {list_of(positions, n), list_of(unsure, m)};
+    PyObject *result = NULL;
+    if (lists[0] != NULL && lists[1] != NULL)
+        result = PyTuple_Pack(2, lists[0], lists[1]);
+    Py_XDECREF(lists[0]);
+    Py_XDECREF(lists[1]);
+    PyMem_Free(positions);
+    PyMem_Free(unsure);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"best_predecessors", best_predecessors, METH_VARARGS,
      "segmenter.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls, "
@@ -391,6 +471,8 @@ static PyMethodDef methods[] = {
      "segmenter.cut_candidates(text, positions, scores, extra, score_prices, intervals, forbidden, free_score, end)"},
     {"trim_ends", trim_ends, METH_VARARGS, "segmenter.trim_ends(text, positions, low)"},
     {"lookup", lookup, METH_VARARGS, "segmenter.lookup(keys, values, queries, right)"},
+    {"skip_spaces", skip_spaces, METH_VARARGS,
+     "segmenter.skip_spaces(text, positions, limit, max_indent, plain, verify_indent)"},
     {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},
     {NULL, NULL, 0, NULL},
 };

@@ -122,6 +122,7 @@ PRICE_OVER_BUDGET = 10**9  # a chunk that cannot fit: allowed only between adjac
 SCORE_BREAK = 10**6  # a reviewer's break
 _UNREACHABLE = 1 << 62
 _DEFAULT_FLAGS = regex.compile("").flags
+_INDENT_KEPT = 32  # Packer._skip_space: a chunk keeps at most this much of its line's indentation
 _NON_SPACE = re.compile(r"\S")
 # Whether the text before a cut (its last four characters) ends a sentence (findings' _SENTENCE_END),
 # remembered per window: the same few endings recur.
@@ -368,11 +369,51 @@ def lookup(keys: list[int], values: list[int], queries: list[int], right: bool) 
     return [values[find(keys, q)] for q in queries]
 
 
+def skip_spaces(
+    text: str, positions: list[int], limit: int, max_indent: int, plain: bool, verify_indent: bool
+) -> tuple[list[int], list[int]]:
+    """Each position moved past white space (up to ``limit``) as ``Packer._skip_space`` moves a chunk
+    start, where the characters settle it: back to the line start when the indentation skipped is at
+    most ``max_indent`` characters. ``unsure``: the indices the caller decides itself (a cluster
+    boundary not settled by ASCII, unless ``plain``; a kept indentation when ``verify_indent``)."""
+    n = len(text)
+    starts: list[int] = []
+    unsure: list[int] = []
+    for k, pos in enumerate(positions):
+        first = pos
+        while first < min(limit, n) and text[first].isspace():
+            first += 1
+        if first >= limit or first >= n:
+            start = max(pos, limit)
+            if first < limit:  # the text ends before the limit: only white space
+                start = first
+                unsure.append(k)
+        elif not plain and not (
+            first == 0 or (text[first] < "\x7f" and text[first - 1] < "\x7f" and text[first - 1] != "\r")
+        ):
+            start = first
+            unsure.append(k)
+        elif first == pos:
+            start = pos
+        else:
+            newline = text.rfind("\n", pos, first)
+            line_start = (
+                newline + 1 if newline != -1 else (pos if pos == 0 or text[pos - 1] == "\n" else first)
+            )
+            start = line_start if line_start < first and first - line_start <= max_indent else first
+            if start < first and verify_indent:
+                unsure.append(k)
+        starts.append(start)
+    return starts, unsure
+
+
 # The kernels in C when chunking/_segment.c is built and current, else their Python twins above.
 kernel = (
     _native
     if _native is not None
-    else SimpleNamespace(cut_candidates=cut_candidates, trim_ends=trim_ends, lookup=lookup)
+    else SimpleNamespace(
+        cut_candidates=cut_candidates, trim_ends=trim_ends, lookup=lookup, skip_spaces=skip_spaces
+    )
 )
 
 
@@ -420,6 +461,20 @@ class Segmenter:
             )
             self.pk.meter._segmenter_arrays = arrays
         return arrays
+
+    def _starts(self, cuts: list[int]) -> list[int]:
+        """Where a chunk after each cut starts (``Packer._skip_space``): by the kernel ``skip_spaces``
+        where the characters settle it, else by the packer."""
+        pk, text, end = self.pk, self.text, self.plan.end
+        chars = isinstance(pk.meter, CharMeter)
+        # Packer._skip_space keeps an indentation of at most _INDENT_KEPT characters and half the budget.
+        max_indent = min(_INDENT_KEPT, pk.max_size // 2) if chars else _INDENT_KEPT
+        starts, unsure = kernel.skip_spaces(text, cuts, end, max_indent, self._plain, not chars)
+        skip, is_boundary = pk._skip_space, pk._is_cluster_boundary
+        for k in unsure:
+            p = cuts[k]
+            starts[k] = p if p < end and not text[p].isspace() and is_boundary(p) else skip(p, end)
+        return starts
 
     # -- candidates ---------------------------------------------------------------------------------
 
@@ -746,19 +801,7 @@ class Segmenter:
             text, positions, scores, extra, _SCORE_PRICES, intervals, forbidden, SCORE_BREAK, plan.end
         )
         points = [origin, *cuts]
-        end = plan.end
-        skip, is_boundary = pk._skip_space, pk._is_cluster_boundary
-        if self._plain:
-            starts = [origin] + [p if p < end and not text[p].isspace() else skip(p, end) for p in cuts]
-        else:
-            starts = [origin] + [
-                p
-                if p < end
-                and not text[p].isspace()
-                and ((text[p] < "\x7f" and text[p - 1] < "\x7f" and text[p - 1] != "\r") or is_boundary(p))
-                else skip(p, end)
-                for p in cuts
-            ]
+        starts = [origin, *self._starts(cuts)]
         ends = [origin, *kernel.trim_ends(text, cuts, origin)]
         heads, tails = self._prefixes(starts, ends)
         heading_starts = pk._heading_starts

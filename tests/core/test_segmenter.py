@@ -602,3 +602,40 @@ def test_the_c_class_kernel_equals_its_python_twin(text, data):
     end = data.draw(st.integers(-2, len(text) + 2))
     expected = segmenter.first_in_ranges(text, ranges, start, end)
     assert segmenter._native.first_in_ranges(text, ranges, start, end) == expected
+
+
+# -- chunk starts: skip_spaces settles what the characters settle, the packer the rest ---------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(["a", "b", " ", " " * 40, "\n", "\t", "\u00a0", "\r", "é", "\u0301", "\x7f"]),
+        max_size=30,
+    ).map("".join),
+    unit=st.sampled_from(["chars", "words", "tokens"]),
+    max_size=st.sampled_from([10, 40, 64, 1000]),
+    data=st.data(),
+)
+def test_the_chunk_starts_are_the_packers(text, unit, max_size, data):
+    plan = get_strategy("recursive")(text, parse_settings({"strategy": "recursive"}), None).plan
+    pk = Packer(text, plan, make_meter(text, unit), max_size, 0, 0)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=12)))
+    end = plan.end
+    expected = [
+        p if p < end and not text[p].isspace() and pk._is_cluster_boundary(p) else pk._skip_space(p, end)
+        for p in cuts
+    ]
+    assert Segmenter(pk)._starts(cuts) == expected
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(text=spacey, data=st.data())
+def test_the_c_skip_kernel_equals_its_python_twin(text, data):
+    positions = data.draw(st.lists(st.integers(0, len(text) + 2), max_size=20))
+    limit = data.draw(st.integers(0, len(text) + 3))
+    for max_indent in (0, 3, 32):
+        for plain, verify in itertools.product((False, True), repeat=2):
+            args = (text, positions, limit, max_indent, plain, verify)
+            assert tuple(segmenter._native.skip_spaces(*args)) == segmenter.skip_spaces(*args)
