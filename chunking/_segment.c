@@ -393,34 +393,43 @@ static int settled(int kind, const void *data, Py_ssize_t length, i64 pos)
     return here < 0x7f && before < 0x7f && before != '\r';
 }
 
-/* skip_spaces(text, positions, limit, max_indent, plain, verify_indent) -> (starts, unsure) */
+/* skip_spaces(text, positions, limit, max_indent, plain, verify_indent) -> (starts, unsure); limit is one
+ * int or one per position. */
 static PyObject *skip_spaces(PyObject *self, PyObject *args)
 {
-    PyObject *text, *seq;
-    long long limit, max_indent;
+    PyObject *text, *seq, *limit_object;
+    long long max_indent;
     int plain, verify_indent;
-    if (!PyArg_ParseTuple(args, "UOLLpp", &text, &seq, &limit, &max_indent, &plain, &verify_indent))
+    if (!PyArg_ParseTuple(args, "UOOLpp", &text, &seq, &limit_object, &max_indent, &plain, &verify_indent))
         return NULL;
     Py_ssize_t n = PySequence_Size(seq);
     if (n < 0)
         return NULL;
-    i64 *positions = as_array(seq, n, "positions");
-    if (positions == NULL)
+    i64 one_limit = 0, *limits = NULL;
+    if (PyLong_Check(limit_object)) {
+        one_limit = PyLong_AsLongLong(limit_object);
+        if (one_limit == -1 && PyErr_Occurred())
+            return NULL;
+    } else if ((limits = as_array(limit_object, n, "limits")) == NULL)
         return NULL;
+    i64 *positions = as_array(seq, n, "positions");
     i64 *unsure = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
-    if (unsure == NULL) {
+    if (positions == NULL || unsure == NULL) {
         PyMem_Free(positions);
-        return PyErr_NoMemory();
+        PyMem_Free(unsure);
+        PyMem_Free(limits);
+        return positions == NULL ? NULL : PyErr_NoMemory();
     }
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t length = PyUnicode_GET_LENGTH(text), m = 0;
-    i64 bound = limit < length ? limit : length;
     for (Py_ssize_t k = 0; k < n; k++) {
-        i64 pos = positions[k], first = pos, start;
+        i64 pos = positions[k], first = pos, start, limit = limits != NULL ? limits[k] : one_limit;
+        i64 bound = limit < length ? limit : length;
         if (pos < 0) {
             PyMem_Free(positions);
             PyMem_Free(unsure);
+            PyMem_Free(limits);
             PyErr_SetString(PyExc_IndexError, "skip_spaces: a negative position");
             return NULL;
         }
@@ -460,6 +469,7 @@ static PyObject *skip_spaces(PyObject *self, PyObject *args)
     Py_XDECREF(lists[1]);
     PyMem_Free(positions);
     PyMem_Free(unsure);
+    PyMem_Free(limits);
     return result;
 }
 

@@ -370,16 +370,19 @@ def lookup(keys: list[int], values: list[int], queries: list[int], right: bool) 
 
 
 def skip_spaces(
-    text: str, positions: list[int], limit: int, max_indent: int, plain: bool, verify_indent: bool
+    text: str, positions: list[int], limit: int | list[int], max_indent: int, plain: bool, verify_indent: bool
 ) -> tuple[list[int], list[int]]:
-    """Each position moved past white space (up to ``limit``) as ``Packer._skip_space`` moves a chunk
-    start, where the characters settle it: back to the line start when the indentation skipped is at
-    most ``max_indent`` characters. ``unsure``: the indices the caller decides itself (a cluster
-    boundary not settled by ASCII, unless ``plain``; a kept indentation when ``verify_indent``)."""
+    """Each position moved past white space (up to ``limit``, one or one per position) as
+    ``Packer._skip_space`` moves a chunk start, where the characters settle it: back to the line start
+    when the indentation skipped is at most ``max_indent`` characters. ``unsure``: the indices the
+    caller decides itself (a cluster boundary not settled by ASCII, unless ``plain``; a kept
+    indentation when ``verify_indent``). With ``max_indent`` -1 and ``plain`` it is
+    ``Packer._next_text`` up to the limit."""
     n = len(text)
+    limits = [limit] * len(positions) if isinstance(limit, int) else limit
     starts: list[int] = []
     unsure: list[int] = []
-    for k, pos in enumerate(positions):
+    for k, (pos, limit) in enumerate(zip(positions, limits, strict=True)):
         first = pos
         while first < min(limit, n) and text[first].isspace():
             first += 1
@@ -430,6 +433,7 @@ class Segmenter:
         # Per level (by identity: hashing a level hashes its patterns): the text has no ``unless`` character.
         self._clean: dict[int, bool] = {}
         self._lacking: dict[str, bool] = {}
+        self._reserve_tables: dict[int, list[int]] = {}
 
     # -- sizes --------------------------------------------------------------------------------------
 
@@ -700,39 +704,78 @@ class Segmenter:
             if key[2] in PRICE_SPLIT
         ]
         if units:
-            firsts = [
-                found.start()
-                if (found := _NON_SPACE.search(text, start, end)) is not None
-                else max(start, end)
-                for start, _, _ in units
-            ]
-            lasts = kernel.trim_ends(text, [stop for _, stop, _ in units], 0)
-            lasts = [max(start, last) for (start, _, _), last in zip(units, lasts, strict=True)]
+            unit_starts = [start for start, _, _ in units]
+            unit_stops = [stop for _, stop, _ in units]
+            firsts = self._next_texts(unit_starts, end)
+            tails = kernel.trim_ends(text, unit_stops, 0)
+            lasts = [max(start, last) for start, last in zip(unit_starts, tails, strict=True)]
             indices = list(range(len(positions) + 1))
             after_first = kernel.lookup(positions, indices, firsts, True)
             before_last = kernel.lookup(positions, indices, lasts, False)
+            # The units with a candidate inside.
+            live = [u for u, (a, b) in enumerate(zip(after_first, before_last, strict=True)) if a < b]
             # For characters in plain text a unit's trimmed text starts between its start and its first
             # non-space character, so its size is known to fit, or not, from those two bounds.
-            bounded = self._plain and isinstance(pk.meter, CharMeter)
             budget = pk.max_size
-            for (start, stop, kind), first, last, a, b in zip(
-                units, firsts, lasts, after_first, before_last, strict=True
-            ):
-                if a >= b:
-                    continue  # no candidate inside
-                if bounded and last - start <= budget:
-                    fits = True
-                elif bounded and last - first > budget:
-                    fits = False
-                else:
-                    fits = self._fits(start, stop)
-                if fits:
-                    intervals += (first + 1, last, PRICE_SPLIT[kind])
+            fitting: dict[int, bool] = {}
+            if self._plain and isinstance(pk.meter, CharMeter):
+                for u in live:
+                    if lasts[u] - unit_starts[u] <= budget:
+                        fitting[u] = True
+                    elif lasts[u] - firsts[u] > budget:
+                        fitting[u] = False
+            asked = [u for u in live if u not in fitting]
+            if asked:
+                fitting.update(
+                    zip(
+                        asked,
+                        self._fit_all([unit_starts[u] for u in asked], [unit_stops[u] for u in asked]),
+                        strict=True,
+                    )
+                )
+            for u in live:
+                if fitting[u]:
+                    intervals += (firsts[u] + 1, lasts[u], PRICE_SPLIT[units[u][2]])
         forbidden: list[int] = []
         for a, b in pk._keep:
             if pk._keep_span_fits(a, b):
                 forbidden += (a + 1, pk._trim_end(a, b))
         return extra, intervals, forbidden
+
+    def _next_texts(self, positions: list[int], limit: int) -> list[int]:
+        """``Packer._next_text`` of each position, up to ``limit`` (the kernel ``skip_spaces``)."""
+        return kernel.skip_spaces(self.text, positions, limit, -1, True, False)[0]
+
+    def _fit_all(self, starts: list[int], ends: list[int]) -> list[bool]:
+        """``_fits`` of each [start, end); for characters by arrays: the trimmed text from
+        ``Packer._skip_space(start, end)`` (the kernel ``skip_spaces``, the packer where it is unsure)
+        and its prefix (``budget_size`` adds them) within the budget."""
+        pk = self.pk
+        if not isinstance(pk.meter, CharMeter):
+            return [self._fits(start, end) for start, end in zip(starts, ends, strict=True)]
+        max_indent = min(_INDENT_KEPT, pk.max_size // 2)
+        begins, unsure = kernel.skip_spaces(self.text, starts, ends, max_indent, self._plain, False)
+        for k in unsure:
+            begins[k] = pk._skip_space(starts[k], ends[k])
+        tails = kernel.trim_ends(self.text, ends, 0)
+        sizes = [max(begin, tail) - begin for begin, tail in zip(begins, tails, strict=True)]
+        if pk.reserve is not None:
+            sizes = [size + r for size, r in zip(sizes, self._reserve_lookup(begins), strict=True)]
+        budget = pk.max_size
+        return [size <= budget for size in sizes]
+
+    def _reserve_lookup(self, starts: list[int], offset: int = 0) -> list[int]:
+        """``max(1, offset - r)`` for each start's reserve r (``Reserve.sizes_at``), or r itself when
+        ``offset`` is 0, by the kernel ``lookup`` over the reserve's few distinct prefixes."""
+        reserve = self.pk.reserve
+        table = self._reserve_tables.get(offset)
+        if table is None:
+            sizes = [prefix.size for prefix in reserve.prefixes]
+            sizes = [sizes[0], *sizes]  # before the first low: the first prefix
+            if offset:
+                sizes = [max(1, offset - size) for size in sizes]
+            table = self._reserve_tables[offset] = sizes
+        return kernel.lookup(reserve.lows, table, starts, True)
 
     def _fits(self, start: int, end: int) -> bool:
         """Whether [start, end), trimmed, fits the budget on its own (the estimate rules out far too big)."""
@@ -824,13 +867,14 @@ class Segmenter:
         # Room for overlap: chunks after the first get ``overlap`` less, or the full budget at a price.
         reserve = min(pk.overlap, pk.max_size - 1) if pk.overlap else 0
         limits = [pk.max_size] + [pk.max_size - reserve] * len(cuts)
-        allowances, fulls = list(limits), [pk.max_size] * len(points)
-        # Room for each start's embed_text prefix (``chunkyard.chunking.prefix``): taken off both, and
-        # each chosen chunk is measured with its prefix below.
-        prefixes = pk.reserve.sizes_at(starts) if pk.reserve is not None else None
-        if prefixes is not None:
-            allowances = [max(1, a - r) for a, r in zip(allowances, prefixes, strict=True)]
-            fulls = [max(1, f - r) for f, r in zip(fulls, prefixes, strict=True)]
+        if pk.reserve is None:
+            allowances, fulls = list(limits), [pk.max_size] * len(points)
+        else:
+            # Room for each start's embed_text prefix (``chunkyard.chunking.prefix``): taken off both,
+            # and each chosen chunk is measured with its prefix below.
+            fulls = self._reserve_lookup(starts, pk.max_size)
+            allowances = self._reserve_lookup(starts, pk.max_size - reserve) if reserve else list(fulls)
+            allowances[0] = fulls[0]
         measure = pk.budget_size
         exact = isinstance(pk.meter, CharMeter | WordMeter)
         chunk_price = plan.chunk_price

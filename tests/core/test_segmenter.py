@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from chunkyard.chunking import native, packer, segmenter
 from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.packer import SENTENCE, SENTENCE_OR_PARAGRAPH, Packer, find_ends
+from chunkyard.chunking.prefix import Reserve
 from chunkyard.chunking.segmenter import (
     PRICE_HEADING_AT_END,
     PRICE_MID_ROW,
@@ -639,3 +640,45 @@ def test_the_c_skip_kernel_equals_its_python_twin(text, data):
         for plain, verify in itertools.product((False, True), repeat=2):
             args = (text, positions, limit, max_indent, plain, verify)
             assert tuple(segmenter._native.skip_spaces(*args)) == segmenter.skip_spaces(*args)
+
+
+RESERVED: list[int] = []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from([*PIECES, "é ", "  indented\n", "\u0301"]), min_size=1, max_size=25),
+    strategy=st.sampled_from(["markdown", "recursive"]),
+    unit=st.sampled_from(["chars", "words"]),
+    max_size=st.sampled_from([12, 40, 120]),
+    data=st.data(),
+)
+def test_the_fits_and_reserves_by_arrays_are_the_packers(pieces, strategy, unit, max_size, data):
+    text = "".join(pieces)
+    config = parse_settings(
+        {"strategy": strategy, "unit": unit, "max_size": max_size, "front_matter": "keep"}
+    )
+    layout = get_strategy(strategy)(text, config, None)
+    meter = make_meter(text, unit)
+    reserve = Reserve(text, layout, config, "A title", meter)
+    pk = Packer(text, layout.plan, meter, max_size, 0, 0, reserve=reserve)
+    pk._index()
+    seg = Segmenter(pk)
+    pairs = data.draw(
+        st.lists(st.tuples(st.integers(0, len(text)), st.integers(0, len(text))).map(sorted), max_size=12)
+    )
+    starts, ends = [a for a, _ in pairs], [b for _, b in pairs]
+    assert seg._fit_all(starts, ends) == [Segmenter(pk)._fits(a, b) for a, b in pairs]
+    if pk.reserve is not None:  # a prefix to reserve (most texts: the title at least)
+        RESERVED.append(1)
+        assert seg._reserve_lookup(starts) == reserve.sizes_at(starts)
+        assert seg._reserve_lookup(starts, max_size) == [
+            max(1, max_size - r) for r in reserve.sizes_at(starts)
+        ]
+    assert seg._next_texts(starts, len(text)) == [pk._next_text(a) for a in starts]
+
+
+def test_the_reserve_lookup_was_tried() -> None:
+    RESERVED.clear()
+    test_the_fits_and_reserves_by_arrays_are_the_packers()
+    assert len(RESERVED) > 20
