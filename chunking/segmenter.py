@@ -655,11 +655,10 @@ class Segmenter:
         memo = _ENDS_SENTENCE
         if len(memo) > 1 << 16:
             memo.clear()
-        for k, t in zip(weak, trimmed, strict=True):
-            window = text[max(0, t - 4) : t]
-            ends_sentence = memo.get(window)
-            if ends_sentence is None:
-                ends_sentence = memo[window] = _SENTENCE_END.search(window) is not None
+        windows = [text[t - 4 : t] if t >= 4 else text[:t] for t in trimmed]
+        for window in set(windows).difference(memo):
+            memo[window] = _SENTENCE_END.search(window) is not None
+        for k, ends_sentence in zip(weak, map(memo.__getitem__, windows), strict=True):
             if not ends_sentence:
                 extra[k] += PRICE_MID_SENTENCE
         # Mid-row: inside a table row or code line (not at a line start).
@@ -672,8 +671,8 @@ class Segmenter:
         if heading_starts:
             # Inside a heading, or after it with only white space between: [start + 1, that + 1).
             heading_ends = plan.heading_ends
-            for k, start in enumerate(heading_starts):
-                reach = pk._next_text(heading_ends[start])
+            reaches = self._next_texts([heading_ends[start] for start in heading_starts], end)
+            for k, (start, reach) in enumerate(zip(heading_starts, reaches, strict=True)):
                 if k + 1 < len(heading_starts):
                     reach = min(reach, heading_starts[k + 1])
                 if reach > start:
@@ -682,27 +681,29 @@ class Segmenter:
             # A plan without headings (recursive): a '#' line before the cut, as findings see it. Lines
             # that may be one: a '#' after at most three spaces at a line start.
             line_start = text.rfind("\n", 0, max(0, plan.start - 1)) + 1
-            priced: set[int] = set()
             starts = [line_start] if _ATX_AT_START.match(text, line_start, end) else []
             starts += [match.start() + 1 for match in _ATX_AFTER_LF.finditer(text, line_start, end)]
-            for at in starts:
-                line_end = text.find("\n", at, end)
-                reach = pk._next_text(end if line_end == -1 else line_end)
-                for k in range(bisect.bisect_right(positions, at), bisect.bisect_right(positions, reach)):
-                    if k in priced or scores[k] >= SCORE_BREAK or positions[k] >= end:
-                        continue
-                    trimmed = pk._trim_end(plan.start, positions[k])
-                    if _ATX_LINE.search(text, max(0, trimmed - 300), trimmed):
-                        priced.add(k)
+            if starts:
+                find = text.find
+                line_ends = [find("\n", at, end) for at in starts]
+                reaches = self._next_texts([end if e == -1 else e for e in line_ends], end)
+                indices = list(range(len(positions) + 1))
+                firsts = kernel.lookup(positions, indices, starts, True)
+                stops = kernel.lookup(positions, indices, reaches, True)
+                inside = sorted({k for a, b in zip(firsts, stops, strict=True) if a < b for k in range(a, b)})
+                inside = [k for k in inside if scores[k] < SCORE_BREAK and positions[k] < end]
+                trimmed = kernel.trim_ends(text, [positions[k] for k in inside], plan.start)
+                for k, t in zip(inside, trimmed, strict=True):
+                    if _ATX_LINE.search(text, max(0, t - 300), t):
                         extra[k] += PRICE_HEADING_AT_END
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
-        units = [
-            key
-            for key in dict.fromkeys(
-                (unit.start, unit.end, unit.kind) for unit in (*plan.groups, *plan.units)
+        units = list(
+            dict.fromkeys(
+                (unit.start, unit.end, unit.kind)
+                for unit in itertools.chain(plan.groups, plan.units)
+                if unit.kind in PRICE_SPLIT
             )
-            if key[2] in PRICE_SPLIT
-        ]
+        )
         if units:
             unit_starts = [start for start, _, _ in units]
             unit_stops = [stop for _, stop, _ in units]
