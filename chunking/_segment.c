@@ -1,5 +1,5 @@
 /* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends,
- * lookup, skip_spaces and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
+ * lookup, skip_spaces, class_ends, wide_gaps and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
  * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays (and white
  * space of the text) with no rule of their own: every price, interval and score is computed in
  * Python and passed in.
@@ -473,6 +473,222 @@ static PyObject *skip_spaces(PyObject *self, PyObject *args)
     return result;
 }
 
+/* A level's pattern as data (segmenter.level_spec): items in order, each a character class repeated
+ * min..max times (max -1: unbounded), matched greedily; the class is negate, then terms (kind, lo, hi):
+ * kind 0 the code points lo..hi, 1 white space (str.isspace, re's \s), 2 not white space. */
+typedef struct {
+    i64 min, max, negate, nterms;
+    const i64 *terms;
+} Item;
+
+static int in_class(const Item *item, Py_UCS4 c)
+{
+    int inside = 0;
+    for (i64 t = 0; t < item->nterms && !inside; t++) {
+        i64 kind = item->terms[3 * t], lo = item->terms[3 * t + 1], hi = item->terms[3 * t + 2];
+        if (kind == 0)
+            inside = c >= lo && c <= hi;
+        else if (kind == 1)
+            inside = Py_UNICODE_ISSPACE(c);
+        else
+            inside = !Py_UNICODE_ISSPACE(c);
+    }
+    return item->negate ? !inside : inside;
+}
+
+/* The end of the match at pos (no later than end), or -1. */
+static i64 match_at(int kind, const void *data, const Item *items, Py_ssize_t n_items, i64 pos, i64 end)
+{
+    for (Py_ssize_t k = 0; k < n_items; k++) {
+        i64 count = 0;
+        while ((items[k].max < 0 || count < items[k].max) && pos < end &&
+               in_class(&items[k], PyUnicode_READ(kind, data, pos))) {
+            pos++;
+            count++;
+        }
+        if (count < items[k].min)
+            return -1;
+    }
+    return pos;
+}
+
+/* Whether x is in the sorted array a. */
+static int contains(const i64 *a, Py_ssize_t n, i64 x)
+{
+    Py_ssize_t at = lower_bound(a, n, x);
+    return at < n && a[at] == x;
+}
+
+/* class_ends(text, gaps, spec, taken, plain) -> (ends, unsure) */
+static PyObject *class_ends(PyObject *self, PyObject *args)
+{
+    PyObject *text, *objects[3];
+    int plain;
+    if (!PyArg_ParseTuple(args, "UOOOp", &text, &objects[0], &objects[1], &objects[2], &plain))
+        return NULL;
+    Py_ssize_t sizes[3];
+    for (int k = 0; k < 3; k++)
+        if ((sizes[k] = PySequence_Size(objects[k])) < 0)
+            return NULL;
+    if (sizes[0] % 2 || sizes[1] < 1) {
+        PyErr_SetString(PyExc_ValueError, "class_ends: gaps are pairs, spec is not empty");
+        return NULL;
+    }
+    static const char *NAMES[] = {"gaps", "spec", "taken"};
+    i64 *a[3] = {NULL};
+    Item *items = NULL;
+    i64 *ends = NULL, *unsure = NULL;
+    Py_ssize_t n_ends = 0, n_unsure = 0, cap = 64;
+    PyObject *result = NULL;
+    for (int k = 0; k < 3; k++)
+        if ((a[k] = as_array(objects[k], sizes[k], NAMES[k])) == NULL)
+            goto done;
+    const i64 *gaps = a[0], *spec = a[1], *taken = a[2];
+    Py_ssize_t n_items = (Py_ssize_t)spec[0], at = 1;
+    items = PyMem_Malloc(sizeof(Item) * (size_t)(n_items > 0 ? n_items : 1));
+    if (items == NULL || n_items < 1) {
+        if (items != NULL)
+            PyErr_SetString(PyExc_ValueError, "class_ends: a spec without items");
+        else
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n_items; k++) {
+        if (at + 4 > sizes[1]) {
+            PyErr_SetString(PyExc_ValueError, "class_ends: a short spec");
+            goto done;
+        }
+        items[k].min = spec[at];
+        items[k].max = spec[at + 1];
+        items[k].negate = spec[at + 2];
+        items[k].nterms = spec[at + 3];
+        items[k].terms = spec + at + 4;
+        at += 4 + 3 * items[k].nterms;
+        if (at > sizes[1] || items[k].nterms < 0) {
+            PyErr_SetString(PyExc_ValueError, "class_ends: a short spec");
+            goto done;
+        }
+    }
+    if (items[0].min < 1) {
+        PyErr_SetString(PyExc_ValueError, "class_ends: a spec that matches the empty string");
+        goto done;
+    }
+    ends = PyMem_Malloc(sizeof(i64) * (size_t)cap);
+    unsure = PyMem_Malloc(sizeof(i64) * (size_t)cap);
+    if (ends == NULL || unsure == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    for (Py_ssize_t g = 0; g < sizes[0]; g += 2) {
+        i64 low = gaps[g], high = gaps[g + 1] < length ? gaps[g + 1] : length;
+        i64 pos = low > 0 ? low - 1 : 0;
+        while (pos < high) {
+            i64 end = match_at(kind, data, items, n_items, pos, high);
+            if (end < 0) {
+                pos++;
+                continue;
+            }
+            if (low < end && end < high && !contains(taken, sizes[2], end)) {
+                if (n_ends == cap) {
+                    cap *= 2;
+                    i64 *grown = PyMem_Realloc(ends, sizeof(i64) * (size_t)cap);
+                    if (grown == NULL) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    ends = grown;
+                    grown = PyMem_Realloc(unsure, sizeof(i64) * (size_t)cap);
+                    if (grown == NULL) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    unsure = grown;
+                }
+                if (!plain && !settled(kind, data, length, end))
+                    unsure[n_unsure++] = n_ends;
+                ends[n_ends++] = end;
+            }
+            pos = end > pos ? end : pos + 1;
+        }
+    }
+    PyObject *lists[2] = {list_of(ends, n_ends), list_of(unsure, n_unsure)};
+    if (lists[0] != NULL && lists[1] != NULL)
+        result = PyTuple_Pack(2, lists[0], lists[1]);
+    Py_XDECREF(lists[0]);
+    Py_XDECREF(lists[1]);
+done:
+    for (int k = 0; k < 3; k++)
+        PyMem_Free(a[k]);
+    PyMem_Free(items);
+    PyMem_Free(ends);
+    PyMem_Free(unsure);
+    return result;
+}
+
+/* wide_gaps(gaps, positions, scores, min_score, found, budget): inside each gap (low, high) (flat
+ * pairs, sorted, disjoint), the points: the positions scored min_score or more and the found (both
+ * sorted), with low and high; of each two consecutive points a, b, the pair when (b - a) * 4 > budget. */
+static PyObject *wide_gaps(PyObject *self, PyObject *args)
+{
+    PyObject *objects[4];
+    long long min_score, budget;
+    if (!PyArg_ParseTuple(args, "OOOLOL", &objects[0], &objects[1], &objects[2], &min_score, &objects[3], &budget))
+        return NULL;
+    Py_ssize_t sizes[4];
+    for (int k = 0; k < 4; k++)
+        if ((sizes[k] = PySequence_Size(objects[k])) < 0)
+            return NULL;
+    if (sizes[0] % 2 || sizes[1] != sizes[2]) {
+        PyErr_SetString(PyExc_ValueError, "wide_gaps: inconsistent array sizes");
+        return NULL;
+    }
+    static const char *NAMES[] = {"gaps", "positions", "scores", "found"};
+    i64 *a[4] = {NULL}, *out = NULL;
+    PyObject *result = NULL;
+    for (int k = 0; k < 4; k++)
+        if ((a[k] = as_array(objects[k], sizes[k], NAMES[k])) == NULL)
+            goto done;
+    const i64 *gaps = a[0], *positions = a[1], *scores = a[2], *found = a[3];
+    Py_ssize_t n_pos = sizes[1], n_found = sizes[3], m = 0;
+    out = PyMem_Malloc(sizeof(i64) * (size_t)(2 * (sizes[0] / 2 + n_pos + n_found) + 2));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t g = 0; g < sizes[0]; g += 2) {
+        i64 low = gaps[g], high = gaps[g + 1], last = low;
+        Py_ssize_t i = upper_bound(positions, n_pos, low), j = upper_bound(found, n_found, low);
+        for (;;) {
+            while (i < n_pos && positions[i] < high && scores[i] < min_score)
+                i++;
+            int more_pos = i < n_pos && positions[i] < high, more_found = j < n_found && found[j] < high;
+            i64 point;
+            if (more_pos && (!more_found || positions[i] <= found[j]))
+                point = positions[i++];
+            else if (more_found)
+                point = found[j++];
+            else
+                point = high;
+            if ((point - last) * 4 > budget) {
+                out[m++] = last;
+                out[m++] = point;
+            }
+            if (point == high && !more_pos && !more_found)
+                break;
+            last = point;
+        }
+    }
+    result = list_of(out, m);
+done:
+    for (int k = 0; k < 4; k++)
+        PyMem_Free(a[k]);
+    PyMem_Free(out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"best_predecessors", best_predecessors, METH_VARARGS,
      "segmenter.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls, "
@@ -483,6 +699,8 @@ static PyMethodDef methods[] = {
     {"lookup", lookup, METH_VARARGS, "segmenter.lookup(keys, values, queries, right)"},
     {"skip_spaces", skip_spaces, METH_VARARGS,
      "segmenter.skip_spaces(text, positions, limit, max_indent, plain, verify_indent)"},
+    {"class_ends", class_ends, METH_VARARGS, "segmenter.class_ends(text, gaps, spec, taken, plain)"},
+    {"wide_gaps", wide_gaps, METH_VARARGS, "segmenter.wide_gaps(gaps, positions, scores, min_score, found, budget)"},
     {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},
     {NULL, NULL, 0, NULL},
 };

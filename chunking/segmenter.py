@@ -83,8 +83,14 @@ import bisect
 import itertools
 import re
 import re._parser as _re_parser
+from re._constants import CATEGORY as _CATEGORY
+from re._constants import CATEGORY_NOT_SPACE as _CATEGORY_NOT_SPACE
+from re._constants import CATEGORY_SPACE as _CATEGORY_SPACE
 from re._constants import IN as _IN
 from re._constants import LITERAL as _LITERAL
+from re._constants import MAX_REPEAT as _MAX_REPEAT
+from re._constants import MAXREPEAT as _MAXREPEAT
+from re._constants import NEGATE as _NEGATE
 from re._constants import RANGE as _RANGE
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple
@@ -122,6 +128,7 @@ PRICE_OVER_BUDGET = 10**9  # a chunk that cannot fit: allowed only between adjac
 SCORE_BREAK = 10**6  # a reviewer's break
 _UNREACHABLE = 1 << 62
 _DEFAULT_FLAGS = regex.compile("").flags
+_RE_DEFAULT_FLAGS = re.compile("").flags
 _INDENT_KEPT = 32  # Packer._skip_space: a chunk keeps at most this much of its line's indentation
 _NON_SPACE = re.compile(r"\S")
 # Whether the text before a cut (its last four characters) ends a sentence (findings' _SENTENCE_END),
@@ -410,12 +417,157 @@ def skip_spaces(
     return starts, unsure
 
 
+def _in_class(item: tuple[int, int, int, list[int]], char: str) -> bool:
+    _, _, negate, terms = item
+    code = ord(char)
+    inside = any(
+        (lo <= code <= hi) if kind == 0 else char.isspace() == (kind == 1)
+        for kind, lo, hi in zip(terms[::3], terms[1::3], terms[2::3], strict=True)
+    )
+    return inside != bool(negate)
+
+
+def _items(spec: list[int]) -> list[tuple[int, int, int, list[int]]]:
+    items, at = [], 1
+    for _ in range(spec[0]):
+        low, high, negate, count = spec[at : at + 4]
+        items.append((low, high, negate, spec[at + 4 : at + 4 + 3 * count]))
+        at += 4 + 3 * count
+    return items
+
+
+def class_ends(
+    text: str, gaps: list[int], spec: list[int], taken: list[int], plain: bool
+) -> tuple[list[int], list[int]]:
+    """The ends of the matches of ``spec`` (``level_spec``: classes repeated greedily) as ``finditer``
+    finds them in each gap's window ``[low - 1, high)`` (flat pairs), strictly inside the gap and not
+    in ``taken`` (sorted), in order; ``unsure``: the indices of those whose grapheme boundary the
+    characters do not settle (unless ``plain``)."""
+    items = _items(spec)
+    taken_set = set(taken)
+    ends: list[int] = []
+    unsure: list[int] = []
+    for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+        high = min(high, len(text))
+        pos = max(0, low - 1)
+        while pos < high:
+            end = pos
+            for item in items:
+                count = 0
+                while (item[1] < 0 or count < item[1]) and end < high and _in_class(item, text[end]):
+                    end += 1
+                    count += 1
+                if count < item[0]:
+                    end = -1
+                    break
+            if end < 0:
+                pos += 1
+                continue
+            if low < end < high and end not in taken_set:
+                if not plain and not (
+                    end >= len(text)
+                    or (text[end] < "\x7f" and text[end - 1] < "\x7f" and text[end - 1] != "\r")
+                ):
+                    unsure.append(len(ends))
+                ends.append(end)
+            pos = max(end, pos + 1)
+    return ends, unsure
+
+
+def wide_gaps(
+    gaps: list[int], positions: list[int], scores: list[int], min_score: int, found: list[int], budget: int
+) -> list[int]:
+    """Inside each gap (low, high) (flat pairs, sorted, disjoint): the points, the ``positions`` scored
+    ``min_score`` or more and the ``found`` (both sorted), with low and high; of each two consecutive
+    points a, b, the pair when ``(b - a) * 4 > budget`` (flat)."""
+    out: list[int] = []
+    for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+        i, j = bisect.bisect_right(positions, low), bisect.bisect_right(found, low)
+        strong = [p for p, s in zip(positions[i:], scores[i:], strict=True) if p < high and s >= min_score]
+        inside = list(itertools.takewhile(lambda p, high=high: p < high, found[j:]))
+        points = [low, *sorted(strong + inside), high]
+        for a, b in itertools.pairwise(points):
+            if (b - a) * 4 > budget:
+                out += (a, b)
+    return out
+
+
+_SPECS: dict[str, list[int] | None] = {}
+
+
+def level_spec(pattern: re.Pattern[str]) -> list[int] | None:
+    """A level's ``re`` pattern as the data ``class_ends`` matches, when it is a sequence of character
+    classes (literals, ranges, white space, negated) each repeated a fixed or unbounded number of times,
+    where greedy matching cannot need to give a character back: a repeat is last, or followed by one
+    literal it does not match. None for any other pattern."""
+    key = pattern.pattern
+    if key in _SPECS:
+        return _SPECS[key]
+    spec: list[int] | None = None
+    try:
+        parsed = list(_re_parser.parse(key)) if pattern.flags == _RE_DEFAULT_FLAGS else []
+    except re.error:
+        parsed = []
+    items: list[tuple[int, int, int, list[int]]] = []
+    for op, arg in parsed:
+        low = high = 1
+        if op is _MAX_REPEAT and len(arg[2]) == 1:
+            low, high = arg[0], -1 if arg[1] == _MAXREPEAT else arg[1]
+            op, arg = list(arg[2])[0]
+        item = _class_item(op, arg, low, high)
+        if item is None:
+            items = []
+            break
+        items.append(item)
+    if items and items[0][0] >= 1:
+        for item, after in itertools.pairwise([*items, None]):
+            if item[0] != item[1] and after is not None:
+                single = (
+                    after[0] == after[1] == 1 and not after[2] and len(after[3]) == 3 and after[3][0] == 0
+                )
+                if not single or after[3][1] != after[3][2] or _in_class(item, chr(after[3][1])):
+                    items = []
+                    break
+        if items:
+            spec = [len(items)]
+            for low, high, negate, terms in items:
+                spec += (low, high, negate, len(terms) // 3, *terms)
+    _SPECS[key] = spec
+    return spec
+
+
+def _class_item(op, arg, low: int, high: int) -> tuple[int, int, int, list[int]] | None:
+    if op is _LITERAL:
+        return (low, high, 0, [0, arg, arg])
+    if op is not _IN:
+        return None
+    negate, terms = 0, []
+    for k, (kind, value) in enumerate(arg):
+        if kind is _NEGATE and k == 0:
+            negate = 1
+        elif kind is _LITERAL:
+            terms += (0, value, value)
+        elif kind is _RANGE:
+            terms += (0, *value)
+        elif kind is _CATEGORY and value is _CATEGORY_SPACE:
+            terms += (1, 0, 0)
+        elif kind is _CATEGORY and value is _CATEGORY_NOT_SPACE:
+            terms += (2, 0, 0)
+        else:
+            return None
+    return (low, high, negate, terms)
+
+
 # The kernels in C when chunking/_segment.c is built and current, else their Python twins above.
 kernel = (
     _native
     if _native is not None
     else SimpleNamespace(
-        cut_candidates=cut_candidates, trim_ends=trim_ends, lookup=lookup, skip_spaces=skip_spaces
+        cut_candidates=cut_candidates,
+        trim_ends=trim_ends,
+        lookup=lookup,
+        skip_spaces=skip_spaces,
+        wide_gaps=wide_gaps,
     )
 )
 
@@ -434,6 +586,8 @@ class Segmenter:
         self._clean: dict[int, bool] = {}
         self._lacking: dict[str, bool] = {}
         self._reserve_tables: dict[int, list[int]] = {}
+        # The candidates gap by gap, for every meter (the way for words and tokens; for tests).
+        self._by_gap = False
 
     # -- sizes --------------------------------------------------------------------------------------
 
@@ -512,6 +666,8 @@ class Segmenter:
         if not levels or len(positions) == 0:
             return positions, [found[p] for p in positions]
         scores = [found[p] for p in positions]
+        if isinstance(pk.meter, CharMeter) and not self._by_gap:
+            return self._candidates_by_level(origin, found, positions, scores)
         budget = pk.max_size
         # The gaps of the level before, each with what that level found inside it (the gaps of the
         # first level are searched for in the whole text).
@@ -550,6 +706,49 @@ class Segmenter:
                     found.update(dict.fromkeys(new, score))
                     grown = True
                 searched.append((low, high, new))
+        if not grown:
+            return positions, scores
+        positions = sorted(found)
+        return positions, [found[p] for p in positions]
+
+    def _candidates_by_level(
+        self, origin: int, found: dict[int, int], positions: list[int], scores: list[int]
+    ) -> tuple[list[int], list[int]]:
+        """``_candidates`` for characters, each level at once over all its gaps: the gaps by the
+        kernel ``wide_gaps`` (the previous level's gaps split at its finds and at the candidates as
+        strong as this level), the finds by the kernel ``class_ends`` for a level whose pattern is
+        classes (``level_spec``; paragraph, line) in a text without its ``unless`` characters, else
+        by ``_find`` gap by gap. A level's finds are never taken already, but by the plan's positions:
+        those of the levels before lie on the bounds of its gaps."""
+        pk, text = self.pk, self.text
+        budget = pk.max_size
+        gaps = [origin, self.plan.end]
+        inside: list[int] = []
+        grown = False
+        for level in pk._levels:
+            gaps = kernel.wide_gaps(gaps, positions, scores, level.score, inside, budget)
+            if not gaps:
+                break
+            spec = None
+            if _native is not None and level.same is not None and level.pattern.pattern != r"\s+":
+                clean = self._clean.get(id(level))
+                if clean is None:
+                    clean = self._clean[id(level)] = self._lacks(level.unless)
+                spec = level_spec(level.same) if clean or level.unless is None else None
+            if spec is not None:
+                inside, unsure = _native.class_ends(text, gaps, spec, positions, self._plain)
+                if unsure:
+                    is_boundary = pk._is_cluster_boundary
+                    bad = {k for k in unsure if not is_boundary(inside[k])}
+                    if bad:
+                        inside = [pos for k, pos in enumerate(inside) if k not in bad]
+            else:
+                inside = []
+                for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+                    inside += self._find(level, low, high, found, max(1, high - low))
+            if inside:
+                found.update(dict.fromkeys(inside, level.score))
+                grown = True
         if not grown:
             return positions, scores
         positions = sorted(found)

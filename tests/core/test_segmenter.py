@@ -682,3 +682,83 @@ def test_the_reserve_lookup_was_tried() -> None:
     RESERVED.clear()
     test_the_fits_and_reserves_by_arrays_are_the_packers()
     assert len(RESERVED) > 20
+
+
+# -- levels at once: class_ends is finditer over each gap, wide_gaps the gaps, by level as by gap ----
+
+SPEC_LEVELS = [packer.PARAGRAPH, packer.LINE, packer.WORD]
+
+
+def test_the_class_levels_have_specs_and_the_others_none() -> None:
+    assert [segmenter.level_spec(level.same) is not None for level in SPEC_LEVELS] == [True, True, True]
+    for pattern in (r"\n\r|\r", r"a*a", r"\s*x", r"(?i)a", r"\s+(?=A)", r"[\w]"):
+        assert segmenter.level_spec(packer.re.compile(pattern)) is None, pattern
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(LEVEL_PIECES), max_size=40).map("".join),
+    level=st.sampled_from(SPEC_LEVELS),
+    data=st.data(),
+    plain=st.booleans(),
+)
+def test_class_ends_is_finditer_in_each_gap(text, level, data, plain):
+    bounds = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=8))))
+    gaps = [v for a, b in itertools.pairwise(bounds) for v in (a, b)]
+    taken = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=6))))
+    expected: list[int] = []
+    for low, high in itertools.pairwise(bounds):
+        expected += [
+            m.end() for m in level.same.finditer(text, max(0, low - 1), high) if low < m.end() < high
+        ]
+    expected = [pos for pos in expected if pos not in taken]
+    spec = segmenter.level_spec(level.same)
+    ends, unsure = segmenter.class_ends(text, gaps, spec, taken, plain)
+    assert ends == expected
+    settled = [plain or (text[p] < "\x7f" and text[p - 1] < "\x7f" and text[p - 1] != "\r") for p in ends]
+    assert unsure == [k for k, ok in enumerate(settled) if not ok]
+    if segmenter._native is not None:
+        assert tuple(segmenter._native.class_ends(text, gaps, spec, taken, plain)) == (ends, unsure)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_wide_gaps_kernel_equals_its_twin(data):
+    bounds = sorted(set(data.draw(st.lists(st.integers(0, 400), max_size=8))))
+    gaps = [v for a, b in itertools.pairwise(bounds[::2]) for v in (a, b)]
+    positions = sorted(set(data.draw(st.lists(st.integers(0, 400), max_size=20))))
+    scores = data.draw(
+        st.lists(st.sampled_from([1, 10, 20, 30, 60]), min_size=len(positions), max_size=len(positions))
+    )
+    found = sorted(set(data.draw(st.lists(st.integers(0, 400), max_size=10))) - set(positions))
+    min_score, budget = data.draw(st.sampled_from([10, 30, 60])), data.draw(st.sampled_from([4, 40, 200]))
+    args = (gaps, positions, scores, min_score, found, budget)
+    expected = segmenter.wide_gaps(*args)
+    points_checked = all((b - a) * 4 > budget for a, b in zip(expected[::2], expected[1::2], strict=True))
+    assert points_checked
+    if segmenter._native is not None:
+        assert segmenter._native.wide_gaps(*args) == expected
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(
+        st.sampled_from([*PIECES, *LEVEL_PIECES, "x" * 30 + " ", "\n" * 3, "\r", "e\u0301\n"]),
+        min_size=1,
+        max_size=40,
+    ),
+    strategy=st.sampled_from(["recursive", "markdown", "sentence", "rst"]),
+    max_size=st.sampled_from([8, 30, 80, 200]),
+)
+def test_the_candidates_by_level_are_those_by_gap(pieces, strategy, max_size):
+    text = "".join(pieces)
+    config = parse_settings({"strategy": strategy, "max_size": max_size, "front_matter": "keep"})
+    plan = get_strategy(strategy)(text, config, None).plan
+    pk = Packer(text, plan, make_meter(text, "chars"), max_size, 0, 0)
+    pk._index()
+    origin = pk._skip_space(plan.start, plan.end)
+    if origin >= plan.end:
+        return
+    by_gap = Segmenter(pk)
+    by_gap._by_gap = True
+    assert Segmenter(pk)._candidates(origin) == by_gap._candidates(origin)
