@@ -6,6 +6,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <string.h>
 
 typedef long long i64;
 
@@ -370,14 +371,30 @@ static PyObject *first_in_ranges(PyObject *self, PyObject *args)
         start = 0;
     if (end > length)
         end = length;
-    i64 found = -1;
-    for (i64 k = start; m > 0 && k < end && found < 0; k++) {
-        i64 code = PyUnicode_READ(kind, data, k);
+    i64 found = -1, points = 0;
+    for (Py_ssize_t r = 0; r < m; r += 2)
+        points += (ranges[r + 1] < widest ? ranges[r + 1] : widest) - ranges[r] + 1;
+    if (kind == PyUnicode_1BYTE_KIND && points <= 8 && start < end) {
+        /* A few code points in a one-byte text: memchr for each, the first found. */
+        const Py_UCS1 *bytes = data;
+        i64 stop = end;
         for (Py_ssize_t r = 0; r < m; r += 2)
-            if (code >= ranges[r] && code <= ranges[r + 1]) {
-                found = k;
-                break;
+            for (i64 code = ranges[r]; code <= ranges[r + 1] && code <= widest; code++) {
+                const Py_UCS1 *at = memchr(bytes + start, (int)code, (size_t)(stop - start));
+                if (at != NULL) {
+                    stop = at - bytes;
+                    found = stop;
+                }
             }
+    } else {
+        for (i64 k = start; m > 0 && k < end && found < 0; k++) {
+            i64 code = PyUnicode_READ(kind, data, k);
+            for (Py_ssize_t r = 0; r < m; r += 2)
+                if (code >= ranges[r] && code <= ranges[r + 1]) {
+                    found = k;
+                    break;
+                }
+        }
     }
     PyMem_Free(ranges);
     return PyLong_FromLongLong(found);
@@ -582,10 +599,25 @@ static PyObject *class_ends(PyObject *self, PyObject *args)
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    /* A first item that is one literal character: a match can only begin where it is. */
+    int literal = items[0].nterms == 1 && !items[0].negate && items[0].terms[0] == 0 &&
+                  items[0].terms[1] == items[0].terms[2];
+    Py_UCS4 first = literal ? (Py_UCS4)items[0].terms[1] : 0;
     for (Py_ssize_t g = 0; g < sizes[0]; g += 2) {
         i64 low = gaps[g], high = gaps[g + 1] < length ? gaps[g + 1] : length;
         i64 pos = low > 0 ? low - 1 : 0;
         while (pos < high) {
+            if (literal) {
+                if (kind == PyUnicode_1BYTE_KIND) {
+                    const Py_UCS1 *bytes = data;
+                    const Py_UCS1 *at = first > 0xFF ? NULL : memchr(bytes + pos, (int)first, (size_t)(high - pos));
+                    pos = at == NULL ? high : at - bytes;
+                } else
+                    while (pos < high && PyUnicode_READ(kind, data, pos) != first)
+                        pos++;
+                if (pos >= high)
+                    break;
+            }
             i64 end = match_at(kind, data, items, n_items, pos, high);
             if (end < 0) {
                 pos++;
