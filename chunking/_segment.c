@@ -1,5 +1,5 @@
 /* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends,
- * lookup, skip_spaces, class_ends, wide_gaps and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
+ * lookup, skip_spaces, class_ends, class_positions, wide_gaps and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
  * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays (and white
  * space of the text) with no rule of their own: every price, interval and score is computed in
  * Python and passed in.
@@ -721,6 +721,77 @@ done:
     return result;
 }
 
+/* class_positions(text, gaps, ranges) -> (positions, offsets): the indices of the characters in the
+ * ranges (flat pairs lo, hi, inclusive) inside each gap's window [low - 1, high) (flat pairs, in
+ * order), and where each gap's begin in them (one more offset than gaps: the end). */
+static PyObject *class_positions(PyObject *self, PyObject *args)
+{
+    PyObject *text, *objects[2];
+    if (!PyArg_ParseTuple(args, "UOO", &text, &objects[0], &objects[1]))
+        return NULL;
+    Py_ssize_t n_gaps = PySequence_Size(objects[0]), n_ranges = PySequence_Size(objects[1]);
+    if (n_gaps < 0 || n_ranges < 0)
+        return NULL;
+    if (n_gaps % 2 || n_ranges % 2) {
+        PyErr_SetString(PyExc_ValueError, "class_positions: gaps and ranges are pairs");
+        return NULL;
+    }
+    i64 *gaps = as_array(objects[0], n_gaps, "gaps"), *ranges = NULL, *out = NULL, *offsets = NULL;
+    PyObject *result = NULL;
+    Py_ssize_t m = 0, cap = 64;
+    if (gaps == NULL || (ranges = as_array(objects[1], n_ranges, "ranges")) == NULL)
+        goto done;
+    out = PyMem_Malloc(sizeof(i64) * (size_t)cap);
+    offsets = PyMem_Malloc(sizeof(i64) * (size_t)(n_gaps / 2 + 1));
+    if (out == NULL || offsets == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    /* The ASCII characters in the ranges, as a table; the ranges are read for the others. */
+    unsigned char ascii[128] = {0};
+    for (Py_ssize_t r = 0; r < n_ranges; r += 2)
+        for (i64 code = ranges[r] > 0 ? ranges[r] : 0; code <= ranges[r + 1] && code < 128; code++)
+            ascii[code] = 1;
+    for (Py_ssize_t g = 0; g < n_gaps; g += 2) {
+        offsets[g / 2] = m;
+        i64 low = gaps[g] > 0 ? gaps[g] - 1 : 0, high = gaps[g + 1] < length ? gaps[g + 1] : length;
+        for (i64 k = low; k < high; k++) {
+            Py_UCS4 code = PyUnicode_READ(kind, data, k);
+            if (code < 128 && !ascii[code])
+                continue;
+            for (Py_ssize_t r = 0; r < n_ranges; r += 2)
+                if (code >= ranges[r] && code <= ranges[r + 1]) {
+                    if (m == cap) {
+                        cap *= 2;
+                        i64 *grown = PyMem_Realloc(out, sizeof(i64) * (size_t)cap);
+                        if (grown == NULL) {
+                            PyErr_NoMemory();
+                            goto done;
+                        }
+                        out = grown;
+                    }
+                    out[m++] = k;
+                    break;
+                }
+        }
+    }
+    offsets[n_gaps / 2] = m;
+    PyObject *lists[2] = {list_of(out, m), list_of(offsets, n_gaps / 2 + 1)};
+    if (lists[0] != NULL && lists[1] != NULL)
+        result = PyTuple_Pack(2, lists[0], lists[1]);
+    Py_XDECREF(lists[0]);
+    Py_XDECREF(lists[1]);
+done:
+    PyMem_Free(gaps);
+    PyMem_Free(ranges);
+    PyMem_Free(out);
+    PyMem_Free(offsets);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"best_predecessors", best_predecessors, METH_VARARGS,
      "segmenter.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls, "
@@ -733,6 +804,7 @@ static PyMethodDef methods[] = {
      "segmenter.skip_spaces(text, positions, limit, max_indent, plain, verify_indent)"},
     {"class_ends", class_ends, METH_VARARGS, "segmenter.class_ends(text, gaps, spec, taken, plain)"},
     {"wide_gaps", wide_gaps, METH_VARARGS, "segmenter.wide_gaps(gaps, positions, scores, min_score, found, budget)"},
+    {"class_positions", class_positions, METH_VARARGS, "segmenter.class_positions(text, gaps, ranges)"},
     {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},
     {NULL, NULL, 0, NULL},
 };

@@ -143,17 +143,18 @@ _ATX_AFTER_LF = re.compile(r"\n {0,3}#")  # re's \s is exactly str.isspace (as P
 _native = native.load("_segment")
 
 
-_CLASSES: dict[str, list[int] | None] = {}
+_CLASSES: dict[tuple[str, bool], list[int] | None] = {}
 
 
 def class_ranges(pattern: regex.Pattern[str]) -> list[int] | None:
     """The code points a pattern that is one character class of literals and ranges matches (flat
     pairs lo, hi, inclusive; tests/core/test_segmenter.py checks every code point), else None."""
-    key = pattern.pattern
+    key = (pattern.pattern, isinstance(pattern, re.Pattern))
     if key not in _CLASSES:
         ranges: list[int] | None = None
         try:
-            parsed = list(_re_parser.parse(key)) if pattern.flags == _DEFAULT_FLAGS else []
+            default = _RE_DEFAULT_FLAGS if isinstance(pattern, re.Pattern) else _DEFAULT_FLAGS
+            parsed = list(_re_parser.parse(key[0])) if pattern.flags == default else []
         except re.error:
             parsed = []
         if len(parsed) == 1 and parsed[0][0] is _IN:
@@ -492,6 +493,24 @@ def wide_gaps(
     return out
 
 
+def class_positions(text: str, gaps: list[int], ranges: list[int]) -> tuple[list[int], list[int]]:
+    """The indices of the characters in ``ranges`` (flat pairs lo, hi, inclusive) inside each gap's
+    window ``[low - 1, high)`` (flat pairs, in order), and the offset where each gap's begin in them
+    (one more than the gaps: the end)."""
+    pairs = list(zip(ranges[::2], ranges[1::2], strict=True))
+    out: list[int] = []
+    offsets: list[int] = []
+    for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+        offsets.append(len(out))
+        out += [
+            k
+            for k in range(max(0, low - 1), min(high, len(text)))
+            if any(lo <= ord(text[k]) <= hi for lo, hi in pairs)
+        ]
+    offsets.append(len(out))
+    return out, offsets
+
+
 _SPECS: dict[str, list[int] | None] = {}
 
 
@@ -568,6 +587,7 @@ kernel = (
         lookup=lookup,
         skip_spaces=skip_spaces,
         wide_gaps=wide_gaps,
+        class_positions=class_positions,
     )
 )
 
@@ -742,6 +762,8 @@ class Segmenter:
                     bad = {k for k in unsure if not is_boundary(inside[k])}
                     if bad:
                         inside = [pos for k, pos in enumerate(inside) if k not in bad]
+            elif self._leads(level) is not None:
+                inside = self._lead_ends(level, gaps, found)
             else:
                 inside = []
                 for low, high in zip(gaps[::2], gaps[1::2], strict=True):
@@ -753,6 +775,48 @@ class Segmenter:
             return positions, scores
         positions = sorted(found)
         return positions, [found[p] for p in positions]
+
+    def _leads(self, level: TextLevel) -> list[int] | None:
+        """The code point ranges of the characters a match of ``level`` begins with (its ``lead``, one
+        character class), when ``find_ends`` tries the pattern only there in this text (no character
+        of the level's ``unless`` in it) and the kernels are built; else None."""
+        if _native is None or level.same is not None or level.lead is None:
+            return None
+        clean = self._clean.get(id(level))
+        if clean is None:
+            clean = self._clean[id(level)] = self._lacks(level.unless)
+        return class_ranges(level.lead) if clean else None
+
+    def _lead_ends(self, level: TextLevel, gaps: list[int], taken: dict[int, int]) -> list[int]:
+        """``_find`` of a level matched at its leads (``levels.find_ends``: the pattern tried at each
+        lead character not inside the match before) in every gap, the leads found by the kernel
+        ``class_positions`` in one call."""
+        text, pk = self.text, self.pk
+        leads, offsets = _native.class_positions(text, gaps, self._leads(level))
+        match = level.pattern.match
+        plain, is_boundary = self._plain, pk._is_cluster_boundary
+        out: list[int] = []
+        for g, (low, high) in enumerate(zip(gaps[::2], gaps[1::2], strict=True)):
+            scanned = max(0, low - 1)
+            for at in leads[offsets[g] : offsets[g + 1]]:
+                if at < scanned:
+                    continue
+                found = match(text, at, high)
+                if found is None:
+                    continue
+                pos = found.end()
+                scanned = pos if pos > at else at + 1
+                if (
+                    low < pos < high
+                    and pos not in taken
+                    and (
+                        plain
+                        or (text[pos] < "\x7f" and text[pos - 1] < "\x7f" and text[pos - 1] != "\r")
+                        or is_boundary(pos)
+                    )
+                ):
+                    out.append(pos)
+        return out
 
     def _find(self, level: TextLevel, low: int, high: int, taken: dict[int, int], size: int) -> list[int]:
         """The boundaries of ``level`` strictly inside (low, high) of ``size`` (estimated) that are not

@@ -576,7 +576,8 @@ ALL_LEVELS = sorted(
 
 def test_every_levels_unless_class_is_its_code_point_ranges() -> None:
     patterns = {level.unless.pattern: level.unless for level in ALL_LEVELS if level.unless is not None}
-    assert patterns  # the levels have such patterns, and each is a class class_ranges reads
+    patterns |= {("lead", level.lead.pattern): level.lead for level in ALL_LEVELS if level.lead is not None}
+    assert len(patterns) >= 4  # the unless and lead patterns of the levels, each a class class_ranges reads
     for pattern in patterns.values():
         ranges = segmenter.class_ranges(pattern)
         assert ranges is not None, pattern.pattern
@@ -762,3 +763,17 @@ def test_the_candidates_by_level_are_those_by_gap(pieces, strategy, max_size):
     by_gap = Segmenter(pk)
     by_gap._by_gap = True
     assert Segmenter(pk)._candidates(origin) == by_gap._candidates(origin)
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.sampled_from(LEVEL_PIECES), max_size=30).map("".join), data=st.data())
+def test_the_c_class_positions_kernel_equals_its_twin(text, data):
+    bounds = sorted(set(data.draw(st.lists(st.integers(0, len(text) + 1), max_size=8))))
+    gaps = [v for a, b in itertools.pairwise(bounds) for v in (a, b)]
+    ranges = data.draw(
+        st.sampled_from([segmenter.class_ranges(SENTENCE.lead), [10, 10], [28, 31, 0x4E00, 0x9FFF]])
+    )
+    expected = segmenter.class_positions(text, gaps, ranges)
+    assert expected[1][-1] == len(expected[0])
+    assert tuple(segmenter._native.class_positions(text, gaps, ranges)) == expected
