@@ -1,5 +1,6 @@
 /* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends,
- * lookup, skip_spaces, class_ends, class_positions, wide_gaps and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
+ * lookup, skip_spaces, class_ends, class_positions, wide_gaps,
+ * window_extra and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
  * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays (and white
  * space of the text) with no rule of their own: every price, interval and score is computed in
  * Python and passed in.
@@ -792,6 +793,83 @@ done:
     return result;
 }
 
+/* window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price)
+ *   -> (extra, missing): for each candidate scored below `below` and not inside a row (the reach of the
+ * last row starting before it, when there is one, is at or before it), its position moved back over
+ * white space (not below low) and the `width` characters before that looked up in the dict memo:
+ * `price` when memo says False, 0 when True, and its index in missing when memo has no such key. */
+static PyObject *window_extra(PyObject *self, PyObject *args)
+{
+    PyObject *text, *objects[4], *memo;
+    long long below, low, width, price;
+    if (!PyArg_ParseTuple(args, "UOOLOOLLO!L", &text, &objects[0], &objects[1], &below, &objects[2], &objects[3],
+                          &low, &width, &PyDict_Type, &memo, &price))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(objects[0]), n_rows = PySequence_Size(objects[2]);
+    if (n < 0 || n_rows < 0)
+        return NULL;
+    i64 *positions = as_array(objects[0], n, "positions"), *scores = NULL, *row_starts = NULL, *row_reaches = NULL;
+    i64 *extra = NULL, *missing = NULL;
+    Py_ssize_t m = 0;
+    PyObject *result = NULL;
+    if (positions == NULL || (scores = as_array(objects[1], n, "scores")) == NULL ||
+        (row_starts = as_array(objects[2], n_rows, "row_starts")) == NULL ||
+        (row_reaches = as_array(objects[3], n_rows, "row_reaches")) == NULL)
+        goto done;
+    extra = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(i64));
+    missing = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
+    if (extra == NULL || missing == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        i64 pos = positions[k];
+        if (scores[k] >= below)
+            continue;
+        if (pos < 0 || pos > length) {
+            PyErr_SetString(PyExc_IndexError, "window_extra: a position outside the text");
+            goto done;
+        }
+        Py_ssize_t row = lower_bound(row_starts, n_rows, pos);
+        if (row > 0 && pos < row_reaches[row - 1])
+            continue;
+        while (pos > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, pos - 1)))
+            pos--;
+        PyObject *key = PyUnicode_Substring(text, pos > width ? pos - width : 0, pos);
+        if (key == NULL)
+            goto done;
+        PyObject *value = PyDict_GetItemWithError(memo, key);
+        Py_DECREF(key);
+        if (value == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            missing[m++] = k;
+            continue;
+        }
+        int truth = PyObject_IsTrue(value);
+        if (truth < 0)
+            goto done;
+        if (!truth)
+            extra[k] = price;
+    }
+    PyObject *lists[2] = {list_of(extra, n), list_of(missing, m)};
+    if (lists[0] != NULL && lists[1] != NULL)
+        result = PyTuple_Pack(2, lists[0], lists[1]);
+    Py_XDECREF(lists[0]);
+    Py_XDECREF(lists[1]);
+done:
+    PyMem_Free(positions);
+    PyMem_Free(scores);
+    PyMem_Free(row_starts);
+    PyMem_Free(row_reaches);
+    PyMem_Free(extra);
+    PyMem_Free(missing);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"best_predecessors", best_predecessors, METH_VARARGS,
      "segmenter.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls, "
@@ -805,6 +883,8 @@ static PyMethodDef methods[] = {
     {"class_ends", class_ends, METH_VARARGS, "segmenter.class_ends(text, gaps, spec, taken, plain)"},
     {"wide_gaps", wide_gaps, METH_VARARGS, "segmenter.wide_gaps(gaps, positions, scores, min_score, found, budget)"},
     {"class_positions", class_positions, METH_VARARGS, "segmenter.class_positions(text, gaps, ranges)"},
+    {"window_extra", window_extra, METH_VARARGS,
+     "segmenter.window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price)"},
     {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},
     {NULL, NULL, 0, NULL},
 };

@@ -511,6 +511,40 @@ def class_positions(text: str, gaps: list[int], ranges: list[int]) -> tuple[list
     return out, offsets
 
 
+def window_extra(
+    text: str,
+    positions: list[int],
+    scores: list[int],
+    below: int,
+    row_starts: list[int],
+    row_reaches: list[int],
+    low: int,
+    width: int,
+    memo: dict[str, bool],
+    price: int,
+) -> tuple[list[int], list[int]]:
+    """For each candidate scored below ``below`` and not inside a row (the reach of the last row that
+    starts before it, if any, is at or before it): its position moved back over white space (not below
+    ``low``), and the ``width`` characters before that looked up in ``memo``: ``price`` when it says
+    False, 0 when True, and its index in ``missing`` when it has no such key."""
+    extra = [0] * len(positions)
+    missing: list[int] = []
+    for k, (pos, score) in enumerate(zip(positions, scores, strict=True)):
+        if score >= below:
+            continue
+        row = bisect.bisect_left(row_starts, pos)
+        if row > 0 and pos < row_reaches[row - 1]:
+            continue
+        while pos > low and text[pos - 1].isspace():
+            pos -= 1
+        value = memo.get(text[max(0, pos - width) : pos])
+        if value is None:
+            missing.append(k)
+        elif not value:
+            extra[k] = price
+    return extra, missing
+
+
 _SPECS: dict[str, list[int] | None] = {}
 
 
@@ -588,6 +622,7 @@ kernel = (
         skip_spaces=skip_spaces,
         wide_gaps=wide_gaps,
         class_positions=class_positions,
+        window_extra=window_extra,
     )
 )
 
@@ -896,7 +931,6 @@ class Segmenter:
         pk, plan, text = self.pk, self.plan, self.text
         pk._index()
         end = plan.end
-        extra = [0] * len(positions)
         # Table and code bodies: (start, end) open intervals, merged.
         rows: list[list[int]] = []
         for body, reach in zip(pk._line_group_starts, pk._line_group_reach, strict=True):
@@ -904,26 +938,29 @@ class Segmenter:
                 rows[-1][1] = max(rows[-1][1], reach)
             else:
                 rows.append([body, reach])
-        row_starts = [body for body, _ in rows]
         # Mid-sentence: a weak cut (below a line) outside table and code bodies after text that does
-        # not end a sentence.
-        weak = [k for k, score in enumerate(scores) if score < SCORE_MID_SENTENCE_BELOW]
-        if rows and weak:
-            # The reach of the last table or code body starting before each: inside it when before it.
-            reach = kernel.lookup(
-                row_starts, [-1, *(r for _, r in rows)], [positions[k] for k in weak], False
-            )
-            weak = [k for k, r in zip(weak, reach, strict=True) if positions[k] >= r]
-        trimmed = kernel.trim_ends(text, [positions[k] for k in weak], plan.start)
+        # not end a sentence (its last four characters, trimmed, remembered per window).
         memo = _ENDS_SENTENCE
         if len(memo) > 1 << 16:
             memo.clear()
-        windows = [text[t - 4 : t] if t >= 4 else text[:t] for t in trimmed]
-        for window in set(windows).difference(memo):
-            memo[window] = _SENTENCE_END.search(window) is not None
-        for k, ends_sentence in zip(weak, map(memo.__getitem__, windows), strict=True):
-            if not ends_sentence:
-                extra[k] += PRICE_MID_SENTENCE
+        args = (
+            text,
+            positions,
+            scores,
+            SCORE_MID_SENTENCE_BELOW,
+            [body for body, _ in rows],
+            [reach for _, reach in rows],
+            plan.start,
+            4,
+            memo,
+            PRICE_MID_SENTENCE,
+        )
+        extra, missing = kernel.window_extra(*args)
+        if missing:
+            trimmed = kernel.trim_ends(text, [positions[k] for k in missing], plan.start)
+            for window in {text[t - 4 : t] if t >= 4 else text[:t] for t in trimmed}:
+                memo[window] = _SENTENCE_END.search(window) is not None
+            extra = kernel.window_extra(*args)[0]
         # Mid-row: inside a table row or code line (not at a line start).
         for body, reach in rows:
             for k in range(bisect.bisect_right(positions, body), bisect.bisect_left(positions, reach)):

@@ -777,3 +777,20 @@ def test_the_c_class_positions_kernel_equals_its_twin(text, data):
     expected = segmenter.class_positions(text, gaps, ranges)
     assert expected[1][-1] == len(expected[0])
     assert tuple(segmenter._native.class_positions(text, gaps, ranges)) == expected
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.sampled_from(LEVEL_PIECES), max_size=30).map("".join), data=st.data())
+def test_the_c_window_kernel_equals_its_twin(text, data):
+    positions = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=15))))
+    scores = data.draw(
+        st.lists(st.sampled_from([1, 10, 20, 29, 30, 60]), min_size=len(positions), max_size=len(positions))
+    )
+    starts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=3))))
+    reaches = [start + data.draw(st.integers(0, 10)) for start in starts]
+    low = data.draw(st.integers(0, len(text)))
+    windows = {text[max(0, p - 4) : p] for p in range(len(text) + 1)}
+    memo = {w: data.draw(st.booleans()) for w in sorted(windows) if data.draw(st.booleans())}
+    args = (text, positions, scores, 30, starts, reaches, low, 4, memo, 400)
+    assert tuple(segmenter._native.window_extra(*args)) == segmenter.window_extra(*args)
