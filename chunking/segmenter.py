@@ -958,9 +958,13 @@ class Segmenter:
         extra, missing = kernel.window_extra(*args)
         if missing:
             trimmed = kernel.trim_ends(text, [positions[k] for k in missing], plan.start)
-            for window in {text[t - 4 : t] if t >= 4 else text[:t] for t in trimmed}:
-                memo[window] = _SENTENCE_END.search(window) is not None
-            extra = kernel.window_extra(*args)[0]
+            for k, t in zip(missing, trimmed, strict=True):
+                window = text[t - 4 : t] if t >= 4 else text[:t]
+                ends_sentence = memo.get(window)
+                if ends_sentence is None:
+                    ends_sentence = memo[window] = _SENTENCE_END.search(window) is not None
+                if not ends_sentence:
+                    extra[k] = PRICE_MID_SENTENCE
         # Mid-row: inside a table row or code line (not at a line start).
         for body, reach in rows:
             for k in range(bisect.bisect_right(positions, body), bisect.bisect_left(positions, reach)):
