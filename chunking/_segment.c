@@ -387,6 +387,39 @@ static PyObject *first_in_ranges(PyObject *self, PyObject *args)
                     found = stop;
                 }
             }
+    } else if (m == 2 || m == 4) {
+        /* One or two ranges: a loop per character width, each range one unsigned comparison. */
+        Py_UCS4 lo0 = (Py_UCS4)ranges[0], span0 = (Py_UCS4)(ranges[1] - ranges[0]);
+        Py_UCS4 lo1 = m == 4 ? (Py_UCS4)ranges[2] : lo0, span1 = m == 4 ? (Py_UCS4)(ranges[3] - ranges[2]) : span0;
+#define FIND_IN_RANGES(TYPE)                                                                       \
+    do {                                                                                           \
+        const TYPE *chars = data;                                                                  \
+        i64 k = start;                                                                             \
+        /* Blocks of 64 without a hit are passed over (a loop the compiler vectorises). */         \
+        for (; k + 64 <= end; k += 64) {                                                           \
+            int any = 0;                                                                           \
+            for (int x = 0; x < 64; x++) {                                                         \
+                Py_UCS4 code = chars[k + x];                                                       \
+                any |= (code - lo0 <= span0) | (code - lo1 <= span1);                              \
+            }                                                                                      \
+            if (any)                                                                               \
+                break;                                                                             \
+        }                                                                                          \
+        for (; k < end; k++) {                                                                     \
+            Py_UCS4 code = chars[k];                                                               \
+            if (code - lo0 <= span0 || code - lo1 <= span1) {                                      \
+                found = k;                                                                         \
+                break;                                                                             \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+        if (kind == PyUnicode_1BYTE_KIND)
+            FIND_IN_RANGES(Py_UCS1);
+        else if (kind == PyUnicode_2BYTE_KIND)
+            FIND_IN_RANGES(Py_UCS2);
+        else
+            FIND_IN_RANGES(Py_UCS4);
+#undef FIND_IN_RANGES
     } else {
         for (i64 k = start; m > 0 && k < end && found < 0; k++) {
             i64 code = PyUnicode_READ(kind, data, k);
@@ -613,9 +646,15 @@ static PyObject *class_ends(PyObject *self, PyObject *args)
                     const Py_UCS1 *bytes = data;
                     const Py_UCS1 *at = first > 0xFF ? NULL : memchr(bytes + pos, (int)first, (size_t)(high - pos));
                     pos = at == NULL ? high : at - bytes;
-                } else
-                    while (pos < high && PyUnicode_READ(kind, data, pos) != first)
+                } else if (kind == PyUnicode_2BYTE_KIND) {
+                    const Py_UCS2 *chars = data;
+                    while (pos < high && chars[pos] != first)
                         pos++;
+                } else {
+                    const Py_UCS4 *chars = data;
+                    while (pos < high && chars[pos] != first)
+                        pos++;
+                }
                 if (pos >= high)
                     break;
             }

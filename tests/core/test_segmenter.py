@@ -794,3 +794,29 @@ def test_the_c_window_kernel_equals_its_twin(text, data):
     memo = {w: data.draw(st.booleans()) for w in sorted(windows) if data.draw(st.booleans())}
     args = (text, positions, scores, 30, starts, reaches, low, 4, memo, 400)
     assert tuple(segmenter._native.window_extra(*args)) == segmenter.window_extra(*args)
+
+
+@needs_kernel
+@settings(max_examples=200, deadline=None)
+@given(
+    filler=st.sampled_from(["a", "é", "\u0e00", "中", "😀"]),
+    hit=st.sampled_from(["\x1c", "\x1f", "\u0e01", "\u0edf", "\u0e81"]),
+    data=st.data(),
+)
+def test_the_class_kernels_on_long_texts_equal_their_twins(filler, hit, data):
+    length = data.draw(st.integers(0, 400))
+    hits = data.draw(st.lists(st.integers(0, length - 1), max_size=3)) if length else []
+    chars = [filler] * length
+    for at in hits:
+        chars[at] = hit
+    text = "".join(chars)
+    start = data.draw(st.integers(0, length))
+    for ranges in ([28, 31], [0xE01, 0xE5B, 0xE81, 0xEDF], [28, 28, 31, 31, 0xE01, 0xE01]):
+        expected = segmenter.first_in_ranges(text, ranges, start, length)
+        assert segmenter._native.first_in_ranges(text, ranges, start, length) == expected
+    spec = segmenter.level_spec(packer.LINE.same)
+    lined = text.replace(hit, "\n")
+    gaps = [start, length]
+    assert tuple(segmenter._native.class_ends(lined, gaps, spec, [], False)) == segmenter.class_ends(
+        lined, gaps, spec, [], False
+    )
