@@ -20,8 +20,15 @@ _ATX_LINE, evaluated only for the candidates on such a line). The generic work i
 over arrays with no rule of their own, in C (chunking/_segment.c) and held equal to their Python
 twins here (tests/core/test_segmenter.py): ``cut_candidates`` (sums the interval prices by a sweep,
 drops forbidden candidates, keeps one cut per white-space run), ``trim_ends``, ``lookup`` (the
-heading-span prefix sums at each cut) and the optimiser ``best_predecessors``. The additive size
-prefixes are the cut offsets for characters and come from the meter's arrays for words and tokens.
+heading-span prefix sums at each cut, the reserves by prefix), ``skip_spaces`` (chunk starts and
+first characters where the characters settle ``Packer._skip_space``; the packer decides the rest),
+``window_extra`` (the mid-sentence extras from the per-window memo), the level finders
+``wide_gaps`` (a level's gaps, all at once), ``class_ends`` (the ends of a level whose pattern is
+character classes, read from its ``re`` pattern by ``level_spec``: paragraph, line),
+``class_positions`` (a level's lead characters, its ``lead`` class as code point ranges) and
+``first_in_ranges`` (whether the text has a level's ``unless`` character), and the optimiser
+``best_predecessors``. The additive size prefixes are the cut offsets for characters and come from
+the meter's arrays for words and tokens; for words and tokens the levels are searched gap by gap.
 
 A segmentation is a sequence of cuts; its cost is
 
