@@ -1,8 +1,9 @@
 /* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends,
  * lookup, skip_spaces, class_ends, class_positions, wide_gaps,
  * window_extra and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
- * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays (and white
- * space of the text) with no rule of their own: every price, interval and score is computed in
+ * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays and the
+ * text's characters (white space, code point ranges and character classes the Python reads from the
+ * levels' patterns) with no rule of their own: every price, interval, score and class is computed in
  * Python and passed in.
  */
 #define PY_SSIZE_T_CLEAN
