@@ -189,6 +189,14 @@ def first_in_ranges(text: str, ranges: list[int], start: int, end: int) -> int:
     return -1
 
 
+def ends_in_atx_line(text: str, pos: int) -> bool:
+    """Whether ``_ATX_LINE.search(text, max(0, pos - 300), pos)`` finds the text before ``pos`` to end
+    in an ATX heading line, as findings ask: only the window's last line can match (``\\Z`` after
+    ``[^\\n]*``, and ``^`` only at a line start), so the pattern is tried there alone."""
+    low = max(0, pos - 300)
+    return _ATX_LINE.match(text, max(low, text.rfind("\n", low, pos) + 1), pos) is not None
+
+
 def score_price(score: int) -> int:
     """The price of a cut at a boundary of this score: PRICE_BY_SCORE, linear between its rows (so the
     graded scores of a strategy, such as the semantic one's, keep their order)."""
@@ -1005,7 +1013,7 @@ class Segmenter:
                 inside = [k for k in inside if scores[k] < SCORE_BREAK and positions[k] < end]
                 trimmed = kernel.trim_ends(text, [positions[k] for k in inside], plan.start)
                 for k, t in zip(inside, trimmed, strict=True):
-                    if _ATX_LINE.search(text, max(0, t - 300), t):
+                    if ends_in_atx_line(text, t):
                         extra[k] += PRICE_HEADING_AT_END
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         units = list(

@@ -820,3 +820,17 @@ def test_the_class_kernels_on_long_texts_equal_their_twins(filler, hit, data):
     assert tuple(segmenter._native.class_ends(lined, gaps, spec, [], False)) == segmenter.class_ends(
         lined, gaps, spec, [], False
     )
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(["#", "# ", "## x", "   #", "    #", "\n", "a", " ", "\t", "#######", "x" * 120]),
+        max_size=12,
+    ).map("".join),
+    data=st.data(),
+)
+def test_the_atx_test_on_the_last_line_is_the_window_search(text, data):
+    pos = data.draw(st.integers(0, len(text)))
+    expected = segmenter._ATX_LINE.search(text, max(0, pos - 300), pos) is not None
+    assert segmenter.ends_in_atx_line(text, pos) == expected
