@@ -89,16 +89,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-import re._parser as _re_parser
-from re._constants import CATEGORY as _CATEGORY
-from re._constants import CATEGORY_NOT_SPACE as _CATEGORY_NOT_SPACE
-from re._constants import CATEGORY_SPACE as _CATEGORY_SPACE
-from re._constants import IN as _IN
-from re._constants import LITERAL as _LITERAL
-from re._constants import MAX_REPEAT as _MAX_REPEAT
-from re._constants import MAXREPEAT as _MAXREPEAT
-from re._constants import NEGATE as _NEGATE
-from re._constants import RANGE as _RANGE
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -109,6 +99,20 @@ from chunkyard.chunking.levels import ATX_LAST_LINE as _ATX_LINE
 from chunkyard.chunking.levels import SENTENCE_ENDED as _SENTENCE_END
 from chunkyard.chunking.levels import find_ends
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
+
+try:  # re's own parser reads the levels' patterns as data (class_ranges, level_spec); without it, none is
+    import re._parser as _re_parser
+    from re._constants import CATEGORY as _CATEGORY
+    from re._constants import CATEGORY_NOT_SPACE as _CATEGORY_NOT_SPACE
+    from re._constants import CATEGORY_SPACE as _CATEGORY_SPACE
+    from re._constants import IN as _IN
+    from re._constants import LITERAL as _LITERAL
+    from re._constants import MAX_REPEAT as _MAX_REPEAT
+    from re._constants import MAXREPEAT as _MAXREPEAT
+    from re._constants import NEGATE as _NEGATE
+    from re._constants import RANGE as _RANGE
+except ImportError:  # pragma: no cover - a Python whose re has another layout
+    _re_parser = None
 
 if TYPE_CHECKING:
     from chunkyard.chunking.levels import TextLevel
@@ -161,7 +165,8 @@ def class_ranges(pattern: regex.Pattern[str]) -> list[int] | None:
         ranges: list[int] | None = None
         try:
             default = _RE_DEFAULT_FLAGS if isinstance(pattern, re.Pattern) else _DEFAULT_FLAGS
-            parsed = list(_re_parser.parse(key[0])) if pattern.flags == default else []
+            usable = _re_parser is not None and pattern.flags == default
+            parsed = list(_re_parser.parse(key[0])) if usable else []
         except re.error:
             parsed = []
         if len(parsed) == 1 and parsed[0][0] is _IN:
@@ -573,7 +578,8 @@ def level_spec(pattern: re.Pattern[str]) -> list[int] | None:
         return _SPECS[key]
     spec: list[int] | None = None
     try:
-        parsed = list(_re_parser.parse(key)) if pattern.flags == _RE_DEFAULT_FLAGS else []
+        usable = _re_parser is not None and pattern.flags == _RE_DEFAULT_FLAGS
+        parsed = list(_re_parser.parse(key)) if usable else []
     except re.error:
         parsed = []
     items: list[tuple[int, int, int, list[int]]] = []
