@@ -411,9 +411,12 @@ def skip_spaces(
     starts: list[int] = []
     unsure: list[int] = []
     for k, (pos, limit) in enumerate(zip(positions, limits, strict=True)):
-        first = pos
-        while first < min(limit, n) and text[first].isspace():
-            first += 1
+        bound = min(limit, n)
+        if pos < bound and not text[pos].isspace():
+            first = pos
+        else:
+            found = _NON_SPACE.search(text, pos, bound)  # re's \S: not str.isspace
+            first = found.start() if found is not None else max(pos, bound)
         if first >= limit or first >= n:
             start = max(pos, limit)
             if first < limit:  # the text ends before the limit: only white space
@@ -503,9 +506,9 @@ def wide_gaps(
     points a, b, the pair when ``(b - a) * 4 > budget`` (flat)."""
     out: list[int] = []
     for low, high in zip(gaps[::2], gaps[1::2], strict=True):
-        i, j = bisect.bisect_right(positions, low), bisect.bisect_right(found, low)
-        strong = [p for p, s in zip(positions[i:], scores[i:], strict=True) if p < high and s >= min_score]
-        inside = list(itertools.takewhile(lambda p, high=high: p < high, found[j:]))
+        i, j = bisect.bisect_right(positions, low), bisect.bisect_left(positions, high)
+        strong = [p for p, s in zip(positions[i:j], scores[i:j], strict=True) if s >= min_score]
+        inside = found[bisect.bisect_right(found, low) : bisect.bisect_left(found, high)]
         points = [low, *sorted(strong + inside), high]
         for a, b in itertools.pairwise(points):
             if (b - a) * 4 > budget:
