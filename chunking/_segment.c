@@ -1,11 +1,14 @@
-/* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends and
- * lookup (chunking/segmenter.py), which stay the reference and the fallback
- * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays (and white
- * space of the text) with no rule of their own: every price, interval and score is computed in
+/* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends,
+ * lookup, skip_spaces, class_ends, class_positions, wide_gaps,
+ * window_extra and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
+ * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays and the
+ * text's characters (white space, code point ranges and character classes the Python reads from the
+ * levels' patterns) with no rule of their own: every price, interval, score and class is computed in
  * Python and passed in.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <string.h>
 
 typedef long long i64;
 
@@ -337,6 +340,576 @@ done:
     return out;
 }
 
+/* first_in_ranges(text, ranges, start, end): the first index in [start, end) whose code point lies in
+ * one of the ranges (flat pairs lo, hi, inclusive), else -1. */
+static PyObject *first_in_ranges(PyObject *self, PyObject *args)
+{
+    PyObject *text, *seq;
+    long long start, end;
+    if (!PyArg_ParseTuple(args, "UOLL", &text, &seq, &start, &end))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(seq);
+    if (n < 0)
+        return NULL;
+    if (n % 2) {
+        PyErr_SetString(PyExc_ValueError, "first_in_ranges: ranges are pairs");
+        return NULL;
+    }
+    i64 *ranges = as_array(seq, n, "ranges");
+    if (ranges == NULL)
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    i64 widest = kind == PyUnicode_1BYTE_KIND ? 0xFF : kind == PyUnicode_2BYTE_KIND ? 0xFFFF : 0x10FFFF;
+    /* Only the ranges this text's characters can reach. */
+    Py_ssize_t m = 0;
+    for (Py_ssize_t k = 0; k < n; k += 2)
+        if (ranges[k] <= widest && ranges[k] <= ranges[k + 1]) {
+            ranges[m++] = ranges[k];
+            ranges[m++] = ranges[k + 1];
+        }
+    if (start < 0)
+        start = 0;
+    if (end > length)
+        end = length;
+    i64 found = -1, points = 0;
+    for (Py_ssize_t r = 0; r < m; r += 2)
+        points += (ranges[r + 1] < widest ? ranges[r + 1] : widest) - ranges[r] + 1;
+    if (kind == PyUnicode_1BYTE_KIND && points <= 8 && start < end) {
+        /* A few code points in a one-byte text: memchr for each, the first found. */
+        const Py_UCS1 *bytes = data;
+        i64 stop = end;
+        for (Py_ssize_t r = 0; r < m; r += 2)
+            for (i64 code = ranges[r]; code <= ranges[r + 1] && code <= widest; code++) {
+                const Py_UCS1 *at = memchr(bytes + start, (int)code, (size_t)(stop - start));
+                if (at != NULL) {
+                    stop = at - bytes;
+                    found = stop;
+                }
+            }
+    } else if (m == 2 || m == 4) {
+        /* One or two ranges: a loop per character width, each range one unsigned comparison. */
+        Py_UCS4 lo0 = (Py_UCS4)ranges[0], span0 = (Py_UCS4)(ranges[1] - ranges[0]);
+        Py_UCS4 lo1 = m == 4 ? (Py_UCS4)ranges[2] : lo0, span1 = m == 4 ? (Py_UCS4)(ranges[3] - ranges[2]) : span0;
+#define FIND_IN_RANGES(TYPE)                                                                       \
+    do {                                                                                           \
+        const TYPE *chars = data;                                                                  \
+        i64 k = start;                                                                             \
+        /* Blocks of 64 without a hit are passed over (a loop the compiler vectorises). */         \
+        for (; k + 64 <= end; k += 64) {                                                           \
+            int any = 0;                                                                           \
+            for (int x = 0; x < 64; x++) {                                                         \
+                Py_UCS4 code = chars[k + x];                                                       \
+                any |= (code - lo0 <= span0) | (code - lo1 <= span1);                              \
+            }                                                                                      \
+            if (any)                                                                               \
+                break;                                                                             \
+        }                                                                                          \
+        for (; k < end; k++) {                                                                     \
+            Py_UCS4 code = chars[k];                                                               \
+            if (code - lo0 <= span0 || code - lo1 <= span1) {                                      \
+                found = k;                                                                         \
+                break;                                                                             \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+        if (kind == PyUnicode_1BYTE_KIND)
+            FIND_IN_RANGES(Py_UCS1);
+        else if (kind == PyUnicode_2BYTE_KIND)
+            FIND_IN_RANGES(Py_UCS2);
+        else
+            FIND_IN_RANGES(Py_UCS4);
+#undef FIND_IN_RANGES
+    } else {
+        for (i64 k = start; m > 0 && k < end && found < 0; k++) {
+            i64 code = PyUnicode_READ(kind, data, k);
+            for (Py_ssize_t r = 0; r < m; r += 2)
+                if (code >= ranges[r] && code <= ranges[r + 1]) {
+                    found = k;
+                    break;
+                }
+        }
+    }
+    PyMem_Free(ranges);
+    return PyLong_FromLongLong(found);
+}
+
+/* Whether a grapheme cluster boundary at pos is settled by the characters around it alone (as
+ * Packer._is_cluster_boundary's first test: the text's ends, or ASCII on both sides not after a CR). */
+static int settled(int kind, const void *data, Py_ssize_t length, i64 pos)
+{
+    if (pos <= 0 || pos >= length)
+        return 1;
+    Py_UCS4 here = PyUnicode_READ(kind, data, pos), before = PyUnicode_READ(kind, data, pos - 1);
+    return here < 0x7f && before < 0x7f && before != '\r';
+}
+
+/* skip_spaces(text, positions, limit, max_indent, plain, verify_indent) -> (starts, unsure); limit is one
+ * int or one per position. */
+static PyObject *skip_spaces(PyObject *self, PyObject *args)
+{
+    PyObject *text, *seq, *limit_object;
+    long long max_indent;
+    int plain, verify_indent;
+    if (!PyArg_ParseTuple(args, "UOOLpp", &text, &seq, &limit_object, &max_indent, &plain, &verify_indent))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(seq);
+    if (n < 0)
+        return NULL;
+    i64 one_limit = 0, *limits = NULL;
+    if (PyLong_Check(limit_object)) {
+        one_limit = PyLong_AsLongLong(limit_object);
+        if (one_limit == -1 && PyErr_Occurred())
+            return NULL;
+    } else if ((limits = as_array(limit_object, n, "limits")) == NULL)
+        return NULL;
+    i64 *positions = as_array(seq, n, "positions");
+    i64 *unsure = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
+    if (positions == NULL || unsure == NULL) {
+        PyMem_Free(positions);
+        PyMem_Free(unsure);
+        PyMem_Free(limits);
+        return positions == NULL ? NULL : PyErr_NoMemory();
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), m = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        i64 pos = positions[k], first = pos, start, limit = limits != NULL ? limits[k] : one_limit;
+        i64 bound = limit < length ? limit : length;
+        if (pos < 0) {
+            PyMem_Free(positions);
+            PyMem_Free(unsure);
+            PyMem_Free(limits);
+            PyErr_SetString(PyExc_IndexError, "skip_spaces: a negative position");
+            return NULL;
+        }
+        while (first < bound && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, first)))
+            first++;
+        if (first >= limit || first >= length) {
+            start = pos > limit ? pos : limit;
+            if (first < limit) { /* the text ends before the limit: only white space */
+                start = first;
+                unsure[m++] = k;
+            }
+        } else if (!plain && !settled(kind, data, length, first)) {
+            start = first;
+            unsure[m++] = k;
+        } else if (first == pos) {
+            start = pos;
+        } else {
+            i64 line_start = -1;
+            for (i64 x = first - 1; x >= pos; x--)
+                if (PyUnicode_READ(kind, data, x) == '\n') {
+                    line_start = x + 1;
+                    break;
+                }
+            if (line_start < 0)
+                line_start = pos == 0 || PyUnicode_READ(kind, data, pos - 1) == '\n' ? pos : first;
+            start = line_start < first && first - line_start <= max_indent ? line_start : first;
+            if (start < first && verify_indent)
+                unsure[m++] = k;
+        }
+        positions[k] = start;
+    }
+    PyObject *lists[2] = {list_of(positions, n), list_of(unsure, m)};
+    PyObject *result = NULL;
+    if (lists[0] != NULL && lists[1] != NULL)
+        result = PyTuple_Pack(2, lists[0], lists[1]);
+    Py_XDECREF(lists[0]);
+    Py_XDECREF(lists[1]);
+    PyMem_Free(positions);
+    PyMem_Free(unsure);
+    PyMem_Free(limits);
+    return result;
+}
+
+/* A level's pattern as data (segmenter.level_spec): items in order, each a character class repeated
+ * min..max times (max -1: unbounded), matched greedily; the class is negate, then terms (kind, lo, hi):
+ * kind 0 the code points lo..hi, 1 white space (str.isspace, re's \s), 2 not white space. */
+typedef struct {
+    i64 min, max, negate, nterms;
+    const i64 *terms;
+} Item;
+
+static int in_class(const Item *item, Py_UCS4 c)
+{
+    int inside = 0;
+    for (i64 t = 0; t < item->nterms && !inside; t++) {
+        i64 kind = item->terms[3 * t], lo = item->terms[3 * t + 1], hi = item->terms[3 * t + 2];
+        if (kind == 0)
+            inside = c >= lo && c <= hi;
+        else if (kind == 1)
+            inside = Py_UNICODE_ISSPACE(c);
+        else
+            inside = !Py_UNICODE_ISSPACE(c);
+    }
+    return item->negate ? !inside : inside;
+}
+
+/* The end of the match at pos (no later than end), or -1. */
+static i64 match_at(int kind, const void *data, const Item *items, Py_ssize_t n_items, i64 pos, i64 end)
+{
+    for (Py_ssize_t k = 0; k < n_items; k++) {
+        i64 count = 0;
+        while ((items[k].max < 0 || count < items[k].max) && pos < end &&
+               in_class(&items[k], PyUnicode_READ(kind, data, pos))) {
+            pos++;
+            count++;
+        }
+        if (count < items[k].min)
+            return -1;
+    }
+    return pos;
+}
+
+/* Whether x is in the sorted array a. */
+static int contains(const i64 *a, Py_ssize_t n, i64 x)
+{
+    Py_ssize_t at = lower_bound(a, n, x);
+    return at < n && a[at] == x;
+}
+
+/* class_ends(text, gaps, spec, taken, plain) -> (ends, unsure) */
+static PyObject *class_ends(PyObject *self, PyObject *args)
+{
+    PyObject *text, *objects[3];
+    int plain;
+    if (!PyArg_ParseTuple(args, "UOOOp", &text, &objects[0], &objects[1], &objects[2], &plain))
+        return NULL;
+    Py_ssize_t sizes[3];
+    for (int k = 0; k < 3; k++)
+        if ((sizes[k] = PySequence_Size(objects[k])) < 0)
+            return NULL;
+    if (sizes[0] % 2 || sizes[1] < 1) {
+        PyErr_SetString(PyExc_ValueError, "class_ends: gaps are pairs, spec is not empty");
+        return NULL;
+    }
+    static const char *NAMES[] = {"gaps", "spec", "taken"};
+    i64 *a[3] = {NULL};
+    Item *items = NULL;
+    i64 *ends = NULL, *unsure = NULL;
+    Py_ssize_t n_ends = 0, n_unsure = 0, cap = 64;
+    PyObject *result = NULL;
+    for (int k = 0; k < 3; k++)
+        if ((a[k] = as_array(objects[k], sizes[k], NAMES[k])) == NULL)
+            goto done;
+    const i64 *gaps = a[0], *spec = a[1], *taken = a[2];
+    Py_ssize_t n_items = (Py_ssize_t)spec[0], at = 1;
+    items = PyMem_Malloc(sizeof(Item) * (size_t)(n_items > 0 ? n_items : 1));
+    if (items == NULL || n_items < 1) {
+        if (items != NULL)
+            PyErr_SetString(PyExc_ValueError, "class_ends: a spec without items");
+        else
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n_items; k++) {
+        if (at + 4 > sizes[1]) {
+            PyErr_SetString(PyExc_ValueError, "class_ends: a short spec");
+            goto done;
+        }
+        items[k].min = spec[at];
+        items[k].max = spec[at + 1];
+        items[k].negate = spec[at + 2];
+        items[k].nterms = spec[at + 3];
+        items[k].terms = spec + at + 4;
+        at += 4 + 3 * items[k].nterms;
+        if (at > sizes[1] || items[k].nterms < 0) {
+            PyErr_SetString(PyExc_ValueError, "class_ends: a short spec");
+            goto done;
+        }
+    }
+    if (items[0].min < 1) {
+        PyErr_SetString(PyExc_ValueError, "class_ends: a spec that matches the empty string");
+        goto done;
+    }
+    ends = PyMem_Malloc(sizeof(i64) * (size_t)cap);
+    unsure = PyMem_Malloc(sizeof(i64) * (size_t)cap);
+    if (ends == NULL || unsure == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    /* A first item that is one literal character: a match can only begin where it is. */
+    int literal = items[0].nterms == 1 && !items[0].negate && items[0].terms[0] == 0 &&
+                  items[0].terms[1] == items[0].terms[2];
+    Py_UCS4 first = literal ? (Py_UCS4)items[0].terms[1] : 0;
+    for (Py_ssize_t g = 0; g < sizes[0]; g += 2) {
+        i64 low = gaps[g], high = gaps[g + 1] < length ? gaps[g + 1] : length;
+        i64 pos = low > 0 ? low - 1 : 0;
+        while (pos < high) {
+            if (literal) {
+                if (kind == PyUnicode_1BYTE_KIND) {
+                    const Py_UCS1 *bytes = data;
+                    const Py_UCS1 *at = first > 0xFF ? NULL : memchr(bytes + pos, (int)first, (size_t)(high - pos));
+                    pos = at == NULL ? high : at - bytes;
+                } else if (kind == PyUnicode_2BYTE_KIND) {
+                    const Py_UCS2 *chars = data;
+                    while (pos < high && chars[pos] != first)
+                        pos++;
+                } else {
+                    const Py_UCS4 *chars = data;
+                    while (pos < high && chars[pos] != first)
+                        pos++;
+                }
+                if (pos >= high)
+                    break;
+            }
+            i64 end = match_at(kind, data, items, n_items, pos, high);
+            if (end < 0) {
+                pos++;
+                continue;
+            }
+            if (low < end && end < high && !contains(taken, sizes[2], end)) {
+                if (n_ends == cap) {
+                    cap *= 2;
+                    i64 *grown = PyMem_Realloc(ends, sizeof(i64) * (size_t)cap);
+                    if (grown == NULL) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    ends = grown;
+                    grown = PyMem_Realloc(unsure, sizeof(i64) * (size_t)cap);
+                    if (grown == NULL) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    unsure = grown;
+                }
+                if (!plain && !settled(kind, data, length, end))
+                    unsure[n_unsure++] = n_ends;
+                ends[n_ends++] = end;
+            }
+            pos = end > pos ? end : pos + 1;
+        }
+    }
+    PyObject *lists[2] = {list_of(ends, n_ends), list_of(unsure, n_unsure)};
+    if (lists[0] != NULL && lists[1] != NULL)
+        result = PyTuple_Pack(2, lists[0], lists[1]);
+    Py_XDECREF(lists[0]);
+    Py_XDECREF(lists[1]);
+done:
+    for (int k = 0; k < 3; k++)
+        PyMem_Free(a[k]);
+    PyMem_Free(items);
+    PyMem_Free(ends);
+    PyMem_Free(unsure);
+    return result;
+}
+
+/* wide_gaps(gaps, positions, scores, min_score, found, budget): inside each gap (low, high) (flat
+ * pairs, sorted, disjoint), the points: the positions scored min_score or more and the found (both
+ * sorted), with low and high; of each two consecutive points a, b, the pair when (b - a) * 4 > budget. */
+static PyObject *wide_gaps(PyObject *self, PyObject *args)
+{
+    PyObject *objects[4];
+    long long min_score, budget;
+    if (!PyArg_ParseTuple(args, "OOOLOL", &objects[0], &objects[1], &objects[2], &min_score, &objects[3], &budget))
+        return NULL;
+    Py_ssize_t sizes[4];
+    for (int k = 0; k < 4; k++)
+        if ((sizes[k] = PySequence_Size(objects[k])) < 0)
+            return NULL;
+    if (sizes[0] % 2 || sizes[1] != sizes[2]) {
+        PyErr_SetString(PyExc_ValueError, "wide_gaps: inconsistent array sizes");
+        return NULL;
+    }
+    static const char *NAMES[] = {"gaps", "positions", "scores", "found"};
+    i64 *a[4] = {NULL}, *out = NULL;
+    PyObject *result = NULL;
+    for (int k = 0; k < 4; k++)
+        if ((a[k] = as_array(objects[k], sizes[k], NAMES[k])) == NULL)
+            goto done;
+    const i64 *gaps = a[0], *positions = a[1], *scores = a[2], *found = a[3];
+    Py_ssize_t n_pos = sizes[1], n_found = sizes[3], m = 0;
+    out = PyMem_Malloc(sizeof(i64) * (size_t)(2 * (sizes[0] / 2 + n_pos + n_found) + 2));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t g = 0; g < sizes[0]; g += 2) {
+        i64 low = gaps[g], high = gaps[g + 1], last = low;
+        Py_ssize_t i = upper_bound(positions, n_pos, low), j = upper_bound(found, n_found, low);
+        for (;;) {
+            while (i < n_pos && positions[i] < high && scores[i] < min_score)
+                i++;
+            int more_pos = i < n_pos && positions[i] < high, more_found = j < n_found && found[j] < high;
+            i64 point;
+            if (more_pos && (!more_found || positions[i] <= found[j]))
+                point = positions[i++];
+            else if (more_found)
+                point = found[j++];
+            else
+                point = high;
+            if ((point - last) * 4 > budget) {
+                out[m++] = last;
+                out[m++] = point;
+            }
+            if (point == high && !more_pos && !more_found)
+                break;
+            last = point;
+        }
+    }
+    result = list_of(out, m);
+done:
+    for (int k = 0; k < 4; k++)
+        PyMem_Free(a[k]);
+    PyMem_Free(out);
+    return result;
+}
+
+/* class_positions(text, gaps, ranges) -> (positions, offsets): the indices of the characters in the
+ * ranges (flat pairs lo, hi, inclusive) inside each gap's window [low - 1, high) (flat pairs, in
+ * order), and where each gap's begin in them (one more offset than gaps: the end). */
+static PyObject *class_positions(PyObject *self, PyObject *args)
+{
+    PyObject *text, *objects[2];
+    if (!PyArg_ParseTuple(args, "UOO", &text, &objects[0], &objects[1]))
+        return NULL;
+    Py_ssize_t n_gaps = PySequence_Size(objects[0]), n_ranges = PySequence_Size(objects[1]);
+    if (n_gaps < 0 || n_ranges < 0)
+        return NULL;
+    if (n_gaps % 2 || n_ranges % 2) {
+        PyErr_SetString(PyExc_ValueError, "class_positions: gaps and ranges are pairs");
+        return NULL;
+    }
+    i64 *gaps = as_array(objects[0], n_gaps, "gaps"), *ranges = NULL, *out = NULL, *offsets = NULL;
+    PyObject *result = NULL;
+    Py_ssize_t m = 0, cap = 64;
+    if (gaps == NULL || (ranges = as_array(objects[1], n_ranges, "ranges")) == NULL)
+        goto done;
+    out = PyMem_Malloc(sizeof(i64) * (size_t)cap);
+    offsets = PyMem_Malloc(sizeof(i64) * (size_t)(n_gaps / 2 + 1));
+    if (out == NULL || offsets == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    /* The ASCII characters in the ranges, as a table; the ranges are read for the others. */
+    unsigned char ascii[128] = {0};
+    for (Py_ssize_t r = 0; r < n_ranges; r += 2)
+        for (i64 code = ranges[r] > 0 ? ranges[r] : 0; code <= ranges[r + 1] && code < 128; code++)
+            ascii[code] = 1;
+    for (Py_ssize_t g = 0; g < n_gaps; g += 2) {
+        offsets[g / 2] = m;
+        i64 low = gaps[g] > 0 ? gaps[g] - 1 : 0, high = gaps[g + 1] < length ? gaps[g + 1] : length;
+        for (i64 k = low; k < high; k++) {
+            Py_UCS4 code = PyUnicode_READ(kind, data, k);
+            if (code < 128 && !ascii[code])
+                continue;
+            for (Py_ssize_t r = 0; r < n_ranges; r += 2)
+                if (code >= ranges[r] && code <= ranges[r + 1]) {
+                    if (m == cap) {
+                        cap *= 2;
+                        i64 *grown = PyMem_Realloc(out, sizeof(i64) * (size_t)cap);
+                        if (grown == NULL) {
+                            PyErr_NoMemory();
+                            goto done;
+                        }
+                        out = grown;
+                    }
+                    out[m++] = k;
+                    break;
+                }
+        }
+    }
+    offsets[n_gaps / 2] = m;
+    PyObject *lists[2] = {list_of(out, m), list_of(offsets, n_gaps / 2 + 1)};
+    if (lists[0] != NULL && lists[1] != NULL)
+        result = PyTuple_Pack(2, lists[0], lists[1]);
+    Py_XDECREF(lists[0]);
+    Py_XDECREF(lists[1]);
+done:
+    PyMem_Free(gaps);
+    PyMem_Free(ranges);
+    PyMem_Free(out);
+    PyMem_Free(offsets);
+    return result;
+}
+
+/* window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price)
+ *   -> (extra, missing): for each candidate scored below `below` and not inside a row (the reach of the
+ * last row starting before it, when there is one, is at or before it), its position moved back over
+ * white space (not below low) and the `width` characters before that looked up in the dict memo:
+ * `price` when memo says False, 0 when True, and its index in missing when memo has no such key. */
+static PyObject *window_extra(PyObject *self, PyObject *args)
+{
+    PyObject *text, *objects[4], *memo;
+    long long below, low, width, price;
+    if (!PyArg_ParseTuple(args, "UOOLOOLLO!L", &text, &objects[0], &objects[1], &below, &objects[2], &objects[3],
+                          &low, &width, &PyDict_Type, &memo, &price))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(objects[0]), n_rows = PySequence_Size(objects[2]);
+    if (n < 0 || n_rows < 0)
+        return NULL;
+    i64 *positions = as_array(objects[0], n, "positions"), *scores = NULL, *row_starts = NULL, *row_reaches = NULL;
+    i64 *extra = NULL, *missing = NULL;
+    Py_ssize_t m = 0;
+    PyObject *result = NULL;
+    if (positions == NULL || (scores = as_array(objects[1], n, "scores")) == NULL ||
+        (row_starts = as_array(objects[2], n_rows, "row_starts")) == NULL ||
+        (row_reaches = as_array(objects[3], n_rows, "row_reaches")) == NULL)
+        goto done;
+    extra = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(i64));
+    missing = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
+    if (extra == NULL || missing == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        i64 pos = positions[k];
+        if (scores[k] >= below)
+            continue;
+        if (pos < 0 || pos > length) {
+            PyErr_SetString(PyExc_IndexError, "window_extra: a position outside the text");
+            goto done;
+        }
+        Py_ssize_t row = lower_bound(row_starts, n_rows, pos);
+        if (row > 0 && pos < row_reaches[row - 1])
+            continue;
+        while (pos > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, pos - 1)))
+            pos--;
+        PyObject *key = PyUnicode_Substring(text, pos > width ? pos - width : 0, pos);
+        if (key == NULL)
+            goto done;
+        PyObject *value = PyDict_GetItemWithError(memo, key);
+        Py_DECREF(key);
+        if (value == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            missing[m++] = k;
+            continue;
+        }
+        int truth = PyObject_IsTrue(value);
+        if (truth < 0)
+            goto done;
+        if (!truth)
+            extra[k] = price;
+    }
+    PyObject *lists[2] = {list_of(extra, n), list_of(missing, m)};
+    if (lists[0] != NULL && lists[1] != NULL)
+        result = PyTuple_Pack(2, lists[0], lists[1]);
+    Py_XDECREF(lists[0]);
+    Py_XDECREF(lists[1]);
+done:
+    PyMem_Free(positions);
+    PyMem_Free(scores);
+    PyMem_Free(row_starts);
+    PyMem_Free(row_reaches);
+    PyMem_Free(extra);
+    PyMem_Free(missing);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"best_predecessors", best_predecessors, METH_VARARGS,
      "segmenter.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls, "
@@ -345,6 +918,14 @@ static PyMethodDef methods[] = {
      "segmenter.cut_candidates(text, positions, scores, extra, score_prices, intervals, forbidden, free_score, end)"},
     {"trim_ends", trim_ends, METH_VARARGS, "segmenter.trim_ends(text, positions, low)"},
     {"lookup", lookup, METH_VARARGS, "segmenter.lookup(keys, values, queries, right)"},
+    {"skip_spaces", skip_spaces, METH_VARARGS,
+     "segmenter.skip_spaces(text, positions, limit, max_indent, plain, verify_indent)"},
+    {"class_ends", class_ends, METH_VARARGS, "segmenter.class_ends(text, gaps, spec, taken, plain)"},
+    {"wide_gaps", wide_gaps, METH_VARARGS, "segmenter.wide_gaps(gaps, positions, scores, min_score, found, budget)"},
+    {"class_positions", class_positions, METH_VARARGS, "segmenter.class_positions(text, gaps, ranges)"},
+    {"window_extra", window_extra, METH_VARARGS,
+     "segmenter.window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price)"},
+    {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -782,10 +782,14 @@ class Packer:
     def _opening(self, start: int, end: int) -> int:
         """Where a chunk that opens with the span [start, end) starts: a cut before it starts at its
         line's start when only white space is before it there (``_skip_space`` keeps the indentation)."""
+        return self._skip_space(self._opening_line(start), end)
+
+    def _opening_line(self, start: int) -> int:
+        """``start``'s line start when only spaces and tabs are before it there, else ``start``."""
         line = self.text.rfind("\n", 0, start) + 1
         if line < start and self.text[line:start].strip(" \t"):
-            line = start
-        return self._skip_space(line, end)
+            return start
+        return line
 
     def _next_text(self, pos: int) -> int:
         """The first non-space position at or after ``pos`` (the end of the text when none)."""

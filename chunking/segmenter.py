@@ -20,8 +20,15 @@ _ATX_LINE, evaluated only for the candidates on such a line). The generic work i
 over arrays with no rule of their own, in C (chunking/_segment.c) and held equal to their Python
 twins here (tests/core/test_segmenter.py): ``cut_candidates`` (sums the interval prices by a sweep,
 drops forbidden candidates, keeps one cut per white-space run), ``trim_ends``, ``lookup`` (the
-heading-span prefix sums at each cut) and the optimiser ``best_predecessors``. The additive size
-prefixes are the cut offsets for characters and come from the meter's arrays for words and tokens.
+heading-span prefix sums at each cut, the reserves by prefix), ``skip_spaces`` (chunk starts and
+first characters where the characters settle ``Packer._skip_space``; the packer decides the rest),
+``window_extra`` (the mid-sentence extras from the per-window memo), the level finders
+``wide_gaps`` (a level's gaps, all at once), ``class_ends`` (the ends of a level whose pattern is
+character classes, read from its ``re`` pattern by ``level_spec``: paragraph, line),
+``class_positions`` (a level's lead characters, its ``lead`` class as code point ranges) and
+``first_in_ranges`` (whether the text has a level's ``unless`` character), and the optimiser
+``best_predecessors``. The additive size prefixes are the cut offsets for characters and come from
+the meter's arrays for words and tokens; for words and tokens the levels are searched gap by gap.
 
 A segmentation is a sequence of cuts; its cost is
 
@@ -85,11 +92,27 @@ import re
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple
 
+import regex
+
 from chunkyard.chunking import native
 from chunkyard.chunking.levels import ATX_LAST_LINE as _ATX_LINE
 from chunkyard.chunking.levels import SENTENCE_ENDED as _SENTENCE_END
 from chunkyard.chunking.levels import find_ends
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
+
+try:  # re's own parser reads the levels' patterns as data (class_ranges, level_spec); without it, none is
+    import re._parser as _re_parser
+    from re._constants import CATEGORY as _CATEGORY
+    from re._constants import CATEGORY_NOT_SPACE as _CATEGORY_NOT_SPACE
+    from re._constants import CATEGORY_SPACE as _CATEGORY_SPACE
+    from re._constants import IN as _IN
+    from re._constants import LITERAL as _LITERAL
+    from re._constants import MAX_REPEAT as _MAX_REPEAT
+    from re._constants import MAXREPEAT as _MAXREPEAT
+    from re._constants import NEGATE as _NEGATE
+    from re._constants import RANGE as _RANGE
+except ImportError:  # pragma: no cover - a Python whose re has another layout
+    _re_parser = None
 
 if TYPE_CHECKING:
     from chunkyard.chunking.levels import TextLevel
@@ -115,6 +138,9 @@ PRICE_NO_OVERLAP = 300  # a chunk that needs the room reserved for overlap: it g
 PRICE_OVER_BUDGET = 10**9  # a chunk that cannot fit: allowed only between adjacent candidates
 SCORE_BREAK = 10**6  # a reviewer's break
 _UNREACHABLE = 1 << 62
+_DEFAULT_FLAGS = regex.compile("").flags
+_RE_DEFAULT_FLAGS = re.compile("").flags
+_INDENT_KEPT = 32  # Packer._skip_space: a chunk keeps at most this much of its line's indentation
 _NON_SPACE = re.compile(r"\S")
 # Whether the text before a cut (its last four characters) ends a sentence (findings' _SENTENCE_END),
 # remembered per window: the same few endings recur.
@@ -126,6 +152,54 @@ _ATX_AFTER_LF = re.compile(r"\n {0,3}#")  # re's \s is exactly str.isspace (as P
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
 _native = native.load("_segment")
+
+
+_CLASSES: dict[tuple[str, bool], list[int] | None] = {}
+
+
+def class_ranges(pattern: regex.Pattern[str]) -> list[int] | None:
+    """The code points a pattern that is one character class of literals and ranges matches (flat
+    pairs lo, hi, inclusive; tests/core/test_segmenter.py checks every code point), else None."""
+    key = (pattern.pattern, isinstance(pattern, re.Pattern))
+    if key not in _CLASSES:
+        ranges: list[int] | None = None
+        try:
+            default = _RE_DEFAULT_FLAGS if isinstance(pattern, re.Pattern) else _DEFAULT_FLAGS
+            usable = _re_parser is not None and pattern.flags == default
+            parsed = list(_re_parser.parse(key[0])) if usable else []
+        except re.error:
+            parsed = []
+        if len(parsed) == 1 and parsed[0][0] is _IN:
+            ranges = []
+            for op, arg in parsed[0][1]:
+                if op is _LITERAL:
+                    ranges += (arg, arg)
+                elif op is _RANGE:
+                    ranges += arg
+                else:
+                    ranges = None
+                    break
+        _CLASSES[key] = ranges
+    return _CLASSES[key]
+
+
+def first_in_ranges(text: str, ranges: list[int], start: int, end: int) -> int:
+    """The first index in [start, end) whose code point lies in one of ``ranges`` (flat pairs lo, hi,
+    inclusive), else -1."""
+    pairs = list(zip(ranges[::2], ranges[1::2], strict=True))
+    for k in range(max(0, start), min(end, len(text))):
+        code = ord(text[k])
+        if any(lo <= code <= hi for lo, hi in pairs):
+            return k
+    return -1
+
+
+def ends_in_atx_line(text: str, pos: int) -> bool:
+    """Whether ``_ATX_LINE.search(text, max(0, pos - 300), pos)`` finds the text before ``pos`` to end
+    in an ATX heading line, as findings ask: only the window's last line can match (``\\Z`` after
+    ``[^\\n]*``, and ``^`` only at a line start), so the pattern is tried there alone."""
+    low = max(0, pos - 300)
+    return _ATX_LINE.match(text, max(low, text.rfind("\n", low, pos) + 1), pos) is not None
 
 
 def score_price(score: int) -> int:
@@ -323,11 +397,257 @@ def lookup(keys: list[int], values: list[int], queries: list[int], right: bool) 
     return [values[find(keys, q)] for q in queries]
 
 
+def skip_spaces(
+    text: str, positions: list[int], limit: int | list[int], max_indent: int, plain: bool, verify_indent: bool
+) -> tuple[list[int], list[int]]:
+    """Each position moved past white space (up to ``limit``, one or one per position) as
+    ``Packer._skip_space`` moves a chunk start, where the characters settle it: back to the line start
+    when the indentation skipped is at most ``max_indent`` characters. ``unsure``: the indices the
+    caller decides itself (a cluster boundary not settled by ASCII, unless ``plain``; a kept
+    indentation when ``verify_indent``). With ``max_indent`` -1 and ``plain`` it is
+    ``Packer._next_text`` up to the limit."""
+    n = len(text)
+    limits = [limit] * len(positions) if isinstance(limit, int) else limit
+    starts: list[int] = []
+    unsure: list[int] = []
+    for k, (pos, limit) in enumerate(zip(positions, limits, strict=True)):
+        bound = min(limit, n)
+        if pos < bound and not text[pos].isspace():
+            first = pos
+        else:
+            found = _NON_SPACE.search(text, pos, bound)  # re's \S: not str.isspace
+            first = found.start() if found is not None else max(pos, bound)
+        if first >= limit or first >= n:
+            start = max(pos, limit)
+            if first < limit:  # the text ends before the limit: only white space
+                start = first
+                unsure.append(k)
+        elif not plain and not (
+            first == 0 or (text[first] < "\x7f" and text[first - 1] < "\x7f" and text[first - 1] != "\r")
+        ):
+            start = first
+            unsure.append(k)
+        elif first == pos:
+            start = pos
+        else:
+            newline = text.rfind("\n", pos, first)
+            line_start = (
+                newline + 1 if newline != -1 else (pos if pos == 0 or text[pos - 1] == "\n" else first)
+            )
+            start = line_start if line_start < first and first - line_start <= max_indent else first
+            if start < first and verify_indent:
+                unsure.append(k)
+        starts.append(start)
+    return starts, unsure
+
+
+def _in_class(item: tuple[int, int, int, list[int]], char: str) -> bool:
+    _, _, negate, terms = item
+    code = ord(char)
+    inside = any(
+        (lo <= code <= hi) if kind == 0 else char.isspace() == (kind == 1)
+        for kind, lo, hi in zip(terms[::3], terms[1::3], terms[2::3], strict=True)
+    )
+    return inside != bool(negate)
+
+
+def _items(spec: list[int]) -> list[tuple[int, int, int, list[int]]]:
+    items, at = [], 1
+    for _ in range(spec[0]):
+        low, high, negate, count = spec[at : at + 4]
+        items.append((low, high, negate, spec[at + 4 : at + 4 + 3 * count]))
+        at += 4 + 3 * count
+    return items
+
+
+def class_ends(
+    text: str, gaps: list[int], spec: list[int], taken: list[int], plain: bool
+) -> tuple[list[int], list[int]]:
+    """The ends of the matches of ``spec`` (``level_spec``: classes repeated greedily) as ``finditer``
+    finds them in each gap's window ``[low - 1, high)`` (flat pairs), strictly inside the gap and not
+    in ``taken`` (sorted), in order; ``unsure``: the indices of those whose grapheme boundary the
+    characters do not settle (unless ``plain``)."""
+    items = _items(spec)
+    taken_set = set(taken)
+    ends: list[int] = []
+    unsure: list[int] = []
+    for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+        high = min(high, len(text))
+        pos = max(0, low - 1)
+        while pos < high:
+            end = pos
+            for item in items:
+                count = 0
+                while (item[1] < 0 or count < item[1]) and end < high and _in_class(item, text[end]):
+                    end += 1
+                    count += 1
+                if count < item[0]:
+                    end = -1
+                    break
+            if end < 0:
+                pos += 1
+                continue
+            if low < end < high and end not in taken_set:
+                if not plain and not (
+                    end >= len(text)
+                    or (text[end] < "\x7f" and text[end - 1] < "\x7f" and text[end - 1] != "\r")
+                ):
+                    unsure.append(len(ends))
+                ends.append(end)
+            pos = max(end, pos + 1)
+    return ends, unsure
+
+
+def wide_gaps(
+    gaps: list[int], positions: list[int], scores: list[int], min_score: int, found: list[int], budget: int
+) -> list[int]:
+    """Inside each gap (low, high) (flat pairs, sorted, disjoint): the points, the ``positions`` scored
+    ``min_score`` or more and the ``found`` (both sorted), with low and high; of each two consecutive
+    points a, b, the pair when ``(b - a) * 4 > budget`` (flat)."""
+    out: list[int] = []
+    for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+        i, j = bisect.bisect_right(positions, low), bisect.bisect_left(positions, high)
+        strong = [p for p, s in zip(positions[i:j], scores[i:j], strict=True) if s >= min_score]
+        inside = found[bisect.bisect_right(found, low) : bisect.bisect_left(found, high)]
+        points = [low, *sorted(strong + inside), high]
+        for a, b in itertools.pairwise(points):
+            if (b - a) * 4 > budget:
+                out += (a, b)
+    return out
+
+
+def class_positions(text: str, gaps: list[int], ranges: list[int]) -> tuple[list[int], list[int]]:
+    """The indices of the characters in ``ranges`` (flat pairs lo, hi, inclusive) inside each gap's
+    window ``[low - 1, high)`` (flat pairs, in order), and the offset where each gap's begin in them
+    (one more than the gaps: the end)."""
+    pairs = list(zip(ranges[::2], ranges[1::2], strict=True))
+    out: list[int] = []
+    offsets: list[int] = []
+    for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+        offsets.append(len(out))
+        out += [
+            k
+            for k in range(max(0, low - 1), min(high, len(text)))
+            if any(lo <= ord(text[k]) <= hi for lo, hi in pairs)
+        ]
+    offsets.append(len(out))
+    return out, offsets
+
+
+def window_extra(
+    text: str,
+    positions: list[int],
+    scores: list[int],
+    below: int,
+    row_starts: list[int],
+    row_reaches: list[int],
+    low: int,
+    width: int,
+    memo: dict[str, bool],
+    price: int,
+) -> tuple[list[int], list[int]]:
+    """For each candidate scored below ``below`` and not inside a row (the reach of the last row that
+    starts before it, if any, is at or before it): its position moved back over white space (not below
+    ``low``), and the ``width`` characters before that looked up in ``memo``: ``price`` when it says
+    False, 0 when True, and its index in ``missing`` when it has no such key."""
+    extra = [0] * len(positions)
+    missing: list[int] = []
+    for k, (pos, score) in enumerate(zip(positions, scores, strict=True)):
+        if score >= below:
+            continue
+        row = bisect.bisect_left(row_starts, pos)
+        if row > 0 and pos < row_reaches[row - 1]:
+            continue
+        while pos > low and text[pos - 1].isspace():
+            pos -= 1
+        value = memo.get(text[max(0, pos - width) : pos])
+        if value is None:
+            missing.append(k)
+        elif not value:
+            extra[k] = price
+    return extra, missing
+
+
+_SPECS: dict[str, list[int] | None] = {}
+
+
+def level_spec(pattern: re.Pattern[str]) -> list[int] | None:
+    """A level's ``re`` pattern as the data ``class_ends`` matches, when it is a sequence of character
+    classes (literals, ranges, white space, negated) each repeated a fixed or unbounded number of times,
+    where greedy matching cannot need to give a character back: a repeat is last, or followed by one
+    literal it does not match. None for any other pattern."""
+    key = pattern.pattern
+    if key in _SPECS:
+        return _SPECS[key]
+    spec: list[int] | None = None
+    try:
+        usable = _re_parser is not None and pattern.flags == _RE_DEFAULT_FLAGS
+        parsed = list(_re_parser.parse(key)) if usable else []
+    except re.error:
+        parsed = []
+    items: list[tuple[int, int, int, list[int]]] = []
+    for op, arg in parsed:
+        low = high = 1
+        if op is _MAX_REPEAT and len(arg[2]) == 1:
+            low, high = arg[0], -1 if arg[1] == _MAXREPEAT else arg[1]
+            op, arg = list(arg[2])[0]
+        item = _class_item(op, arg, low, high)
+        if item is None:
+            items = []
+            break
+        items.append(item)
+    if items and items[0][0] >= 1:
+        for item, after in itertools.pairwise([*items, None]):
+            if item[0] != item[1] and after is not None:
+                single = (
+                    after[0] == after[1] == 1 and not after[2] and len(after[3]) == 3 and after[3][0] == 0
+                )
+                if not single or after[3][1] != after[3][2] or _in_class(item, chr(after[3][1])):
+                    items = []
+                    break
+        if items:
+            spec = [len(items)]
+            for low, high, negate, terms in items:
+                spec += (low, high, negate, len(terms) // 3, *terms)
+    _SPECS[key] = spec
+    return spec
+
+
+def _class_item(op, arg, low: int, high: int) -> tuple[int, int, int, list[int]] | None:
+    if op is _LITERAL:
+        return (low, high, 0, [0, arg, arg])
+    if op is not _IN:
+        return None
+    negate, terms = 0, []
+    for k, (kind, value) in enumerate(arg):
+        if kind is _NEGATE and k == 0:
+            negate = 1
+        elif kind is _LITERAL:
+            terms += (0, value, value)
+        elif kind is _RANGE:
+            terms += (0, *value)
+        elif kind is _CATEGORY and value is _CATEGORY_SPACE:
+            terms += (1, 0, 0)
+        elif kind is _CATEGORY and value is _CATEGORY_NOT_SPACE:
+            terms += (2, 0, 0)
+        else:
+            return None
+    return (low, high, negate, terms)
+
+
 # The kernels in C when chunking/_segment.c is built and current, else their Python twins above.
 kernel = (
     _native
     if _native is not None
-    else SimpleNamespace(cut_candidates=cut_candidates, trim_ends=trim_ends, lookup=lookup)
+    else SimpleNamespace(
+        cut_candidates=cut_candidates,
+        trim_ends=trim_ends,
+        lookup=lookup,
+        skip_spaces=skip_spaces,
+        wide_gaps=wide_gaps,
+        class_positions=class_positions,
+        window_extra=window_extra,
+    )
 )
 
 
@@ -343,6 +663,10 @@ class Segmenter:
         self._plain = self.text.isascii() and "\r" not in self.text
         # Per level (by identity: hashing a level hashes its patterns): the text has no ``unless`` character.
         self._clean: dict[int, bool] = {}
+        self._lacking: dict[str, bool] = {}
+        self._reserve_tables: dict[int, list[int]] = {}
+        # The candidates gap by gap, for every meter (the way for words and tokens; for tests).
+        self._by_gap = False
 
     # -- sizes --------------------------------------------------------------------------------------
 
@@ -374,6 +698,20 @@ class Segmenter:
             )
             self.pk.meter._segmenter_arrays = arrays
         return arrays
+
+    def _starts(self, cuts: list[int]) -> list[int]:
+        """Where a chunk after each cut starts (``Packer._skip_space``): by the kernel ``skip_spaces``
+        where the characters settle it, else by the packer."""
+        pk, text, end = self.pk, self.text, self.plan.end
+        chars = isinstance(pk.meter, CharMeter)
+        # Packer._skip_space keeps an indentation of at most _INDENT_KEPT characters and half the budget.
+        max_indent = min(_INDENT_KEPT, pk.max_size // 2) if chars else _INDENT_KEPT
+        starts, unsure = kernel.skip_spaces(text, cuts, end, max_indent, self._plain, not chars)
+        skip, is_boundary = pk._skip_space, pk._is_cluster_boundary
+        for k in unsure:
+            p = cuts[k]
+            starts[k] = p if p < end and not text[p].isspace() and is_boundary(p) else skip(p, end)
+        return starts
 
     # -- candidates ---------------------------------------------------------------------------------
 
@@ -407,6 +745,8 @@ class Segmenter:
         if not levels or len(positions) == 0:
             return positions, [found[p] for p in positions]
         scores = [found[p] for p in positions]
+        if isinstance(pk.meter, CharMeter) and not self._by_gap:
+            return self._candidates_by_level(origin, found, positions, scores)
         budget = pk.max_size
         # The gaps of the level before, each with what that level found inside it (the gaps of the
         # first level are searched for in the whole text).
@@ -450,6 +790,93 @@ class Segmenter:
         positions = sorted(found)
         return positions, [found[p] for p in positions]
 
+    def _candidates_by_level(
+        self, origin: int, found: dict[int, int], positions: list[int], scores: list[int]
+    ) -> tuple[list[int], list[int]]:
+        """``_candidates`` for characters, each level at once over all its gaps: the gaps by the
+        kernel ``wide_gaps`` (the previous level's gaps split at its finds and at the candidates as
+        strong as this level), the finds by the kernel ``class_ends`` for a level whose pattern is
+        classes (``level_spec``; paragraph, line) in a text without its ``unless`` characters, else
+        by ``_find`` gap by gap. A level's finds are never taken already, but by the plan's positions:
+        those of the levels before lie on the bounds of its gaps."""
+        pk, text = self.pk, self.text
+        budget = pk.max_size
+        gaps = [origin, self.plan.end]
+        inside: list[int] = []
+        grown = False
+        for level in pk._levels:
+            gaps = kernel.wide_gaps(gaps, positions, scores, level.score, inside, budget)
+            if not gaps:
+                break
+            spec = None
+            if _native is not None and level.same is not None and level.pattern.pattern != r"\s+":
+                clean = self._clean.get(id(level))
+                if clean is None:
+                    clean = self._clean[id(level)] = self._lacks(level.unless)
+                spec = level_spec(level.same) if clean or level.unless is None else None
+            if spec is not None:
+                inside, unsure = _native.class_ends(text, gaps, spec, positions, self._plain)
+                if unsure:
+                    is_boundary = pk._is_cluster_boundary
+                    bad = {k for k in unsure if not is_boundary(inside[k])}
+                    if bad:
+                        inside = [pos for k, pos in enumerate(inside) if k not in bad]
+            elif self._leads(level) is not None:
+                inside = self._lead_ends(level, gaps, found)
+            else:
+                inside = []
+                for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+                    inside += self._find(level, low, high, found, max(1, high - low))
+            if inside:
+                found.update(dict.fromkeys(inside, level.score))
+                grown = True
+        if not grown:
+            return positions, scores
+        positions = sorted(found)
+        return positions, [found[p] for p in positions]
+
+    def _leads(self, level: TextLevel) -> list[int] | None:
+        """The code point ranges of the characters a match of ``level`` begins with (its ``lead``, one
+        character class), when ``find_ends`` tries the pattern only there in this text (no character
+        of the level's ``unless`` in it) and the kernels are built; else None."""
+        if _native is None or level.same is not None or level.lead is None:
+            return None
+        clean = self._clean.get(id(level))
+        if clean is None:
+            clean = self._clean[id(level)] = self._lacks(level.unless)
+        return class_ranges(level.lead) if clean else None
+
+    def _lead_ends(self, level: TextLevel, gaps: list[int], taken: dict[int, int]) -> list[int]:
+        """``_find`` of a level matched at its leads (``levels.find_ends``: the pattern tried at each
+        lead character not inside the match before) in every gap, the leads found by the kernel
+        ``class_positions`` in one call."""
+        text, pk = self.text, self.pk
+        leads, offsets = _native.class_positions(text, gaps, self._leads(level))
+        match = level.pattern.match
+        plain, is_boundary = self._plain, pk._is_cluster_boundary
+        out: list[int] = []
+        for g, (low, high) in enumerate(zip(gaps[::2], gaps[1::2], strict=True)):
+            scanned = max(0, low - 1)
+            for at in leads[offsets[g] : offsets[g + 1]]:
+                if at < scanned:
+                    continue
+                found = match(text, at, high)
+                if found is None:
+                    continue
+                pos = found.end()
+                scanned = pos if pos > at else at + 1
+                if (
+                    low < pos < high
+                    and pos not in taken
+                    and (
+                        plain
+                        or (text[pos] < "\x7f" and text[pos - 1] < "\x7f" and text[pos - 1] != "\r")
+                        or is_boundary(pos)
+                    )
+                ):
+                    out.append(pos)
+        return out
+
     def _find(self, level: TextLevel, low: int, high: int, taken: dict[int, int], size: int) -> list[int]:
         """The boundaries of ``level`` strictly inside (low, high) of ``size`` (estimated) that are not
         ``taken`` yet, sorted: words and graphemes every sixteenth of a budget."""
@@ -476,7 +903,7 @@ class Segmenter:
             return sorted(out)
         clean = self._clean.get(id(level))
         if clean is None:
-            clean = self._clean[id(level)] = level.unless is None or level.unless.search(text) is None
+            clean = self._clean[id(level)] = self._lacks(level.unless)
         matches = find_ends(level, text, max(0, low - 1), high, clean=clean)
         if not sampled:
             if self._plain:
@@ -502,6 +929,22 @@ class Segmenter:
                 kept = pos
         return out
 
+    def _lacks(self, unless: regex.Pattern[str] | None) -> bool:
+        """Whether the text has no match of a level's ``unless`` pattern, remembered per pattern (levels
+        share them); a pattern that is one character class (``class_ranges``) by the kernel
+        ``first_in_ranges`` (C only: in Python the pattern's search is faster than the twin)."""
+        if unless is None:
+            return True
+        lacks = self._lacking.get(unless.pattern)
+        if lacks is None:
+            ranges = class_ranges(unless) if _native is not None else None
+            if ranges is None:
+                lacks = unless.search(self.text) is None
+            else:
+                lacks = _native.first_in_ranges(self.text, ranges, 0, len(self.text)) < 0
+            self._lacking[unless.pattern] = lacks
+        return lacks
+
     # -- prices -------------------------------------------------------------------------------------
 
     def _prices(self, positions: list[int], scores: list[int]) -> tuple[list[int], list[int], list[int]]:
@@ -512,7 +955,6 @@ class Segmenter:
         pk, plan, text = self.pk, self.plan, self.text
         pk._index()
         end = plan.end
-        extra = [0] * len(positions)
         # Table and code bodies: (start, end) open intervals, merged.
         rows: list[list[int]] = []
         for body, reach in zip(pk._line_group_starts, pk._line_group_reach, strict=True):
@@ -520,27 +962,33 @@ class Segmenter:
                 rows[-1][1] = max(rows[-1][1], reach)
             else:
                 rows.append([body, reach])
-        row_starts = [body for body, _ in rows]
         # Mid-sentence: a weak cut (below a line) outside table and code bodies after text that does
-        # not end a sentence.
-        weak = [k for k, score in enumerate(scores) if score < SCORE_MID_SENTENCE_BELOW]
-        if rows and weak:
-            # The reach of the last table or code body starting before each: inside it when before it.
-            reach = kernel.lookup(
-                row_starts, [-1, *(r for _, r in rows)], [positions[k] for k in weak], False
-            )
-            weak = [k for k, r in zip(weak, reach, strict=True) if positions[k] >= r]
-        trimmed = kernel.trim_ends(text, [positions[k] for k in weak], plan.start)
+        # not end a sentence (its last four characters, trimmed, remembered per window).
         memo = _ENDS_SENTENCE
         if len(memo) > 1 << 16:
             memo.clear()
-        for k, t in zip(weak, trimmed, strict=True):
-            window = text[max(0, t - 4) : t]
-            ends_sentence = memo.get(window)
-            if ends_sentence is None:
-                ends_sentence = memo[window] = _SENTENCE_END.search(window) is not None
-            if not ends_sentence:
-                extra[k] += PRICE_MID_SENTENCE
+        args = (
+            text,
+            positions,
+            scores,
+            SCORE_MID_SENTENCE_BELOW,
+            [body for body, _ in rows],
+            [reach for _, reach in rows],
+            plan.start,
+            4,
+            memo,
+            PRICE_MID_SENTENCE,
+        )
+        extra, missing = kernel.window_extra(*args)
+        if missing:
+            trimmed = kernel.trim_ends(text, [positions[k] for k in missing], plan.start)
+            for k, t in zip(missing, trimmed, strict=True):
+                window = text[t - 4 : t] if t >= 4 else text[:t]
+                ends_sentence = memo.get(window)
+                if ends_sentence is None:
+                    ends_sentence = memo[window] = _SENTENCE_END.search(window) is not None
+                if not ends_sentence:
+                    extra[k] = PRICE_MID_SENTENCE
         # Mid-row: inside a table row or code line (not at a line start).
         for body, reach in rows:
             for k in range(bisect.bisect_right(positions, body), bisect.bisect_left(positions, reach)):
@@ -551,8 +999,8 @@ class Segmenter:
         if heading_starts:
             # Inside a heading, or after it with only white space between: [start + 1, that + 1).
             heading_ends = plan.heading_ends
-            for k, start in enumerate(heading_starts):
-                reach = pk._next_text(heading_ends[start])
+            reaches = self._next_texts([heading_ends[start] for start in heading_starts], end)
+            for k, (start, reach) in enumerate(zip(heading_starts, reaches, strict=True)):
                 if k + 1 < len(heading_starts):
                     reach = min(reach, heading_starts[k + 1])
                 if reach > start:
@@ -561,62 +1009,106 @@ class Segmenter:
             # A plan without headings (recursive): a '#' line before the cut, as findings see it. Lines
             # that may be one: a '#' after at most three spaces at a line start.
             line_start = text.rfind("\n", 0, max(0, plan.start - 1)) + 1
-            priced: set[int] = set()
             starts = [line_start] if _ATX_AT_START.match(text, line_start, end) else []
             starts += [match.start() + 1 for match in _ATX_AFTER_LF.finditer(text, line_start, end)]
-            for at in starts:
-                line_end = text.find("\n", at, end)
-                reach = pk._next_text(end if line_end == -1 else line_end)
-                for k in range(bisect.bisect_right(positions, at), bisect.bisect_right(positions, reach)):
-                    if k in priced or scores[k] >= SCORE_BREAK or positions[k] >= end:
-                        continue
-                    trimmed = pk._trim_end(plan.start, positions[k])
-                    if _ATX_LINE.search(text, max(0, trimmed - 300), trimmed):
-                        priced.add(k)
+            if starts:
+                find = text.find
+                line_ends = [find("\n", at, end) for at in starts]
+                reaches = self._next_texts([end if e == -1 else e for e in line_ends], end)
+                indices = list(range(len(positions) + 1))
+                firsts = kernel.lookup(positions, indices, starts, True)
+                stops = kernel.lookup(positions, indices, reaches, True)
+                inside = sorted({k for a, b in zip(firsts, stops, strict=True) if a < b for k in range(a, b)})
+                inside = [k for k in inside if scores[k] < SCORE_BREAK and positions[k] < end]
+                trimmed = kernel.trim_ends(text, [positions[k] for k in inside], plan.start)
+                for k, t in zip(inside, trimmed, strict=True):
+                    if ends_in_atx_line(text, t):
                         extra[k] += PRICE_HEADING_AT_END
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
-        units = [
-            key
-            for key in dict.fromkeys(
-                (unit.start, unit.end, unit.kind) for unit in (*plan.groups, *plan.units)
+        units = list(
+            dict.fromkeys(
+                (unit.start, unit.end, unit.kind)
+                for unit in itertools.chain(plan.groups, plan.units)
+                if unit.kind in PRICE_SPLIT
             )
-            if key[2] in PRICE_SPLIT
-        ]
+        )
         if units:
-            firsts = [
-                found.start()
-                if (found := _NON_SPACE.search(text, start, end)) is not None
-                else max(start, end)
-                for start, _, _ in units
-            ]
-            lasts = kernel.trim_ends(text, [stop for _, stop, _ in units], 0)
-            lasts = [max(start, last) for (start, _, _), last in zip(units, lasts, strict=True)]
+            unit_starts = [start for start, _, _ in units]
+            unit_stops = [stop for _, stop, _ in units]
+            firsts = self._next_texts(unit_starts, end)
+            tails = kernel.trim_ends(text, unit_stops, 0)
+            lasts = [max(start, last) for start, last in zip(unit_starts, tails, strict=True)]
             indices = list(range(len(positions) + 1))
             after_first = kernel.lookup(positions, indices, firsts, True)
             before_last = kernel.lookup(positions, indices, lasts, False)
+            # The units with a candidate inside.
+            live = [u for u, (a, b) in enumerate(zip(after_first, before_last, strict=True)) if a < b]
             # For characters in plain text a unit's trimmed text starts between its start and its first
             # non-space character, so its size is known to fit, or not, from those two bounds (without
             # a reserve: with one, the prefix where the unit starts counts too, ``_fits``).
             bounded = self._plain and isinstance(pk.meter, CharMeter) and pk.reserve is None
             budget = pk.max_size
-            for (start, stop, kind), first, last, a, b in zip(
-                units, firsts, lasts, after_first, before_last, strict=True
-            ):
-                if a >= b:
-                    continue  # no candidate inside
-                if bounded and last - start <= budget:
-                    fits = True
-                elif bounded and last - first > budget:
-                    fits = False
-                else:
-                    fits = self._fits(start, stop)
-                if fits:
-                    intervals += (first + 1, last, PRICE_SPLIT[kind])
+            fitting: dict[int, bool] = {}
+            if bounded:
+                for u in live:
+                    if lasts[u] - unit_starts[u] <= budget:
+                        fitting[u] = True
+                    elif lasts[u] - firsts[u] > budget:
+                        fitting[u] = False
+            asked = [u for u in live if u not in fitting]
+            if asked:
+                fitting.update(
+                    zip(
+                        asked,
+                        self._fit_all([unit_starts[u] for u in asked], [unit_stops[u] for u in asked]),
+                        strict=True,
+                    )
+                )
+            for u in live:
+                if fitting[u]:
+                    intervals += (firsts[u] + 1, lasts[u], PRICE_SPLIT[units[u][2]])
         forbidden: list[int] = []
         for a, b in pk._keep:
             if pk._keep_span_fits(a, b):
                 forbidden += (a + 1, pk._trim_end(a, b))
         return extra, intervals, forbidden
+
+    def _next_texts(self, positions: list[int], limit: int) -> list[int]:
+        """``Packer._next_text`` of each position, up to ``limit`` (the kernel ``skip_spaces``)."""
+        return kernel.skip_spaces(self.text, positions, limit, -1, True, False)[0]
+
+    def _fit_all(self, starts: list[int], ends: list[int]) -> list[bool]:
+        """``_fits`` of each [start, end); for characters by arrays: the trimmed text from
+        ``Packer._opening(start, end)`` (the kernel ``skip_spaces``, the packer where it is unsure)
+        and its prefix (``budget_size`` adds them) within the budget."""
+        pk = self.pk
+        if not isinstance(pk.meter, CharMeter):
+            return [self._fits(start, end) for start, end in zip(starts, ends, strict=True)]
+        max_indent = min(_INDENT_KEPT, pk.max_size // 2)
+        # A chunk the unit opens starts at its line's start when only white space is before it there.
+        opened = [pk._opening_line(start) for start in starts]
+        begins, unsure = kernel.skip_spaces(self.text, opened, ends, max_indent, self._plain, False)
+        for k in unsure:
+            begins[k] = pk._skip_space(opened[k], ends[k])
+        tails = kernel.trim_ends(self.text, ends, 0)
+        sizes = [max(begin, tail) - begin for begin, tail in zip(begins, tails, strict=True)]
+        if pk.reserve is not None:
+            sizes = [size + r for size, r in zip(sizes, self._reserve_lookup(begins), strict=True)]
+        budget = pk.max_size
+        return [size <= budget for size in sizes]
+
+    def _reserve_lookup(self, starts: list[int], offset: int = 0) -> list[int]:
+        """``max(1, offset - r)`` for each start's reserve r (``Reserve.sizes_at``), or r itself when
+        ``offset`` is 0, by the kernel ``lookup`` over the reserve's few distinct prefixes."""
+        reserve = self.pk.reserve
+        table = self._reserve_tables.get(offset)
+        if table is None:
+            sizes = [prefix.size for prefix in reserve.prefixes]
+            sizes = [sizes[0], *sizes]  # before the first low: the first prefix
+            if offset:
+                sizes = [max(1, offset - size) for size in sizes]
+            table = self._reserve_tables[offset] = sizes
+        return kernel.lookup(reserve.lows, table, starts, True)
 
     def _fits(self, start: int, end: int) -> bool:
         """Whether [start, end), trimmed, fits the budget in a chunk it opens (with a reserve, beside the
@@ -688,19 +1180,7 @@ class Segmenter:
             text, positions, scores, extra, _SCORE_PRICES, intervals, forbidden, SCORE_BREAK, plan.end
         )
         points = [origin, *cuts]
-        end = plan.end
-        skip, is_boundary = pk._skip_space, pk._is_cluster_boundary
-        if self._plain:
-            starts = [origin] + [p if p < end and not text[p].isspace() else skip(p, end) for p in cuts]
-        else:
-            starts = [origin] + [
-                p
-                if p < end
-                and not text[p].isspace()
-                and ((text[p] < "\x7f" and text[p - 1] < "\x7f" and text[p - 1] != "\r") or is_boundary(p))
-                else skip(p, end)
-                for p in cuts
-            ]
+        starts = [origin, *self._starts(cuts)]
         ends = [origin, *kernel.trim_ends(text, cuts, origin)]
         heads, tails = self._prefixes(starts, ends)
         heading_starts = pk._heading_starts
@@ -723,13 +1203,14 @@ class Segmenter:
         # Room for overlap: chunks after the first get ``overlap`` less, or the full budget at a price.
         reserve = min(pk.overlap, pk.max_size - 1) if pk.overlap else 0
         limits = [pk.max_size] + [pk.max_size - reserve] * len(cuts)
-        allowances, fulls = list(limits), [pk.max_size] * len(points)
-        # Room for each start's embed_text prefix (``chunkyard.chunking.prefix``): taken off both, and
-        # each chosen chunk is measured with its prefix below.
-        prefixes = pk.reserve.sizes_at(starts) if pk.reserve is not None else None
-        if prefixes is not None:
-            allowances = [max(1, a - r) for a, r in zip(allowances, prefixes, strict=True)]
-            fulls = [max(1, f - r) for f, r in zip(fulls, prefixes, strict=True)]
+        if pk.reserve is None:
+            allowances, fulls = list(limits), [pk.max_size] * len(points)
+        else:
+            # Room for each start's embed_text prefix (``chunkyard.chunking.prefix``): taken off both,
+            # and each chosen chunk is measured with its prefix below.
+            fulls = self._reserve_lookup(starts, pk.max_size)
+            allowances = self._reserve_lookup(starts, pk.max_size - reserve) if reserve else list(fulls)
+            allowances[0] = fulls[0]
         measure = pk.budget_size
         exact = isinstance(pk.meter, CharMeter | WordMeter)
         chunk_price = plan.chunk_price

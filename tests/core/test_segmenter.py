@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from chunkyard.chunking import native, packer, segmenter
 from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.packer import SENTENCE, SENTENCE_OR_PARAGRAPH, Packer, find_ends
+from chunkyard.chunking.prefix import Reserve
 from chunkyard.chunking.segmenter import (
     PRICE_HEADING_AT_END,
     PRICE_MID_ROW,
@@ -555,3 +556,281 @@ def test_find_ends_is_finditer(text, level, data, clean):
         clean = False  # "clean" is the caller's promise that the text has no such character
     expected = [match.end() for match in level.pattern.finditer(text, start, end)]
     assert list(find_ends(level, text, start, end, clean=clean)) == expected
+
+
+# -- character classes: the levels' ``unless`` patterns as code point ranges -------------------------
+
+ALL_LEVELS = sorted(
+    {
+        level
+        for levels in (
+            packer.RECURSIVE_LEVELS,
+            (SENTENCE_OR_PARAGRAPH, packer.WORD, packer.GRAPHEME),
+            tuple(packer._LONE_CR_LEVELS.values()),
+        )
+        for level in levels
+    },
+    key=lambda level: (level.name, level.pattern.pattern),
+)
+
+
+def test_every_levels_unless_class_is_its_code_point_ranges() -> None:
+    patterns = {level.unless.pattern: level.unless for level in ALL_LEVELS if level.unless is not None}
+    patterns |= {("lead", level.lead.pattern): level.lead for level in ALL_LEVELS if level.lead is not None}
+    assert len(patterns) >= 4  # the unless and lead patterns of the levels, each a class class_ranges reads
+    for pattern in patterns.values():
+        ranges = segmenter.class_ranges(pattern)
+        assert ranges is not None, pattern.pattern
+        pairs = list(zip(ranges[::2], ranges[1::2], strict=True))
+        for code in range(0x110000):
+            inside = any(lo <= code <= hi for lo, hi in pairs)
+            assert inside == bool(pattern.match(chr(code))), (pattern.pattern, hex(code))
+    assert segmenter.class_ranges(packer.regex.compile(r"[^a]")) is None
+    assert segmenter.class_ranges(packer.regex.compile(r"\s+")) is None
+    assert segmenter.class_ranges(packer.regex.compile(r"[ab]")) == [97, 97, 98, 98]
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(st.sampled_from("ab \n\x1c\x1f\x1eé\u0e01\u0e5b\u0e5c\u0ed0😀"), max_size=40),
+    data=st.data(),
+)
+def test_the_c_class_kernel_equals_its_python_twin(text, data):
+    ranges = data.draw(
+        st.sampled_from([[28, 31], [0xE01, 0xE5B, 0xE81, 0xEDF], [97, 97], [0x1F600, 0x1F600], []])
+    )
+    start = data.draw(st.integers(-2, len(text) + 2))
+    end = data.draw(st.integers(-2, len(text) + 2))
+    expected = segmenter.first_in_ranges(text, ranges, start, end)
+    assert segmenter._native.first_in_ranges(text, ranges, start, end) == expected
+
+
+# -- chunk starts: skip_spaces settles what the characters settle, the packer the rest ---------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(["a", "b", " ", " " * 40, "\n", "\t", "\u00a0", "\r", "é", "\u0301", "\x7f"]),
+        max_size=30,
+    ).map("".join),
+    unit=st.sampled_from(["chars", "words", "tokens"]),
+    max_size=st.sampled_from([10, 40, 64, 1000]),
+    data=st.data(),
+)
+def test_the_chunk_starts_are_the_packers(text, unit, max_size, data):
+    plan = get_strategy("recursive")(text, parse_settings({"strategy": "recursive"}), None).plan
+    pk = Packer(text, plan, make_meter(text, unit), max_size, 0, 0)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=12)))
+    end = plan.end
+    expected = [
+        p if p < end and not text[p].isspace() and pk._is_cluster_boundary(p) else pk._skip_space(p, end)
+        for p in cuts
+    ]
+    assert Segmenter(pk)._starts(cuts) == expected
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(text=spacey, data=st.data())
+def test_the_c_skip_kernel_equals_its_python_twin(text, data):
+    positions = data.draw(st.lists(st.integers(0, len(text) + 2), max_size=20))
+    limit = data.draw(st.integers(0, len(text) + 3))
+    for max_indent in (0, 3, 32):
+        for plain, verify in itertools.product((False, True), repeat=2):
+            args = (text, positions, limit, max_indent, plain, verify)
+            assert tuple(segmenter._native.skip_spaces(*args)) == segmenter.skip_spaces(*args)
+
+
+RESERVED: list[int] = []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from([*PIECES, "é ", "  indented\n", "\u0301"]), min_size=1, max_size=25),
+    strategy=st.sampled_from(["markdown", "recursive"]),
+    unit=st.sampled_from(["chars", "words"]),
+    max_size=st.sampled_from([12, 40, 120]),
+    data=st.data(),
+)
+def test_the_fits_and_reserves_by_arrays_are_the_packers(pieces, strategy, unit, max_size, data):
+    text = "".join(pieces)
+    config = parse_settings(
+        {"strategy": strategy, "unit": unit, "max_size": max_size, "front_matter": "keep"}
+    )
+    layout = get_strategy(strategy)(text, config, None)
+    meter = make_meter(text, unit)
+    reserve = Reserve(text, layout, config, "A title", meter)
+    pk = Packer(text, layout.plan, meter, max_size, 0, 0, reserve=reserve)
+    pk._index()
+    seg = Segmenter(pk)
+    pairs = data.draw(
+        st.lists(st.tuples(st.integers(0, len(text)), st.integers(0, len(text))).map(sorted), max_size=12)
+    )
+    starts, ends = [a for a, _ in pairs], [b for _, b in pairs]
+    assert seg._fit_all(starts, ends) == [Segmenter(pk)._fits(a, b) for a, b in pairs]
+    if pk.reserve is not None:  # a prefix to reserve (most texts: the title at least)
+        RESERVED.append(1)
+        assert seg._reserve_lookup(starts) == reserve.sizes_at(starts)
+        assert seg._reserve_lookup(starts, max_size) == [
+            max(1, max_size - r) for r in reserve.sizes_at(starts)
+        ]
+    assert seg._next_texts(starts, len(text)) == [pk._next_text(a) for a in starts]
+
+
+def test_the_reserve_lookup_was_tried() -> None:
+    RESERVED.clear()
+    test_the_fits_and_reserves_by_arrays_are_the_packers()
+    assert len(RESERVED) > 20
+
+
+# -- levels at once: class_ends is finditer over each gap, wide_gaps the gaps, by level as by gap ----
+
+SPEC_LEVELS = [packer.PARAGRAPH, packer.LINE, packer.WORD]
+
+
+def test_the_class_levels_have_specs_and_the_others_none() -> None:
+    assert [segmenter.level_spec(level.same) is not None for level in SPEC_LEVELS] == [True, True, True]
+    for pattern in (r"\n\r|\r", r"a*a", r"\s*x", r"(?i)a", r"\s+(?=A)", r"[\w]"):
+        assert segmenter.level_spec(packer.re.compile(pattern)) is None, pattern
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(LEVEL_PIECES), max_size=40).map("".join),
+    level=st.sampled_from(SPEC_LEVELS),
+    data=st.data(),
+    plain=st.booleans(),
+)
+def test_class_ends_is_finditer_in_each_gap(text, level, data, plain):
+    bounds = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=8))))
+    gaps = [v for a, b in itertools.pairwise(bounds) for v in (a, b)]
+    taken = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=6))))
+    expected: list[int] = []
+    for low, high in itertools.pairwise(bounds):
+        expected += [
+            m.end() for m in level.same.finditer(text, max(0, low - 1), high) if low < m.end() < high
+        ]
+    expected = [pos for pos in expected if pos not in taken]
+    spec = segmenter.level_spec(level.same)
+    ends, unsure = segmenter.class_ends(text, gaps, spec, taken, plain)
+    assert ends == expected
+    settled = [plain or (text[p] < "\x7f" and text[p - 1] < "\x7f" and text[p - 1] != "\r") for p in ends]
+    assert unsure == [k for k, ok in enumerate(settled) if not ok]
+    if segmenter._native is not None:
+        assert tuple(segmenter._native.class_ends(text, gaps, spec, taken, plain)) == (ends, unsure)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_wide_gaps_kernel_equals_its_twin(data):
+    bounds = sorted(set(data.draw(st.lists(st.integers(0, 400), max_size=8))))
+    gaps = [v for a, b in itertools.pairwise(bounds[::2]) for v in (a, b)]
+    positions = sorted(set(data.draw(st.lists(st.integers(0, 400), max_size=20))))
+    scores = data.draw(
+        st.lists(st.sampled_from([1, 10, 20, 30, 60]), min_size=len(positions), max_size=len(positions))
+    )
+    found = sorted(set(data.draw(st.lists(st.integers(0, 400), max_size=10))) - set(positions))
+    min_score, budget = data.draw(st.sampled_from([10, 30, 60])), data.draw(st.sampled_from([4, 40, 200]))
+    args = (gaps, positions, scores, min_score, found, budget)
+    expected = segmenter.wide_gaps(*args)
+    points_checked = all((b - a) * 4 > budget for a, b in zip(expected[::2], expected[1::2], strict=True))
+    assert points_checked
+    if segmenter._native is not None:
+        assert segmenter._native.wide_gaps(*args) == expected
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(
+        st.sampled_from([*PIECES, *LEVEL_PIECES, "x" * 30 + " ", "\n" * 3, "\r", "e\u0301\n"]),
+        min_size=1,
+        max_size=40,
+    ),
+    strategy=st.sampled_from(["recursive", "markdown", "sentence", "rst"]),
+    max_size=st.sampled_from([8, 30, 80, 200]),
+)
+def test_the_candidates_by_level_are_those_by_gap(pieces, strategy, max_size):
+    text = "".join(pieces)
+    config = parse_settings({"strategy": strategy, "max_size": max_size, "front_matter": "keep"})
+    plan = get_strategy(strategy)(text, config, None).plan
+    pk = Packer(text, plan, make_meter(text, "chars"), max_size, 0, 0)
+    pk._index()
+    origin = pk._skip_space(plan.start, plan.end)
+    if origin >= plan.end:
+        return
+    by_gap = Segmenter(pk)
+    by_gap._by_gap = True
+    assert Segmenter(pk)._candidates(origin) == by_gap._candidates(origin)
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.sampled_from(LEVEL_PIECES), max_size=30).map("".join), data=st.data())
+def test_the_c_class_positions_kernel_equals_its_twin(text, data):
+    bounds = sorted(set(data.draw(st.lists(st.integers(0, len(text) + 1), max_size=8))))
+    gaps = [v for a, b in itertools.pairwise(bounds) for v in (a, b)]
+    ranges = data.draw(
+        st.sampled_from([segmenter.class_ranges(SENTENCE.lead), [10, 10], [28, 31, 0x4E00, 0x9FFF]])
+    )
+    expected = segmenter.class_positions(text, gaps, ranges)
+    assert expected[1][-1] == len(expected[0])
+    assert tuple(segmenter._native.class_positions(text, gaps, ranges)) == expected
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.sampled_from(LEVEL_PIECES), max_size=30).map("".join), data=st.data())
+def test_the_c_window_kernel_equals_its_twin(text, data):
+    positions = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=15))))
+    scores = data.draw(
+        st.lists(st.sampled_from([1, 10, 20, 29, 30, 60]), min_size=len(positions), max_size=len(positions))
+    )
+    starts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=3))))
+    reaches = [start + data.draw(st.integers(0, 10)) for start in starts]
+    low = data.draw(st.integers(0, len(text)))
+    windows = {text[max(0, p - 4) : p] for p in range(len(text) + 1)}
+    memo = {w: data.draw(st.booleans()) for w in sorted(windows) if data.draw(st.booleans())}
+    args = (text, positions, scores, 30, starts, reaches, low, 4, memo, 400)
+    assert tuple(segmenter._native.window_extra(*args)) == segmenter.window_extra(*args)
+
+
+@needs_kernel
+@settings(max_examples=200, deadline=None)
+@given(
+    filler=st.sampled_from(["a", "é", "\u0e00", "中", "😀"]),
+    hit=st.sampled_from(["\x1c", "\x1f", "\u0e01", "\u0edf", "\u0e81"]),
+    data=st.data(),
+)
+def test_the_class_kernels_on_long_texts_equal_their_twins(filler, hit, data):
+    length = data.draw(st.integers(0, 400))
+    hits = data.draw(st.lists(st.integers(0, length - 1), max_size=3)) if length else []
+    chars = [filler] * length
+    for at in hits:
+        chars[at] = hit
+    text = "".join(chars)
+    start = data.draw(st.integers(0, length))
+    for ranges in ([28, 31], [0xE01, 0xE5B, 0xE81, 0xEDF], [28, 28, 31, 31, 0xE01, 0xE01]):
+        expected = segmenter.first_in_ranges(text, ranges, start, length)
+        assert segmenter._native.first_in_ranges(text, ranges, start, length) == expected
+    spec = segmenter.level_spec(packer.LINE.same)
+    lined = text.replace(hit, "\n")
+    gaps = [start, length]
+    assert tuple(segmenter._native.class_ends(lined, gaps, spec, [], False)) == segmenter.class_ends(
+        lined, gaps, spec, [], False
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(["#", "# ", "## x", "   #", "    #", "\n", "a", " ", "\t", "#######", "x" * 120]),
+        max_size=12,
+    ).map("".join),
+    data=st.data(),
+)
+def test_the_atx_test_on_the_last_line_is_the_window_search(text, data):
+    pos = data.draw(st.integers(0, len(text)))
+    expected = segmenter._ATX_LINE.search(text, max(0, pos - 300), pos) is not None
+    assert segmenter.ends_in_atx_line(text, pos) == expected
