@@ -7,13 +7,15 @@ folder (3 copies: ≈83 MB, 6,450 files). The config is markdown, 512/64 cl100k 
 is a fresh ``chunkyard run`` process, timed from spawn to exit, with the shared loopback Prefect
 server already running (``chunkyard.flows.server``; stopped at the end) so that neither side waits
 for one. Runs are interleaved (1, 2, 1, 2, ...). Every output is checked against a thread-runner
-run of the same corpus: the same chunk ids in the same row order.
+run of the same corpus: the same chunk ids in the same row order, and the same part files (the
+manifest's part entries: keys, rows, bytes, SHA-256).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import shutil
@@ -67,6 +69,11 @@ def chunk_ids(snapshot: Path) -> list[str]:
     return pq.read_table(snapshot / "chunks.parquet", columns=["chunk_id"]).column("chunk_id").to_pylist()
 
 
+def part_files(snapshot: Path) -> list[dict]:
+    """The manifest's part entries: each part's key, and each file's name, rows, bytes and SHA-256."""
+    return json.loads((snapshot / "manifest.json").read_text(encoding="utf-8"))["parts"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=3)
@@ -90,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             thread_seconds, snapshot = run(config, Path(tmp) / "out-thread", env)
-            reference = chunk_ids(snapshot)
+            reference, reference_parts = chunk_ids(snapshot), part_files(snapshot)
             shutil.rmtree(Path(tmp) / "out-thread")
             times: dict[int, list[float]] = {1: [], 2: []}
             for repeat in range(args.repeats):
@@ -103,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
                         raise SystemExit(
                             f"process ×{workers}: chunk ids or their order differ from the thread runner's"
                         )
+                    if part_files(snapshot) != reference_parts:
+                        raise SystemExit(f"process ×{workers}: part files differ from the thread runner's")
                     shutil.rmtree(output)
                     times[workers].append(seconds)
                     print(f"  repeat {repeat + 1}: ×{workers} {seconds:.2f} s", file=sys.stderr, flush=True)
@@ -128,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         f"| --task-runner process --workers 2 | {', '.join(f'{t:.2f}' for t in times[2])} | {two:.2f} |",
         "",
         f"2 workers ÷ 1: **{one / two:.2f}×** by the medians; per repeat {', '.join(f'{r:.2f}' for r in ratios)} "
-        "(goal ≥ 1.6×). Every output had the thread runner's chunk ids in its row order.",
+        "(goal ≥ 1.6×). Every output had the thread runner's chunk ids in its row order and its part "
+        f"files ({len(reference_parts):,} parts: the same keys, bytes and SHA-256).",
     ]
     text = "\n".join(lines)
     print(text)
