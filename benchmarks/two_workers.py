@@ -51,6 +51,29 @@ def build_corpus(target: Path, copies: int) -> tuple[int, float]:
     return len(files) * copies, sum(p.stat().st_size for p in files) * copies / 1e6
 
 
+def idle_share(seconds: float = 2.0) -> float:
+    """The machine's idle share of CPU time over ``seconds`` (``/proc/stat``)."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields)
+
+    idle, total = sample()
+    time.sleep(seconds)
+    idle2, total2 = sample()
+    return (idle2 - idle) / max(1, total2 - total)
+
+
+def wait_quiet(limit: float) -> bool:
+    """Wait until the machine has been ≥ 90 % idle for 2 s, at most ``limit`` seconds: other jobs on
+    a shared machine take the second core from the second worker. False if it never was."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if idle_share() >= 0.9:
+            return True
+    return False
+
+
 def run(config: Path, output: Path, env: dict[str, str], *extra: str) -> tuple[float, Path]:
     started = time.perf_counter()
     done = subprocess.run(
@@ -79,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--write-readme", action="store_true")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=0,
+        help="before each run, wait up to this many s for an idle machine",
+    )
     args = parser.parse_args(argv)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "CHUNKYARD_"))}
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,9 +129,12 @@ def main(argv: list[str] | None = None) -> int:
             reference, reference_parts = chunk_ids(snapshot), part_files(snapshot)
             shutil.rmtree(Path(tmp) / "out-thread")
             times: dict[int, list[float]] = {1: [], 2: []}
+            noisy = 0
             for repeat in range(args.repeats):
                 for workers in (1, 2) if repeat % 2 == 0 else (2, 1):
                     output = Path(tmp) / f"out-{workers}-{repeat}"
+                    if args.quiet_wait and not wait_quiet(args.quiet_wait):
+                        noisy += 1
                     seconds, snapshot = run(
                         config, output, env, "--task-runner", "process", "--workers", str(workers)
                     )
@@ -127,7 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         f"512/64 cl100k tokens. Machine: {platform.machine()}, {os.cpu_count()} cores (shared: load average "
         f"{os.getloadavg()[0]:.1f} at the end), Python {platform.python_version()}, prefect "
         f"{metadata.version('prefect')}, pyarrow {metadata.version('pyarrow')}; {args.repeats} interleaved "
-        f"repeats, wall seconds of `chunkyard run` with the shared server running. "
+        f"repeats, wall seconds of `chunkyard run` with the shared server running"
+        + (
+            f", each started once the machine was ≥ 90 % idle for 2 s (waiting up to {args.quiet_wait:g} s; "
+            f"{noisy} of {2 * args.repeats} started without)"
+            if args.quiet_wait
+            else ""
+        )
+        + ". "
         f"Run {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M')} UTC.",
         "",
         "| run | wall s per repeat | median |",
