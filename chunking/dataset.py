@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -600,6 +601,59 @@ class Snapshot:
         if filename == DOCUMENTS and doc_ids is None and "doc_id" in table.column_names:
             self._remember_parts(table)
         return table
+
+    def whole_columns(
+        self, documents_columns: list[str], chunks_columns: list[str]
+    ) -> tuple[pa.Table, pa.Table]:
+        """Whole columns of both tables, in row order: what the reviewer opens a snapshot with.
+
+        A local snapshot of many parts costs a file open, a footer and a few column chunks per part
+        (≈0.7 ms of CPU each: 2 s for 3,000 files, where one file of the same rows reads in 0.2 s),
+        so its columns are read once and kept in the user's cache (``columns_cache_dir``): snapshots
+        never change, and the cache entry's name is a hash of the snapshot's path, its manifest's
+        bytes (every part's SHA-256) and the columns, so any other snapshot, or this one resealed,
+        misses it. Not in the dataset's folder: a dataset someone sends cannot bring rows that
+        differ from its parts. The entry is written in a background thread (``wait_for_cache_writes``);
+        a cache that cannot be read or written is passed over."""
+        cache = self._columns_cache(documents_columns, chunks_columns)
+        if cache is not None:
+            found = _read_cached(cache)
+            if (
+                found is not None
+                and found[0].column_names == documents_columns
+                and (found[1].column_names == chunks_columns)
+            ):
+                documents = check_columns(found[0], DOCUMENTS_SCHEMA, self.path / DOCUMENTS)
+                chunks = check_columns(found[1], CHUNKS_SCHEMA, self.path / CHUNKS)
+                if "doc_id" in documents.column_names:
+                    self._remember_parts(documents)
+                return documents, chunks
+        documents = self.documents(documents_columns)
+        chunks = self.chunks(chunks_columns)
+        if cache is not None:  # written beside the caller's work (pyarrow releases the GIL)
+            writer = threading.Thread(target=_write_cached, args=(cache, documents, chunks), daemon=True)
+            _CACHE_WRITES.append(writer)
+            writer.start()
+        return documents, chunks
+
+    def _columns_cache(self, documents_columns: list[str], chunks_columns: list[str]) -> Path | None:
+        if not self.parted or not isinstance(self.path, Path) or len(self.parts) < COLUMNS_CACHE_MIN_PARTS:
+            return None
+        folder = columns_cache_dir()
+        if folder is None:
+            return None
+        try:
+            manifest = (self.path / MANIFEST).read_bytes()
+        except OSError:
+            return None
+        digest = hashlib.sha256()
+        for piece in (
+            str(self.path.resolve()).encode("utf-8", "surrogatepass"),
+            manifest,
+            json.dumps([documents_columns, chunks_columns, SCHEMA_VERSION]).encode(),
+        ):
+            digest.update(hashlib.sha256(piece).digest())
+        return folder / digest.hexdigest()[:40]
 
     def validate(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Check the whole snapshot, as every reader needs it to be (``DatasetError`` naming the file,
@@ -1745,6 +1799,60 @@ def _read_parallel(files: list[Path], columns: list[str] | None) -> pa.Table:
     with ThreadPoolExecutor(max_workers=8) as pool:
         tables = list(pool.map(one, files))
     return pa.concat_tables(tables, promote_options="default")
+
+
+# Parted snapshots of fewer parts read fast enough from the parts; the cache keeps this many entries.
+COLUMNS_CACHE_MIN_PARTS, COLUMNS_CACHE_ENTRIES = 64, 8
+
+
+_CACHE_WRITES: list[threading.Thread] = []
+
+
+def wait_for_cache_writes() -> None:
+    """Wait until the cache entries ``Snapshot.whole_columns`` is writing are written."""
+    while _CACHE_WRITES:
+        _CACHE_WRITES.pop().join()
+
+
+def columns_cache_dir() -> Path | None:
+    """Where ``Snapshot.whole_columns`` keeps columns read from many parts: ``CHUNKYARD_CACHE_DIR``
+    (empty: no cache), else ``$XDG_CACHE_HOME/chunkyard/columns`` (``~/.cache/...``)."""
+    explicit = os.environ.get("CHUNKYARD_CACHE_DIR")
+    if explicit is not None:
+        return Path(explicit) if explicit else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "chunkyard" / "columns"
+
+
+def _read_cached(entry: Path) -> tuple[pa.Table, pa.Table] | None:
+    tables = []
+    try:
+        for kind in ("documents", "chunks"):
+            tables.append(pq.read_table(entry.with_suffix(f".{kind}.parquet")))
+        os.utime(entry.with_suffix(".chunks.parquet"))  # recently used: kept longest
+    except (OSError, pa.ArrowException):
+        return None
+    return tables[0], tables[1]
+
+
+def _write_cached(entry: Path, documents: pa.Table, chunks: pa.Table) -> None:
+    """Write a cache entry (each file whole, by rename), then keep the newest ``COLUMNS_CACHE_ENTRIES``."""
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        for kind, table in (("documents", documents), ("chunks", chunks)):
+            target = entry.with_suffix(f".{kind}.parquet")
+            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            pq.write_table(table, temporary, compression="zstd", row_group_size=1 << 20)
+            os.replace(temporary, target)
+        entries = sorted(entry.parent.glob("*.chunks.parquet"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for left in entry.parent.glob(".*.tmp"):  # of a process that ended while it wrote
+            if time.time() - left.stat().st_mtime > 3600:
+                left.unlink(missing_ok=True)
+        for old in entries[COLUMNS_CACHE_ENTRIES:]:
+            for kind in ("documents", "chunks"):
+                old.with_name(old.name.replace(".chunks.parquet", f".{kind}.parquet")).unlink(missing_ok=True)
+    except (OSError, pa.ArrowException):
+        return
 
 
 def _sync_files(folder: Path, files: list[Path]) -> None:
