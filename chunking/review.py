@@ -2,7 +2,7 @@
 
 ``ReviewIndex.load`` reads only ids, offsets, sizes and findings of every chunk up front (a few
 columns of Arrow, turned into NumPy arrays), so a dataset of a million chunks opens in well under a
-second; texts, section paths and ``embed_text`` are read per document on demand. Review state comes
+second (a snapshot of many parts: from the user's cache after its first open, ``Snapshot.whole_columns``); texts, section paths and ``embed_text`` are read per document on demand. Review state comes
 from the ledger (``chunkyard.chunking.ledger``) and is kept as one small integer per chunk, so progress counts
 and "next suspicious chunk" are array operations.
 
@@ -261,9 +261,9 @@ class ReviewIndex:
     def load(cls, path: str | Path) -> ReviewIndex:
         """Open the newest snapshot at or below ``path`` and read its ids, offsets and findings."""
         snapshot = Snapshot.open(path)
-        documents = snapshot.documents(["doc_id", "title", "sha256", "n_chars"])
-        chunks = snapshot.chunks(
-            ["chunk_id", "doc_id", "chunk_index", "start", "end", "size", "unit", "findings"]
+        documents, chunks = snapshot.whole_columns(
+            ["doc_id", "title", "sha256", "n_chars"],
+            ["chunk_id", "doc_id", "chunk_index", "start", "end", "size", "unit", "findings"],
         )
         return cls(snapshot, documents, chunks)
 

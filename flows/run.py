@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,14 +28,20 @@ from chunkyard.chunking.dataset import (
     CHUNKS,
     DOCUMENTS,
     ObjectStoreSnapshotWriter,
+    PartCutter,
     PreviousRows,
     SnapshotWriter,
+    WorkerPart,
     snapshot_writer,
+    write_part,
+    write_worker_parts,
 )
 from chunkyard.chunking.documents import Skipped, SourceFile
 from chunkyard.chunking.pipeline import (
+    MAX_BATCH_FILES,
     STATS_COLUMNS,
     BatchResult,
+    BatchTarget,
     RunStats,
     build_manifest,
     carried_constraints,
@@ -46,7 +53,6 @@ from chunkyard.chunking.pipeline import (
     nothing_changed,
     prepare_run,
     previous_over_budget,
-    store_part,
     survey,
 )
 from chunkyard.chunking.storage import Location
@@ -110,13 +116,78 @@ def chunk_batch(
     total: int,
     constraints: dict[str, list[Constraint]] | None = None,
     part_folder: str | None = None,
-) -> BatchResult:
+    part_target: int = 0,
+) -> BatchResult | WorkerBatch:
     # Reviewer constraints travel as parameters: a Dask worker has no access to the ledger.
     config = config_from_text(config_text, config_path)
     result = chunk_files(config, files, previous_sha, constraints)
     if part_folder:  # a worker process writes its batch itself and returns the statistics only
-        return store_part(result, part_folder, f"batch-{index:06d}")
+        return worker_parts(result, files, part_folder, f"batch-{index:06d}", part_target)
     return result
+
+
+@dataclass
+class WorkerBatch:
+    """What a worker process returns for a batch it wrote: the parts it cut and wrote (the flow
+    renames them into the snapshot), and ``result`` holding the statistics' columns of every row,
+    with the rows of the documents in no written part in ``result.part``'s files."""
+
+    result: BatchResult
+    parts: list[WorkerPart]
+
+
+def worker_parts(
+    result: BatchResult, files: list[SourceFile], part_folder: str, name: str, part_target: int
+) -> WorkerBatch:
+    """Cut the batch into the snapshot's parts and write them (compressed on this worker's core)."""
+    chunked, reused = set(result.chunked), set(result.reused)
+    sizes = dict(
+        zip(
+            result.documents.column("doc_id").to_pylist(),
+            result.documents.column("n_bytes").to_pylist(),
+            strict=True,
+        )
+    )
+    sequence = [
+        (f.doc_id, sizes[f.doc_id] if f.doc_id in chunked else f.size, f.doc_id in reused)
+        for f in files
+        if f.doc_id in chunked or f.doc_id in reused
+    ]
+    parts, documents, chunks = write_worker_parts(
+        part_folder, name, sequence, result.documents, result.chunks, part_target
+    )
+    result.part = write_part(part_folder, name, documents, chunks)
+    result.documents = result.documents.select(STATS_COLUMNS["documents"])
+    result.chunks = result.chunks.select(STATS_COLUMNS["chunks"])
+    return WorkerBatch(result, parts)
+
+
+def part_aligned_batches(
+    items: Iterable[SourceFile | Skipped], target_bytes: BatchTarget, part_target: int
+) -> Iterator[tuple[list[SourceFile], list[Skipped]]]:
+    """``make_batches``' batches, each closed only where the snapshot's parts end: ``PartCutter``
+    over the discovered files' ids and sizes, the rule the writer applies to the documents' rows. A
+    worker can then cut its batch into the snapshot's parts alone (``write_worker_parts``); where a
+    file is skipped or its size differs, the flow's writer cuts those parts itself."""
+    limit_of = target_bytes if callable(target_bytes) else (lambda done: target_bytes)
+    cutter = PartCutter(part_target)
+    batch: list[SourceFile] = []
+    skipped: list[Skipped] = []
+    size = done = 0
+    limit = limit_of(0)
+    for item in items:
+        if isinstance(item, Skipped):
+            skipped.append(item)
+            continue
+        batch.append(item)
+        size += item.size
+        if cutter.ends_after(item.doc_id, item.size) and (size >= limit or len(batch) >= MAX_BATCH_FILES):
+            yield batch, skipped
+            done += size
+            limit = limit_of(done)
+            batch, skipped, size = [], [], 0
+    if batch or skipped:
+        yield batch, skipped
 
 
 @flow(name="chunkyard-run", flow_run_name="chunk {config_name}", log_prints=True)
@@ -173,11 +244,12 @@ def chunk_corpus(
             nonlocal done_docs, done_bytes
             while len(pending) > limit:
                 future, files, skipped = pending.popleft()
-                result: BatchResult = future.result()
+                result: BatchResult | WorkerBatch = future.result()
                 forget_result(future)
                 _record(result, files, skipped, context, writer, stats, carry, previous_reasons)
-                done_docs += len(result.chunked) + len(result.reused) + len(result.skipped)
-                done_bytes += result.n_bytes
+                batch = result.result if isinstance(result, WorkerBatch) else result
+                done_docs += len(batch.chunked) + len(batch.reused) + len(batch.skipped)
+                done_bytes += batch.n_bytes
                 if progress is not None:
                     progress(done_docs, done_bytes, sizes.files, sizes.total_bytes)
 
@@ -185,7 +257,12 @@ def chunk_corpus(
         # for futures (≈0.1 s of the flow's CPU per batch on k8s, competing with the workers).
         # prefect-dask ships a quote() as a bare tuple, so Dask batches are walked as before.
         opaque = quote if task_runner != "dask" else _same
-        batches = make_batches(discover_files(context), target_bytes=target)
+        batches: Iterable[tuple[list[SourceFile], list[Skipped]]]
+        if part_folder is not None:  # batches end where parts do: workers write whole parts
+            batches = list(part_aligned_batches(discover_files(context), target, writer.part_target))
+            total = len(batches)
+        else:
+            batches = make_batches(discover_files(context), target_bytes=target)
         for index, (files, skipped) in enumerate(batches, start=1):
             # A document whose constraints changed is rechunked even when its bytes did not.
             batch_sha = {
@@ -205,6 +282,7 @@ def chunk_corpus(
                 max(total, index),
                 opaque(batch_constraints or None),
                 part_folder,
+                writer.part_target,
             )
             pending.append((future, files, skipped))
             drain(2 * workers)  # enough queued that no worker waits while the oldest batch finishes
@@ -235,7 +313,7 @@ def _same(value: Any) -> Any:
 
 
 def _record(
-    result: BatchResult,
+    result: BatchResult | WorkerBatch,
     files: list[SourceFile],
     skipped: list[Skipped],
     context,
@@ -246,8 +324,11 @@ def _record(
 ) -> None:
     """Hand a batch's documents to the writer in discovery order (rows made now and rows carried
     over from the previous snapshot interleaved, as a full run would write them), and count them."""
+    parts: list[WorkerPart] = []
+    if isinstance(result, WorkerBatch):  # a worker process wrote the rows; ``result`` holds their statistics
+        result, parts = result.result, result.parts
     documents, chunks = result.documents, result.chunks
-    if result.part is not None:  # a worker process wrote the rows; ``result`` holds their statistics
+    if result.part is not None:
         documents, chunks = writer.load_part(*result.part)
     stats.add(result.documents, result.chunks, result.over_budget)
     stats.constraints.extend(result.constraints)
@@ -263,7 +344,7 @@ def _record(
     listed = {doc_id for doc_id, _ in order}
     # Kept documents of a folder that could not be listed are not among the batch's files.
     order.extend((doc_id, True) for doc_id in kept if doc_id not in listed)
-    writer.write_batch(order, documents, chunks)
+    writer.write_batch(order, documents, chunks, parts)
     if carried and carry is not None:
         stats.add(*carry.rows(carried), previous_reasons)
         stats.constraints.extend(carried_constraints(context.previous, carried))

@@ -555,11 +555,14 @@ def test_the_flow_lets_go_of_each_batch_result_once_written(server_env):
 
 
 def test_workers_parts_publish_the_thread_runners_tables_row_for_row(server_env, corpus, tmp_path):
-    """Process-pool workers write their batches as Parquet parts and the flow joins them: the
-    snapshot holds the thread runner's rows, column for column and in its order, on a full run and
-    on a refresh (rows carried over by the flow between the workers' parts)."""
+    """Process-pool workers cut their batches into the snapshot's parts and write them; the flow
+    renames them in: the snapshot holds the thread runner's rows, column for column and in its
+    order, cut into the same part files (keys, bytes, SHA-256), on a full run and on a refresh
+    (parts with rows carried over cut by the flow). Small parts (8 kB of source), so the corpus
+    has dozens and the batches several."""
     source = tmp_path / "source"
     shutil.copytree(corpus, source)
+    server_env = {**server_env, "CHUNKYARD_PART_BYTES": "8000"}
     thread_config, process_config = (
         config_for(tmp_path / "t", source, "kb"),
         config_for(tmp_path / "p", source, "kb"),
@@ -573,6 +576,8 @@ def test_workers_parts_publish_the_thread_runners_tables_row_for_row(server_env,
             "documents.parquet",
             "manifest.json",
         ]
+        parts = [json.loads((s / "manifest.json").read_text())["parts"] for s in (first, second)]
+        assert len(parts[0]) > 20 and parts[0] == parts[1]
 
     full = run(server_env, thread_config)
     same_tables(full, run(server_env, process_config, "--task-runner", "process", "--workers", "2"))
