@@ -34,7 +34,6 @@ from chunkyard.chunking.dataset import (
     latest_snapshot,
     stored_document,
     version_dir,
-    write_part,
 )
 from chunkyard.chunking.deadline import DocumentTimeout, deadline_at
 from chunkyard.chunking.decisions import read_constraints
@@ -505,7 +504,7 @@ class BatchResult:
     n_bytes: int = 0
     constraints: list[dict[str, Any]] = field(default_factory=list)  # what became of each constraint
     over_budget: dict[tuple[str, int], str] = field(default_factory=dict)  # (doc_id, index) -> reason
-    # With parts (``store_part``): the batch's rows are in these files of the snapshot's part folder,
+    # With parts (a worker wrote them: flows.run): the batch's rows are in these files of the snapshot's part folder,
     # and ``documents``/``chunks`` hold only the columns ``RunStats.add`` reads.
     part: tuple[str | None, str | None] | None = None
 
@@ -515,15 +514,6 @@ STATS_COLUMNS = {
     "documents": ["doc_id", "strategy"],
     "chunks": ["doc_id", "chunk_index", "strategy", "size", "unit", "findings"],
 }
-
-
-def store_part(result: BatchResult, part_folder: str, name: str, compression: str = "zstd") -> BatchResult:
-    """Write a batch's rows into a parts writer's folder (``SnapshotWriter(parts=True)``) and keep
-    only what the statistics need: a worker process then sends the flow kilobytes, not the batch."""
-    result.part = write_part(part_folder, name, result.documents, result.chunks, compression)
-    result.documents = result.documents.select(STATS_COLUMNS["documents"])
-    result.chunks = result.chunks.select(STATS_COLUMNS["chunks"])
-    return result
 
 
 def chunk_files(

@@ -12,6 +12,7 @@ Imports neither Prefect nor Qt: the core group runs without them.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +33,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 # A command run by a test starts a private Prefect server and stops it on exit: no test leaves the
 # shared per-user server (chunkyard.flows.server.shared_server) running; its own tests ask for it.
 os.environ.setdefault("CHUNKYARD_PREFECT_SERVER", "private")
+# The reviewer's column cache (chunking.dataset.Snapshot.whole_columns) of every test goes into one
+# temporary folder, never the user's ~/.cache; the cache's own tests set their folders.
+if "CHUNKYARD_CACHE_DIR" not in os.environ:
+    os.environ["CHUNKYARD_CACHE_DIR"] = tempfile.mkdtemp(prefix="chunkyard-test-cache-")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
