@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -254,54 +255,8 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
                 nested.append(Group("procedure", lead_in, group.end, group.body_start))
         if group.kind in ("procedure", "list", "table", "code") and group.start < group.body_start:
             nested.append(Group(group.kind, group.body_start, group.end, group.body_start, label=group.label))
-        if group.kind not in ("list", "procedure") or "\n" not in text[group.body_start : group.end]:
-            continue
-        base = -1
-        fence: tuple[int, str] | None = None  # (start, marker) of a fenced code block inside the list
-        open_lists: list[list[int]] = []  # [indent, start, end, parent item start] of nested lists still open
-        items: list[tuple[int, int]] = []  # (indent, start) of the latest item lines
-        pos = group.body_start
-        while pos < group.end:
-            newline = text.find("\n", pos, group.end)
-            line_end = group.end if newline == -1 else newline
-            line = text[pos:line_end]
-            stripped = line.lstrip(" \t")
-            if fence is not None:
-                if stripped.startswith(fence[1]) and not stripped.strip().strip(fence[1][0]):
-                    nested.append(Group("code", fence[0], len(line.rstrip()) + pos, fence[0]))
-                    fence = None
-                pos = line_end + 1
-                continue
-            if stripped.startswith(("```", "~~~")):
-                fence = (pos, stripped[:3])
-            if stripped.strip():
-                indent = len(line[: len(line) - len(stripped)].expandtabs(4))
-                is_item = _LIST_ITEM.match(line) is not None
-                if base < 0:
-                    base = indent
-                while open_lists and (
-                    indent < open_lists[-1][0] or (indent == open_lists[-1][0] and not is_item)
-                ):
-                    _indent, begin, finish, parent = open_lists.pop()
-                    nested.append(Group("list", begin, finish, begin))
-                    if parent >= 0:  # the item that holds it, with its text: a procedure inside an item
-                        nested.append(Group("procedure", parent, finish, begin))
-                if is_item and indent > base and (not open_lists or open_lists[-1][0] < indent):
-                    parent = next(
-                        (start for item_indent, start in reversed(items) if item_indent < indent), -1
-                    )
-                    open_lists.append([indent, pos, line_end, parent])
-                if is_item:
-                    items.append((indent, pos))
-                    if len(items) > 64:
-                        del items[:32]
-                for item in open_lists:
-                    item[2] = len(line.rstrip()) + pos
-            pos = line_end + 1
-        for _indent, begin, finish, parent in open_lists:
-            nested.append(Group("list", begin, finish, begin))
-            if parent >= 0:
-                nested.append(Group("procedure", parent, finish, begin))
+        if group.kind in ("list", "procedure") and text.find("\n", group.body_start, group.end) >= 0:
+            nested.extend(indented_units(text, group.body_start, group.end))
     if ">" in text:
         # Fenced code inside a block quote ("> ```"): the line scanner reads quotes as paragraphs.
         opening: int | None = None
@@ -318,25 +273,115 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     end = len(text) if end is None else end
     lists = [g for g in commonmark_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT]
     if lists:
-        lists.sort(key=lambda g: g.start)
-        list_starts = [g.start for g in lists]
+        # Two range queries per unit: a list starting inside it that ends after it (the most any list
+        # starting there reaches), or one ending inside it that starts before it (the least start).
+        by_start = sorted((g.start, g.end) for g in lists)
+        starts = [a for a, _ in by_start]
+        furthest = _range_max([b for _, b in by_start])
+        by_end = sorted((g.end, g.start) for g in lists)
+        ends = [b for b, _ in by_end]
+        earliest = _range_max([-a for _, a in by_end])
 
         def crosses(a: int, b: int) -> bool:
             if b - a > _CROSS_CHECK_LIMIT:
                 return False
-            low = bisect.bisect_left(list_starts, a - _CROSS_CHECK_LIMIT)
-            high = bisect.bisect_left(list_starts, b)
-            return any((a < g.start < b < g.end) or (g.start < a < g.end < b) for g in lists[low:high])
+            low, high = bisect.bisect_right(starts, a), bisect.bisect_left(starts, b)
+            if low < high and furthest(low, high) > b:
+                return True
+            low, high = bisect.bisect_right(ends, a), bisect.bisect_left(ends, b)
+            return low < high and -earliest(low, high) < a
 
         nested = [g for g in nested if g.kind not in ("list", "procedure") or not crosses(g.start, g.end)]
-        known = {(g.kind, g.start, g.end) for g in nested}
-        known.update((g.kind, g.start, g.end) for g in structure.groups)
+        known = {(g.kind, g.start, g.end) for g in nested if g.kind in ("list", "procedure")}
+        known.update((g.kind, g.start, g.end) for g in structure.groups if g.kind in ("list", "procedure"))
         nested.extend(g for g in lists if (g.kind, g.start, g.end) not in known)
     nested.sort(key=lambda g: (g.start, -g.end))
     structure.units = nested
 
 
+def indented_units(text: str, begin: int, end: int) -> list[Group]:
+    """The units read by indentation inside one list or procedure ``text[begin:end]`` (its body):
+    a ``list`` per nested list, a ``procedure`` of it with the item that holds it, a ``code`` group
+    per fenced block (``_add_derived_groups``). In C (``_mdscan.indented_units``) when it is built; the
+    reference is ``_indented_units`` (tests/core/test_markdown_native.py holds them equal)."""
+    if _native is not None:
+        return _native.indented_units(text, begin, end, Group)
+    return _indented_units(text, begin, end)
+
+
+def _indented_units(text: str, begin: int, end: int) -> list[Group]:
+    """``indented_units`` in Python, the reference. One pass over the lines; the open nested lists'
+    indents rise strictly, and every open list ends where the last non-blank line outside a fence
+    does (one ``finish``), so each line costs a constant amortised."""
+    nested: list[Group] = []
+    base = -1
+    fence: tuple[int, str] | None = None  # (start, marker) of a fenced code block inside the list
+    open_lists: list[
+        tuple[int, int, int]
+    ] = []  # (indent, start, parent item start) of nested lists still open
+    finish = begin  # the end of every open nested list
+    items: list[tuple[int, int]] = []  # (indent, start) of the latest item lines
+    pos = begin
+    while pos < end:
+        newline = text.find("\n", pos, end)
+        line_end = end if newline == -1 else newline
+        line = text[pos:line_end]
+        stripped = line.lstrip(" \t")
+        if fence is not None:
+            if stripped.startswith(fence[1]) and not stripped.strip().strip(fence[1][0]):
+                nested.append(Group("code", fence[0], len(line.rstrip()) + pos, fence[0]))
+                fence = None
+            pos = line_end + 1
+            continue
+        if stripped.startswith(("```", "~~~")):
+            fence = (pos, stripped[:3])
+        if stripped.strip():
+            indent = len(line[: len(line) - len(stripped)].expandtabs(4))
+            is_item = _LIST_ITEM.match(line) is not None
+            if base < 0:
+                base = indent
+            while open_lists and (
+                indent < open_lists[-1][0] or (indent == open_lists[-1][0] and not is_item)
+            ):
+                _indent, opened, parent = open_lists.pop()
+                nested.append(Group("list", opened, finish, opened))
+                if parent >= 0:  # the item that holds it, with its text: a procedure inside an item
+                    nested.append(Group("procedure", parent, finish, opened))
+            if is_item and indent > base and (not open_lists or open_lists[-1][0] < indent):
+                parent = next((start for item_indent, start in reversed(items) if item_indent < indent), -1)
+                open_lists.append((indent, pos, parent))
+            if is_item:
+                items.append((indent, pos))
+                if len(items) > 64:
+                    del items[:32]
+            finish = len(line.rstrip()) + pos
+        pos = line_end + 1
+    for _indent, opened, parent in open_lists:
+        nested.append(Group("list", opened, finish, opened))
+        if parent >= 0:
+            nested.append(Group("procedure", parent, finish, opened))
+    return nested
+
+
 _CROSS_CHECK_LIMIT = 20_000  # longer units are never kept whole by a budget in practice: not compared
+
+
+def _range_max(values: list[int]) -> Callable[[int, int], int]:
+    """``query(low, high) == max(values[low:high])`` (low < high) in constant time: a sparse table,
+    built in O(n log n) (the maximum of each run of 2**k values, for every k)."""
+    table = [values]
+    span = 1
+    while span * 2 <= len(values):
+        row = table[-1]
+        table.append(list(map(max, row[: len(row) - span], row[span:])))
+        span *= 2
+
+    def query(low: int, high: int) -> int:
+        level = (high - low).bit_length() - 1
+        row = table[level]
+        return max(row[low], row[high - (1 << level)])
+
+    return query
 
 
 # A list item's marker as CommonMark reads it: indentation, a bullet or 1-9 digits with '.' or ')',
@@ -355,18 +400,29 @@ def _columns(prefix: str) -> int:
 def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
     """Every list of ``text[start:end]`` as CommonMark delimits it (block structure only), as units: a
     ``list`` per list at any depth, and a ``procedure`` for an ordered list with the paragraph right
-    before it in the same container.
+    before it in the same container. In C (``_mdscan.commonmark_lists``) when it is built; the
+    reference is ``_commonmark_lists`` (tests/core/test_markdown_native.py holds them equal)."""
+    if _native is not None:
+        return _native.commonmark_lists(text, start, end, Group)
+    return _commonmark_lists(text, start, end)
+
+
+def _commonmark_lists(text: str, start: int, end: int) -> list[Group]:
+    """``commonmark_lists`` in Python, the reference.
 
     The line scanner reads lists by indentation; CommonMark by each item's content column: a line
     belongs to an item when indented at least to the column its text starts at, a list ends at a line
     indented less that is not an item (or lazily continues a paragraph), and an item of another
     marker (another bullet, or '.' after ')') starts another list. One pass over the lines with a
     stack of open items; fenced code and HTML comments inside are skipped over. (Block quotes are
-    not modelled.)
+    not modelled.) Linear: the open items' content columns rise strictly, so a line's depth is a
+    bisection, and every open list ends where the last line that extends them does (one ``finish``).
     """
     out: list[Group] = []
-    # Open levels, outermost first: [content column, list start, list end, ordered, marker, lead-in].
+    # Open levels, outermost first: [list start, ordered, marker, lead-in]; their content columns in ``columns``.
     levels: list[list] = []
+    columns: list[int] = []
+    finish_all = start  # the end of every open list: a line that extends one extends all
     fence: tuple[str, int] | None = None  # (marker, depth) of an open fenced block
     comment = False
     prev_para = False  # the previous line is paragraph text (a lazy continuation may follow)
@@ -374,14 +430,11 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
 
     def close(depth: int) -> None:
         while len(levels) > depth:
-            _col, begin, finish, ordered, _marker, lead = levels.pop()
-            out.append(Group("list", begin, finish, begin))
+            begin, ordered, _marker, lead = levels.pop()
+            columns.pop()
+            out.append(Group("list", begin, finish_all, begin))
             if ordered and lead is not None:
-                out.append(Group("procedure", lead, finish, begin))
-
-    def extend(finish: int) -> None:
-        for level in levels:
-            level[2] = finish
+                out.append(Group("procedure", lead, finish_all, begin))
 
     pos = start
     while pos < end:
@@ -402,12 +455,10 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
             pos = line_end + 1
             continue
         indent = _columns(line[: len(line) - len(stripped)])
-        depth = 0
-        while depth < len(levels) and indent >= levels[depth][0]:
-            depth += 1
+        depth = bisect.bisect_right(columns, indent)  # the open levels whose content column it reaches
         if comment:
             comment = "-->" not in line
-            extend(finish)
+            finish_all = finish
             pos = line_end + 1
             continue
         if fence is not None:
@@ -415,11 +466,11 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
             if depth >= fence_depth:
                 if stripped.startswith(marker) and not stripped.strip().strip(marker[0]):
                     fence = None
-                extend(finish)
+                finish_all = finish
                 pos = line_end + 1
                 continue
             fence = None  # its container closed
-        base = levels[depth - 1][0] if depth else 0
+        base = columns[depth - 1] if depth else 0
         item = _CM_ITEM.match(line) if indent - base <= 3 else None
         if item and item.group(2) in "-*" and _HR.match(line):
             item = None
@@ -438,17 +489,15 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
                 len(after.expandtabs(4)) if after.strip(" \t") == "" and not line[item.end() :].strip() else 0
             )
             content = width + 1 if gap or len(after.expandtabs(4)) > 4 else width + len(after.expandtabs(4))
-            if depth < len(levels) and levels[depth][4] == marker:
+            if depth < len(levels) and levels[depth][2] == marker:
                 close(depth + 1)
-                levels[depth][0] = content
-                levels[depth][2] = finish
+                columns[depth] = content
             else:
                 close(depth)
                 lead = last_para[0] if last_para is not None and last_para[1] == depth and ordered else None
-                levels.append(
-                    [content, pos + (len(line) - len(line.lstrip(" \t"))), finish, ordered, marker, lead]
-                )
-            extend(finish)
+                levels.append([pos + (len(line) - len(line.lstrip(" \t"))), ordered, marker, lead])
+                columns.append(content)
+            finish_all = finish
             text_after = line[item.end() :].strip()
             last_para = (pos, len(levels)) if text_after else None
             prev_para = bool(text_after) and not _CM_NOT_LAZY.match(line[item.end() :])
@@ -458,7 +507,7 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
         if depth < len(levels) and not lazy:
             close(depth)
         if levels:
-            extend(finish)
+            finish_all = finish
         if lazy:
             pos = line_end + 1
             continue
