@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -230,6 +231,8 @@ def scan(
     return structure
 
 
+_START = operator.itemgetter(1)  # a Group's start
+_END = operator.itemgetter(2)
 _QUOTED_FENCE = re.compile(r"(?m)^[ \t]{0,3}>[ \t]?(?:>[ \t]?)*(?:`{3,}|~{3,})")
 _BLOCK_LINE = re.compile(r"[ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])")
 
@@ -248,15 +251,17 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
       them at most) when that paragraph is not already its lead-in (one ending with ':').
     """
     nested: list[Group] = []
-    for group in structure.groups:
-        if group.kind == "procedure" and group.start == group.body_start:
-            lead_in = _paragraph_before(text, group.start)
+    for kind, anchor, group_end, body, _context, label in structure.groups:
+        if kind == "section":
+            continue
+        if kind == "procedure" and anchor == body:
+            lead_in = _paragraph_before(text, anchor)
             if lead_in is not None:
-                nested.append(Group("procedure", lead_in, group.end, group.body_start))
-        if group.kind in ("procedure", "list", "table", "code") and group.start < group.body_start:
-            nested.append(Group(group.kind, group.body_start, group.end, group.body_start, label=group.label))
-        if group.kind in ("list", "procedure") and text.find("\n", group.body_start, group.end) >= 0:
-            nested.extend(indented_units(text, group.body_start, group.end))
+                nested.append(Group("procedure", lead_in, group_end, body))
+        if anchor < body and kind in ("procedure", "list", "table", "code"):  # with a lead-in: the body alone
+            nested.append(Group(kind, body, group_end, body, label=label))
+        if kind in ("list", "procedure") and text.find("\n", body, group_end) >= 0:
+            nested.extend(indented_units(text, body, group_end))
     if ">" in text:
         # Fenced code inside a block quote ("> ```"): the line scanner reads quotes as paragraphs.
         opening: int | None = None
@@ -291,11 +296,13 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
             low, high = bisect.bisect_right(ends, a), bisect.bisect_left(ends, b)
             return low < high and -earliest(low, high) < a
 
-        nested = [g for g in nested if g.kind not in ("list", "procedure") or not crosses(g.start, g.end)]
-        known = {(g.kind, g.start, g.end) for g in nested if g.kind in ("list", "procedure")}
-        known.update((g.kind, g.start, g.end) for g in structure.groups if g.kind in ("list", "procedure"))
-        nested.extend(g for g in lists if (g.kind, g.start, g.end) not in known)
-    nested.sort(key=lambda g: (g.start, -g.end))
+        nested = [g for g in nested if g[0] not in ("list", "procedure") or not crosses(g[1], g[2])]
+        known = {g[:3] for g in nested if g[0] in ("list", "procedure")}
+        known.update(g[:3] for g in structure.groups if g[0] in ("list", "procedure"))
+        nested.extend(g for g in lists if g[:3] not in known)
+    # By (start, -end), stable: by end descending, then by start.
+    nested.sort(key=_END, reverse=True)
+    nested.sort(key=_START)
     structure.units = nested
 
 
@@ -366,20 +373,27 @@ def _indented_units(text: str, begin: int, end: int) -> list[Group]:
 _CROSS_CHECK_LIMIT = 20_000  # longer units are never kept whole by a budget in practice: not compared
 
 
+_RANGE_BLOCK = 64
+
+
 def _range_max(values: list[int]) -> Callable[[int, int], int]:
-    """``query(low, high) == max(values[low:high])`` (low < high) in constant time: a sparse table,
-    built in O(n log n) (the maximum of each run of 2**k values, for every k)."""
-    table = [values]
-    span = 1
-    while span * 2 <= len(values):
-        row = table[-1]
-        table.append(list(map(max, row[: len(row) - span], row[span:])))
-        span *= 2
+    """``query(low, high) == max(values[low:high])`` (low < high): the maxima of blocks of 64 values,
+    so a query reads at most two part blocks and the whole blocks between (built in one pass). A
+    crossing query's range holds only lists starting within ``_CROSS_CHECK_LIMIT`` characters, so
+    each costs a bounded number of steps."""
+    size = _RANGE_BLOCK
+    blocks = [max(values[i : i + size]) for i in range(0, len(values), size)]
 
     def query(low: int, high: int) -> int:
-        level = (high - low).bit_length() - 1
-        row = table[level]
-        return max(row[low], row[high - (1 << level)])
+        first, last = -(-low // size), high // size  # the whole blocks inside [low, high)
+        if first >= last:
+            return max(values[low:high])
+        best = max(blocks[first:last])
+        if low < first * size:
+            best = max(best, max(values[low : first * size]))
+        if last * size < high:
+            best = max(best, max(values[last * size : high]))
+        return best
 
     return query
 

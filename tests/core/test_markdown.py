@@ -809,3 +809,15 @@ def test_hostile_lists_scan_in_linear_time(name: str, native: bool, monkeypatch:
     assert structure.groups and all(0 <= g.start < g.end <= len(text) for g in structure.units)
     # Linear work takes a few seconds at most in pure Python; the quadratic steps took minutes.
     assert elapsed < 30, f"{name}: {elapsed:.1f} s"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-1000, 1000), min_size=1, max_size=400), st.data())
+def test_the_block_range_maximum_is_the_maximum_of_the_slice(values: list[int], data: st.DataObject) -> None:
+    from chunkyard.chunking.markdown import _range_max
+
+    query = _range_max(values)
+    for _ in range(20):
+        low = data.draw(st.integers(0, len(values) - 1))
+        high = data.draw(st.integers(low + 1, len(values)))
+        assert query(low, high) == max(values[low:high])
