@@ -37,7 +37,9 @@ from chunkyard.chunking.strategies import STRATEGIES
 
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
-ALGORITHM_VERSION = "7"
+ALGORITHM_VERSION = "8"
+# 8: the lists inside block quotes are units (``markdown.quoted_lists``): a procedure quoted with ">"
+#    stays whole when it fits
 # 7: max_size bounds embed_text (prefix + text) by default (``budget: embed_text``): each chunk's prefix
 #    is reserved from its budget and shortened when it would take more than half of it
 # 6: every boundary of a document chosen at once by the global segmenter (chunking/segmenter.py) for

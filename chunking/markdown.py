@@ -248,7 +248,9 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     - the body alone (items, rows, code lines) of a group with a lead-in, which may fit when the two
       together do not;
     - a ``procedure`` for an ordered list with the paragraph right before it (a blank line between
-      them at most) when that paragraph is not already its lead-in (one ending with ':').
+      them at most) when that paragraph is not already its lead-in (one ending with ':');
+    - the lists as CommonMark delimits them (``commonmark_lists``), those inside block quotes too
+      (``quoted_lists``); a unit above that crosses one of them is dropped.
     """
     nested: list[Group] = []
     for kind, anchor, group_end, body, _context, label in structure.groups:
@@ -277,6 +279,8 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     # lie whole in one chunk, and CommonMark's is the one a reader sees rendered.
     end = len(text) if end is None else end
     lists = [g for g in commonmark_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT]
+    if ">" in text:
+        lists.extend(g for g in quoted_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT)
     if lists:
         # Two range queries per unit: a list starting inside it that ends after it (the most any list
         # starting there reaches), or one ending inside it that starts before it (the least start).
@@ -304,6 +308,76 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     nested.sort(key=_END, reverse=True)
     nested.sort(key=_START)
     structure.units = nested
+
+
+_QUOTE_START = re.compile(r"(?m)^ {0,3}>")  # a line of a block quote
+_QUOTE_PREFIX = re.compile(r"( {0,3})>[ \t]?")  # its marker, with the one blank a marker takes
+_QUOTE_DEPTH = 8  # quotes inside quotes: the lists of the first eight levels
+
+
+def quoted_lists(text: str, start: int, end: int, depth: int = 0) -> list[Group]:
+    """The lists inside the block quotes of ``text[start:end]`` as ``commonmark_lists`` delimits them,
+    in offsets of ``text``: a block quote is a run of lines opening with ``>`` (after up to three
+    spaces); its text is those lines without the marker (and one blank after it), read for lists as
+    a document of its own, and for quotes inside it, to ``_QUOTE_DEPTH`` levels. A unit that starts a
+    line of the quote starts at its ``>``, as a reader sees the quoted list begin. (Lazy continuation
+    lines without a ``>`` end the quote here.)"""
+    out: list[Group] = []
+    pos = start
+    while pos < end:
+        found = _QUOTE_START.search(text, pos, end)
+        if found is None:
+            break
+        line = found.start()
+        pieces: list[str] = []
+        quoted_starts: list[int] = []  # where each line starts in the quote's text
+        content_starts: list[int] = []  # where the same line's content starts in ``text``
+        marks: list[int] = []  # the position of its ``>``
+        size = 0
+        while line < end:
+            prefix = _QUOTE_PREFIX.match(text, line, end)
+            if prefix is None:
+                break
+            newline = text.find("\n", line, end)
+            line_end = end if newline == -1 else newline
+            quoted_starts.append(size)
+            content_starts.append(prefix.end())
+            marks.append(line + len(prefix.group(1)))
+            pieces.append(text[prefix.end() : line_end])
+            size += line_end - prefix.end() + 1
+            line = line_end + 1
+        pos = max(line, found.end())
+        quoted = "\n".join(pieces)
+        found_lists = commonmark_lists(quoted, 0, len(quoted))
+        if depth + 1 < _QUOTE_DEPTH and ">" in quoted:
+            found_lists.extend(quoted_lists(quoted, 0, len(quoted), depth + 1))
+        # For each line, the last line of the run of blank lines it starts (the line before it: none).
+        blank_until = list(range(-1, len(pieces) - 1))
+        for j in range(len(pieces) - 1, -1, -1):
+            if not pieces[j].strip():
+                blank_until[j] = blank_until[j + 1] if j + 1 < len(pieces) and blank_until[j + 1] > j else j
+        lines = (quoted_starts, content_starts, marks, blank_until)
+        out.extend(_unquoted(g, quoted, lines) for g in found_lists)
+    return out
+
+
+def _unquoted(group: Group, quoted: str, lines: tuple[list[int], list[int], list[int], list[int]]) -> Group:
+    """``group`` of a block quote's text (``quoted_lists``) in offsets of the document: a start with
+    only blanks before it on its line moves to the line's ``>``; the end takes in the quote's blank
+    lines after it (to their last ``>``), as they belong to the list until the next line with text."""
+    quoted_starts, content_starts, marks, blank_until = lines
+
+    def opening(offset: int) -> int:
+        i = bisect.bisect_right(quoted_starts, offset) - 1
+        if not quoted[quoted_starts[i] : offset].strip():
+            return marks[i]
+        return content_starts[i] + offset - quoted_starts[i]
+
+    i = bisect.bisect_right(quoted_starts, group.end - 1) - 1
+    end = content_starts[i] + group.end - quoted_starts[i]
+    if i + 1 < len(marks) and blank_until[i + 1] > i:
+        end = marks[blank_until[i + 1]] + 1
+    return Group(group.kind, opening(group.start), end, opening(group.body_start))
 
 
 def indented_units(text: str, begin: int, end: int) -> list[Group]:
@@ -429,8 +503,9 @@ def _commonmark_lists(text: str, start: int, end: int) -> list[Group]:
     indented less that is not an item (or lazily continues a paragraph), and an item of another
     marker (another bullet, or '.' after ')') starts another list. One pass over the lines with a
     stack of open items; fenced code and HTML comments inside are skipped over. (Block quotes are
-    not modelled.) Linear: the open items' content columns rise strictly, so a line's depth is a
-    bisection, and every open list ends where the last line that extends them does (one ``finish``).
+    not modelled here: ``quoted_lists`` reads each quote's text with this.) Linear: the open items'
+    content columns rise strictly, so a line's depth is a bisection, and every open list ends where
+    the last line that extends them does (one ``finish``).
     """
     out: list[Group] = []
     # Open levels, outermost first: [list start, ordered, marker, lead-in]; their content columns in ``columns``.

@@ -790,6 +790,9 @@ HOSTILE_LISTS = {
     "1 MB of alternating nested items": "- a\n  - b\n" * 100_000,
     "700 deep, then 100,000 lazy lines": "".join("  " * i + "- x\n" for i in range(700)) + "lazy\n" * 100_000,
     "100,000 code lines in an item": "1. step\n\n   ```\n" + "   code\n" * 100_000 + "   ```\n",
+    "100,000 quoted items, blank quote lines between": "> - a\n>\n" * 100_000,
+    "1,000 quotes deep, 1,000 lines": ("> " * 1_000 + "- a\n") * 1_000,
+    "10 MB quoted line": "> - " + "word " * 2_000_000,
 }
 
 
@@ -806,7 +809,7 @@ def test_hostile_lists_scan_in_linear_time(name: str, native: bool, monkeypatch:
     started = time.process_time()
     structure = scan(text)
     elapsed = time.process_time() - started
-    assert structure.groups and all(0 <= g.start < g.end <= len(text) for g in structure.units)
+    assert all(0 <= g.start < g.end <= len(text) for g in (*structure.groups, *structure.units))
     # Linear work takes a few seconds at most in pure Python; the quadratic steps took minutes.
     assert elapsed < 30, f"{name}: {elapsed:.1f} s"
 
@@ -821,3 +824,38 @@ def test_the_block_range_maximum_is_the_maximum_of_the_slice(values: list[int], 
         low = data.draw(st.integers(0, len(values) - 1))
         high = data.draw(st.integers(low + 1, len(values)))
         assert query(low, high) == max(values[low:high])
+
+
+QUOTED_LISTS = (
+    "Intro.\n\n"
+    "> That said, the annotation has a legacy name\n> and we should fix this. So:\n> \n"
+    ">   1. When the flag is unset, delete both\n>      annotations.\n"
+    ">   2. When it is set, write the new one:\n>      - on start\n>      - on change\n> \n"
+    "> Kubelet keeps the existing behavior.\n\n"
+    "> - a\n> > 1. quoted twice\n> >    more\n> >\n> - b\n\n"
+    ">- tight\n>* other marker\n\nEnd.\n"
+)
+
+
+def test_lists_in_block_quotes_are_units_as_commonmark_delimits_them() -> None:
+    """The line scanner reads a block quote as paragraphs; its lists are units all the same, each from
+    the line's '>' to the end of its last item (with the quote's blank lines after it, as CommonMark's
+    list reaches to the next line with text), at any quote depth."""
+    markdown_it = pytest.importorskip("markdown_it")
+    text = QUOTED_LISTS
+    line_starts = [0, *(i + 1 for i, ch in enumerate(text) if ch == "\n")]
+    structure = scan(text)
+    spans = {(g.start, g.end) for g in structure.units if g.kind == "list"}
+    expected = set()
+    for token in markdown_it.MarkdownIt("commonmark").parse(text):
+        if token.type in ("bullet_list_open", "ordered_list_open") and token.map is not None:
+            begin = line_starts[token.map[0]]
+            finish = line_starts[token.map[1]] if token.map[1] < len(line_starts) else len(text)
+            piece = text[begin:finish]
+            begin += len(piece) - len(piece.lstrip())
+            expected.add((begin, begin + len(text[begin:finish].rstrip())))
+    assert len(expected) == 7 and expected <= spans, sorted(expected - spans)
+    procedure = text[text.index("> That said") : text.index("> Kubelet") - 2]
+    assert ("procedure", procedure) in _units(text)
+    chunks = md(text, max_size=len(procedure) + 10)
+    assert any(c.start <= text.index("> That said") and c.end >= text.index("> Kubelet") - 2 for c in chunks)
