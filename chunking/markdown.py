@@ -310,7 +310,7 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     structure.units = nested
 
 
-_QUOTE_START = re.compile(r"(?m)^ {0,3}>")  # a line of a block quote
+_QUOTE_AFTER_LF = re.compile(r"\n {0,3}>")  # a line of a block quote (after the first)
 _QUOTE_PREFIX = re.compile(r"( {0,3})>[ \t]?")  # its marker, with the one blank a marker takes
 _QUOTE_DEPTH = 8  # quotes inside quotes: the lists of the first eight levels
 
@@ -325,10 +325,13 @@ def quoted_lists(text: str, start: int, end: int, depth: int = 0) -> list[Group]
     out: list[Group] = []
     pos = start
     while pos < end:
-        found = _QUOTE_START.search(text, pos, end)
-        if found is None:
-            break
-        line = found.start()
+        if (pos == 0 or text[pos - 1] == "\n") and _QUOTE_PREFIX.match(text, pos, end):
+            line = pos
+        else:
+            found = _QUOTE_AFTER_LF.search(text, pos, end)  # a literal first: a fast search
+            if found is None:
+                break
+            line = found.start() + 1
         pieces: list[str] = []
         quoted_starts: list[int] = []  # where each line starts in the quote's text
         content_starts: list[int] = []  # where the same line's content starts in ``text``
@@ -346,11 +349,13 @@ def quoted_lists(text: str, start: int, end: int, depth: int = 0) -> list[Group]
             pieces.append(text[prefix.end() : line_end])
             size += line_end - prefix.end() + 1
             line = line_end + 1
-        pos = max(line, found.end())
+        pos = line
         quoted = "\n".join(pieces)
         found_lists = commonmark_lists(quoted, 0, len(quoted))
         if depth + 1 < _QUOTE_DEPTH and ">" in quoted:
             found_lists.extend(quoted_lists(quoted, 0, len(quoted), depth + 1))
+        if not found_lists:
+            continue
         # For each line, the last line of the run of blank lines it starts (the line before it: none).
         blank_until = list(range(-1, len(pieces) - 1))
         for j in range(len(pieces) - 1, -1, -1):
