@@ -208,6 +208,7 @@ def scan(
             _native.structure(text, start, end, lone_cr, Heading, Group)
         )
         _add_derived_groups(text, structure, start, end)
+        _add_unit_starts(text, structure)
         return structure
     headings, structure.positions, structure.scores, groups = _scan_lines(text, start, end, lone_cr)
     structure.headings = list(map(Heading._make, headings))
@@ -228,7 +229,41 @@ def scan(
     structure.groups.extend(section_groups(structure.headings, end))
     structure.groups.sort(key=lambda g: (g.start, -g.end))
     _add_derived_groups(text, structure, start, end)
+    _add_unit_starts(text, structure)
     return structure
+
+
+def _add_unit_starts(text: str, structure: Structure) -> None:
+    """A boundary at the first character of each group or unit (not a section) that starts at or
+    after the indentation of its line, where the line's start is a boundary: scored as that line
+    start. A chunk keeps the indentation of the line it starts on (the packer), so a unit that fits
+    without its line's indentation but not with it (a nested list, a fenced block or a lead-in inside
+    an item) can be held whole only by a chunk starting at its first character."""
+    positions, scores = structure.positions, structure.scores
+    if not positions:
+        return
+    added: dict[int, int] = {}
+    for start in {g.start for g in (*structure.groups, *structure.units) if g.kind != "section"}:
+        first = start
+        while first < len(text) and text[first] in " \t":
+            first += 1
+        line_start = start
+        while line_start > 0 and text[line_start - 1] in " \t":
+            line_start -= 1
+        if line_start == first or (line_start > 0 and text[line_start - 1] != "\n"):
+            continue
+        k = bisect.bisect_left(positions, line_start)
+        if k == len(positions) or positions[k] != line_start:
+            continue
+        j = bisect.bisect_left(positions, first, k)
+        if j < len(positions) and positions[j] == first:
+            continue
+        added[first] = scores[k]
+    if added:
+        # Two sorted runs: the sort merges them in linear time.
+        merged = sorted([*zip(positions, scores, strict=True), *sorted(added.items())])
+        structure.positions = [pos for pos, _ in merged]
+        structure.scores = [score for _, score in merged]
 
 
 _START = operator.itemgetter(1)  # a Group's start

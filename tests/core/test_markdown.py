@@ -859,3 +859,17 @@ def test_lists_in_block_quotes_are_units_as_commonmark_delimits_them() -> None:
     assert ("procedure", procedure) in _units(text)
     chunks = md(text, max_size=len(procedure) + 10)
     assert any(c.start <= text.index("> That said") and c.end >= text.index("> Kubelet") - 2 for c in chunks)
+
+
+def test_a_nested_list_that_fits_only_without_its_indentation_is_held_whole() -> None:
+    """A chunk keeps the indentation of the line it starts on; a nested list of 200 characters indented
+    by 6 is 206 with it, so a chunk may start at the list's first character (a boundary there)."""
+    nested = "- " + "a" * 95 + "\n      - " + "b" * 94
+    assert len(nested) == 200
+    text = "Intro paragraph here.\n\n- Top item\n    - Second level\n      " + nested + "\n- After\n"
+    begin = text.index("- aaa")
+    finish = begin + len(nested)
+    assert ("list", text[begin:finish]) in _units(text)
+    chunks = md(text, max_size=len(nested))
+    assert any(c.start <= begin and c.end >= finish for c in chunks), [(c.start, c.end) for c in chunks]
+    assert begin in scan(text).positions and text.rfind("\n", 0, begin) + 1 in scan(text).positions
