@@ -464,7 +464,9 @@ static int run_scan(Scan *sc)
             Py_ssize_t last = j < n ? j : n - 1;
             for (Py_ssize_t k = i + 2; k < last + (j < n ? 0 : 1); k++)
                 mark(sc, k, d->blank[k - 1] ? CODE_BLANK : CODE_LINE);
-            if (add_group(sc, "code", anchor, d->ends[last], ls, -1, lang_start, lang_end) < 0)
+            /* the body starts at the fence itself, after its (at most three) blanks */
+            Py_ssize_t body = up_to_three_spaces(d, ls, le);
+            if (add_group(sc, "code", anchor, d->ends[last], body, -1, lang_start, lang_end) < 0)
                 return -1;
             sc->last_block_end_line = last;
             sc->prev_para_start = -1;

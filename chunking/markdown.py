@@ -788,7 +788,9 @@ def _scan_lines(
                 score = CODE_BLANK if _is_blank(texts[k - 1]) else CODE_LINE
                 if boundaries.get(starts[k], 0) < score:
                     boundaries[starts[k]] = score
-            groups.append(("code", anchor, starts[last] + len(texts[last]), line_start, -1, language))
+            # The body starts at the fence itself, after its (at most three) blanks: a chunk may start there.
+            body = line_start + len(fence.group(1))
+            groups.append(("code", anchor, starts[last] + len(texts[last]), body, -1, language))
             last_block_end_line, prev_para = last, None
             i = last + 1
             continue

@@ -873,3 +873,18 @@ def test_a_nested_list_that_fits_only_without_its_indentation_is_held_whole() ->
     chunks = md(text, max_size=len(nested))
     assert any(c.start <= begin and c.end >= finish for c in chunks), [(c.start, c.end) for c in chunks]
     assert begin in scan(text).positions and text.rfind("\n", 0, begin) + 1 in scan(text).positions
+
+
+def test_a_fenced_block_in_an_item_that_fits_only_without_its_blanks_is_held_whole() -> None:
+    """A code block's body starts at its fence, after its blanks (an item's, three): a chunk may start
+    there without paying for a cut inside a code line, so a 200-character block (203 with its
+    blanks) is one chunk at a budget of 200."""
+    lines = ["```json", *(f'   "key{i}": "{"v" * 12}",' for i in range(6)), "   ```"]
+    block = "\n".join(lines)
+    block = block.replace("v" * 12, "v" * (12 + 200 - len(block)), 1)
+    text = "Intro.\n\n   Text of an item, indented.\n\n   " + block + "\n\nAfter.\n"
+    begin = text.index("```json")
+    finish = begin + len(block)
+    assert finish - begin == 200 and [g for g in scan(text).groups if g.kind == "code"][0].body_start == begin
+    chunks = md(text, max_size=200)
+    assert any(c.start <= begin and c.end >= finish for c in chunks), [(c.start, c.end) for c in chunks]
