@@ -233,6 +233,9 @@ def scan(
     return structure
 
 
+_BLANKS = re.compile(r"[ \t]*")
+
+
 def _add_unit_starts(text: str, structure: Structure) -> None:
     """A boundary at the first character of each group or unit (not a section) that starts at or
     after the indentation of its line, where the line's start is a boundary: scored as that line
@@ -242,16 +245,20 @@ def _add_unit_starts(text: str, structure: Structure) -> None:
     positions, scores = structure.positions, structure.scores
     if not positions:
         return
+    size = len(text)
+    # Only a start with a blank before or at it can be on an indented line (most start a line).
+    candidates = {
+        start
+        for group in itertools.chain(structure.groups, structure.units)
+        if ((start := group[1]) < size and text[start] in " \t") or (start > 0 and text[start - 1] in " \t")
+        if group[0] != "section"
+    }
     added: dict[int, int] = {}
-    for start in {g.start for g in (*structure.groups, *structure.units) if g.kind != "section"}:
-        first = start
-        while first < len(text) and text[first] in " \t":
-            first += 1
-        line_start = start
-        while line_start > 0 and text[line_start - 1] in " \t":
-            line_start -= 1
-        if line_start == first or (line_start > 0 and text[line_start - 1] != "\n"):
-            continue
+    for start in candidates:
+        first = _BLANKS.match(text, start).end()
+        line_start = text.rfind("\n", 0, start) + 1
+        if line_start == first or text[line_start:start].strip(" \t"):
+            continue  # not indented, or not at the line's first text
         k = bisect.bisect_left(positions, line_start)
         if k == len(positions) or positions[k] != line_start:
             continue
@@ -259,8 +266,12 @@ def _add_unit_starts(text: str, structure: Structure) -> None:
         if j < len(positions) and positions[j] == first:
             continue
         added[first] = scores[k]
-    if added:
-        # Two sorted runs: the sort merges them in linear time.
+    if len(added) <= 16:  # a few: inserted in place
+        for first, score in added.items():
+            j = bisect.bisect_left(positions, first)
+            positions.insert(j, first)
+            scores.insert(j, score)
+    else:  # two sorted runs: the sort merges them in linear time
         merged = sorted([*zip(positions, scores, strict=True), *sorted(added.items())])
         structure.positions = [pos for pos, _ in merged]
         structure.scores = [score for _, score in merged]
