@@ -11,6 +11,11 @@
  *   positions, scores: the boundaries, sorted by position
  *   groups: [(kind, anchor, end, body_start, header_end, label)]   header_end is -1 but for tables
  * Python builds the contexts of the groups, the breadcrumbs and the section groups from these.
+ *
+ * commonmark_lists(text, start, end, Group) -> [Group]   markdown._commonmark_lists
+ * indented_units(text, begin, end, Group) -> [Group]     markdown._indented_units
+ *   the lists as CommonMark delimits them, and the nested lists and fenced code read by indentation
+ *   inside one list: line loops with no rules of their own, held equal to the Python twins.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -459,7 +464,9 @@ static int run_scan(Scan *sc)
             Py_ssize_t last = j < n ? j : n - 1;
             for (Py_ssize_t k = i + 2; k < last + (j < n ? 0 : 1); k++)
                 mark(sc, k, d->blank[k - 1] ? CODE_BLANK : CODE_LINE);
-            if (add_group(sc, "code", anchor, d->ends[last], ls, -1, lang_start, lang_end) < 0)
+            /* the body starts at the fence itself, after its (at most three) blanks */
+            Py_ssize_t body = up_to_three_spaces(d, ls, le);
+            if (add_group(sc, "code", anchor, d->ends[last], body, -1, lang_start, lang_end) < 0)
                 return -1;
             sc->last_block_end_line = last;
             sc->prev_para_start = -1;
@@ -933,11 +940,466 @@ done:
     return result;
 }
 
+/* -- commonmark_lists: the lists as CommonMark delimits them (markdown._commonmark_lists) ---------- */
+
+/* _CM_NOT_LAZY  [ \t]*(?:#{1,6}(?:[ \t]|\r?$)|`{3,}|~{3,}|>|<!--) at s */
+static int cm_not_lazy(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    Py_ssize_t p = s;
+    while (p < e && SPACE_OR_TAB(CH(d, p)))
+        p++;
+    if (p >= e)
+        return 0;
+    Py_UCS4 c = CH(d, p);
+    if (c == '>')
+        return 1;
+    if (c == '#' || c == '`' || c == '~') {
+        Py_ssize_t q = p;
+        while (q < e && CH(d, q) == c)
+            q++;
+        if (c != '#')
+            return q - p >= 3;
+        /* a run of more than six '#' leaves a '#' after any shorter match: no match */
+        return q - p <= 6 && (q == e || SPACE_OR_TAB(CH(d, q)) || (CH(d, q) == '\r' && q + 1 == e));
+    }
+    return c == '<' && p + 4 <= e && CH(d, p + 1) == '!' && CH(d, p + 2) == '-' && CH(d, p + 3) == '-';
+}
+
+/* _CM_REFDEF   {0,3}\[[^\]]+\]:[ \t]*\S at s */
+static int cm_refdef(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    Py_ssize_t p = up_to_three_spaces(d, s, e);
+    if (p >= e || CH(d, p) != '[')
+        return 0;
+    Py_ssize_t q = p + 1;
+    while (q < e && CH(d, q) != ']')
+        q++;
+    if (q == p + 1 || q + 1 >= e || CH(d, q + 1) != ':')
+        return 0;
+    q += 2;
+    while (q < e && SPACE_OR_TAB(CH(d, q)))
+        q++;
+    return q < e && !Py_UNICODE_ISSPACE(CH(d, q));
+}
+
+/* _CM_ITEM  ([ \t]*)([-+*]|([0-9]{1,9})[.)])([ \t]+|\r?$) at s, whose indent ends at p (p < e).
+ * -> 1 on a match; *marker_end: the end of group 2; *number: group 3's value (-1: a bullet);
+ * *item_end: the match end (group 4 is [*marker_end, *item_end)) */
+static int cm_item(const Doc *d, Py_ssize_t p, Py_ssize_t e, Py_ssize_t *marker_end, long *number,
+                   Py_ssize_t *item_end)
+{
+    Py_UCS4 c = CH(d, p);
+    Py_ssize_t q;
+    if (c == '-' || c == '+' || c == '*') {
+        q = p + 1;
+        *number = -1;
+    } else if (c >= '0' && c <= '9') {
+        long value = 0;
+        q = p;
+        while (q < e && CH(d, q) >= '0' && CH(d, q) <= '9') {
+            if (q - p < 9)
+                value = value * 10 + (long)(CH(d, q) - '0');
+            q++;
+        }
+        if (q - p > 9 || q >= e || (CH(d, q) != '.' && CH(d, q) != ')'))
+            return 0;
+        q++;
+        *number = value;
+    } else {
+        return 0;
+    }
+    *marker_end = q;
+    if (q < e && SPACE_OR_TAB(CH(d, q))) {
+        while (q < e && SPACE_OR_TAB(CH(d, q)))
+            q++;
+        *item_end = q;
+        return 1;
+    }
+    if (q < e && CH(d, q) == '\r')
+        q++;
+    if (q != e)
+        return 0;
+    *item_end = e;
+    return 1;
+}
+
+/* all of text[s:e] is white space (str.strip() is empty) */
+static int all_space(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    for (; s < e; s++)
+        if (!Py_UNICODE_ISSPACE(CH(d, s)))
+            return 0;
+    return 1;
+}
+
+typedef struct {
+    Py_ssize_t col, begin, lead; /* content column, list start, lead-in start (-1: none) */
+    Py_UCS4 marker;
+    int ordered;
+} Level;
+
+typedef struct {
+    PyObject *out, *group_type, *list_kind, *procedure_kind, *empty;
+    Level *levels;
+    Py_ssize_t n, capacity;
+    Py_ssize_t finish; /* the end of every open list: all grow together */
+} Lists;
+
+static int emit(Lists *ls, PyObject *kind, Py_ssize_t start, Py_ssize_t end, Py_ssize_t body)
+{
+    PyObject *item = named(ls->group_type, Py_BuildValue("(OnnnOO)", kind, start, end, body, ls->empty, ls->empty));
+    if (item == NULL)
+        return -1;
+    int failed = PyList_Append(ls->out, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+/* close(depth): innermost first, a list and, for an ordered one with a lead-in, its procedure */
+static int close_levels(Lists *ls, Py_ssize_t depth)
+{
+    while (ls->n > depth) {
+        Level *level = &ls->levels[--ls->n];
+        if (emit(ls, ls->list_kind, level->begin, ls->finish, level->begin) < 0)
+            return -1;
+        if (level->ordered && level->lead >= 0
+                && emit(ls, ls->procedure_kind, level->lead, ls->finish, level->begin) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int run_lists(const Doc *d, Lists *ls, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_UCS4 fence_marker = 0; /* 0: no open fenced block */
+    Py_ssize_t fence_depth = 0;
+    int comment = 0, prev_para = 0;
+    Py_ssize_t last_para_start = -1, last_para_depth = 0; /* -1: the last block is no paragraph */
+    Py_ssize_t pos = start;
+    while (pos < end) {
+        Py_ssize_t line_end = PyUnicode_FindChar(d->text, '\n', pos, end, 1);
+        if (line_end == -2)
+            return -1;
+        if (line_end == -1)
+            line_end = end;
+        Py_ssize_t e = line_end, p = pos, finish = line_end;
+        while (p < e && SPACE_OR_TAB(CH(d, p)))
+            p++;
+        while (finish > pos && Py_UNICODE_ISSPACE(CH(d, finish - 1)))
+            finish--;
+        Py_ssize_t next = line_end + 1;
+        if (finish <= p) { /* blank */
+            prev_para = 0;
+            pos = next;
+            continue;
+        }
+        Py_UCS4 c = CH(d, p);
+        if (ls->n == 0 && fence_marker == 0 && !comment && !(c == '-' || c == '+' || c == '*' || (c >= '0' && c <= '9')
+                || c == '`' || c == '~' || c == '<' || c == '#' || c == '>' || c == '|' || c == '=' || c == '_' || c == '\r')) {
+            if (!prev_para && !cm_refdef(d, pos, e)) {
+                last_para_start = p;
+                last_para_depth = 0;
+                prev_para = 1;
+            }
+            pos = next;
+            continue;
+        }
+        Py_ssize_t indent = indent_width(d, pos, p);
+        Py_ssize_t low = 0, high = ls->n; /* depth: how many open levels' columns are <= indent */
+        while (low < high) {
+            Py_ssize_t mid = (low + high) / 2;
+            if (ls->levels[mid].col <= indent)
+                low = mid + 1;
+            else
+                high = mid;
+        }
+        Py_ssize_t depth = low;
+        if (comment) {
+            comment = !comment_closes(d, pos, e);
+            ls->finish = finish;
+            pos = next;
+            continue;
+        }
+        if (fence_marker) {
+            if (depth >= fence_depth) {
+                if (e - p >= 3 && CH(d, p) == fence_marker && CH(d, p + 1) == fence_marker
+                        && CH(d, p + 2) == fence_marker) {
+                    Py_ssize_t q = p;
+                    while (q < finish && CH(d, q) == fence_marker)
+                        q++;
+                    if (q == finish)
+                        fence_marker = 0;
+                }
+                ls->finish = finish;
+                pos = next;
+                continue;
+            }
+            fence_marker = 0; /* its container closed */
+        }
+        Py_ssize_t base = depth ? ls->levels[depth - 1].col : 0;
+        Py_ssize_t marker_end = 0, item_end = 0;
+        long number = -1;
+        int item = indent - base <= 3 && cm_item(d, p, e, &marker_end, &number, &item_end);
+        if (item && (c == '-' || c == '*') && thematic_break(d, pos, e))
+            item = 0;
+        int empty = item && all_space(d, item_end, e);
+        if (item && prev_para && depth == ls->n && (empty || (number >= 0 && number != 1)))
+            item = 0; /* starting a list inside a paragraph: a bullet or '1', with text */
+        if (item) {
+            Py_UCS4 marker = CH(d, marker_end - 1);
+            int ordered = number >= 0, after_blank = 1;
+            Py_ssize_t width = indent + (marker_end - p), after = 0; /* after: len(group 4 .expandtabs(4)) */
+            for (Py_ssize_t q = marker_end; q < item_end; q++) {
+                Py_UCS4 x = CH(d, q);
+                after = x == '\t' ? after + 4 - after % 4 : after + 1;
+                if (!SPACE_OR_TAB(x))
+                    after_blank = 0;
+            }
+            int gap = after_blank && empty && after > 0;
+            Py_ssize_t content = gap || after > 4 ? width + 1 : width + after;
+            if (depth < ls->n && ls->levels[depth].marker == marker) {
+                if (close_levels(ls, depth + 1) < 0)
+                    return -1;
+                ls->levels[depth].col = content;
+            } else {
+                if (close_levels(ls, depth) < 0)
+                    return -1;
+                if (ls->n == ls->capacity) {
+                    Py_ssize_t capacity = ls->capacity ? ls->capacity * 2 : 16;
+                    Level *levels = PyMem_Realloc(ls->levels, capacity * sizeof(Level));
+                    if (levels == NULL) {
+                        PyErr_NoMemory();
+                        return -1;
+                    }
+                    ls->levels = levels;
+                    ls->capacity = capacity;
+                }
+                Level *level = &ls->levels[ls->n++];
+                level->col = content;
+                level->begin = p;
+                level->lead = last_para_start >= 0 && last_para_depth == depth && ordered ? last_para_start : -1;
+                level->marker = marker;
+                level->ordered = ordered;
+            }
+            ls->finish = finish;
+            last_para_start = empty ? -1 : pos;
+            last_para_depth = ls->n;
+            prev_para = !empty && !cm_not_lazy(d, item_end, e);
+            pos = next;
+            continue;
+        }
+        int lazy = prev_para && !cm_not_lazy(d, pos, e) && !thematic_break(d, pos, e);
+        if (depth < ls->n && !lazy && close_levels(ls, depth) < 0)
+            return -1;
+        if (ls->n)
+            ls->finish = finish;
+        if (lazy) {
+            pos = next;
+            continue;
+        }
+        Py_ssize_t run = p;
+        if (c == '`' || c == '~')
+            while (run < e && CH(d, run) == c)
+                run++;
+        if (run - p >= 3 && indent - base <= 3) { /* _CM_FENCE  [ \t]*(`{3,}|~{3,}) */
+            fence_marker = c;
+            fence_depth = depth;
+            last_para_start = -1;
+            prev_para = 0;
+        } else if (c == '<' && html_comment(d, p, e) == p + 4 && indent - base <= 3) {
+            comment = !comment_closes(d, p + 4, e);
+            last_para_start = -1;
+            prev_para = 0;
+        } else if (cm_not_lazy(d, pos, e) || thematic_break(d, pos, e)) {
+            last_para_start = -1;
+            prev_para = 0;
+        } else if (!prev_para && cm_refdef(d, pos, e)) {
+            /* a link reference definition: no block, so the paragraph before stays the lead-in */
+        } else {
+            if (!prev_para) {
+                last_para_start = p;
+                last_para_depth = depth;
+            }
+            prev_para = 1;
+        }
+        pos = next;
+    }
+    return close_levels(ls, 0);
+}
+
+/* commonmark_lists(text, start, end, Group) -> [Group]: markdown._commonmark_lists, in C */
+static PyObject *commonmark_lists(PyObject *self, PyObject *args)
+{
+    PyObject *text, *group_type;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "UnnO", &text, &start, &end, &group_type))
+        return NULL;
+    if (!PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
+        return NULL;
+    }
+    if (start < 0 || end > PyUnicode_GET_LENGTH(text) || start > end) {
+        PyErr_SetString(PyExc_ValueError, "commonmark_lists: start and end must satisfy 0 <= start <= end <= len(text)");
+        return NULL;
+    }
+    Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
+    Lists ls = {PyList_New(0), group_type, PyUnicode_InternFromString("list"),
+                PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
+    PyObject *result = NULL;
+    if (ls.out && ls.list_kind && ls.procedure_kind && ls.empty && run_lists(&d, &ls, start, end) == 0) {
+        result = ls.out;
+        ls.out = NULL;
+    }
+    Py_XDECREF(ls.out);
+    Py_XDECREF(ls.list_kind);
+    Py_XDECREF(ls.procedure_kind);
+    Py_XDECREF(ls.empty);
+    PyMem_Free(ls.levels);
+    return result;
+}
+
+/* -- indented_units: nested lists and fenced code inside one list, by indentation --------------- */
+
+typedef struct {
+    Py_ssize_t indent, start, parent; /* a nested list still open; parent: the item holding it (-1: none) */
+} OpenList;
+
+typedef struct {
+    Py_ssize_t indent, start;
+} ItemLine;
+
+/* indented_units(text, begin, end, Group) -> [Group]: markdown._indented_units, in C */
+static PyObject *indented_units(PyObject *self, PyObject *args)
+{
+    PyObject *text, *group_type;
+    Py_ssize_t begin, end;
+    if (!PyArg_ParseTuple(args, "UnnO", &text, &begin, &end, &group_type))
+        return NULL;
+    if (!PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
+        return NULL;
+    }
+    if (begin < 0 || end > PyUnicode_GET_LENGTH(text) || begin > end) {
+        PyErr_SetString(PyExc_ValueError, "indented_units: begin and end must satisfy 0 <= begin <= end <= len(text)");
+        return NULL;
+    }
+    Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
+    Lists ls = {PyList_New(0), group_type, PyUnicode_InternFromString("list"),
+                PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
+    PyObject *code_kind = PyUnicode_InternFromString("code"), *result = NULL;
+    OpenList *open = NULL;
+    Py_ssize_t n_open = 0, capacity = 0, n_items = 0;
+    ItemLine items[65];
+    Py_ssize_t base = -1, fence_start = -1, finish = begin, pos = begin;
+    Py_UCS4 fence_marker = 0;
+    if (!ls.out || !ls.list_kind || !ls.procedure_kind || !ls.empty || !code_kind)
+        goto done;
+    while (pos < end) {
+        Py_ssize_t line_end = PyUnicode_FindChar(text, '\n', pos, end, 1);
+        if (line_end == -2)
+            goto done;
+        if (line_end == -1)
+            line_end = end;
+        Py_ssize_t e = line_end, p = pos, tail = line_end;
+        while (p < e && SPACE_OR_TAB(CH(&d, p)))
+            p++;
+        while (tail > pos && Py_UNICODE_ISSPACE(CH(&d, tail - 1)))
+            tail--; /* pos + len(line.rstrip()) */
+        if (fence_marker) {
+            /* stripped.startswith(marker * 3) and not stripped.strip().strip(marker) */
+            if (e - p >= 3 && CH(&d, p) == fence_marker && CH(&d, p + 1) == fence_marker
+                    && CH(&d, p + 2) == fence_marker) {
+                Py_ssize_t q = p;
+                while (q < tail && CH(&d, q) == fence_marker)
+                    q++;
+                if (q == tail) {
+                    if (emit(&ls, code_kind, fence_start, tail, fence_start) < 0)
+                        goto done;
+                    fence_marker = 0;
+                }
+            }
+            pos = line_end + 1;
+            continue;
+        }
+        if (e - p >= 3 && (CH(&d, p) == '`' || CH(&d, p) == '~') && CH(&d, p + 1) == CH(&d, p)
+                && CH(&d, p + 2) == CH(&d, p)) {
+            fence_marker = CH(&d, p);
+            fence_start = pos;
+        }
+        if (tail > p) { /* stripped.strip(): not blank */
+            Py_ssize_t indent = indent_width(&d, pos, p), indent_end = 0;
+            Py_UCS4 bullet = 0;
+            int is_item = list_item(&d, pos, e, &indent_end, &bullet);
+            if (base < 0)
+                base = indent;
+            while (n_open && (indent < open[n_open - 1].indent || (indent == open[n_open - 1].indent && !is_item))) {
+                OpenList *closing = &open[--n_open];
+                if (emit(&ls, ls.list_kind, closing->start, finish, closing->start) < 0)
+                    goto done;
+                if (closing->parent >= 0 && emit(&ls, ls.procedure_kind, closing->parent, finish, closing->start) < 0)
+                    goto done;
+            }
+            if (is_item && indent > base && (n_open == 0 || open[n_open - 1].indent < indent)) {
+                Py_ssize_t parent = -1;
+                for (Py_ssize_t k = n_items - 1; k >= 0; k--)
+                    if (items[k].indent < indent) {
+                        parent = items[k].start;
+                        break;
+                    }
+                if (n_open == capacity) {
+                    capacity = capacity ? capacity * 2 : 16;
+                    OpenList *grown = PyMem_Realloc(open, capacity * sizeof(OpenList));
+                    if (grown == NULL) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    open = grown;
+                }
+                open[n_open].indent = indent;
+                open[n_open].start = pos;
+                open[n_open].parent = parent;
+                n_open++;
+            }
+            if (is_item) {
+                items[n_items].indent = indent;
+                items[n_items].start = pos;
+                n_items++;
+                if (n_items > 64) { /* del items[:32] */
+                    memmove(items, items + 32, (size_t)(n_items - 32) * sizeof(ItemLine));
+                    n_items -= 32;
+                }
+            }
+            finish = tail;
+        }
+        pos = line_end + 1;
+    }
+    for (Py_ssize_t k = 0; k < n_open; k++) {
+        if (emit(&ls, ls.list_kind, open[k].start, finish, open[k].start) < 0)
+            goto done;
+        if (open[k].parent >= 0 && emit(&ls, ls.procedure_kind, open[k].parent, finish, open[k].start) < 0)
+            goto done;
+    }
+    result = ls.out;
+    ls.out = NULL;
+done:
+    Py_XDECREF(ls.out);
+    Py_XDECREF(ls.list_kind);
+    Py_XDECREF(ls.procedure_kind);
+    Py_XDECREF(ls.empty);
+    Py_XDECREF(code_kind);
+    PyMem_Free(open);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"structure", structure, METH_VARARGS,
      "structure(text, start, end, lone_cr, Heading, Group) -> (headings, paths, positions, scores, groups)"},
     {"scan_lines", scan_lines, METH_VARARGS,
      "scan_lines(text, start, end, lone_cr) -> (headings, positions, scores, groups); see chunking/markdown.py"},
+    {"commonmark_lists", commonmark_lists, METH_VARARGS,
+     "commonmark_lists(text, start, end, Group) -> [Group]; see chunking/markdown.py"},
+    {"indented_units", indented_units, METH_VARARGS,
+     "indented_units(text, begin, end, Group) -> [Group]; see chunking/markdown.py"},
     {NULL, NULL, 0, NULL},
 };
 

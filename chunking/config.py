@@ -40,7 +40,9 @@ from chunkyard.chunking.strategies import STRATEGIES
 ALGORITHM_VERSION = "8"
 # 8: with budget: embed_text, a unit that fits alone opens its chunk beside a prefix shortened to what it
 #    leaves (``Reserve.make_room_for_units``); a unit's fit counts the prefix where it starts; a title
-#    that is only the file name is left out of embed_text before a heading path (budget: embed_text)
+#    that is only the file name is left out of embed_text before a heading path (budget: embed_text);
+#    the lists inside block quotes are units (``markdown.quoted_lists``); a boundary at the first
+#    character of a unit on an indented line; a fenced code body starts at its fence
 # 7: max_size bounds embed_text (prefix + text) by default (``budget: embed_text``): each chunk's prefix
 #    is reserved from its budget and shortened when it would take more than half of it
 # 6: every boundary of a document chosen at once by the global segmenter (chunking/segmenter.py) for

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -206,6 +208,7 @@ def scan(
             _native.structure(text, start, end, lone_cr, Heading, Group)
         )
         _add_derived_groups(text, structure, start, end)
+        _add_unit_starts(text, structure)
         return structure
     headings, structure.positions, structure.scores, groups = _scan_lines(text, start, end, lone_cr)
     structure.headings = list(map(Heading._make, headings))
@@ -226,9 +229,56 @@ def scan(
     structure.groups.extend(section_groups(structure.headings, end))
     structure.groups.sort(key=lambda g: (g.start, -g.end))
     _add_derived_groups(text, structure, start, end)
+    _add_unit_starts(text, structure)
     return structure
 
 
+_BLANKS = re.compile(r"[ \t]*")
+
+
+def _add_unit_starts(text: str, structure: Structure) -> None:
+    """A boundary at the first character of each group or unit (not a section) that starts at or
+    after the indentation of its line, where the line's start is a boundary: scored as that line
+    start. A chunk keeps the indentation of the line it starts on (the packer), so a unit that fits
+    without its line's indentation but not with it (a nested list, a fenced block or a lead-in inside
+    an item) can be held whole only by a chunk starting at its first character."""
+    positions, scores = structure.positions, structure.scores
+    if not positions:
+        return
+    size = len(text)
+    # Only a start with a blank before or at it can be on an indented line (most start a line).
+    candidates = {
+        start
+        for group in itertools.chain(structure.groups, structure.units)
+        if ((start := group[1]) < size and text[start] in " \t") or (start > 0 and text[start - 1] in " \t")
+        if group[0] != "section"
+    }
+    added: dict[int, int] = {}
+    for start in candidates:
+        first = _BLANKS.match(text, start).end()
+        line_start = text.rfind("\n", 0, start) + 1
+        if line_start == first or text[line_start:start].strip(" \t"):
+            continue  # not indented, or not at the line's first text
+        k = bisect.bisect_left(positions, line_start)
+        if k == len(positions) or positions[k] != line_start:
+            continue
+        j = bisect.bisect_left(positions, first, k)
+        if j < len(positions) and positions[j] == first:
+            continue
+        added[first] = scores[k]
+    if len(added) <= 16:  # a few: inserted in place
+        for first, score in added.items():
+            j = bisect.bisect_left(positions, first)
+            positions.insert(j, first)
+            scores.insert(j, score)
+    else:  # two sorted runs: the sort merges them in linear time
+        merged = sorted([*zip(positions, scores, strict=True), *sorted(added.items())])
+        structure.positions = [pos for pos, _ in merged]
+        structure.scores = [score for _, score in merged]
+
+
+_START = operator.itemgetter(1)  # a Group's start
+_END = operator.itemgetter(2)
 _QUOTED_FENCE = re.compile(r"(?m)^[ \t]{0,3}>[ \t]?(?:>[ \t]?)*(?:`{3,}|~{3,})")
 _BLOCK_LINE = re.compile(r"[ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])")
 
@@ -244,64 +294,22 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     - the body alone (items, rows, code lines) of a group with a lead-in, which may fit when the two
       together do not;
     - a ``procedure`` for an ordered list with the paragraph right before it (a blank line between
-      them at most) when that paragraph is not already its lead-in (one ending with ':').
+      them at most) when that paragraph is not already its lead-in (one ending with ':');
+    - the lists as CommonMark delimits them (``commonmark_lists``), those inside block quotes too
+      (``quoted_lists``); a unit above that crosses one of them is dropped.
     """
     nested: list[Group] = []
-    for group in structure.groups:
-        if group.kind == "procedure" and group.start == group.body_start:
-            lead_in = _paragraph_before(text, group.start)
-            if lead_in is not None:
-                nested.append(Group("procedure", lead_in, group.end, group.body_start))
-        if group.kind in ("procedure", "list", "table", "code") and group.start < group.body_start:
-            nested.append(Group(group.kind, group.body_start, group.end, group.body_start, label=group.label))
-        if group.kind not in ("list", "procedure") or "\n" not in text[group.body_start : group.end]:
+    for kind, anchor, group_end, body, _context, label in structure.groups:
+        if kind == "section":
             continue
-        base = -1
-        fence: tuple[int, str] | None = None  # (start, marker) of a fenced code block inside the list
-        open_lists: list[list[int]] = []  # [indent, start, end, parent item start] of nested lists still open
-        items: list[tuple[int, int]] = []  # (indent, start) of the latest item lines
-        pos = group.body_start
-        while pos < group.end:
-            newline = text.find("\n", pos, group.end)
-            line_end = group.end if newline == -1 else newline
-            line = text[pos:line_end]
-            stripped = line.lstrip(" \t")
-            if fence is not None:
-                if stripped.startswith(fence[1]) and not stripped.strip().strip(fence[1][0]):
-                    nested.append(Group("code", fence[0], len(line.rstrip()) + pos, fence[0]))
-                    fence = None
-                pos = line_end + 1
-                continue
-            if stripped.startswith(("```", "~~~")):
-                fence = (pos, stripped[:3])
-            if stripped.strip():
-                indent = len(line[: len(line) - len(stripped)].expandtabs(4))
-                is_item = _LIST_ITEM.match(line) is not None
-                if base < 0:
-                    base = indent
-                while open_lists and (
-                    indent < open_lists[-1][0] or (indent == open_lists[-1][0] and not is_item)
-                ):
-                    _indent, begin, finish, parent = open_lists.pop()
-                    nested.append(Group("list", begin, finish, begin))
-                    if parent >= 0:  # the item that holds it, with its text: a procedure inside an item
-                        nested.append(Group("procedure", parent, finish, begin))
-                if is_item and indent > base and (not open_lists or open_lists[-1][0] < indent):
-                    parent = next(
-                        (start for item_indent, start in reversed(items) if item_indent < indent), -1
-                    )
-                    open_lists.append([indent, pos, line_end, parent])
-                if is_item:
-                    items.append((indent, pos))
-                    if len(items) > 64:
-                        del items[:32]
-                for item in open_lists:
-                    item[2] = len(line.rstrip()) + pos
-            pos = line_end + 1
-        for _indent, begin, finish, parent in open_lists:
-            nested.append(Group("list", begin, finish, begin))
-            if parent >= 0:
-                nested.append(Group("procedure", parent, finish, begin))
+        if kind == "procedure" and anchor == body:
+            lead_in = _paragraph_before(text, anchor)
+            if lead_in is not None:
+                nested.append(Group("procedure", lead_in, group_end, body))
+        if anchor < body and kind in ("procedure", "list", "table", "code"):  # with a lead-in: the body alone
+            nested.append(Group(kind, body, group_end, body, label=label))
+        if kind in ("list", "procedure") and text.find("\n", body, group_end) >= 0:
+            nested.extend(indented_units(text, body, group_end))
     if ">" in text:
         # Fenced code inside a block quote ("> ```"): the line scanner reads quotes as paragraphs.
         opening: int | None = None
@@ -317,26 +325,202 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     # lie whole in one chunk, and CommonMark's is the one a reader sees rendered.
     end = len(text) if end is None else end
     lists = [g for g in commonmark_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT]
+    if ">" in text:
+        lists.extend(g for g in quoted_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT)
     if lists:
-        lists.sort(key=lambda g: g.start)
-        list_starts = [g.start for g in lists]
+        # Two range queries per unit: a list starting inside it that ends after it (the most any list
+        # starting there reaches), or one ending inside it that starts before it (the least start).
+        by_start = sorted((g.start, g.end) for g in lists)
+        starts = [a for a, _ in by_start]
+        furthest = _range_max([b for _, b in by_start])
+        by_end = sorted((g.end, g.start) for g in lists)
+        ends = [b for b, _ in by_end]
+        earliest = _range_max([-a for _, a in by_end])
 
         def crosses(a: int, b: int) -> bool:
             if b - a > _CROSS_CHECK_LIMIT:
                 return False
-            low = bisect.bisect_left(list_starts, a - _CROSS_CHECK_LIMIT)
-            high = bisect.bisect_left(list_starts, b)
-            return any((a < g.start < b < g.end) or (g.start < a < g.end < b) for g in lists[low:high])
+            low, high = bisect.bisect_right(starts, a), bisect.bisect_left(starts, b)
+            if low < high and furthest(low, high) > b:
+                return True
+            low, high = bisect.bisect_right(ends, a), bisect.bisect_left(ends, b)
+            return low < high and -earliest(low, high) < a
 
-        nested = [g for g in nested if g.kind not in ("list", "procedure") or not crosses(g.start, g.end)]
-        known = {(g.kind, g.start, g.end) for g in nested}
-        known.update((g.kind, g.start, g.end) for g in structure.groups)
-        nested.extend(g for g in lists if (g.kind, g.start, g.end) not in known)
-    nested.sort(key=lambda g: (g.start, -g.end))
+        nested = [g for g in nested if g[0] not in ("list", "procedure") or not crosses(g[1], g[2])]
+        known = {g[:3] for g in nested if g[0] in ("list", "procedure")}
+        known.update(g[:3] for g in structure.groups if g[0] in ("list", "procedure"))
+        nested.extend(g for g in lists if g[:3] not in known)
+    # By (start, -end), stable: by end descending, then by start.
+    nested.sort(key=_END, reverse=True)
+    nested.sort(key=_START)
     structure.units = nested
 
 
+_QUOTE_AFTER_LF = re.compile(r"\n {0,3}>")  # a line of a block quote (after the first)
+_QUOTE_PREFIX = re.compile(r"( {0,3})>[ \t]?")  # its marker, with the one blank a marker takes
+_QUOTE_DEPTH = 8  # quotes inside quotes: the lists of the first eight levels
+
+
+def quoted_lists(text: str, start: int, end: int, depth: int = 0) -> list[Group]:
+    """The lists inside the block quotes of ``text[start:end]`` as ``commonmark_lists`` delimits them,
+    in offsets of ``text``: a block quote is a run of lines opening with ``>`` (after up to three
+    spaces); its text is those lines without the marker (and one blank after it), read for lists as
+    a document of its own, and for quotes inside it, to ``_QUOTE_DEPTH`` levels. A unit that starts a
+    line of the quote starts at its ``>``, as a reader sees the quoted list begin. (Lazy continuation
+    lines without a ``>`` end the quote here.)"""
+    out: list[Group] = []
+    pos = start
+    while pos < end:
+        if (pos == 0 or text[pos - 1] == "\n") and _QUOTE_PREFIX.match(text, pos, end):
+            line = pos
+        else:
+            found = _QUOTE_AFTER_LF.search(text, pos, end)  # a literal first: a fast search
+            if found is None:
+                break
+            line = found.start() + 1
+        pieces: list[str] = []
+        quoted_starts: list[int] = []  # where each line starts in the quote's text
+        content_starts: list[int] = []  # where the same line's content starts in ``text``
+        marks: list[int] = []  # the position of its ``>``
+        size = 0
+        while line < end:
+            prefix = _QUOTE_PREFIX.match(text, line, end)
+            if prefix is None:
+                break
+            newline = text.find("\n", line, end)
+            line_end = end if newline == -1 else newline
+            quoted_starts.append(size)
+            content_starts.append(prefix.end())
+            marks.append(line + len(prefix.group(1)))
+            pieces.append(text[prefix.end() : line_end])
+            size += line_end - prefix.end() + 1
+            line = line_end + 1
+        pos = line
+        quoted = "\n".join(pieces)
+        found_lists = commonmark_lists(quoted, 0, len(quoted))
+        if depth + 1 < _QUOTE_DEPTH and ">" in quoted:
+            found_lists.extend(quoted_lists(quoted, 0, len(quoted), depth + 1))
+        if not found_lists:
+            continue
+        # For each line, the last line of the run of blank lines it starts (the line before it: none).
+        blank_until = list(range(-1, len(pieces) - 1))
+        for j in range(len(pieces) - 1, -1, -1):
+            if not pieces[j].strip():
+                blank_until[j] = blank_until[j + 1] if j + 1 < len(pieces) and blank_until[j + 1] > j else j
+        lines = (quoted_starts, content_starts, marks, blank_until)
+        out.extend(_unquoted(g, quoted, lines) for g in found_lists)
+    return out
+
+
+def _unquoted(group: Group, quoted: str, lines: tuple[list[int], list[int], list[int], list[int]]) -> Group:
+    """``group`` of a block quote's text (``quoted_lists``) in offsets of the document: a start with
+    only blanks before it on its line moves to the line's ``>``; the end takes in the quote's blank
+    lines after it (to their last ``>``), as they belong to the list until the next line with text."""
+    quoted_starts, content_starts, marks, blank_until = lines
+
+    def opening(offset: int) -> int:
+        i = bisect.bisect_right(quoted_starts, offset) - 1
+        if not quoted[quoted_starts[i] : offset].strip():
+            return marks[i]
+        return content_starts[i] + offset - quoted_starts[i]
+
+    i = bisect.bisect_right(quoted_starts, group.end - 1) - 1
+    end = content_starts[i] + group.end - quoted_starts[i]
+    if i + 1 < len(marks) and blank_until[i + 1] > i:
+        end = marks[blank_until[i + 1]] + 1
+    return Group(group.kind, opening(group.start), end, opening(group.body_start))
+
+
+def indented_units(text: str, begin: int, end: int) -> list[Group]:
+    """The units read by indentation inside one list or procedure ``text[begin:end]`` (its body):
+    a ``list`` per nested list, a ``procedure`` of it with the item that holds it, a ``code`` group
+    per fenced block (``_add_derived_groups``). In C (``_mdscan.indented_units``) when it is built; the
+    reference is ``_indented_units`` (tests/core/test_markdown_native.py holds them equal)."""
+    if _native is not None:
+        return _native.indented_units(text, begin, end, Group)
+    return _indented_units(text, begin, end)
+
+
+def _indented_units(text: str, begin: int, end: int) -> list[Group]:
+    """``indented_units`` in Python, the reference. One pass over the lines; the open nested lists'
+    indents rise strictly, and every open list ends where the last non-blank line outside a fence
+    does (one ``finish``), so each line costs a constant amortised."""
+    nested: list[Group] = []
+    base = -1
+    fence: tuple[int, str] | None = None  # (start, marker) of a fenced code block inside the list
+    open_lists: list[
+        tuple[int, int, int]
+    ] = []  # (indent, start, parent item start) of nested lists still open
+    finish = begin  # the end of every open nested list
+    items: list[tuple[int, int]] = []  # (indent, start) of the latest item lines
+    pos = begin
+    while pos < end:
+        newline = text.find("\n", pos, end)
+        line_end = end if newline == -1 else newline
+        line = text[pos:line_end]
+        stripped = line.lstrip(" \t")
+        if fence is not None:
+            if stripped.startswith(fence[1]) and not stripped.strip().strip(fence[1][0]):
+                nested.append(Group("code", fence[0], len(line.rstrip()) + pos, fence[0]))
+                fence = None
+            pos = line_end + 1
+            continue
+        if stripped.startswith(("```", "~~~")):
+            fence = (pos, stripped[:3])
+        if stripped.strip():
+            indent = len(line[: len(line) - len(stripped)].expandtabs(4))
+            is_item = _LIST_ITEM.match(line) is not None
+            if base < 0:
+                base = indent
+            while open_lists and (
+                indent < open_lists[-1][0] or (indent == open_lists[-1][0] and not is_item)
+            ):
+                _indent, opened, parent = open_lists.pop()
+                nested.append(Group("list", opened, finish, opened))
+                if parent >= 0:  # the item that holds it, with its text: a procedure inside an item
+                    nested.append(Group("procedure", parent, finish, opened))
+            if is_item and indent > base and (not open_lists or open_lists[-1][0] < indent):
+                parent = next((start for item_indent, start in reversed(items) if item_indent < indent), -1)
+                open_lists.append((indent, pos, parent))
+            if is_item:
+                items.append((indent, pos))
+                if len(items) > 64:
+                    del items[:32]
+            finish = len(line.rstrip()) + pos
+        pos = line_end + 1
+    for _indent, opened, parent in open_lists:
+        nested.append(Group("list", opened, finish, opened))
+        if parent >= 0:
+            nested.append(Group("procedure", parent, finish, opened))
+    return nested
+
+
 _CROSS_CHECK_LIMIT = 20_000  # longer units are never kept whole by a budget in practice: not compared
+
+
+_RANGE_BLOCK = 64
+
+
+def _range_max(values: list[int]) -> Callable[[int, int], int]:
+    """``query(low, high) == max(values[low:high])`` (low < high): the maxima of blocks of 64 values,
+    so a query reads at most two part blocks and the whole blocks between (built in one pass). A
+    crossing query's range holds only lists starting within ``_CROSS_CHECK_LIMIT`` characters, so
+    each costs a bounded number of steps."""
+    size = _RANGE_BLOCK
+    blocks = [max(values[i : i + size]) for i in range(0, len(values), size)]
+
+    def query(low: int, high: int) -> int:
+        first, last = -(-low // size), high // size  # the whole blocks inside [low, high)
+        if first >= last:
+            return max(values[low:high])
+        best = max(blocks[first:last])
+        if low < first * size:
+            best = max(best, max(values[low : first * size]))
+        if last * size < high:
+            best = max(best, max(values[last * size : high]))
+        return best
+
+    return query
 
 
 # A list item's marker as CommonMark reads it: indentation, a bullet or 1-9 digits with '.' or ')',
@@ -355,18 +539,30 @@ def _columns(prefix: str) -> int:
 def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
     """Every list of ``text[start:end]`` as CommonMark delimits it (block structure only), as units: a
     ``list`` per list at any depth, and a ``procedure`` for an ordered list with the paragraph right
-    before it in the same container.
+    before it in the same container. In C (``_mdscan.commonmark_lists``) when it is built; the
+    reference is ``_commonmark_lists`` (tests/core/test_markdown_native.py holds them equal)."""
+    if _native is not None:
+        return _native.commonmark_lists(text, start, end, Group)
+    return _commonmark_lists(text, start, end)
+
+
+def _commonmark_lists(text: str, start: int, end: int) -> list[Group]:
+    """``commonmark_lists`` in Python, the reference.
 
     The line scanner reads lists by indentation; CommonMark by each item's content column: a line
     belongs to an item when indented at least to the column its text starts at, a list ends at a line
     indented less that is not an item (or lazily continues a paragraph), and an item of another
     marker (another bullet, or '.' after ')') starts another list. One pass over the lines with a
     stack of open items; fenced code and HTML comments inside are skipped over. (Block quotes are
-    not modelled.)
+    not modelled here: ``quoted_lists`` reads each quote's text with this.) Linear: the open items'
+    content columns rise strictly, so a line's depth is a bisection, and every open list ends where
+    the last line that extends them does (one ``finish``).
     """
     out: list[Group] = []
-    # Open levels, outermost first: [content column, list start, list end, ordered, marker, lead-in].
+    # Open levels, outermost first: [list start, ordered, marker, lead-in]; their content columns in ``columns``.
     levels: list[list] = []
+    columns: list[int] = []
+    finish_all = start  # the end of every open list: a line that extends one extends all
     fence: tuple[str, int] | None = None  # (marker, depth) of an open fenced block
     comment = False
     prev_para = False  # the previous line is paragraph text (a lazy continuation may follow)
@@ -374,14 +570,11 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
 
     def close(depth: int) -> None:
         while len(levels) > depth:
-            _col, begin, finish, ordered, _marker, lead = levels.pop()
-            out.append(Group("list", begin, finish, begin))
+            begin, ordered, _marker, lead = levels.pop()
+            columns.pop()
+            out.append(Group("list", begin, finish_all, begin))
             if ordered and lead is not None:
-                out.append(Group("procedure", lead, finish, begin))
-
-    def extend(finish: int) -> None:
-        for level in levels:
-            level[2] = finish
+                out.append(Group("procedure", lead, finish_all, begin))
 
     pos = start
     while pos < end:
@@ -402,12 +595,10 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
             pos = line_end + 1
             continue
         indent = _columns(line[: len(line) - len(stripped)])
-        depth = 0
-        while depth < len(levels) and indent >= levels[depth][0]:
-            depth += 1
+        depth = bisect.bisect_right(columns, indent)  # the open levels whose content column it reaches
         if comment:
             comment = "-->" not in line
-            extend(finish)
+            finish_all = finish
             pos = line_end + 1
             continue
         if fence is not None:
@@ -415,11 +606,11 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
             if depth >= fence_depth:
                 if stripped.startswith(marker) and not stripped.strip().strip(marker[0]):
                     fence = None
-                extend(finish)
+                finish_all = finish
                 pos = line_end + 1
                 continue
             fence = None  # its container closed
-        base = levels[depth - 1][0] if depth else 0
+        base = columns[depth - 1] if depth else 0
         item = _CM_ITEM.match(line) if indent - base <= 3 else None
         if item and item.group(2) in "-*" and _HR.match(line):
             item = None
@@ -438,17 +629,15 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
                 len(after.expandtabs(4)) if after.strip(" \t") == "" and not line[item.end() :].strip() else 0
             )
             content = width + 1 if gap or len(after.expandtabs(4)) > 4 else width + len(after.expandtabs(4))
-            if depth < len(levels) and levels[depth][4] == marker:
+            if depth < len(levels) and levels[depth][2] == marker:
                 close(depth + 1)
-                levels[depth][0] = content
-                levels[depth][2] = finish
+                columns[depth] = content
             else:
                 close(depth)
                 lead = last_para[0] if last_para is not None and last_para[1] == depth and ordered else None
-                levels.append(
-                    [content, pos + (len(line) - len(line.lstrip(" \t"))), finish, ordered, marker, lead]
-                )
-            extend(finish)
+                levels.append([pos + (len(line) - len(line.lstrip(" \t"))), ordered, marker, lead])
+                columns.append(content)
+            finish_all = finish
             text_after = line[item.end() :].strip()
             last_para = (pos, len(levels)) if text_after else None
             prev_para = bool(text_after) and not _CM_NOT_LAZY.match(line[item.end() :])
@@ -458,7 +647,7 @@ def commonmark_lists(text: str, start: int, end: int) -> list[Group]:
         if depth < len(levels) and not lazy:
             close(depth)
         if levels:
-            extend(finish)
+            finish_all = finish
         if lazy:
             pos = line_end + 1
             continue
@@ -610,7 +799,9 @@ def _scan_lines(
                 score = CODE_BLANK if _is_blank(texts[k - 1]) else CODE_LINE
                 if boundaries.get(starts[k], 0) < score:
                     boundaries[starts[k]] = score
-            groups.append(("code", anchor, starts[last] + len(texts[last]), line_start, -1, language))
+            # The body starts at the fence itself, after its (at most three) blanks: a chunk may start there.
+            body = line_start + len(fence.group(1))
+            groups.append(("code", anchor, starts[last] + len(texts[last]), body, -1, language))
             last_block_end_line, prev_para = last, None
             i = last + 1
             continue

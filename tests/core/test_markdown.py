@@ -778,3 +778,113 @@ def test_every_commonmark_list_of_the_sample_corpus_is_a_unit() -> None:
             assert (begin, finish) in spans, (path.name, text[begin : begin + 60])
             checked += 1
     assert checked > 20
+
+
+# Lists that once took the derived units quadratic time: the crossing check compared every unit with
+# every CommonMark list within 20,000 characters (18 s on 0.5 MB of alternating nested items), and
+# every line extended every open list (a deep staircase followed by lazy lines).
+HOSTILE_LISTS = {
+    "1 MB list": "- item text in a list of many items\n" * 28_000,
+    "100,000 one-line items": "- a\n" * 100_000,
+    "10 MB line in an item": "- " + "word " * 2_000_000,
+    "1 MB of alternating nested items": "- a\n  - b\n" * 100_000,
+    "700 deep, then 100,000 lazy lines": "".join("  " * i + "- x\n" for i in range(700)) + "lazy\n" * 100_000,
+    "100,000 code lines in an item": "1. step\n\n   ```\n" + "   code\n" * 100_000 + "   ```\n",
+    "100,000 quoted items, blank quote lines between": "> - a\n>\n" * 100_000,
+    "1,000 quotes deep, 1,000 lines": ("> " * 1_000 + "- a\n") * 1_000,
+    "10 MB quoted line": "> - " + "word " * 2_000_000,
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_LISTS))
+@pytest.mark.parametrize("native", [True, False], ids=["c", "python"])
+def test_hostile_lists_scan_in_linear_time(name: str, native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chunkyard.chunking import markdown
+
+    if native and markdown._native is None:
+        pytest.skip("the C scanner is not built")
+    if not native:
+        monkeypatch.setattr(markdown, "_native", None)
+    text = HOSTILE_LISTS[name]
+    started = time.process_time()
+    structure = scan(text)
+    elapsed = time.process_time() - started
+    assert all(0 <= g.start < g.end <= len(text) for g in (*structure.groups, *structure.units))
+    # Linear work takes a few seconds at most in pure Python; the quadratic steps took minutes.
+    assert elapsed < 30, f"{name}: {elapsed:.1f} s"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-1000, 1000), min_size=1, max_size=400), st.data())
+def test_the_block_range_maximum_is_the_maximum_of_the_slice(values: list[int], data: st.DataObject) -> None:
+    from chunkyard.chunking.markdown import _range_max
+
+    query = _range_max(values)
+    for _ in range(20):
+        low = data.draw(st.integers(0, len(values) - 1))
+        high = data.draw(st.integers(low + 1, len(values)))
+        assert query(low, high) == max(values[low:high])
+
+
+QUOTED_LISTS = (
+    "Intro.\n\n"
+    "> That said, the annotation has a legacy name\n> and we should fix this. So:\n> \n"
+    ">   1. When the flag is unset, delete both\n>      annotations.\n"
+    ">   2. When it is set, write the new one:\n>      - on start\n>      - on change\n> \n"
+    "> Kubelet keeps the existing behavior.\n\n"
+    "> - a\n> > 1. quoted twice\n> >    more\n> >\n> - b\n\n"
+    ">- tight\n>* other marker\n\nEnd.\n"
+)
+
+
+def test_lists_in_block_quotes_are_units_as_commonmark_delimits_them() -> None:
+    """The line scanner reads a block quote as paragraphs; its lists are units all the same, each from
+    the line's '>' to the end of its last item (with the quote's blank lines after it, as CommonMark's
+    list reaches to the next line with text), at any quote depth."""
+    markdown_it = pytest.importorskip("markdown_it")
+    text = QUOTED_LISTS
+    line_starts = [0, *(i + 1 for i, ch in enumerate(text) if ch == "\n")]
+    structure = scan(text)
+    spans = {(g.start, g.end) for g in structure.units if g.kind == "list"}
+    expected = set()
+    for token in markdown_it.MarkdownIt("commonmark").parse(text):
+        if token.type in ("bullet_list_open", "ordered_list_open") and token.map is not None:
+            begin = line_starts[token.map[0]]
+            finish = line_starts[token.map[1]] if token.map[1] < len(line_starts) else len(text)
+            piece = text[begin:finish]
+            begin += len(piece) - len(piece.lstrip())
+            expected.add((begin, begin + len(text[begin:finish].rstrip())))
+    assert len(expected) == 7 and expected <= spans, sorted(expected - spans)
+    procedure = text[text.index("> That said") : text.index("> Kubelet") - 2]
+    assert ("procedure", procedure) in _units(text)
+    chunks = md(text, max_size=len(procedure) + 10)
+    assert any(c.start <= text.index("> That said") and c.end >= text.index("> Kubelet") - 2 for c in chunks)
+
+
+def test_a_nested_list_that_fits_only_without_its_indentation_is_held_whole() -> None:
+    """A chunk keeps the indentation of the line it starts on; a nested list of 200 characters indented
+    by 6 is 206 with it, so a chunk may start at the list's first character (a boundary there)."""
+    nested = "- " + "a" * 95 + "\n      - " + "b" * 94
+    assert len(nested) == 200
+    text = "Intro paragraph here.\n\n- Top item\n    - Second level\n      " + nested + "\n- After\n"
+    begin = text.index("- aaa")
+    finish = begin + len(nested)
+    assert ("list", text[begin:finish]) in _units(text)
+    chunks = md(text, max_size=len(nested))
+    assert any(c.start <= begin and c.end >= finish for c in chunks), [(c.start, c.end) for c in chunks]
+    assert begin in scan(text).positions and text.rfind("\n", 0, begin) + 1 in scan(text).positions
+
+
+def test_a_fenced_block_in_an_item_that_fits_only_without_its_blanks_is_held_whole() -> None:
+    """A code block's body starts at its fence, after its blanks (an item's, three): a chunk may start
+    there without paying for a cut inside a code line, so a 200-character block (203 with its
+    blanks) is one chunk at a budget of 200."""
+    lines = ["```json", *(f'   "key{i}": "{"v" * 12}",' for i in range(6)), "   ```"]
+    block = "\n".join(lines)
+    block = block.replace("v" * 12, "v" * (12 + 200 - len(block)), 1)
+    text = "Intro.\n\n   Text of an item, indented.\n\n   " + block + "\n\nAfter.\n"
+    begin = text.index("```json")
+    finish = begin + len(block)
+    assert finish - begin == 200 and [g for g in scan(text).groups if g.kind == "code"][0].body_start == begin
+    chunks = md(text, max_size=200)
+    assert any(c.start <= begin and c.end >= finish for c in chunks), [(c.start, c.end) for c in chunks]

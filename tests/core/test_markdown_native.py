@@ -1,8 +1,11 @@
-"""The Markdown line scanner in C (chunking/_mdscan.c) against the Python reference (``_scan_lines``).
+"""The Markdown scanner in C (chunking/_mdscan.c) against the Python reference: the line scan
+(``_scan_lines``), the lists as CommonMark delimits them (``_commonmark_lists``) and the units read by
+indentation inside a list (``_indented_units``).
 
-Both must give the same headings, boundaries and groups on every text: the real corpora, and
+Both must give the same headings, boundaries, groups and units on every text: the real corpora, and
 generated Markdown built from the pieces every line pattern looks at (markers, indents, tabs, CR, lone
-CR, Unicode digits and spaces, pipes, colons), at any start and end.
+CR, Unicode digits and spaces, pipes, colons, nested items, lazy lines, fences in items, block quotes),
+at any start and end.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ def both(text: str, start: int = 0, end: int | None = None):
         fast.positions,
         fast.scores,
         fast.groups,
+        fast.units,
         fast.front_matter,
         fast.metadata,
     ) == (
@@ -74,12 +78,29 @@ def both(text: str, start: int = 0, end: int | None = None):
         reference.positions,
         reference.scores,
         reference.groups,
+        reference.units,
         reference.front_matter,
         reference.metadata,
     )
     assert all(type(h) is markdown.Heading for h in fast.headings)
-    assert all(type(g) is markdown.Group for g in fast.groups)
+    assert all(type(g) is markdown.Group for g in (*fast.groups, *fast.units))
+    same_lists(text, start, end)
+    for group in reference.groups:
+        if group.kind in ("list", "procedure"):
+            same_indented_units(text, group.body_start, group.end)
     return markdown._scan_lines(text, start, end, lone_cr), mdscan.scan_lines(text, start, end, lone_cr)
+
+
+def same_lists(text: str, start: int, end: int) -> None:
+    fast = mdscan.commonmark_lists(text, start, end, markdown.Group)
+    assert fast == markdown._commonmark_lists(text, start, end)
+    assert all(type(g) is markdown.Group for g in fast)
+
+
+def same_indented_units(text: str, begin: int, end: int) -> None:
+    fast = mdscan.indented_units(text, begin, end, markdown.Group)
+    assert fast == markdown._indented_units(text, begin, end)
+    assert all(type(g) is markdown.Group for g in fast)
 
 
 @needs_native
@@ -215,9 +236,97 @@ def test_same_structure_on_edge_cases(text):
     assert fast == reference
 
 
+# Lines of lists: indents (spaces, tabs, mixed), markers (bullets, both ordered delimiters, start
+# numbers, too many digits, Unicode digits), gaps after the marker, item text that opens another block,
+# lazy text, block quotes, fences in items, HTML comments, link reference definitions, thematic breaks.
+LIST_INDENTS = ["", " ", "  ", "   ", "    ", "     ", "      ", "        ", "\t", "\t\t", " \t", "  \t "]
+LIST_MARKERS = [
+    *("- ", "* ", "+ ", "-", "*", "-\t", "-     ", "1. ", "1) ", "2. ", "0. ", "7) ", "10. ", "123456789. "),
+    *(
+        "1234567890. ",
+        "1.",
+        "3.\t",
+        "1.      ",
+        "١. ",
+        "Step 1: ",
+        "> ",
+        "> - ",
+        ">",
+        "- - -",
+        "* * *",
+        "***",
+    ),
+    *("---", "___", "", ""),
+    *("-  ", "-   ", "-    ", "1.  ", "1.   ", "1.    ", "2)     ", "- \t", "*\t\t", "+ \t "),
+]
+LIST_TEXTS = [
+    *("item", "text:", "Lead-in:", "", " ", "# heading", "## h", "####### x", "```", "~~~", "```go", "````"),
+    *("> quote", "<!-- c", "<!-- c -->", "-->", "[ref]: http://x", "[]: y", "[a]:", "- nested", "1. n"),
+    *("é ü", "中文", "😀", "\u00a0", "\u3000", "\x0b", "|a|b|", "===", "\r", " \r", "a\rb"),
+]
+# Whole lines that open, continue or close a block, so that fences and comments inside items close
+# (or not) within a short document.
+LIST_BLOCK_LINES = [
+    *("```", "````", "```go", "``` x", "```  ", "~~~", "~~~~ ~", "``", "   ```", "  ~~~", "\t```", "```\r"),
+    *("<!--", "-->", "x -->", "- a", "  - b", "    - c", "1. x", "2) y", "text", "lazy", "", " ", "> q"),
+    *("***", "---", "___", "- - -", " * * *", "  ***", "[r]: u", "# h", "Step 2: s"),
+    *("-    x", "1.    x", "  y", "   y", "    y", "     y", "      - z", "\t- z"),
+]
+list_lines = st.one_of(
+    st.builds(
+        lambda indent, marker, text, end: indent + marker + text + end,
+        st.sampled_from(LIST_INDENTS),
+        st.sampled_from(LIST_MARKERS),
+        st.sampled_from(LIST_TEXTS),
+        st.sampled_from(["\n", "\n", "\n", "\r\n", "\n\n"]),
+    ),
+    st.builds(lambda line: line + "\n", st.sampled_from(LIST_BLOCK_LINES)),
+)
+list_documents = st.lists(list_lines, max_size=40).map("".join)
+
+
+@needs_native
+@settings(max_examples=600, deadline=None)
+@given(list_documents, st.data())
+def test_same_lists_and_units_on_generated_lists(text, data):
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    both(text)
+    both(text, start, end)
+    same_lists(text, start, end)
+    same_indented_units(text, start, end)
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- a\n  - b\n    - c\nlazy\n\n  back\n* other\n",
+        "1. one\n2. two\n3) three\n\n   ```\n   - in code\n   ```\n4. four\n",
+        "Para:\n\n5. five\n6. six\n\ntext\n2. not a list\n",
+        "- a\r\n  - b\r\n\r\n    c\r\n",
+        "\t- tab\n\t\t- deeper\n  \t- mixed\n",
+        "> - quoted\n> - items\n\n- a\n  ```\n  code\n",
+        "- <!--\n- not\n-->\n- after\n",
+        "".join("  " * i + "- x\n" for i in range(40)) + "lazy\n" * 5,
+    ],
+)
+def test_same_lists_and_units_on_edge_cases(text):
+    both(text)
+    same_lists(text, 0, len(text))
+    same_indented_units(text, 0, len(text))
+
+
 @needs_native
 def test_bad_bounds_are_refused():
     with pytest.raises(ValueError):
         mdscan.scan_lines("abc", 2, 1, False)
     with pytest.raises(ValueError):
         mdscan.scan_lines("abc", 0, 4, False)
+    for function in (mdscan.commonmark_lists, mdscan.indented_units):
+        with pytest.raises(ValueError):
+            function("abc", 2, 1, markdown.Group)
+        with pytest.raises(ValueError):
+            function("abc", 0, 4, markdown.Group)
+        with pytest.raises(TypeError):
+            function("abc", 0, 3, dict)
