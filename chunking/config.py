@@ -37,7 +37,9 @@ from chunkyard.chunking.strategies import STRATEGIES
 
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
-ALGORITHM_VERSION = "8"
+ALGORITHM_VERSION = "9"
+# 9: a unit fits when it fits from its first character (``Packer._opening``: the scanner puts a boundary
+#    there), not from its line's start with the indentation
 # 8: with budget: embed_text, a unit that fits alone opens its chunk beside a prefix shortened to what it
 #    leaves (``Reserve.make_room_for_units``); a unit's fit counts the prefix where it starts; a title
 #    that is only the file name is left out of embed_text before a heading path (budget: embed_text);

@@ -788,16 +788,14 @@ class Packer:
         return line_start
 
     def _opening(self, start: int, end: int) -> int:
-        """Where a chunk that opens with the span [start, end) starts: a cut before it starts at its
-        line's start when only white space is before it there (``_skip_space`` keeps the indentation)."""
+        """Where a chunk that opens with the span [start, end) starts: at its first character (the
+        scanner puts a boundary there when the line's start is one, so the line's indentation, which
+        ``_skip_space`` keeps, is not in the chunk)."""
         return self._skip_space(self._opening_line(start), end)
 
     def _opening_line(self, start: int) -> int:
-        """``start``'s line start when only spaces and tabs are before it there, else ``start``."""
-        line = self.text.rfind("\n", 0, start) + 1
-        if line < start and self.text[line:start].strip(" \t"):
-            return start
-        return line
+        """The first non-space position at or after ``start`` (``_next_text``)."""
+        return self._next_text(start)
 
     def _next_text(self, pos: int) -> int:
         """The first non-space position at or after ``pos`` (the end of the text when none)."""

@@ -232,7 +232,7 @@ class Reserve:
         """Shorten the prefix at the start of each unit that fits alone but not beside it, and at the
         headings right before such a unit (module docstring): intervals ``[pos, pos + 1)``. A unit
         ``[start, end)`` starts where a chunk cut at ``start`` would: ``begin_of(start, end)`` (the
-        packer's ``_opening``, which keeps a line's indentation). With ``budget: embed_text`` only; once."""
+        packer's ``_opening``: the unit's first character). With ``budget: embed_text`` only; once."""
         if not self.counts or self._room_made:
             return
         self._room_made = True

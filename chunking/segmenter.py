@@ -1085,7 +1085,7 @@ class Segmenter:
         if not isinstance(pk.meter, CharMeter):
             return [self._fits(start, end) for start, end in zip(starts, ends, strict=True)]
         max_indent = min(_INDENT_KEPT, pk.max_size // 2)
-        # A chunk the unit opens starts at its line's start when only white space is before it there.
+        # A chunk the unit opens starts at its first character (the scanner puts a boundary there).
         opened = [pk._opening_line(start) for start in starts]
         begins, unsure = kernel.skip_spaces(self.text, opened, ends, max_indent, self._plain, False)
         for k in unsure:

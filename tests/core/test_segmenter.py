@@ -834,3 +834,33 @@ def test_the_atx_test_on_the_last_line_is_the_window_search(text, data):
     pos = data.draw(st.integers(0, len(text)))
     expected = segmenter._ATX_LINE.search(text, max(0, pos - 300), pos) is not None
     assert segmenter.ends_in_atx_line(text, pos) == expected
+
+
+def test_a_unit_that_fits_only_without_its_lines_indentation_stays_whole() -> None:
+    """A fenced block in a list item fits the budget from its first character, not with the three
+    spaces of its line before it: the scanner puts a boundary at its fence, so it is kept whole (it was
+    split when a unit was measured from its line's start)."""
+    from chunkyard import chunk_document
+
+    body = "".join(f"   line {i:02d} of the example block\n" for i in range(20))
+    fence = "```text\n" + body + "   ```"
+    text = "# Guide\n\nSome words before the steps.\n\n1. Run the tool:\n\n   " + fence + "\n\n2. Done.\n"
+    for budget in ("text", "embed_text"):
+        chunks = chunk_document(
+            text,
+            {
+                "strategy": "markdown",
+                "unit": "chars",
+                "max_size": len(fence) + 1,
+                "overlap": 0,
+                "min_size": 0,
+                "budget": budget,
+                "front_matter": "exclude",
+            },
+        )
+        start = text.index("```text")
+        end = start + len(fence)
+        assert any(c.start <= start and end <= c.end for c in chunks), (
+            budget,
+            [(c.start, c.end) for c in chunks],
+        )
