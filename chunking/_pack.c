@@ -86,6 +86,24 @@ MOVE(move_ucs4, Py_UCS4)
  * has bool(class & mask) == over (backward: the character before the position); (k, stop) is reported
  * when the character that stopped the move (none, at the bound: class 0) has bool(class & test) ==
  * want; the pairs are flat (ints only: nothing for the garbage collector). */
+/* records[k][field] as a position of the text (0..length), or -1 with an exception set. */
+static int record_position(PyObject *record, Py_ssize_t field, Py_ssize_t length, Py_ssize_t *out)
+{
+    if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) <= field) {
+        PyErr_SetString(PyExc_TypeError, "records must be tuples holding the field");
+        return -1;
+    }
+    Py_ssize_t p = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, field));
+    if (p == -1 && PyErr_Occurred())
+        return -1;
+    if (p < 0 || p > length) {
+        PyErr_SetString(PyExc_IndexError, "a position lies outside the text");
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args)
 {
     PyObject *text, *records;
@@ -108,17 +126,9 @@ static PyObject *scan(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *record = PyList_GET_ITEM(records, k);
-        if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) <= field) {
-            PyErr_SetString(PyExc_TypeError, "records must be tuples holding the field");
+        Py_ssize_t p;
+        if (record_position(record, field, length, &p) < 0)
             goto fail;
-        }
-        Py_ssize_t p = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, field));
-        if (p == -1 && PyErr_Occurred())
-            goto fail;
-        if (p < 0 || p > length) {
-            PyErr_SetString(PyExc_IndexError, "a position lies outside the text");
-            goto fail;
-        }
         Py_ssize_t bound = backward ? (p - reach > 0 ? p - reach : 0) : (reach < length - p ? p + reach : length);
         switch (kind) { /* the same loop for each width of the text's code units */
         case PyUnicode_1BYTE_KIND:
@@ -174,17 +184,9 @@ static PyObject *after_last(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *record = PyList_GET_ITEM(records, k);
-        if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) <= field) {
-            PyErr_SetString(PyExc_TypeError, "records must be tuples holding the field");
+        Py_ssize_t end;
+        if (record_position(record, field, length, &end) < 0)
             goto fail;
-        }
-        Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, field));
-        if (end == -1 && PyErr_Occurred())
-            goto fail;
-        if (end < 0 || end > length) {
-            PyErr_SetString(PyExc_IndexError, "a position lies outside the text");
-            goto fail;
-        }
         Py_ssize_t low = end - reach > 0 ? end - reach : 0;
         Py_ssize_t found = low < end ? PyUnicode_FindChar(text, (Py_UCS4)ch, low, end, -1) : -1;
         if (found == -2)
