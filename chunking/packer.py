@@ -44,6 +44,7 @@ A break inside a keep span wins over the keep (the reviewer's most specific wish
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import regex
 
 from chunkyard.chunking import native
+from chunkyard.chunking.segmenter import Segmenter
 from chunkyard.chunking.units import Meter
 
 if TYPE_CHECKING:
@@ -236,16 +238,17 @@ class Packer:
         self._levels = plan.levels
         if has_lone_cr(text, plan.start, plan.end):
             self._levels = tuple(_LONE_CR_LEVELS.get(level, level) for level in plan.levels)
-        self._level_top = max((level.score for level in self._levels), default=-1)
         self._group_fits: dict[int, bool] = {}
-        self._breaks = sorted(set(plan.breaks))
-        self._keep = sorted(set(plan.keep))
+        # Reviewer constraints, sorted (most documents have none).
+        self._breaks = sorted(set(plan.breaks)) if plan.breaks else []
+        self._keep = sorted(set(plan.keep)) if plan.keep else []
         self._keep_fits: dict[tuple[int, int], bool] = {}
         self._indexed = False
-        self._long_clusters = _long_clusters(text, plan.start, plan.end)
+        ascii_only = text.isascii()
+        self._long_clusters = [] if ascii_only else _long_clusters(text, plan.start, plan.end)
         self._long_cluster_starts = [a for a, _ in self._long_clusters]
         # ASCII without CR: every position is a grapheme boundary (``_is_cluster_boundary``'s fast path).
-        self._plain = text.isascii() and "\r" not in text
+        self._plain = ascii_only and "\r" not in text
         if self.reserve is not None:
             # A unit that fits alone opens its chunk with a prefix short enough to keep it whole.
             self.reserve.make_room_for_units(self._opening)
@@ -255,6 +258,12 @@ class Packer:
         if self._indexed:
             return
         plan = self.plan
+        self._indexed = True
+        if not plan.positions and not plan.groups and not plan.heading_ends:
+            # Nothing structural (recursive, sentence, fixed): every lookup is empty.
+            self._group_starts, self._forced, self._headings, self._heading_starts = [], [], [], []
+            self._line_group_starts, self._line_group_reach = [], []
+            return
         self._group_starts = [g.start for g in plan.groups]
         # Forced boundaries, and those of them that start a heading, in order: the packer looks these
         # up per chunk, and Markdown marks every line, so scanning ``plan.positions`` would be slow.
@@ -265,42 +274,37 @@ class Packer:
         self._heading_starts = sorted(plan.heading_ends)  # every heading, the one a chunk starts on too
         # Bodies of tables and code blocks, by start, with the furthest end so far: an overlapping
         # chunk starts at one of their line starts, never mid-row or mid-line.
-        line_groups = sorted((g.body_start, g.end) for g in plan.groups if g.kind in LINE_GROUPS)
+        line_groups = sorted([(g.body_start, g.end) for g in plan.groups if g.kind in LINE_GROUPS])
         self._line_group_starts = [body for body, _ in line_groups]
-        self._line_group_reach = list(itertools.accumulate((end for _, end in line_groups), max))
-        self._indexed = True
+        self._line_group_reach = list(itertools.accumulate([end for _, end in line_groups], max))
 
     # -- public -------------------------------------------------------------------------------
 
     def spans(self) -> list[Span]:
-        if self.plan.levels != (GRAPHEME,):
-            return self._segmented_spans()
-        return self._greedy_spans()
+        levels = self.plan.levels
+        # ``levels == (GRAPHEME,)``, without comparing the levels of a longer tuple field by field.
+        if len(levels) == 1 and levels[0] == GRAPHEME:
+            return self._greedy_spans()
+        return self._segmented_spans()
 
     def _segmented_spans(self) -> list[Span]:
         """Spans from the global segmenter's boundaries (``chunkyard.chunking.segmenter``), then overlap."""
-        from chunkyard.chunking.segmenter import Segmenter
-
         self._index()
         plan = self.plan
         origin = self._skip_space(plan.start, plan.end)
         if origin >= plan.end:
             return []
         out: list[Span] = []
-        start = origin
-        previous: tuple[int, int] | None = None  # (start, raw end) of the previous chunk
+        previous = (origin, origin)  # (start, raw end) of the previous chunk
         clean = True  # the previous chunk ended at a heading, a break or a group's start: no overlap
         group_starts = set(self._group_starts)
-        for end, score in Segmenter(self).ends(origin):
-            if previous is not None:
-                start = self._skip_space(previous[1], plan.end)
-                if self.overlap and not clean:
-                    shared = self._skip_space(self._overlap_start(*previous), plan.end)
-                    if (
-                        shared < start
-                        and self.budget_size(shared, self._trim_end(shared, end)) <= self.max_size
-                    ):
-                        start = shared
+        # Each chunk starts where ``_skip_space`` puts it after the previous raw end (the segmenter
+        # found those starts for its search).
+        for start, end, score in Segmenter(self).ends(origin):
+            if self.overlap and not clean:
+                shared = self._skip_space(self._overlap_start(*previous), plan.end)
+                if shared < start and self.budget_size(shared, self._trim_end(shared, end)) <= self.max_size:
+                    start = shared
             trimmed = self._trim_end(start, end)
             if trimmed > start:
                 size = self.meter.size(start, trimmed)
@@ -458,6 +462,11 @@ class Packer:
             return None
         pos = headings[k]
         return None if _NON_SPACE.search(self.text, self.plan.heading_ends[pos], end) else pos
+
+    @functools.cached_property
+    def _level_top(self) -> int:
+        """The highest score of the textual levels (the greedy method's ``_ceiling`` only)."""
+        return max((level.score for level in self._levels), default=-1)
 
     def _ceiling(self, low: int, high: int) -> int:
         """The highest score any boundary in [low, high] can have (a bound for ``_best``)."""

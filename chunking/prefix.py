@@ -191,20 +191,27 @@ class Reserve:
         parts = _parts(settings, title, file_named and self.counts)
         self._size = string_size(meter)
         self._known: dict[tuple[int, int], int] = {}  # token sizes of embed_texts measured before
-        bounds = {layout.plan.start}
-        bounds.update(layout.heading_starts)
-        for group in layout.plan.groups:
-            if group.kind != "section" and group.context:
-                bounds.add(group.start + 1)
-                bounds.add(group.end)
-        starts = sorted(b for b in bounds if b >= layout.plan.start)
-        contexts = layout.contexts_at(starts)
+        plan = layout.plan
         self._layout, self._parts = layout, parts
         self._cap = self.max_size // PREFIX_SHARE
         self._made: dict[tuple, Prefix] = {}
         self._room_made = False
-        self.lows: list[int] = []
-        self.prefixes: list[Prefix] = []
+        if not layout.heading_starts and not plan.groups:
+            # No heading and no group (recursive, sentence, fixed): one prefix everywhere, the title's.
+            prefix = self._prefix((), ())
+            self.lows, self.prefixes = [plan.start], [prefix]
+            self.constant, self.largest = True, prefix.size
+            return
+        bounds = {plan.start}
+        bounds.update(layout.heading_starts)
+        for group in plan.groups:
+            if group.kind != "section" and group.context:
+                bounds.add(group.start + 1)
+                bounds.add(group.end)
+        starts = sorted(b for b in bounds if b >= plan.start)
+        contexts = layout.contexts_at(starts)
+        self.lows = []
+        self.prefixes = []
         for start, context in zip(starts, contexts, strict=True):
             prefix = self._prefix(layout.section_path(start), context)
             if self.prefixes and self.prefixes[-1] == prefix:
@@ -213,7 +220,7 @@ class Reserve:
             self.prefixes.append(prefix)
         # The reserve is the same everywhere (a document without headings or groups: fixed, recursive).
         self.constant = len({p.size for p in self.prefixes}) <= 1
-        self.largest = max((p.size for p in self.prefixes), default=0)
+        self.largest = max(p.size for p in self.prefixes)
 
     def _prefix(self, path: tuple[str, ...], context: tuple[str, ...]) -> Prefix:
         key = (path, context)

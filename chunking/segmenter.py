@@ -667,6 +667,7 @@ class Segmenter:
         self._reserve_tables: dict[int, list[int]] = {}
         # The candidates gap by gap, for every meter (the way for words and tokens; for tests).
         self._by_gap = False
+        self.problem: Problem | None = None  # the last search's (``ends``), for tests
 
     # -- sizes --------------------------------------------------------------------------------------
 
@@ -1135,8 +1136,10 @@ class Segmenter:
         each as undersized when it is, at no negative price: strictly more when a chunk costs
         something. The search is skipped (a short document, most often)."""
         pk, plan = self.pk, self.plan
-        if plan.chunk_price <= 0 or any(origin < pos < plan.end for pos in pk._breaks):
+        if plan.chunk_price <= 0:
             return False  # free chunks: a split may tie, and ties go to the later cut
+        if pk._breaks and any(origin < pos < plan.end for pos in pk._breaks):
+            return False
         finish = pk._trim_end(origin, plan.end)
         heads, tails = self._prefixes([origin], [finish])
         reserve = pk.reserve.sizes_at([origin])[0] if pk.reserve is not None else 0
@@ -1150,30 +1153,14 @@ class Segmenter:
             return False  # a heading inside (whether it is priced is for the search to say)
         return True
 
-    def ends(self, origin: int, *, whole: bool = True) -> list[tuple[int, int]]:
-        """The raw chunk ends with their boundary scores, in order (the last is the plan's end).
-        ``whole=False``: search even when the text is one chunk (``_whole``; for tests)."""
+    def ends(self, origin: int, *, whole: bool = True) -> list[tuple[int, int, int]]:
+        """The raw chunks in order: (start, raw end, the end's boundary score) of each. The first starts
+        at ``origin``, each other where ``Packer._skip_space`` puts it after the previous raw end, and
+        the last ends at the plan's end. ``whole=False``: search even when the text is one chunk
+        (``_whole``; for tests)."""
         pk, plan, text = self.pk, self.plan, self.text
         if whole and self._whole(origin):
-            finish = pk._trim_end(origin, plan.end)
-            heads, tails = self._prefixes([origin], [finish])
-            zeros = [0, 0]
-            self.problem = Problem(
-                [origin, plan.end],
-                [heads[0], heads[0]],
-                [heads[0], tails[0]],
-                zeros,
-                zeros,
-                zeros,
-                zeros,
-                [pk.max_size] * 2,
-                [pk.max_size] * 2,
-                pk.max_size,
-                pk.min_size,
-                plan.chunk_price,
-                [0, 1],
-            )
-            return [(plan.end, 1000)]
+            return [(origin, plan.end, 1000)]  # no search, no ``problem``
         positions, scores = self._candidates(origin)
         extra, intervals, forbidden = self._prices(positions, scores)
         cuts, cut_prices, cut_scores = kernel.cut_candidates(
@@ -1264,4 +1251,4 @@ class Segmenter:
             chosen,
         )
         scores_all = [1000, *cut_scores]
-        return [(points[k], scores_all[k]) for k in chosen[1:]]
+        return [(starts[i], points[j], scores_all[j]) for i, j in itertools.pairwise(chosen)]
