@@ -83,7 +83,8 @@ def split_document(
     ``constraints`` are reviewer decisions placed on this text (``chunkyard.chunking.constraints``): keep
     spans and breaks the packer honours; one it cannot meet gives its chunk ``constraint_unmet``.
     """
-    settings = parse_settings(settings)
+    if not isinstance(settings, ChunkerBase):
+        settings = parse_settings(settings)
     layout = get_strategy(settings.strategy)(text, settings, path)
     if constraints:
         apply_placements(layout.plan, text, constraints)
@@ -121,15 +122,14 @@ def _chunks(
 ) -> list[Chunk]:
     """The ``Chunk`` of each span, in order (the per-chunk loop of ``split_document``)."""
     labels = layout.labels_of([(span.start, span.end) for span in spans])
-    section_path, strategy = layout.chunk_section_path, layout.strategy
+    section_path, of_chunk, strategy = layout.chunk_section_path, reserve.of_chunk, layout.strategy
     chunks = []
-    for index, span in enumerate(spans):
-        start, end, size = span.start, span.end, span.size
+    for index, (start, end, size, over_budget) in enumerate(spans):
         chunk_text = text[start:end]
         path_here = section_path(start, end)
-        prefix = reserve.of_chunk(start, path_here)
+        prefix, _, shortened = of_chunk(start, path_here)
         codes = findings[index]
-        if prefix.shortened:
+        if shortened:
             codes.append("prefix_shortened")
         n_tokens = size if token_counter else tokenizer.count(chunk_text) if tokenizer else None
         # In the field order of ``Chunk``, built without its keyword ``__new__`` (a sixth of the cost).
@@ -141,7 +141,7 @@ def _chunks(
                     start,
                     end,
                     chunk_text,
-                    prefix.text + chunk_text if prefix.text else chunk_text,
+                    prefix + chunk_text if prefix else chunk_text,
                     path_here,
                     size,
                     end - start,
@@ -149,7 +149,7 @@ def _chunks(
                     strategy,
                     tuple(codes),
                     labels[index],
-                    span.over_budget,
+                    over_budget,
                 ),
             )
         )

@@ -46,6 +46,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import operator
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
@@ -184,6 +185,10 @@ class Span(NamedTuple):
     over_budget: str = ""  # why the span exceeds the budget, when it does
 
 
+_START_OF = operator.attrgetter("start")
+_new_span = tuple.__new__  # ``_new_span(Span, fields)``: all four fields, without the keyword ``__new__``
+
+
 # chunking/_pack.c (the findings' kernels and units' token_starts in C) when it was built and is current.
 _native = native.load("_pack")
 
@@ -246,7 +251,7 @@ class Packer:
         self._indexed = False
         ascii_only = text.isascii()
         self._long_clusters = [] if ascii_only else _long_clusters(text, plan.start, plan.end)
-        self._long_cluster_starts = [a for a, _ in self._long_clusters]
+        self._long_cluster_starts = [a for a, _ in self._long_clusters] if self._long_clusters else []
         # ASCII without CR: every position is a grapheme boundary (``_is_cluster_boundary``'s fast path).
         self._plain = ascii_only and "\r" not in text
         if self.reserve is not None:
@@ -264,13 +269,13 @@ class Packer:
             self._group_starts, self._forced, self._headings, self._heading_starts = [], [], [], []
             self._line_group_starts, self._line_group_reach = [], []
             return
-        self._group_starts = [g.start for g in plan.groups]
+        self._group_starts = list(map(_START_OF, plan.groups))
         # Forced boundaries, and those of them that start a heading, in order: the packer looks these
         # up per chunk, and Markdown marks every line, so scanning ``plan.positions`` would be slow.
-        self._forced = [
-            pos for pos, score in zip(plan.positions, plan.scores, strict=True) if score >= SCORE_FORCED
-        ]
-        self._headings = [pos for pos in self._forced if pos in plan.heading_ends]
+        if len(plan.positions) != len(plan.scores):
+            raise ValueError(f"a plan with {len(plan.positions)} positions and {len(plan.scores)} scores")
+        self._forced = list(itertools.compress(plan.positions, map(SCORE_FORCED.__le__, plan.scores)))
+        self._headings = list(filter(plan.heading_ends.__contains__, self._forced))
         self._heading_starts = sorted(plan.heading_ends)  # every heading, the one a chunk starts on too
         # Bodies of tables and code blocks, by start, with the furthest end so far: an overlapping
         # chunk starts at one of their line starts, never mid-row or mid-line.
@@ -298,20 +303,20 @@ class Packer:
         previous = (origin, origin)  # (start, raw end) of the previous chunk
         clean = True  # the previous chunk ended at a heading, a break or a group's start: no overlap
         group_starts = set(self._group_starts)
+        overlap, max_size, measure, trim_end = self.overlap, self.max_size, self.meter.size, self._trim_end
         # Each chunk starts where ``_skip_space`` puts it after the previous raw end (the segmenter
         # found those starts for its search).
         for start, end, score in Segmenter(self).ends(origin):
-            if self.overlap and not clean:
+            if overlap and not clean:
                 shared = self._skip_space(self._overlap_start(*previous), plan.end)
-                if shared < start and self.budget_size(shared, self._trim_end(shared, end)) <= self.max_size:
+                if shared < start and self.budget_size(shared, trim_end(shared, end)) <= max_size:
                     start = shared
-            trimmed = self._trim_end(start, end)
+            trimmed = trim_end(start, end)
             if trimmed > start:
-                size = self.meter.size(start, trimmed)
-                over = (self.budget_size(start, trimmed) if self.reserve else size) > self.max_size
-                out.append(
-                    Span(start, trimmed, size, self._over_budget_reason(start, trimmed) if over else "")
-                )
+                size = measure(start, trimmed)
+                over = (self.budget_size(start, trimmed) if self.reserve else size) > max_size
+                reason = self._over_budget_reason(start, trimmed) if over else ""
+                out.append(_new_span(Span, (start, trimmed, size, reason)))
             previous = (start, end)
             clean = score >= SCORE_FORCED or end in group_starts
         return out

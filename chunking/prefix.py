@@ -139,9 +139,20 @@ def shorten(
     title: str | None, path: tuple[str, ...], contexts: tuple[str, ...], cap: int, size: Callable[[str], int]
 ) -> tuple[str, bool]:
     """The prefix of these parts, shortened by the module docstring's rule to at most ``cap`` units."""
+    shown, _, shortened = sized_shorten(title, path, contexts, cap, size)
+    return shown, shortened
+
+
+def sized_shorten(
+    title: str | None, path: tuple[str, ...], contexts: tuple[str, ...], cap: int, size: Callable[[str], int]
+) -> tuple[str, int, bool]:
+    """``shorten``, with the size of the prefix it gives (measured once: for tokens, an encoding)."""
     full = _join(title, path, contexts)
-    if size(full) <= cap:
-        return full, False
+    if not full:
+        return "", 0, False
+    measured = size(full)
+    if measured <= cap:
+        return full, measured, False
     steps = [_join(None, path, contexts)]
     steps += [_join(None, path[k:], contexts) for k in range(1, len(path))]
     inner_path = path[-1:]
@@ -150,8 +161,9 @@ def shorten(
         inner_path = ()  # step 4: the innermost group's context says more than the heading
         steps.append(_join(None, inner_path, contexts[-1:]))
     for candidate in steps:
-        if size(candidate) <= cap:
-            return candidate, True
+        measured = size(candidate) if candidate else 0
+        if measured <= cap:
+            return candidate, measured, True
     # Step 5: cut the rest at the last word gap that fits (the sizes grow with the cut: bisect).
     rest = _join(None, inner_path, contexts[-1:])[:-2]
     gaps = [m.start() for m in _GAP.finditer(rest) if m.start() > 0]
@@ -164,10 +176,10 @@ def shorten(
             high = middle - 1
     while low > 0:  # a token count is not strictly monotone: step back until it fits
         cut = rest[: gaps[low - 1]].rstrip()
-        if cut and size(cut + "\n\n") <= cap:
-            return cut + "\n\n", True
+        if cut and (measured := size(cut + "\n\n")) <= cap:
+            return cut + "\n\n", measured, True
         low -= 1
-    return "", True  # step 6
+    return "", 0, True  # step 6
 
 
 class Reserve:
@@ -205,22 +217,27 @@ class Reserve:
         bounds = {plan.start}
         bounds.update(layout.heading_starts)
         for group in plan.groups:
-            if group.kind != "section" and group.context:
+            if group.context and group.kind != "section":
                 bounds.add(group.start + 1)
                 bounds.add(group.end)
-        starts = sorted(b for b in bounds if b >= plan.start)
+        starts = sorted(bounds)
+        if starts[0] < plan.start:
+            starts = starts[starts.index(plan.start) :]
         contexts = layout.contexts_at(starts)
-        self.lows = []
-        self.prefixes = []
+        lows: list[int] = []
+        prefixes: list[Prefix] = []
+        last = None
+        section_path, prefix_of = layout.section_path, self._prefix
         for start, context in zip(starts, contexts, strict=True):
-            prefix = self._prefix(layout.section_path(start), context)
-            if self.prefixes and self.prefixes[-1] == prefix:
-                continue
-            self.lows.append(start)
-            self.prefixes.append(prefix)
-        # The reserve is the same everywhere (a document without headings or groups: fixed, recursive).
-        self.constant = len({p.size for p in self.prefixes}) <= 1
-        self.largest = max(p.size for p in self.prefixes)
+            prefix = prefix_of(section_path(start), context)
+            if prefix != last:
+                lows.append(start)
+                prefixes.append(prefix)
+                last = prefix
+        self.lows, self.prefixes = lows, prefixes
+        sizes = [prefix.size for prefix in prefixes]
+        self.largest = max(sizes)
+        self.constant = min(sizes) == self.largest  # the same reserve everywhere
 
     def _prefix(self, path: tuple[str, ...], context: tuple[str, ...]) -> Prefix:
         key = (path, context)
@@ -228,8 +245,7 @@ class Reserve:
         if prefix is None:
             title_line, shown_path, groups = self._parts(path, context)
             if self.counts:
-                shown, shortened = shorten(title_line, shown_path, groups, self._cap, self._size)
-                prefix = Prefix(shown, self._size(shown) if shown else 0, shortened)
+                prefix = Prefix(*sized_shorten(title_line, shown_path, groups, self._cap, self._size))
             else:
                 prefix = Prefix(_join(title_line, shown_path, groups), 0)
             self._made[key] = prefix

@@ -654,13 +654,16 @@ kernel = (
 class Segmenter:
     """Chooses the raw chunk ends of one packer's document (see the module docstring)."""
 
+    # The meters whose additive sizes are exact (a chunk measures ``tails[j] - heads[i]``).
+    _EXACT = (CharMeter, WordMeter)
+
     def __init__(self, packer: Packer):
         self.pk = packer
         self.text = packer.text
         self.plan = packer.plan
         self._fit: dict[tuple[int, int], bool] = {}
         # Every position is a grapheme boundary (ASCII without CR): the cluster checks are skipped.
-        self._plain = self.text.isascii() and "\r" not in self.text
+        self._plain = packer._plain
         # Per level (by identity: hashing a level hashes its patterns): the text has no ``unless`` character.
         self._clean: dict[int, bool] = {}
         self._lacking: dict[str, bool] = {}
@@ -1145,7 +1148,7 @@ class Segmenter:
         reserve = pk.reserve.sizes_at([origin])[0] if pk.reserve is not None else 0
         if tails[0] - heads[0] + reserve > pk.max_size:
             return False  # it does not fit beside its embed_text prefix
-        if not isinstance(pk.meter, CharMeter | WordMeter) and pk.budget_size(origin, finish) > pk.max_size:
+        if not isinstance(pk.meter, self._EXACT) and pk.budget_size(origin, finish) > pk.max_size:
             return False  # the search would retry with a smaller allowance
         heading_starts = pk._heading_starts
         k = bisect.bisect_right(heading_starts, origin)
@@ -1199,7 +1202,7 @@ class Segmenter:
             allowances = self._reserve_lookup(starts, pk.max_size - reserve) if reserve else list(fulls)
             allowances[0] = fulls[0]
         measure = pk.budget_size
-        exact = isinstance(pk.meter, CharMeter | WordMeter)
+        exact = isinstance(pk.meter, self._EXACT)
         chunk_price = plan.chunk_price
         for _ in range(12):
             previous = optimise(

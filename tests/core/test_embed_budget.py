@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from chunkyard.chunking.api import split_document
 from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.packer import Packer
-from chunkyard.chunking.prefix import Reserve, prefixer, shorten
+from chunkyard.chunking.prefix import Reserve, prefixer, shorten, sized_shorten
 from chunkyard.chunking.strategies import get_strategy
 from chunkyard.chunking.units import get_tokenizer, make_meter
 
@@ -180,6 +180,24 @@ def test_a_shortened_prefix_fits_its_cap(path: list[str], contexts: list[str], c
     assert size(shown) <= cap
     if not shortened:
         assert shown == shorten("A title", tuple(path), tuple(contexts), 10**6, size)[0]
+
+
+@given(
+    st.sampled_from([None, "A title"]),
+    st.lists(st.text(max_size=30), max_size=4),
+    st.lists(st.text(max_size=60), max_size=3),
+    st.integers(0, 120),
+    st.sampled_from(["chars", "words", "tokens"]),
+)
+@settings(deadline=None)
+def test_the_sized_shortening_measures_the_prefix_it_gives(
+    title: str | None, path: list[str], contexts: list[str], cap: int, unit: str
+) -> None:
+    """``sized_shorten`` (which ``shorten`` is) gives the size of the prefix it gives, so that the reserve
+    need not measure it again: 0 for no prefix."""
+    size = len if unit == "chars" else (lambda s: recount(s, unit))
+    shown, measured, _ = sized_shorten(title, tuple(path), tuple(contexts), cap, size)
+    assert measured == (size(shown) if shown else 0)
 
 
 @pytest.mark.parametrize("unit", UNITS)
