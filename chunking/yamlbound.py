@@ -10,6 +10,7 @@ first node that reaches the bound, before anything is constructed.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import yaml
@@ -17,6 +18,40 @@ import yaml
 # libyaml's loader when the wheel ships it (it does on PyPI): about 10× faster than the pure-Python
 # scanner on front matter, where one block per page is parsed (issue 22).
 FAST_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def resolve_without_paths(self: Any, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
+    """``BaseResolver.resolve`` for a loader without path resolvers: the same implicit resolvers (the
+    loader's own table, tried for the value's first character, then the wildcard ones) and the same
+    default tags, without the list it builds per scalar. The composer calls it for every node, from
+    C too (a seventh of reading front matter, issue 22); tests/core/test_yamlbound.py holds it equal."""
+    if kind is yaml.ScalarNode:
+        if implicit[0]:
+            resolvers = self.yaml_implicit_resolvers
+            for found in (resolvers.get(value[:1]), resolvers.get(None)):
+                if found:
+                    for tag, regexp in found:
+                        if regexp.match(value):
+                            return tag
+        return self.DEFAULT_SCALAR_TAG
+    if kind is yaml.SequenceNode:
+        return self.DEFAULT_SEQUENCE_TAG
+    return self.DEFAULT_MAPPING_TAG
+
+
+class _QuickLoader(FAST_LOADER):
+    """``FAST_LOADER`` with ``resolve_without_paths``; used while that loader has no path resolvers,
+    whose steps (``descend_resolver``, ``ascend_resolver``: the composer calls them around every
+    node) then do nothing: here they are C callables that take the same arguments and do nothing."""
+
+    resolve = resolve_without_paths
+    descend_resolver = operator.is_  # (parent, index) -> ignored
+    ascend_resolver = tuple  # () -> ignored
+
+
+def _quick(loader: type) -> type:
+    """``_QuickLoader`` in place of ``FAST_LOADER`` when its path-resolver steps are no-ops."""
+    return _QuickLoader if loader is FAST_LOADER and not FAST_LOADER.yaml_path_resolvers else loader
 
 
 class YamlTooLarge(yaml.YAMLError):
@@ -46,7 +81,7 @@ def compose(text: str, max_size: int, loader: type = yaml.SafeLoader) -> yaml.No
 
 def load(text: str, max_size: int, loader: type = FAST_LOADER) -> Any:
     """``yaml.safe_load`` with the expansion bound (``YamlTooLarge``); other errors as PyYAML raises them."""
-    parser = loader(text)
+    parser = _quick(loader)(text)
     try:
         node = parser.get_single_node()
         if node is None:
@@ -106,12 +141,20 @@ def construct_tree(loader: Any, node: yaml.Node, depth: int = 0) -> Any:
                 key = loader.yaml_constructors[key_tag](loader, key_node)
             else:  # a ``<<`` merge, an ``=`` value key, another tag
                 raise _NotPlain
-            mapping[key] = construct_tree(loader, value_node, depth + 1)
+            if type(value_node) is yaml.ScalarNode and value_node.tag == _STR:  # most: not called
+                mapping[key] = value_node.value
+            else:
+                mapping[key] = construct_tree(loader, value_node, depth + 1)
         return mapping
     if tag == _SEQ and kind is yaml.SequenceNode:
         if depth == _DEEPEST:
             raise _NotPlain
-        return [construct_tree(loader, child, depth + 1) for child in node.value]
+        return [
+            child.value
+            if type(child) is yaml.ScalarNode and child.tag == _STR
+            else construct_tree(loader, child, depth + 1)
+            for child in node.value
+        ]
     raise _NotPlain
 
 

@@ -150,3 +150,50 @@ def test_trees_it_leaves_to_pyyaml_are_still_built_by_it() -> None:
         )
     deep = "a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 80)) + "  " * 80 + "end: 1\n"
     assert yamlbound.load(deep, 65_536) == yaml.safe_load(deep)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    value=st.one_of(
+        st.sampled_from(SCALAR_PIECES), st.text(alphabet="0123456789-+.:_eExXoObB~nNyYtTfF<= ", max_size=12)
+    ),
+    implicit=st.tuples(st.booleans(), st.booleans()),
+    kind=st.sampled_from([yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode]),
+)
+def test_the_resolver_without_paths_gives_pyyamls_tags(value: str, implicit, kind) -> None:
+    loader = yamlbound.FAST_LOADER("")
+    try:
+        assert yamlbound.resolve_without_paths(loader, kind, value, implicit) == loader.resolve(
+            kind, value, implicit
+        )
+    finally:
+        loader.dispose()
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(st.sampled_from(TREE_PIECES), min_size=1, max_size=30))
+def test_load_reads_what_safe_load_reads_from_random_yaml(pieces: list[str]) -> None:
+    """``load`` (the quick loader: its resolver, no path-resolver steps) against PyYAML's own."""
+    text = "".join(pieces)
+    assert outcome(lambda: yamlbound.load(text, 10**6)) == outcome(
+        lambda: yaml.load(text, Loader=yamlbound.FAST_LOADER)
+    )
+
+
+def test_load_reads_what_safe_load_reads_from_every_corpus_front_matter(corpora_dir) -> None:
+    from chunkyard.chunking.markdown import _FRONT_MATTER_END
+
+    seen = 0
+    for path in sorted(corpora_dir.rglob("*.md")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if not text.startswith("---\n"):
+            continue
+        closing = _FRONT_MATTER_END.search(text, 4)
+        if closing is None:
+            continue
+        front = text[4 : closing.start()]
+        assert outcome(lambda front=front: yamlbound.load(front, 10**6)) == outcome(
+            lambda front=front: yaml.safe_load(front)
+        )
+        seen += 1
+    assert seen > 900  # hugo-docs: every page has front matter
