@@ -341,25 +341,8 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     if ">" in text:
         lists.extend(g for g in quoted_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT)
     if lists:
-        # Two range queries per unit: a list starting inside it that ends after it (the most any list
-        # starting there reaches), or one ending inside it that starts before it (the least start).
-        by_start = sorted((g.start, g.end) for g in lists)
-        starts = [a for a, _ in by_start]
-        furthest = _range_max([b for _, b in by_start])
-        by_end = sorted((g.end, g.start) for g in lists)
-        ends = [b for b, _ in by_end]
-        earliest = _range_max([-a for _, a in by_end])
-
-        def crosses(a: int, b: int) -> bool:
-            if b - a > _CROSS_CHECK_LIMIT:
-                return False
-            low, high = bisect.bisect_right(starts, a), bisect.bisect_left(starts, b)
-            if low < high and furthest(low, high) > b:
-                return True
-            low, high = bisect.bisect_right(ends, a), bisect.bisect_left(ends, b)
-            return low < high and -earliest(low, high) < a
-
-        nested = [g for g in nested if g[0] not in ("list", "procedure") or not crosses(g[1], g[2])]
+        if any(g[0] in ("list", "procedure") for g in nested):  # else nothing to drop
+            nested = _not_crossing(nested, lists)
         known = {g[:3] for g in nested if g[0] in ("list", "procedure")}
         known.update(g[:3] for g in structure.groups if g[0] in ("list", "procedure"))
         nested.extend(g for g in lists if g[:3] not in known)
@@ -367,6 +350,41 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     nested.sort(key=_END, reverse=True)
     nested.sort(key=_START)
     structure.units = nested
+
+
+def _not_crossing(nested: list[Group], lists: list[Group]) -> list[Group]:
+    """``nested`` without the lists and procedures that cross one of ``lists`` (``_add_derived_groups``).
+
+    Two range queries per unit: a list starting inside it that ends after it (the most any list
+    starting there reaches), or one ending inside it that starts before it (the least start). A
+    range of at most ``_RANGE_BLOCK`` values is read at once, the others by ``_range_max``."""
+    by_start = sorted((g.start, g.end) for g in lists)
+    starts = [a for a, _ in by_start]
+    reaches = [b for _, b in by_start]
+    furthest = _range_max(reaches)
+    by_end = sorted((g.end, g.start) for g in lists)
+    ends = [b for b, _ in by_end]
+    lows = [-a for _, a in by_end]
+    earliest = _range_max(lows)
+    bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
+    kept = []
+    for group in nested:
+        kind, a, b = group[0], group[1], group[2]
+        if (kind == "list" or kind == "procedure") and b - a <= _CROSS_CHECK_LIMIT:
+            low, high = bisect_right(starts, a), bisect_left(starts, b)
+            if (
+                low < high
+                and (max(reaches[low:high]) if high - low <= _RANGE_BLOCK else furthest(low, high)) > b
+            ):
+                continue
+            low, high = bisect_right(ends, a), bisect_left(ends, b)
+            if (
+                low < high
+                and -(max(lows[low:high]) if high - low <= _RANGE_BLOCK else earliest(low, high)) < a
+            ):
+                continue
+        kept.append(group)
+    return kept
 
 
 _QUOTE_AFTER_LF = re.compile(r"\n {0,3}>")  # a line of a block quote (after the first)

@@ -848,6 +848,30 @@ def test_the_block_range_maximum_is_the_maximum_of_the_slice(values: list[int], 
         assert query(low, high) == max(values[low:high])
 
 
+_spans = st.tuples(st.integers(0, 400), st.integers(0, 400)).map(sorted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    units=st.lists(st.tuples(st.sampled_from(["list", "procedure", "code"]), _spans), max_size=40),
+    lists=st.lists(_spans, min_size=1, max_size=150),
+)
+def test_units_crossing_a_list_are_dropped_as_a_pairwise_check_says(units, lists) -> None:
+    """``_not_crossing`` (range queries) against every pair: a list or procedure is dropped when a list
+    starts inside it and ends after it, or ends inside it and starts before it."""
+    from chunkyard.chunking.markdown import _not_crossing
+    from chunkyard.chunking.packer import Group
+
+    nested = [Group(kind, a, b, a) for kind, (a, b) in units]
+    found = [Group("list", a, b, a) for a, b in lists]
+
+    def crosses(a: int, b: int) -> bool:
+        return any((a < s < b < e) or (s < a < e < b) for s, e in lists)
+
+    expected = [g for g in nested if g.kind == "code" or not crosses(g.start, g.end)]
+    assert _not_crossing(nested, found) == expected
+
+
 QUOTED_LISTS = (
     "Intro.\n\n"
     "> That said, the annotation has a legacy name\n> and we should fix this. So:\n> \n"
