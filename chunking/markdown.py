@@ -271,10 +271,20 @@ def _add_unit_starts(text: str, structure: Structure) -> None:
             j = bisect.bisect_left(positions, first)
             positions.insert(j, first)
             scores.insert(j, score)
-    else:  # two sorted runs: the sort merges them in linear time
-        merged = sorted([*zip(positions, scores, strict=True), *sorted(added.items())])
-        structure.positions = [pos for pos, _ in merged]
-        structure.scores = [score for _, score in merged]
+    else:  # the runs of ``positions`` between the new ones, copied whole (none of these is in it)
+        new_positions: list[int] = []
+        new_scores: list[int] = []
+        done = 0
+        for first in sorted(added):
+            j = bisect.bisect_left(positions, first, done)
+            new_positions += positions[done:j]
+            new_positions.append(first)
+            new_scores += scores[done:j]
+            new_scores.append(added[first])
+            done = j
+        new_positions += positions[done:]
+        new_scores += scores[done:]
+        structure.positions, structure.scores = new_positions, new_scores
 
 
 _START = operator.itemgetter(1)  # a Group's start
