@@ -271,15 +271,38 @@ def _add_unit_starts(text: str, structure: Structure) -> None:
             j = bisect.bisect_left(positions, first)
             positions.insert(j, first)
             scores.insert(j, score)
-    else:  # two sorted runs: the sort merges them in linear time
-        merged = sorted([*zip(positions, scores, strict=True), *sorted(added.items())])
-        structure.positions = [pos for pos, _ in merged]
-        structure.scores = [score for _, score in merged]
+    else:  # the runs of ``positions`` between the new ones, copied whole (none of these is in it)
+        new_positions: list[int] = []
+        new_scores: list[int] = []
+        done = 0
+        for first in sorted(added):
+            j = bisect.bisect_left(positions, first, done)
+            new_positions += positions[done:j]
+            new_positions.append(first)
+            new_scores += scores[done:j]
+            new_scores.append(added[first])
+            done = j
+        new_positions += positions[done:]
+        new_scores += scores[done:]
+        structure.positions, structure.scores = new_positions, new_scores
 
 
 _START = operator.itemgetter(1)  # a Group's start
 _END = operator.itemgetter(2)
-_QUOTED_FENCE = re.compile(r"(?m)^[ \t]{0,3}>[ \t]?(?:>[ \t]?)*(?:`{3,}|~{3,})")
+# A fence line inside a block quote ("> ```"), from the line's start: at the text's start, or after a
+# line feed (a pattern led by the literal is searched for four times faster than one led by ``(?m)^``).
+_QUOTED_FENCE = re.compile(r"[ \t]{0,3}>[ \t]?(?:>[ \t]?)*(?:`{3,}|~{3,})")
+_QUOTED_FENCE_AFTER_LF = re.compile(r"\n" + _QUOTED_FENCE.pattern)
+
+
+def _quoted_fences(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each match of ``_QUOTED_FENCE`` at a line's start, in order."""
+    first = _QUOTED_FENCE.match(text)
+    found = [(first.start(), first.end())] if first is not None else []
+    found.extend((match.start() + 1, match.end()) for match in _QUOTED_FENCE_AFTER_LF.finditer(text))
+    return found
+
+
 _BLOCK_LINE = re.compile(r"[ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])")
 
 
@@ -313,11 +336,11 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     if ">" in text:
         # Fenced code inside a block quote ("> ```"): the line scanner reads quotes as paragraphs.
         opening: int | None = None
-        for fence in _QUOTED_FENCE.finditer(text):
+        for fence_start, fence_end in _quoted_fences(text):
             if opening is None:
-                opening = fence.start()
+                opening = fence_start
             else:
-                line_end = text.find("\n", fence.end())
+                line_end = text.find("\n", fence_end)
                 nested.append(Group("code", opening, len(text) if line_end == -1 else line_end, opening))
                 opening = None
     # The lists as CommonMark reads them; a nested list or procedure found by indentation above that
@@ -328,25 +351,8 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     if ">" in text:
         lists.extend(g for g in quoted_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT)
     if lists:
-        # Two range queries per unit: a list starting inside it that ends after it (the most any list
-        # starting there reaches), or one ending inside it that starts before it (the least start).
-        by_start = sorted((g.start, g.end) for g in lists)
-        starts = [a for a, _ in by_start]
-        furthest = _range_max([b for _, b in by_start])
-        by_end = sorted((g.end, g.start) for g in lists)
-        ends = [b for b, _ in by_end]
-        earliest = _range_max([-a for _, a in by_end])
-
-        def crosses(a: int, b: int) -> bool:
-            if b - a > _CROSS_CHECK_LIMIT:
-                return False
-            low, high = bisect.bisect_right(starts, a), bisect.bisect_left(starts, b)
-            if low < high and furthest(low, high) > b:
-                return True
-            low, high = bisect.bisect_right(ends, a), bisect.bisect_left(ends, b)
-            return low < high and -earliest(low, high) < a
-
-        nested = [g for g in nested if g[0] not in ("list", "procedure") or not crosses(g[1], g[2])]
+        if any(g[0] in ("list", "procedure") for g in nested):  # else nothing to drop
+            nested = _not_crossing(nested, lists)
         known = {g[:3] for g in nested if g[0] in ("list", "procedure")}
         known.update(g[:3] for g in structure.groups if g[0] in ("list", "procedure"))
         nested.extend(g for g in lists if g[:3] not in known)
@@ -354,6 +360,41 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     nested.sort(key=_END, reverse=True)
     nested.sort(key=_START)
     structure.units = nested
+
+
+def _not_crossing(nested: list[Group], lists: list[Group]) -> list[Group]:
+    """``nested`` without the lists and procedures that cross one of ``lists`` (``_add_derived_groups``).
+
+    Two range queries per unit: a list starting inside it that ends after it (the most any list
+    starting there reaches), or one ending inside it that starts before it (the least start). A
+    range of at most ``_RANGE_BLOCK`` values is read at once, the others by ``_range_max``."""
+    by_start = sorted((g.start, g.end) for g in lists)
+    starts = [a for a, _ in by_start]
+    reaches = [b for _, b in by_start]
+    furthest = _range_max(reaches)
+    by_end = sorted((g.end, g.start) for g in lists)
+    ends = [b for b, _ in by_end]
+    lows = [-a for _, a in by_end]
+    earliest = _range_max(lows)
+    bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
+    kept = []
+    for group in nested:
+        kind, a, b = group[0], group[1], group[2]
+        if (kind == "list" or kind == "procedure") and b - a <= _CROSS_CHECK_LIMIT:
+            low, high = bisect_right(starts, a), bisect_left(starts, b)
+            if (
+                low < high
+                and (max(reaches[low:high]) if high - low <= _RANGE_BLOCK else furthest(low, high)) > b
+            ):
+                continue
+            low, high = bisect_right(ends, a), bisect_left(ends, b)
+            if (
+                low < high
+                and -(max(lows[low:high]) if high - low <= _RANGE_BLOCK else earliest(low, high)) < a
+            ):
+                continue
+        kept.append(group)
+    return kept
 
 
 _QUOTE_AFTER_LF = re.compile(r"\n {0,3}>")  # a line of a block quote (after the first)

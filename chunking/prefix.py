@@ -182,6 +182,21 @@ def sized_shorten(
     return "", 0, True  # step 6
 
 
+# How far before a unit's start a chunk opening with it may start (``Packer._opening`` steps back
+# into a grapheme cluster it splits, looking 64 characters back at most); tests/core hold it.
+OPENING_BACK = 64
+# Whether ``make_room_for_units`` passes over the units it can tell need no room without measuring
+# them (off: every unit measured; tests/core/test_embed_budget.py holds the two equal).
+SKIP_ROOMY_UNITS = True
+
+
+def _next_non_space(text: str, pos: int) -> int:
+    """The first position at or after ``pos`` that is not white space (``len(text)`` when none)."""
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
 class Reserve:
     """The prefix of every chunk start of one document, as intervals of start positions (see the
     module docstring), and the exact size of a chunk's ``embed_text``."""
@@ -267,8 +282,30 @@ class Reserve:
         heading_ends = plan.heading_ends
         heading_starts = sorted(heading_ends)
         room: dict[int, int] = {}  # start -> the most its prefix may take
+        # In characters a unit measures at most ``end - begin``: one that fits beside the largest
+        # prefix needs no room at its start, and none at a heading unless one ends right before it
+        # (only white space between): the first step of the loop below, taken without measuring
+        # (most units, issue 22). Before ``begin_of`` is asked (a third of the cost): ``begin`` is at
+        # least ``start - OPENING_BACK`` and below ``end`` (else the unit is empty), and white space
+        # alone lies between a heading's end ``h`` and ``begin`` only when ``begin <= after[h]``, its
+        # first non-space; ``after`` rises with ``h``, so the last heading ending before ``end`` decides.
+        chars = SKIP_ROOMY_UNITS and isinstance(self.meter, CharMeter)
+        roomy = budget - self.largest
+        ends = sorted(heading_ends.values()) if chars else []
+        after = [_next_non_space(text, h) for h in ends]
         for start, end in spans:
+            if chars and end - start + OPENING_BACK <= roomy:
+                k = bisect.bisect_left(ends, end) - 1
+                if k < 0 or after[k] < start - OPENING_BACK:
+                    continue
             begin = begin_of(start, end)
+            if chars and end - begin <= roomy:
+                k = bisect.bisect_left(heading_starts, begin) - 1
+                if k < 0:
+                    continue
+                heading_end = heading_ends[heading_starts[k]]
+                if heading_end > begin or text[heading_end:begin].strip():
+                    continue
             finish = end
             while finish > begin and text[finish - 1].isspace():
                 finish -= 1

@@ -10,6 +10,8 @@ first node that reaches the bound, before anything is constructed.
 
 from __future__ import annotations
 
+import operator
+import re
 from typing import Any
 
 import yaml
@@ -17,6 +19,40 @@ import yaml
 # libyaml's loader when the wheel ships it (it does on PyPI): about 10× faster than the pure-Python
 # scanner on front matter, where one block per page is parsed (issue 22).
 FAST_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def resolve_without_paths(self: Any, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
+    """``BaseResolver.resolve`` for a loader without path resolvers: the same implicit resolvers (the
+    loader's own table, tried for the value's first character, then the wildcard ones) and the same
+    default tags, without the list it builds per scalar. The composer calls it for every node, from
+    C too (a seventh of reading front matter, issue 22); tests/core/test_yamlbound.py holds it equal."""
+    if kind is yaml.ScalarNode:
+        if implicit[0]:
+            resolvers = self.yaml_implicit_resolvers
+            for found in (resolvers.get(value[:1]), resolvers.get(None)):
+                if found:
+                    for tag, regexp in found:
+                        if regexp.match(value):
+                            return tag
+        return self.DEFAULT_SCALAR_TAG
+    if kind is yaml.SequenceNode:
+        return self.DEFAULT_SEQUENCE_TAG
+    return self.DEFAULT_MAPPING_TAG
+
+
+class _QuickLoader(FAST_LOADER):
+    """``FAST_LOADER`` with ``resolve_without_paths``; used while that loader has no path resolvers,
+    whose steps (``descend_resolver``, ``ascend_resolver``: the composer calls them around every
+    node) then do nothing: here they are C callables that take the same arguments and do nothing."""
+
+    resolve = resolve_without_paths
+    descend_resolver = operator.is_  # (parent, index) -> ignored
+    ascend_resolver = tuple  # () -> ignored
+
+
+def _quick(loader: type) -> type:
+    """``_QuickLoader`` in place of ``FAST_LOADER`` when its path-resolver steps are no-ops."""
+    return _QuickLoader if loader is FAST_LOADER and not FAST_LOADER.yaml_path_resolvers else loader
 
 
 class YamlTooLarge(yaml.YAMLError):
@@ -46,7 +82,11 @@ def compose(text: str, max_size: int, loader: type = yaml.SafeLoader) -> yaml.No
 
 def load(text: str, max_size: int, loader: type = FAST_LOADER) -> Any:
     """``yaml.safe_load`` with the expansion bound (``YamlTooLarge``); other errors as PyYAML raises them."""
-    parser = loader(text)
+    if loader is FAST_LOADER and bounded_by_text(text, max_size):
+        simple = read_simple(text)
+        if simple is not _NOT_SIMPLE:
+            return simple
+    parser = _quick(loader)(text)
     try:
         node = parser.get_single_node()
         if node is None:
@@ -61,6 +101,93 @@ def load(text: str, max_size: int, loader: type = FAST_LOADER) -> Any:
         return parser.construct_document(node)
     finally:
         parser.dispose()
+
+
+# -- the simplest front matter, read without PyYAML -------------------------------------------------
+
+_NOT_SIMPLE = object()
+# Characters YAML reads as they are (printable, no tab, no CR, no line break but LF, no BOM, BMP only).
+_SIMPLE_CHARS = re.compile(r"[\n -~\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]*")
+# One line: indentation, a key, ':' and a value (or none): ``[]``, a flow list of words, a quoted
+# string without escapes, or a plain scalar that starts with a word character and ends neither with
+# ':' nor a blank (and has no ``': '``: ``read_simple``; no text with ``' #'``, a comment, gets here).
+_ITEM = r"[A-Za-z0-9/_.](?:[A-Za-z0-9/_. -]*[A-Za-z0-9/_.-])?"
+_SIMPLE_LINE = re.compile(
+    r"( *)([A-Za-z_][A-Za-z0-9_]*):"
+    r"(?: +(?:(\[\])|\[(" + _ITEM + r"(?:, *" + _ITEM + r")*)\]"
+    r"|\"([^\"\\\n]*)\"|'([^'\n]*)'|([A-Za-z0-9/_(](?:[^\n]*[^\n :])?)))?"
+)
+_FLOW_SPLIT = re.compile(r", *")
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+
+
+def _plain(value: str) -> Any:
+    """A plain scalar's value: the tag the safe loader's resolver gives it, built by its constructor."""
+    tag = resolve_without_paths(FAST_LOADER, yaml.ScalarNode, value, (True, False))
+    if tag == _STR:
+        return value
+    return FAST_LOADER.yaml_constructors[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, value))
+
+
+def read_simple(text: str) -> Any:
+    """What ``yaml.safe_load(text)`` returns, for the front matter most pages have: lines of
+    ``key: value`` (``_SIMPLE_LINE``), a key without a value opening a mapping indented under it (or
+    a null); anything else returns ``_NOT_SIMPLE`` and PyYAML reads it. Plain scalars take PyYAML's
+    resolver and constructors, so ``yes``, ``12`` or a date are what PyYAML makes of them, keys
+    too. Composing and constructing through PyYAML cost two thirds of reading a
+    short page's front matter (issue 22). ``tests/core/test_yamlbound.py`` holds it to
+    ``yaml.safe_load`` on random documents of these lines and on every corpus front matter."""
+    if not text or "\r" in text or " #" in text or _SIMPLE_CHARS.fullmatch(text) is None:
+        return _NOT_SIMPLE
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    try:
+        return _read_lines(lines)
+    except Exception:  # noqa: BLE001 - a value a constructor refuses (30 February): PyYAML reads the
+        return _NOT_SIMPLE  # whole text, and raises what it raises (another line's error first)
+
+
+def _read_lines(lines: list[str]) -> Any:
+    """``read_simple`` line by line; a constructor's error propagates."""
+    root: dict = {}
+    stack: list[tuple[int, dict]] = [(0, root)]  # (indent, mapping) of the open mappings
+    pending: tuple[dict, Any] | None = None  # (mapping, key) of a key without a value on the line before
+    for line in lines:
+        match = _SIMPLE_LINE.fullmatch(line)
+        if match is None:
+            return _NOT_SIMPLE
+        indent = len(match.group(1))
+        if pending is not None and indent > stack[-1][0]:  # the mapping under the key before
+            child: dict = {}
+            pending[0][pending[1]] = child
+            stack.append((indent, child))
+        else:
+            while indent < stack[-1][0]:
+                stack.pop()
+            if indent != stack[-1][0]:
+                return _NOT_SIMPLE
+        pending = None
+        key = _plain(match.group(2))  # ``yes`` is True, as a key too
+        mapping = stack[-1][1]
+        empty, items, double, single, plain = match.group(3, 4, 5, 6, 7)
+        if plain is not None:
+            if ": " in plain:  # a mapping inside the value: an error, or more than one line says
+                return _NOT_SIMPLE
+            value = _plain(plain)
+        elif double is not None:
+            value = double
+        elif single is not None:
+            value = single
+        elif items is not None:
+            value = [_plain(item) for item in _FLOW_SPLIT.split(items)]
+        elif empty is not None:
+            value = []
+        else:
+            value = None
+            pending = (mapping, key)
+        mapping[key] = value
+    return root
 
 
 _YAML = "tag:yaml.org,2002:"
@@ -106,12 +233,20 @@ def construct_tree(loader: Any, node: yaml.Node, depth: int = 0) -> Any:
                 key = loader.yaml_constructors[key_tag](loader, key_node)
             else:  # a ``<<`` merge, an ``=`` value key, another tag
                 raise _NotPlain
-            mapping[key] = construct_tree(loader, value_node, depth + 1)
+            if type(value_node) is yaml.ScalarNode and value_node.tag == _STR:  # most: not called
+                mapping[key] = value_node.value
+            else:
+                mapping[key] = construct_tree(loader, value_node, depth + 1)
         return mapping
     if tag == _SEQ and kind is yaml.SequenceNode:
         if depth == _DEEPEST:
             raise _NotPlain
-        return [construct_tree(loader, child, depth + 1) for child in node.value]
+        return [
+            child.value
+            if type(child) is yaml.ScalarNode and child.tag == _STR
+            else construct_tree(loader, child, depth + 1)
+            for child in node.value
+        ]
     raise _NotPlain
 
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chunkyard.chunking import prefix as prefix_module
 from chunkyard.chunking.api import split_document
 from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.packer import Packer
@@ -348,6 +349,73 @@ def test_room_is_made_for_the_kinds_the_segmenter_keeps_whole() -> None:
     from chunkyard.chunking.segmenter import PRICE_SPLIT
 
     assert set(UNIT_KINDS) == set(PRICE_SPLIT) - {"section"}
+
+
+def _reserve_after_room(text: str, max_size: int, monkeypatch, skip: bool) -> list:
+    monkeypatch.setattr(prefix_module, "SKIP_ROOMY_UNITS", skip)
+    settings_ = parse_settings({"strategy": "markdown", "unit": "chars", "max_size": max_size})
+    layout = get_strategy("markdown")(text, settings_, "guides/long.md")
+    meter = make_meter(text, "chars")
+    reserve = Reserve(text, layout, settings_, layout.title, meter)
+    Packer(text, layout.plan, meter, max_size, 0, 0, reserve=reserve)
+    return list(zip(reserve.lows, reserve.prefixes, strict=True))
+
+
+# Indented units and headings right before them, and marks that join the space before them.
+ROOM_PIECES = ["# Title\n", "## A long heading here\n", "\n", "\n\n", "   ", "\t", "- item one\n"]
+ROOM_PIECES += [
+    "1. step\n",
+    "  - nested item\n",
+    "```\ncode line\n```\n",
+    "| a | b |\n|---|---|\n| 1 | 2 |\n",
+]
+ROOM_PIECES += ["Words of a paragraph that runs on.\n", " \u0301x", "\u200d", "e\u0301 ", "\r\n"]
+ROOM_PIECES += [
+    "### " + "a heading that goes on " * 4 + "\n\n",
+    "```\n" + "let value = next(value);\n" * 5 + "```\n",
+]
+
+
+@st.composite
+def _headed_units(draw: st.DrawFn) -> str:
+    """Headings of any length right before units of any size (where room at the heading matters)."""
+    out = []
+    for _ in range(draw(st.integers(1, 6))):
+        out.append("#" * draw(st.integers(1, 4)) + " " + "long heading " * draw(st.integers(1, 14)) + "\n")
+        out.append(draw(st.sampled_from(["\n", "\n\n", "", "  \n"])))
+        lines = draw(st.integers(1, 12))
+        unit = draw(st.sampled_from(["```\n{}```\n", "{}", "Lead in:\n\n{}"]))
+        line = draw(st.sampled_from(["let value = next(value);\n", "- an item of the list\n", "1. a step\n"]))
+        out.append(unit.format(line * lines) + "\n")
+        out.extend(draw(st.lists(st.sampled_from(ROOM_PIECES), max_size=3)))
+    return "".join(out)
+
+
+@QUICK
+@given(
+    text=st.one_of(st.lists(st.sampled_from(ROOM_PIECES), max_size=30).map("".join), _headed_units()),
+    max_size=st.integers(20, 600),
+)
+def test_room_for_units_is_the_same_when_units_that_fit_are_passed_over(text: str, max_size: int) -> None:
+    """``make_room_for_units`` passes over the units it can tell need no room without measuring them;
+    the reserve is the one measuring every unit gives."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        skipped = _reserve_after_room(text, max_size, monkeypatch, True)
+        measured = _reserve_after_room(text, max_size, monkeypatch, False)
+    assert skipped == measured
+
+
+@QUICK
+@given(pieces=st.lists(st.sampled_from(ROOM_PIECES + ["\u0301" * 70, " \u0301", "a"]), max_size=30))
+def test_a_chunk_opening_with_a_unit_starts_at_most_opening_back_before_it(pieces) -> None:
+    """What ``make_room_for_units`` relies on to pass over units unmeasured: ``Packer._opening``
+    never starts a chunk more than ``OPENING_BACK`` characters before the span it opens with."""
+    text = "".join(pieces)
+    settings_ = parse_settings({"strategy": "markdown", "unit": "chars", "max_size": 200})
+    layout = get_strategy("markdown")(text, settings_, "guides/long.md")
+    packer = Packer(text, layout.plan, make_meter(text, "chars"), 200, 0, 0)
+    for start in range(layout.plan.start, len(text)):
+        assert packer._opening(start, len(text)) >= start - prefix_module.OPENING_BACK
 
 
 def test_a_title_from_the_file_name_is_left_out_before_a_heading_path() -> None:

@@ -9,6 +9,7 @@ excluded, recorded, and gives the title.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from pathlib import Path
 
@@ -19,7 +20,15 @@ from hypothesis import strategies as st
 
 from chunkyard.chunking.api import Chunk, split_document
 from chunkyard.chunking.config import parse_settings
-from chunkyard.chunking.markdown import _ATX, _ATX_OPEN, _atx_title, front_matter_span, scan
+from chunkyard.chunking.markdown import (
+    _ATX,
+    _ATX_OPEN,
+    _QUOTED_FENCE,
+    _atx_title,
+    _quoted_fences,
+    front_matter_span,
+    scan,
+)
 from chunkyard.chunking.strategies import get_strategy
 
 from support.checks import recount, run_and_check, spanned_section_path
@@ -585,6 +594,19 @@ def test_atx_headings_and_titles_are_what_the_full_pattern_says(line: str) -> No
         assert _atx_title(line, opened.end()) == (full.group(2) or "")
 
 
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["\n", "\r\n", " ", "\t", ">", "> ", "```", "~~~", "`", "x", "  >"]), max_size=16
+    )
+)
+def test_quoted_fences_are_the_line_start_matches_of_the_pattern(pieces: list[str]) -> None:
+    """``_quoted_fences`` finds what ``(?m)^`` before ``_QUOTED_FENCE`` finds, led by a line feed instead."""
+    text = "".join(pieces)
+    reference = re.compile(r"(?m)^" + _QUOTED_FENCE.pattern)
+    assert _quoted_fences(text) == [(m.start(), m.end()) for m in reference.finditer(text)]
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     rows=st.integers(3, 30),
@@ -824,6 +846,30 @@ def test_the_block_range_maximum_is_the_maximum_of_the_slice(values: list[int], 
         low = data.draw(st.integers(0, len(values) - 1))
         high = data.draw(st.integers(low + 1, len(values)))
         assert query(low, high) == max(values[low:high])
+
+
+_spans = st.tuples(st.integers(0, 400), st.integers(0, 400)).map(sorted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    units=st.lists(st.tuples(st.sampled_from(["list", "procedure", "code"]), _spans), max_size=40),
+    lists=st.lists(_spans, min_size=1, max_size=150),
+)
+def test_units_crossing_a_list_are_dropped_as_a_pairwise_check_says(units, lists) -> None:
+    """``_not_crossing`` (range queries) against every pair: a list or procedure is dropped when a list
+    starts inside it and ends after it, or ends inside it and starts before it."""
+    from chunkyard.chunking.markdown import _not_crossing
+    from chunkyard.chunking.packer import Group
+
+    nested = [Group(kind, a, b, a) for kind, (a, b) in units]
+    found = [Group("list", a, b, a) for a, b in lists]
+
+    def crosses(a: int, b: int) -> bool:
+        return any((a < s < b < e) or (s < a < e < b) for s, e in lists)
+
+    expected = [g for g in nested if g.kind == "code" or not crosses(g.start, g.end)]
+    assert _not_crossing(nested, found) == expected
 
 
 QUOTED_LISTS = (

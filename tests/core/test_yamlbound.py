@@ -150,3 +150,121 @@ def test_trees_it_leaves_to_pyyaml_are_still_built_by_it() -> None:
         )
     deep = "a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 80)) + "  " * 80 + "end: 1\n"
     assert yamlbound.load(deep, 65_536) == yaml.safe_load(deep)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    value=st.one_of(
+        st.sampled_from(SCALAR_PIECES), st.text(alphabet="0123456789-+.:_eExXoObB~nNyYtTfF<= ", max_size=12)
+    ),
+    implicit=st.tuples(st.booleans(), st.booleans()),
+    kind=st.sampled_from([yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode]),
+)
+def test_the_resolver_without_paths_gives_pyyamls_tags(value: str, implicit, kind) -> None:
+    loader = yamlbound.FAST_LOADER("")
+    try:
+        assert yamlbound.resolve_without_paths(loader, kind, value, implicit) == loader.resolve(
+            kind, value, implicit
+        )
+    finally:
+        loader.dispose()
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(st.sampled_from(TREE_PIECES), min_size=1, max_size=30))
+def test_load_reads_what_safe_load_reads_from_random_yaml(pieces: list[str]) -> None:
+    """``load`` (the quick loader: its resolver, no path-resolver steps) against PyYAML's own."""
+    text = "".join(pieces)
+    assert outcome(lambda: yamlbound.load(text, 10**6)) == outcome(
+        lambda: yaml.load(text, Loader=yamlbound.FAST_LOADER)
+    )
+
+
+def test_load_reads_what_safe_load_reads_from_every_corpus_front_matter(corpora_dir) -> None:
+    from chunkyard.chunking.markdown import _FRONT_MATTER_END
+
+    seen = 0
+    for path in sorted(corpora_dir.rglob("*.md")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if not text.startswith("---\n"):
+            continue
+        closing = _FRONT_MATTER_END.search(text, 4)
+        if closing is None:
+            continue
+        front = text[4 : closing.start()]
+        assert outcome(lambda front=front: yamlbound.load(front, 10**6)) == outcome(
+            lambda front=front: yaml.safe_load(front)
+        )
+        seen += 1
+    assert seen > 900  # hugo-docs: every page has front matter
+
+
+# Front matter ``read_simple`` reads (keys, nested mappings, values of every safe-schema type), then
+# at most one twist near its edge (a key of another type, a value that is an error, a comment or
+# more than one line, a wrong indentation): keys, values and indents drawn in turn.
+SIMPLE_KEYS = ["title", "a", "_c", "k_1", "e", "y", "description"]
+TWISTED_KEYS = ["yes", "No", "on", "null", "TRUE", "1a", "~", "1", "-a", "a b"]
+SIMPLE_VALUES = ["x", "two words", "yes", "12", "1.5", "2001-12-14", "0x1f", "1:20", ".inf", "null", "-1"]
+SIMPLE_VALUES += ["a:b", "C#", "[]", "[a, b]", "[a,b]", "[1, yes, a b]", "'s'", '"q: #x"', "(p)", "/p/#f"]
+SIMPLE_VALUES += ["2001-02-30", "é\u00a0x", "_x", ".5", "0o17", "1_000", "2001-12-14 21:59:43.10 -5", "+1", "x]", "x{"]
+TWISTED_VALUES = ["a: b", "x #c", "x:", "x ", "[a, b ]", "[", "]", "'it''s'", '"\\n"', "\u2028x", "a\tb"]
+TWISTED_VALUES += [
+    "{a: 1}",
+    "~",
+    "*a",
+    "&a x",
+    "!!str 1",
+    "|",
+    ">",
+    "- a",
+    "? a",
+    "%x",
+    "@x",
+    "`x",
+    "[a, [b]]",
+    "",
+]
+
+
+@st.composite
+def simple_front_matter(draw: st.DrawFn) -> str:
+    lines: list[tuple[int, str, str]] = []  # (indent, key, value)
+    depth = 0
+    for _ in range(draw(st.integers(1, 6))):
+        if lines and not lines[-1][2] and draw(st.booleans()):
+            depth += 1  # the mapping under the key before
+        elif depth and draw(st.booleans()):
+            depth = draw(st.integers(0, depth))
+        key = draw(st.sampled_from(SIMPLE_KEYS))
+        value = draw(st.sampled_from([*SIMPLE_VALUES, ""]))
+        lines.append((depth, key, value))
+    twist = draw(st.integers(0, 4))
+    at = draw(st.integers(0, len(lines) - 1))
+    indent, key, value = lines[at]
+    if twist == 1:
+        key = draw(st.sampled_from(TWISTED_KEYS))
+    elif twist == 2:
+        value = draw(st.sampled_from(TWISTED_VALUES))
+    elif twist == 3:
+        indent = draw(st.sampled_from([indent + 1, indent + 2, max(indent - 1, 0)]))
+    lines[at] = (indent, key, value)
+    width = draw(st.sampled_from([1, 2, 4]))
+    text = "\n".join(" " * (width * i) + k + (": " + v if v else ":") for i, k, v in lines)
+    return text + draw(st.sampled_from(["\n", "\n", "", "\n\n", " #c\n"]))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=simple_front_matter())
+def test_simple_front_matter_is_read_as_pyyaml_reads_it(text: str) -> None:
+    """``read_simple`` (through ``load``) against the loader it stands in for, by repr (so ``True`` is
+    not ``1``), the same errors included."""
+    expected = outcome(lambda: yaml.load(text, Loader=yamlbound.FAST_LOADER))
+    assert outcome(lambda: yamlbound.load(text, 10**6)) == expected
+
+
+def test_the_front_matter_of_most_pages_is_read_without_pyyaml() -> None:
+    text = (
+        "title: Plain\ncategories: []\nparams:\n  fm:\n    returnType: string\n    signatures: [PAGE.Plain]\n"
+    )
+    assert yamlbound.read_simple(text) == yaml.safe_load(text)
+    assert yamlbound.read_simple("a: b # comment\n") is yamlbound._NOT_SIMPLE
