@@ -564,6 +564,44 @@ static i64 match_at(int kind, const void *data, const Item *items, Py_ssize_t n_
     return pos;
 }
 
+/* The items of a spec (n_items, then per item min, max, negate, nterms, terms...), pointing into spec: a
+ * new array (*out, *n_items), or -1 and an exception. */
+static int read_items(const i64 *spec, Py_ssize_t size, const char *name, Item **out, Py_ssize_t *n_items)
+{
+    *out = NULL;
+    *n_items = size > 0 ? (Py_ssize_t)spec[0] : 0;
+    if (*n_items < 0 || (size > 0 && *n_items == 0)) {
+        PyErr_Format(PyExc_ValueError, "%s: a spec without items", name);
+        return -1;
+    }
+    Item *items = PyMem_Malloc(sizeof(Item) * (size_t)(*n_items > 0 ? *n_items : 1));
+    if (items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t at = 1;
+    for (Py_ssize_t k = 0; k < *n_items; k++) {
+        if (at + 4 > size) {
+            PyMem_Free(items);
+            PyErr_Format(PyExc_ValueError, "%s: a short spec", name);
+            return -1;
+        }
+        items[k].min = spec[at];
+        items[k].max = spec[at + 1];
+        items[k].negate = spec[at + 2];
+        items[k].nterms = spec[at + 3];
+        items[k].terms = spec + at + 4;
+        at += 4 + 3 * items[k].nterms;
+        if (at > size || items[k].nterms < 0) {
+            PyMem_Free(items);
+            PyErr_Format(PyExc_ValueError, "%s: a short spec", name);
+            return -1;
+        }
+    }
+    *out = items;
+    return 0;
+}
+
 /* Whether x is in the sorted array a. */
 static int contains(const i64 *a, Py_ssize_t n, i64 x)
 {
@@ -596,31 +634,9 @@ static PyObject *class_ends(PyObject *self, PyObject *args)
         if ((a[k] = as_array(objects[k], sizes[k], NAMES[k])) == NULL)
             goto done;
     const i64 *gaps = a[0], *spec = a[1], *taken = a[2];
-    Py_ssize_t n_items = (Py_ssize_t)spec[0], at = 1;
-    items = PyMem_Malloc(sizeof(Item) * (size_t)(n_items > 0 ? n_items : 1));
-    if (items == NULL || n_items < 1) {
-        if (items != NULL)
-            PyErr_SetString(PyExc_ValueError, "class_ends: a spec without items");
-        else
-            PyErr_NoMemory();
+    Py_ssize_t n_items;
+    if (read_items(spec, sizes[1], "class_ends", &items, &n_items) < 0)
         goto done;
-    }
-    for (Py_ssize_t k = 0; k < n_items; k++) {
-        if (at + 4 > sizes[1]) {
-            PyErr_SetString(PyExc_ValueError, "class_ends: a short spec");
-            goto done;
-        }
-        items[k].min = spec[at];
-        items[k].max = spec[at + 1];
-        items[k].negate = spec[at + 2];
-        items[k].nterms = spec[at + 3];
-        items[k].terms = spec + at + 4;
-        at += 4 + 3 * items[k].nterms;
-        if (at > sizes[1] || items[k].nterms < 0) {
-            PyErr_SetString(PyExc_ValueError, "class_ends: a short spec");
-            goto done;
-        }
-    }
     if (items[0].min < 1) {
         PyErr_SetString(PyExc_ValueError, "class_ends: a spec that matches the empty string");
         goto done;
@@ -762,25 +778,35 @@ done:
     return result;
 }
 
-/* class_positions(text, gaps, ranges) -> (positions, offsets): the indices of the characters in the
- * ranges (flat pairs lo, hi, inclusive) inside each gap's window [low - 1, high) (flat pairs, in
- * order), and where each gap's begin in them (one more offset than gaps: the end). */
+/* class_positions(text, gaps, ranges, checked, spec) -> (positions, offsets): the indices of the
+ * characters in the ranges (flat pairs lo, hi, inclusive) inside each gap's window [low - 1, high) (flat
+ * pairs, in order), those also in the checked ranges only where the spec (segmenter.level_spec data,
+ * matched greedily from the next character, within the window) matches; and where each gap's begin in
+ * them (one more offset than gaps: the end). */
 static PyObject *class_positions(PyObject *self, PyObject *args)
 {
-    PyObject *text, *objects[2];
-    if (!PyArg_ParseTuple(args, "UOO", &text, &objects[0], &objects[1]))
+    PyObject *text, *objects[4];
+    if (!PyArg_ParseTuple(args, "UOOOO", &text, &objects[0], &objects[1], &objects[2], &objects[3]))
         return NULL;
     Py_ssize_t n_gaps = PySequence_Size(objects[0]), n_ranges = PySequence_Size(objects[1]);
-    if (n_gaps < 0 || n_ranges < 0)
+    Py_ssize_t n_checked = PySequence_Size(objects[2]), n_spec = PySequence_Size(objects[3]);
+    if (n_gaps < 0 || n_ranges < 0 || n_checked < 0 || n_spec < 0)
         return NULL;
-    if (n_gaps % 2 || n_ranges % 2) {
-        PyErr_SetString(PyExc_ValueError, "class_positions: gaps and ranges are pairs");
+    if (n_gaps % 2 || n_ranges % 2 || n_checked % 2 || (n_checked > 0 && n_spec == 0)) {
+        PyErr_SetString(PyExc_ValueError, "class_positions: gaps and ranges are pairs, checked ones need a spec");
         return NULL;
     }
-    i64 *gaps = as_array(objects[0], n_gaps, "gaps"), *ranges = NULL, *out = NULL, *offsets = NULL;
+    i64 *gaps = as_array(objects[0], n_gaps, "gaps"), *ranges = NULL, *checked = NULL, *spec = NULL;
+    i64 *out = NULL, *offsets = NULL;
+    Item *items = NULL;
+    Py_ssize_t n_items = 0;
     PyObject *result = NULL;
     Py_ssize_t m = 0, cap = 64;
-    if (gaps == NULL || (ranges = as_array(objects[1], n_ranges, "ranges")) == NULL)
+    if (gaps == NULL || (ranges = as_array(objects[1], n_ranges, "ranges")) == NULL ||
+        (checked = as_array(objects[2], n_checked, "checked")) == NULL ||
+        (spec = as_array(objects[3], n_spec, "spec")) == NULL)
+        goto done;
+    if (read_items(spec, n_spec, "class_positions", &items, &n_items) < 0)
         goto done;
     out = PyMem_Malloc(sizeof(i64) * (size_t)cap);
     offsets = PyMem_Malloc(sizeof(i64) * (size_t)(n_gaps / 2 + 1));
@@ -791,32 +817,42 @@ static PyObject *class_positions(PyObject *self, PyObject *args)
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
-    /* The ASCII characters in the ranges, as a table; the ranges are read for the others. */
+    /* The ASCII characters in the ranges, as a table (2: also checked); the ranges are read for the others. */
     unsigned char ascii[128] = {0};
     for (Py_ssize_t r = 0; r < n_ranges; r += 2)
         for (i64 code = ranges[r] > 0 ? ranges[r] : 0; code <= ranges[r + 1] && code < 128; code++)
             ascii[code] = 1;
+    for (Py_ssize_t r = 0; r < n_checked; r += 2)
+        for (i64 code = checked[r] > 0 ? checked[r] : 0; code <= checked[r + 1] && code < 128; code++)
+            if (ascii[code])
+                ascii[code] = 2;
     for (Py_ssize_t g = 0; g < n_gaps; g += 2) {
         offsets[g / 2] = m;
         i64 low = gaps[g] > 0 ? gaps[g] - 1 : 0, high = gaps[g + 1] < length ? gaps[g + 1] : length;
         for (i64 k = low; k < high; k++) {
             Py_UCS4 code = PyUnicode_READ(kind, data, k);
-            if (code < 128 && !ascii[code])
+            int found = 0;
+            if (code < 128)
+                found = ascii[code];
+            else {
+                for (Py_ssize_t r = 0; r < n_ranges && !found; r += 2)
+                    found = code >= ranges[r] && code <= ranges[r + 1];
+                for (Py_ssize_t r = 0; r < n_checked && found == 1; r += 2)
+                    if (code >= checked[r] && code <= checked[r + 1])
+                        found = 2;
+            }
+            if (!found || (found == 2 && match_at(kind, data, items, n_items, k + 1, high) < 0))
                 continue;
-            for (Py_ssize_t r = 0; r < n_ranges; r += 2)
-                if (code >= ranges[r] && code <= ranges[r + 1]) {
-                    if (m == cap) {
-                        cap *= 2;
-                        i64 *grown = PyMem_Realloc(out, sizeof(i64) * (size_t)cap);
-                        if (grown == NULL) {
-                            PyErr_NoMemory();
-                            goto done;
-                        }
-                        out = grown;
-                    }
-                    out[m++] = k;
-                    break;
+            if (m == cap) {
+                cap *= 2;
+                i64 *grown = PyMem_Realloc(out, sizeof(i64) * (size_t)cap);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
                 }
+                out = grown;
+            }
+            out[m++] = k;
         }
     }
     offsets[n_gaps / 2] = m;
@@ -828,6 +864,9 @@ static PyObject *class_positions(PyObject *self, PyObject *args)
 done:
     PyMem_Free(gaps);
     PyMem_Free(ranges);
+    PyMem_Free(checked);
+    PyMem_Free(spec);
+    PyMem_Free(items);
     PyMem_Free(out);
     PyMem_Free(offsets);
     return result;
@@ -922,7 +961,8 @@ static PyMethodDef methods[] = {
      "segmenter.skip_spaces(text, positions, limit, max_indent, plain, verify_indent)"},
     {"class_ends", class_ends, METH_VARARGS, "segmenter.class_ends(text, gaps, spec, taken, plain)"},
     {"wide_gaps", wide_gaps, METH_VARARGS, "segmenter.wide_gaps(gaps, positions, scores, min_score, found, budget)"},
-    {"class_positions", class_positions, METH_VARARGS, "segmenter.class_positions(text, gaps, ranges)"},
+    {"class_positions", class_positions, METH_VARARGS,
+     "segmenter.class_positions(text, gaps, ranges, checked, spec)"},
     {"window_extra", window_extra, METH_VARARGS,
      "segmenter.window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price)"},
     {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},

@@ -16,8 +16,9 @@ table, code block and section that fits; a forbidden interval for each keep span
 candidate, the few prices a unit decides by looking at its text (mid-sentence: findings'
 _SENTENCE_END on the four characters before the cut, remembered per window; mid-row: not at a line
 start inside a table or code body; a '#' line before the cut in a plan without headings: findings'
-_ATX_LINE, evaluated only for the candidates on such a line). The generic work is done by kernels
-over arrays with no rule of their own, in C (chunking/_segment.c) and held equal to their Python
+_ATX_LINE, evaluated only for the candidates on such a line, remembered by the line's text). The
+generic work is done by kernels over arrays with no rule of their own, in C (chunking/_segment.c) and
+held equal to their Python
 twins here (tests/core/test_segmenter.py): ``cut_candidates`` (sums the interval prices by a sweep,
 drops forbidden candidates, keeps one cut per white-space run), ``trim_ends``, ``lookup`` (the
 heading-span prefix sums at each cut, the reserves by prefix), ``skip_spaces`` (chunk starts and
@@ -25,7 +26,8 @@ first characters where the characters settle ``Packer._skip_space``; the packer 
 ``window_extra`` (the mid-sentence extras from the per-window memo), the level finders
 ``wide_gaps`` (a level's gaps, all at once), ``class_ends`` (the ends of a level whose pattern is
 character classes, read from its ``re`` pattern by ``level_spec``: paragraph, line),
-``class_positions`` (a level's lead characters, its ``lead`` class as code point ranges) and
+``class_positions`` (where a level's ``lead`` matches: classes as code point ranges, one of them
+checked by its lookahead, read from the ``re`` pattern by ``lead_classes``) and
 ``first_in_ranges`` (whether the text has a level's ``unless`` character), and the optimiser
 ``best_predecessors``. The additive size prefixes are the cut offsets for characters and come from
 the meter's arrays for words and tokens; for words and tokens the levels are searched gap by gap.
@@ -102,6 +104,8 @@ from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
 try:  # re's own parser reads the levels' patterns as data (class_ranges, level_spec); without it, none is
     import re._parser as _re_parser
+    from re._constants import ASSERT as _ASSERT
+    from re._constants import BRANCH as _BRANCH
     from re._constants import CATEGORY as _CATEGORY
     from re._constants import CATEGORY_NOT_SPACE as _CATEGORY_NOT_SPACE
     from re._constants import CATEGORY_SPACE as _CATEGORY_SPACE
@@ -200,6 +204,32 @@ def ends_in_atx_line(text: str, pos: int) -> bool:
     ``[^\\n]*``, and ``^`` only at a line start), so the pattern is tried there alone."""
     low = max(0, pos - 300)
     return _ATX_LINE.match(text, max(low, text.rfind("\n", low, pos) + 1), pos) is not None
+
+
+# ``ends_in_atx_line`` by the text of the line before the cut, when that starts at a line start: the
+# pattern has no lookbehind and its ``^`` holds there, so the answer is the line's (headings recur).
+_ENDS_IN_ATX: dict[str, bool] = {}
+
+
+def ends_in_atx_lines(text: str, positions: list[int]) -> list[bool]:
+    """``ends_in_atx_line(text, pos)`` for each position, remembered by line text in ``_ENDS_IN_ATX``."""
+    memo = _ENDS_IN_ATX
+    if len(memo) > 1 << 16:
+        memo.clear()
+    out = []
+    rfind, match = text.rfind, _ATX_LINE.match
+    for pos in positions:
+        low = pos - 300 if pos > 300 else 0
+        line = rfind("\n", low, pos) + 1
+        if line == 0 and low > 0:  # the window starts inside its line: ``^`` does not hold there
+            out.append(match(text, low, pos) is not None)
+            continue
+        key = text[line:pos]
+        ends = memo.get(key)
+        if ends is None:
+            ends = memo[key] = match(text, line, pos) is not None
+        out.append(ends)
+    return out
 
 
 def score_price(score: int) -> int:
@@ -460,6 +490,18 @@ def _items(spec: list[int]) -> list[tuple[int, int, int, list[int]]]:
     return items
 
 
+def _match_at(items: list[tuple[int, int, int, list[int]]], text: str, pos: int, high: int) -> int:
+    """The end of the greedy match of ``items`` at ``pos`` (not past ``high``), or -1."""
+    for item in items:
+        count = 0
+        while (item[1] < 0 or count < item[1]) and pos < high and _in_class(item, text[pos]):
+            pos += 1
+            count += 1
+        if count < item[0]:
+            return -1
+    return pos
+
+
 def class_ends(
     text: str, gaps: list[int], spec: list[int], taken: list[int], plain: bool
 ) -> tuple[list[int], list[int]]:
@@ -475,15 +517,7 @@ def class_ends(
         high = min(high, len(text))
         pos = max(0, low - 1)
         while pos < high:
-            end = pos
-            for item in items:
-                count = 0
-                while (item[1] < 0 or count < item[1]) and end < high and _in_class(item, text[end]):
-                    end += 1
-                    count += 1
-                if count < item[0]:
-                    end = -1
-                    break
+            end = _match_at(items, text, pos, high)
             if end < 0:
                 pos += 1
                 continue
@@ -516,20 +550,27 @@ def wide_gaps(
     return out
 
 
-def class_positions(text: str, gaps: list[int], ranges: list[int]) -> tuple[list[int], list[int]]:
+def class_positions(
+    text: str, gaps: list[int], ranges: list[int], checked: list[int], spec: list[int]
+) -> tuple[list[int], list[int]]:
     """The indices of the characters in ``ranges`` (flat pairs lo, hi, inclusive) inside each gap's
-    window ``[low - 1, high)`` (flat pairs, in order), and the offset where each gap's begin in them
-    (one more than the gaps: the end)."""
+    window ``[low - 1, high)`` (flat pairs, in order), those also in ``checked`` only where ``spec``
+    (``level_spec`` data) matches from the next character, within the window; and the offset where each
+    gap's begin in them (one more than the gaps: the end)."""
     pairs = list(zip(ranges[::2], ranges[1::2], strict=True))
+    checks = list(zip(checked[::2], checked[1::2], strict=True))
+    items = _items(spec) if spec else []
     out: list[int] = []
     offsets: list[int] = []
     for low, high in zip(gaps[::2], gaps[1::2], strict=True):
         offsets.append(len(out))
-        out += [
-            k
-            for k in range(max(0, low - 1), min(high, len(text)))
-            if any(lo <= ord(text[k]) <= hi for lo, hi in pairs)
-        ]
+        high = min(high, len(text))
+        for k in range(max(0, low - 1), high):
+            code = ord(text[k])
+            if any(lo <= code <= hi for lo, hi in pairs) and (
+                not any(lo <= code <= hi for lo, hi in checks) or _match_at(items, text, k + 1, high) >= 0
+            ):
+                out.append(k)
     offsets.append(len(out))
     return out, offsets
 
@@ -574,17 +615,30 @@ _SPECS: dict[str, list[int] | None] = {}
 def level_spec(pattern: re.Pattern[str]) -> list[int] | None:
     """A level's ``re`` pattern as the data ``class_ends`` matches, when it is a sequence of character
     classes (literals, ranges, white space, negated) each repeated a fixed or unbounded number of times,
-    where greedy matching cannot need to give a character back: a repeat is last, or followed by one
-    literal it does not match. None for any other pattern."""
+    where greedy matching cannot need to give a character back (``_greedy_spec``), and it cannot match
+    the empty string (its first item is required). None for any other pattern."""
     key = pattern.pattern
-    if key in _SPECS:
-        return _SPECS[key]
-    spec: list[int] | None = None
+    if key not in _SPECS:
+        spec = _greedy_spec(_parsed(pattern))
+        _SPECS[key] = spec if spec is not None and spec[1] >= 1 else None
+    return _SPECS[key]
+
+
+def _parsed(pattern: re.Pattern[str]) -> list:
+    """The pattern as ``re``'s parser reads it (empty when it cannot: other flags, another parser)."""
     try:
         usable = _re_parser is not None and pattern.flags == _RE_DEFAULT_FLAGS
-        parsed = list(_re_parser.parse(key)) if usable else []
+        return list(_re_parser.parse(pattern.pattern)) if usable else []
     except re.error:
-        parsed = []
+        return []
+
+
+def _greedy_spec(parsed: list) -> list[int] | None:
+    """A parsed sequence of character classes, each repeated, as spec data (``_items`` reads it), when
+    matching each greedily cannot need to give a character back: a repeat (fewer and more times allowed)
+    shares no character with any item after it up to the next required one (with none required after
+    it, the greedy way is the first the backtracking tries, and it succeeds). None for another
+    sequence, or one where that is not shown."""
     items: list[tuple[int, int, int, list[int]]] = []
     for op, arg in parsed:
         low = high = 1
@@ -593,24 +647,104 @@ def level_spec(pattern: re.Pattern[str]) -> list[int] | None:
             op, arg = list(arg[2])[0]
         item = _class_item(op, arg, low, high)
         if item is None:
-            items = []
-            break
+            return None
         items.append(item)
-    if items and items[0][0] >= 1:
-        for item, after in itertools.pairwise([*items, None]):
-            if item[0] != item[1] and after is not None:
-                single = (
-                    after[0] == after[1] == 1 and not after[2] and len(after[3]) == 3 and after[3][0] == 0
-                )
-                if not single or after[3][1] != after[3][2] or _in_class(item, chr(after[3][1])):
-                    items = []
+    if not items:
+        return None
+    for k, item in enumerate(items):
+        if item[0] != item[1]:
+            for after in items[k + 1 :]:
+                if not _disjoint(item, after):
+                    return None
+                if after[0] >= 1:
                     break
-        if items:
-            spec = [len(items)]
-            for low, high, negate, terms in items:
-                spec += (low, high, negate, len(terms) // 3, *terms)
-    _SPECS[key] = spec
+    spec = [len(items)]
+    for low, high, negate, terms in items:
+        spec += (low, high, negate, len(terms) // 3, *terms)
     return spec
+
+
+def _disjoint(a: tuple[int, int, int, list[int]], b: tuple[int, int, int, list[int]]) -> bool:
+    """Whether two classes (``_class_item``) are shown to share no character: one is a plain class whose
+    terms are all excluded by the other (negated), or whose few code points the other has none of."""
+    for x, y in ((a, b), (b, a)):
+        x_terms = list(zip(x[3][::3], x[3][1::3], x[3][2::3], strict=True))
+        y_terms = list(zip(y[3][::3], y[3][1::3], y[3][2::3], strict=True))
+        if x[2]:
+            continue
+        if y[2] and all(
+            any(k == kind and (kind != 0 or (lo <= low and high <= hi)) for k, lo, hi in y_terms)
+            for kind, low, high in x_terms
+        ):
+            return True
+        if all(kind == 0 for kind, _, _ in x_terms) and sum(hi - lo + 1 for _, lo, hi in x_terms) <= 4096:
+            if not any(_in_class(y, chr(code)) for _, lo, hi in x_terms for code in range(lo, hi + 1)):
+                return True
+    return False
+
+
+_LEADS: dict[str, tuple[list[int], list[int], list[int]] | None] = {}
+
+
+def lead_classes(pattern: re.Pattern[str]) -> tuple[list[int], list[int], list[int]] | None:
+    """A level's ``lead`` as the data ``class_positions`` finds (ranges, checked, spec), when it is one
+    character class (literals, ranges), or an alternation of such classes of which one may be followed
+    by a lookahead ``_greedy_spec`` reads (``checked``: that class, sharing no code point with the
+    others; ``spec``: its lookahead). Each alternative takes one character, so ``finditer`` tries every
+    position and finds those. None for any other pattern."""
+    key = pattern.pattern
+    if key in _LEADS:
+        return _LEADS[key]
+    parsed = _parsed(pattern)
+    branches = list(parsed[0][1][1]) if len(parsed) == 1 and parsed[0][0] is _BRANCH else [parsed]
+    ranges: list[int] = []
+    checked: list[int] = []
+    spec: list[int] = []
+    others: list[int] = []
+    found: tuple[list[int], list[int], list[int]] | None = None
+    for branch in branches:
+        branch = list(branch)
+        first = _plain_class(branch[0]) if branch else None
+        if first is None:
+            break
+        if len(branch) == 2 and branch[1][0] is _ASSERT and branch[1][1][0] == 1 and not checked:
+            look = _greedy_spec(list(branch[1][1][1]))
+            if look is None:
+                break
+            checked, spec = first, look
+        elif len(branch) == 1:
+            others += first
+        else:
+            break
+        ranges += first
+    else:
+        overlap = any(
+            lo <= other_hi and other_lo <= hi
+            for lo, hi in zip(checked[::2], checked[1::2], strict=True)
+            for other_lo, other_hi in zip(others[::2], others[1::2], strict=True)
+        )
+        if ranges and not overlap:
+            found = (ranges, checked, spec)
+    _LEADS[key] = found
+    return found
+
+
+def _plain_class(node) -> list[int] | None:
+    """A parsed literal or class of literals and ranges as code point ranges (flat pairs), else None."""
+    op, arg = node
+    if op is _LITERAL:
+        return [arg, arg]
+    if op is not _IN:
+        return None
+    ranges: list[int] = []
+    for kind, value in arg:
+        if kind is _LITERAL:
+            ranges += (value, value)
+        elif kind is _RANGE:
+            ranges += value
+        else:
+            return None
+    return ranges
 
 
 def _class_item(op, arg, low: int, high: int) -> tuple[int, int, int, list[int]] | None:
@@ -821,7 +955,7 @@ class Segmenter:
                     bad = {k for k in unsure if not is_boundary(inside[k])}
                     if bad:
                         inside = [pos for k, pos in enumerate(inside) if k not in bad]
-            elif self._leads(level) is not None:
+            elif self._leads(level):
                 inside = self._lead_ends(level, gaps, found)
             else:
                 inside = []
@@ -835,23 +969,30 @@ class Segmenter:
         positions = sorted(found)
         return positions, [found[p] for p in positions]
 
-    def _leads(self, level: TextLevel) -> list[int] | None:
-        """The code point ranges of the characters a match of ``level`` begins with (its ``lead``, one
-        character class), when ``find_ends`` tries the pattern only there in this text (no character
-        of the level's ``unless`` in it) and the kernels are built; else None."""
-        if _native is None or level.same is not None or level.lead is None:
-            return None
+    def _leads(self, level: TextLevel) -> bool:
+        """Whether ``find_ends`` tries ``level``'s pattern only at its ``lead`` matches in this text (no
+        character of the level's ``unless`` in it)."""
+        if level.same is not None or level.lead is None:
+            return False
         clean = self._clean.get(id(level))
         if clean is None:
             clean = self._clean[id(level)] = self._lacks(level.unless)
-        return class_ranges(level.lead) if clean else None
+        return clean
 
     def _lead_ends(self, level: TextLevel, gaps: list[int], taken: dict[int, int]) -> list[int]:
-        """``_find`` of a level matched at its leads (``levels.find_ends``: the pattern tried at each
-        lead character not inside the match before) in every gap, the leads found by the kernel
-        ``class_positions`` in one call."""
+        """``_find`` of a level matched at its leads (``levels.find_ends``: the pattern tried where its
+        ``lead`` matches, not inside the match before) in every gap, the leads found by the kernel
+        ``class_positions`` in one call (the lead read by ``lead_classes``), else by ``finditer``."""
         text, pk = self.text, self.pk
-        leads, offsets = _native.class_positions(text, gaps, self._leads(level))
+        classes = lead_classes(level.lead) if _native is not None else None
+        if classes is not None:
+            leads, offsets = _native.class_positions(text, gaps, *classes)
+        else:
+            leads, offsets = [], []
+            for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+                offsets.append(len(leads))
+                leads += [found.start() for found in level.lead.finditer(text, max(0, low - 1), high)]
+            offsets.append(len(leads))
         match = level.pattern.match
         plain, is_boundary = self._plain, pk._is_cluster_boundary
         out: list[int] = []
@@ -1021,8 +1162,8 @@ class Segmenter:
                 inside = sorted({k for a, b in zip(firsts, stops, strict=True) if a < b for k in range(a, b)})
                 inside = [k for k in inside if scores[k] < SCORE_BREAK and positions[k] < end]
                 trimmed = kernel.trim_ends(text, [positions[k] for k in inside], plan.start)
-                for k, t in zip(inside, trimmed, strict=True):
-                    if ends_in_atx_line(text, t):
+                for k, ends in zip(inside, ends_in_atx_lines(text, trimmed), strict=True):
+                    if ends:
                         extra[k] += PRICE_HEADING_AT_END
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         units = list(
