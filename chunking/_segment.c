@@ -310,7 +310,7 @@ static PyObject *trim_ends(PyObject *self, PyObject *args)
     return out;
 }
 
-/* lookup(keys, values, queries, right) */
+/* lookup(keys, values, queries, right); values None: the index itself */
 static PyObject *lookup(PyObject *self, PyObject *args)
 {
     PyObject *objects[3];
@@ -324,13 +324,13 @@ static PyObject *lookup(PyObject *self, PyObject *args)
     PyObject *out = NULL;
     if (keys == NULL)
         goto done;
-    if ((values = as_array(objects[1], n_keys + 1, "values")) == NULL)
+    if (objects[1] != Py_None && (values = as_array(objects[1], n_keys + 1, "values")) == NULL)
         goto done;
     if ((queries = as_array(objects[2], n_queries, "queries")) == NULL)
         goto done;
     for (Py_ssize_t k = 0; k < n_queries; k++) {
         Py_ssize_t at = right ? upper_bound(keys, n_keys, queries[k]) : lower_bound(keys, n_keys, queries[k]);
-        queries[k] = values[at];
+        queries[k] = values != NULL ? values[at] : at;
     }
     out = list_of(queries, n_queries);
 done:
@@ -609,12 +609,14 @@ static int contains(const i64 *a, Py_ssize_t n, i64 x)
     return at < n && a[at] == x;
 }
 
-/* class_ends(text, gaps, spec, taken, plain) -> (ends, unsure) */
+/* class_ends(text, gaps, spec, taken, plain, step) -> (ends, unsure); an end is kept only step or more
+ * after the one kept before it in its gap (the gap's low at first). */
 static PyObject *class_ends(PyObject *self, PyObject *args)
 {
     PyObject *text, *objects[3];
     int plain;
-    if (!PyArg_ParseTuple(args, "UOOOp", &text, &objects[0], &objects[1], &objects[2], &plain))
+    long long step;
+    if (!PyArg_ParseTuple(args, "UOOOpL", &text, &objects[0], &objects[1], &objects[2], &plain, &step))
         return NULL;
     Py_ssize_t sizes[3];
     for (int k = 0; k < 3; k++)
@@ -655,7 +657,7 @@ static PyObject *class_ends(PyObject *self, PyObject *args)
                   items[0].terms[1] == items[0].terms[2];
     Py_UCS4 first = literal ? (Py_UCS4)items[0].terms[1] : 0;
     for (Py_ssize_t g = 0; g < sizes[0]; g += 2) {
-        i64 low = gaps[g], high = gaps[g + 1] < length ? gaps[g + 1] : length;
+        i64 low = gaps[g], high = gaps[g + 1] < length ? gaps[g + 1] : length, kept = low;
         i64 pos = low > 0 ? low - 1 : 0;
         while (pos < high) {
             if (literal) {
@@ -680,7 +682,8 @@ static PyObject *class_ends(PyObject *self, PyObject *args)
                 pos++;
                 continue;
             }
-            if (low < end && end < high && !contains(taken, sizes[2], end)) {
+            if (low < end && end < high && end - kept >= step && !contains(taken, sizes[2], end)) {
+                kept = end;
                 if (n_ends == cap) {
                     cap *= 2;
                     i64 *grown = PyMem_Realloc(ends, sizeof(i64) * (size_t)cap);
@@ -959,7 +962,7 @@ static PyMethodDef methods[] = {
     {"lookup", lookup, METH_VARARGS, "segmenter.lookup(keys, values, queries, right)"},
     {"skip_spaces", skip_spaces, METH_VARARGS,
      "segmenter.skip_spaces(text, positions, limit, max_indent, plain, verify_indent)"},
-    {"class_ends", class_ends, METH_VARARGS, "segmenter.class_ends(text, gaps, spec, taken, plain)"},
+    {"class_ends", class_ends, METH_VARARGS, "segmenter.class_ends(text, gaps, spec, taken, plain, step)"},
     {"wide_gaps", wide_gaps, METH_VARARGS, "segmenter.wide_gaps(gaps, positions, scores, min_score, found, budget)"},
     {"class_positions", class_positions, METH_VARARGS,
      "segmenter.class_positions(text, gaps, ranges, checked, spec)"},

@@ -25,7 +25,8 @@ heading-span prefix sums at each cut, the reserves by prefix), ``skip_spaces`` (
 first characters where the characters settle ``Packer._skip_space``; the packer decides the rest),
 ``window_extra`` (the mid-sentence extras from the per-window memo), the level finders
 ``wide_gaps`` (a level's gaps, all at once), ``class_ends`` (the ends of a level whose pattern is
-character classes, read from its ``re`` pattern by ``level_spec``: paragraph, line),
+character classes, read from its ``re`` pattern by ``level_spec``: paragraph, line, and words in
+ASCII text, every sixteenth of a budget),
 ``class_positions`` (where a level's ``lead`` matches: classes as code point ranges, one of them
 checked by its lookahead, read from the ``re`` pattern by ``lead_classes``) and
 ``first_in_ranges`` (whether the text has a level's ``unless`` character), and the optimiser
@@ -249,9 +250,13 @@ def score_price(score: int) -> int:
 _SCORE_PRICES = [score_price(score) for score in range(PRICE_BY_SCORE[0][0] + 1)]
 
 
-def heading_span_prices(plan: Plan, heading_starts: list[int], text: str) -> list[int]:
+def heading_span_prices(
+    plan: Plan, heading_starts: list[int], text: str, reaches: list[int] | None = None
+) -> list[int]:
     """The price of a chunk running across each heading of ``heading_starts`` (sorted): PRICE_SPANS_HEADING
-    by the heading's depth among the plan's ``section`` groups, 0 right after another heading."""
+    by the heading's depth among the plan's ``section`` groups, 0 right after another heading (only white
+    space from its end; ``reaches``, when given: the first non-space position from each heading's end,
+    ``Packer._next_text``, so that the next heading is right after it when it starts there or before)."""
     sections = sorted((g.start, -g.end) for g in plan.groups if g.kind == "section")
     depth_at: dict[int, int] = {}
     open_ends: list[int] = []
@@ -261,11 +266,19 @@ def heading_span_prices(plan: Plan, heading_starts: list[int], text: str) -> lis
         open_ends.append(-neg_end)
         depth_at.setdefault(start, len(open_ends))
     heading_ends = plan.heading_ends
+    if reaches is None:
+        after = [
+            k > 0 and _NON_SPACE.search(text, heading_ends[heading_starts[k - 1]], start) is None
+            for k, start in enumerate(heading_starts)
+        ]
+    else:
+        after = [False] + [
+            reach >= start for reach, start in zip(reaches[:-1], heading_starts[1:], strict=True)
+        ]
+    top = len(PRICE_SPANS_HEADING)
     return [
-        0
-        if k > 0 and _NON_SPACE.search(text, heading_ends[heading_starts[k - 1]], start) is None
-        else PRICE_SPANS_HEADING[min(depth_at.get(start, 1), len(PRICE_SPANS_HEADING)) - 1]
-        for k, start in enumerate(heading_starts)
+        0 if right_after else PRICE_SPANS_HEADING[min(depth_at.get(start, 1), top) - 1]
+        for start, right_after in zip(heading_starts, after, strict=True)
     ]
 
 
@@ -421,9 +434,12 @@ def trim_ends(text: str, positions: list[int], low: int) -> list[int]:
     return out
 
 
-def lookup(keys: list[int], values: list[int], queries: list[int], right: bool) -> list[int]:
-    """``values[bisect(keys, q)]`` for each query (bisect_right when ``right``, else bisect_left)."""
+def lookup(keys: list[int], values: list[int] | None, queries: list[int], right: bool) -> list[int]:
+    """``values[bisect(keys, q)]`` for each query (bisect_right when ``right``, else bisect_left); with
+    ``values`` None, ``bisect(keys, q)``."""
     find = bisect.bisect_right if right else bisect.bisect_left
+    if values is None:
+        return [find(keys, q) for q in queries]
     return [values[find(keys, q)] for q in queries]
 
 
@@ -503,25 +519,27 @@ def _match_at(items: list[tuple[int, int, int, list[int]]], text: str, pos: int,
 
 
 def class_ends(
-    text: str, gaps: list[int], spec: list[int], taken: list[int], plain: bool
+    text: str, gaps: list[int], spec: list[int], taken: list[int], plain: bool, step: int
 ) -> tuple[list[int], list[int]]:
     """The ends of the matches of ``spec`` (``level_spec``: classes repeated greedily) as ``finditer``
-    finds them in each gap's window ``[low - 1, high)`` (flat pairs), strictly inside the gap and not
-    in ``taken`` (sorted), in order; ``unsure``: the indices of those whose grapheme boundary the
-    characters do not settle (unless ``plain``)."""
+    finds them in each gap's window ``[low - 1, high)`` (flat pairs), strictly inside the gap, ``step``
+    or more after the end kept before it in the gap (the gap's low at first) and not in ``taken``
+    (sorted), in order; ``unsure``: the indices of those whose grapheme boundary the characters do not
+    settle (unless ``plain``)."""
     items = _items(spec)
     taken_set = set(taken)
     ends: list[int] = []
     unsure: list[int] = []
     for low, high in zip(gaps[::2], gaps[1::2], strict=True):
         high = min(high, len(text))
-        pos = max(0, low - 1)
+        pos, kept = max(0, low - 1), low
         while pos < high:
             end = _match_at(items, text, pos, high)
             if end < 0:
                 pos += 1
                 continue
-            if low < end < high and end not in taken_set:
+            if low < end < high and end - kept >= step and end not in taken_set:
+                kept = end
                 if not plain and not (
                     end >= len(text)
                     or (text[end] < "\x7f" and text[end - 1] < "\x7f" and text[end - 1] != "\r")
@@ -799,6 +817,7 @@ class Segmenter:
         self._clean: dict[int, bool] = {}
         self._lacking: dict[str, bool] = {}
         self._reserve_tables: dict[int, list[int]] = {}
+        self._heading_reaches: list[int] | None = None  # _prices: Packer._next_text after each heading
         # The candidates gap by gap, for every meter (the way for words and tokens; for tests).
         self._by_gap = False
 
@@ -930,8 +949,9 @@ class Segmenter:
         """``_candidates`` for characters, each level at once over all its gaps: the gaps by the
         kernel ``wide_gaps`` (the previous level's gaps split at its finds and at the candidates as
         strong as this level), the finds by the kernel ``class_ends`` for a level whose pattern is
-        classes (``level_spec``; paragraph, line) in a text without its ``unless`` characters, else
-        by ``_find`` gap by gap. A level's finds are never taken already, but by the plan's positions:
+        classes (``level_spec``; paragraph, line, and words sampled as ``_find`` does in a text whose
+        every position is a grapheme boundary) in a text without its ``unless`` characters, else by
+        ``_find`` gap by gap. A level's finds are never taken already, but by the plan's positions:
         those of the levels before lie on the bounds of its gaps."""
         pk, text = self.pk, self.text
         budget = pk.max_size
@@ -943,24 +963,29 @@ class Segmenter:
             if not gaps:
                 break
             spec = None
-            if _native is not None and level.same is not None and level.pattern.pattern != r"\s+":
+            sampled = level.pattern.pattern == r"\s+"  # words: every sixteenth of a budget (``_find``)
+            if _native is not None and level.same is not None:
                 clean = self._clean.get(id(level))
                 if clean is None:
                     clean = self._clean[id(level)] = self._lacks(level.unless)
                 spec = level_spec(level.same) if clean or level.unless is None else None
             if spec is not None:
-                inside, unsure = _native.class_ends(text, gaps, spec, positions, self._plain)
+                step = max(1, budget // 16) if sampled else 0
+                inside, unsure = _native.class_ends(text, gaps, spec, positions, self._plain, step)
                 if unsure:
                     is_boundary = pk._is_cluster_boundary
                     bad = {k for k in unsure if not is_boundary(inside[k])}
-                    if bad:
+                    if bad and sampled:  # an end not kept moves the next ones: gap by gap below
+                        spec = None
+                    elif bad:
                         inside = [pos for k, pos in enumerate(inside) if k not in bad]
-            elif self._leads(level):
-                inside = self._lead_ends(level, gaps, found)
-            else:
-                inside = []
-                for low, high in zip(gaps[::2], gaps[1::2], strict=True):
-                    inside += self._find(level, low, high, found, max(1, high - low))
+            if spec is None:
+                if self._leads(level):
+                    inside = self._lead_ends(level, gaps, found)
+                else:
+                    inside = []
+                    for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+                        inside += self._find(level, low, high, found, max(1, high - low))
             if inside:
                 found.update(dict.fromkeys(inside, level.score))
                 grown = True
@@ -1140,7 +1165,7 @@ class Segmenter:
         if heading_starts:
             # Inside a heading, or after it with only white space between: [start + 1, that + 1).
             heading_ends = plan.heading_ends
-            reaches = self._next_texts([heading_ends[start] for start in heading_starts], end)
+            reaches = self._heading_reaches = self._next_texts([heading_ends[s] for s in heading_starts], end)
             for k, (start, reach) in enumerate(zip(heading_starts, reaches, strict=True)):
                 if k + 1 < len(heading_starts):
                     reach = min(reach, heading_starts[k + 1])
@@ -1156,9 +1181,8 @@ class Segmenter:
                 find = text.find
                 line_ends = [find("\n", at, end) for at in starts]
                 reaches = self._next_texts([end if e == -1 else e for e in line_ends], end)
-                indices = list(range(len(positions) + 1))
-                firsts = kernel.lookup(positions, indices, starts, True)
-                stops = kernel.lookup(positions, indices, reaches, True)
+                firsts = kernel.lookup(positions, None, starts, True)
+                stops = kernel.lookup(positions, None, reaches, True)
                 inside = sorted({k for a, b in zip(firsts, stops, strict=True) if a < b for k in range(a, b)})
                 inside = [k for k in inside if scores[k] < SCORE_BREAK and positions[k] < end]
                 trimmed = kernel.trim_ends(text, [positions[k] for k in inside], plan.start)
@@ -1179,9 +1203,8 @@ class Segmenter:
             firsts = self._next_texts(unit_starts, end)
             tails = kernel.trim_ends(text, unit_stops, 0)
             lasts = [max(start, last) for start, last in zip(unit_starts, tails, strict=True)]
-            indices = list(range(len(positions) + 1))
-            after_first = kernel.lookup(positions, indices, firsts, True)
-            before_last = kernel.lookup(positions, indices, lasts, False)
+            after_first = kernel.lookup(positions, None, firsts, True)
+            before_last = kernel.lookup(positions, None, lasts, False)
             # The units with a candidate inside.
             live = [u for u, (a, b) in enumerate(zip(after_first, before_last, strict=True)) if a < b]
             # For characters in plain text a unit's trimmed text starts between its start and its first
@@ -1226,8 +1249,9 @@ class Segmenter:
         if not isinstance(pk.meter, CharMeter):
             return [self._fits(start, end) for start, end in zip(starts, ends, strict=True)]
         max_indent = min(_INDENT_KEPT, pk.max_size // 2)
-        # A chunk the unit opens starts at its first character (the scanner puts a boundary there).
-        opened = [pk._opening_line(start) for start in starts]
+        # A chunk the unit opens starts at its first character (the scanner puts a boundary there):
+        # ``Packer._opening_line``, its ``_next_text``, by the kernel.
+        opened = self._next_texts(starts, self.plan.end)
         begins, unsure = kernel.skip_spaces(self.text, opened, ends, max_indent, self._plain, False)
         for k in unsure:
             begins[k] = pk._skip_space(opened[k], ends[k])
@@ -1327,7 +1351,8 @@ class Segmenter:
         heading_starts = pk._heading_starts
         if heading_starts:
             # Prefix sums of the price of running across each heading.
-            spanned = list(itertools.accumulate(heading_span_prices(plan, heading_starts, text), initial=0))
+            span_prices = heading_span_prices(plan, heading_starts, text, self._heading_reaches)
+            spanned = list(itertools.accumulate(span_prices, initial=0))
             inside_head = kernel.lookup(heading_starts, spanned, starts, True)
             inside_tail = kernel.lookup(heading_starts, spanned, ends, False)
         else:

@@ -497,6 +497,9 @@ def test_the_c_trim_and_lookup_kernels_equal_their_python_twins(text, data):
     queries = data.draw(st.lists(st.integers(-2, 55), max_size=20))
     for right in (False, True):
         assert segmenter._native.lookup(keys, values, queries, right) == lookup(keys, values, queries, right)
+        indices = list(range(len(keys) + 1))
+        assert segmenter._native.lookup(keys, None, queries, right) == lookup(keys, indices, queries, right)
+        assert lookup(keys, None, queries, right) == lookup(keys, indices, queries, right)
 
 
 # -- the textual levels: find_ends is finditer -------------------------------------------------------
@@ -676,6 +679,12 @@ def test_the_fits_and_reserves_by_arrays_are_the_packers(pieces, strategy, unit,
             max(1, max_size - r) for r in reserve.sizes_at(starts)
         ]
     assert seg._next_texts(starts, len(text)) == [pk._next_text(a) for a in starts]
+    if pk._heading_starts:  # right after another heading: by the reaches as by the search
+        plan = layout.plan
+        reaches = seg._next_texts([plan.heading_ends[s] for s in pk._heading_starts], plan.end)
+        assert segmenter.heading_span_prices(plan, pk._heading_starts, text, reaches) == (
+            segmenter.heading_span_prices(plan, pk._heading_starts, text)
+        )
 
 
 def test_the_reserve_lookup_was_tried() -> None:
@@ -713,12 +722,23 @@ def test_class_ends_is_finditer_in_each_gap(text, level, data, plain):
         ]
     expected = [pos for pos in expected if pos not in taken]
     spec = segmenter.level_spec(level.same)
-    ends, unsure = segmenter.class_ends(text, gaps, spec, taken, plain)
+    ends, unsure = segmenter.class_ends(text, gaps, spec, taken, plain, 0)
     assert ends == expected
     settled = [plain or (text[p] < "\x7f" and text[p - 1] < "\x7f" and text[p - 1] != "\r") for p in ends]
     assert unsure == [k for k, ok in enumerate(settled) if not ok]
+    # Sampled: each kept end ``step`` or more after the one kept before it in its gap (the gap's low).
+    step = data.draw(st.integers(1, 12))
+    sampled: list[int] = []
+    for low, high in itertools.pairwise(bounds):
+        kept = low
+        for pos in expected:
+            if low < pos < high and pos - kept >= step:
+                sampled.append(pos)
+                kept = pos
+    assert segmenter.class_ends(text, gaps, spec, taken, True, step) == (sampled, [])
     if segmenter._native is not None:
-        assert tuple(segmenter._native.class_ends(text, gaps, spec, taken, plain)) == (ends, unsure)
+        assert tuple(segmenter._native.class_ends(text, gaps, spec, taken, plain, 0)) == (ends, unsure)
+        assert tuple(segmenter._native.class_ends(text, gaps, spec, taken, True, step)) == (sampled, [])
 
 
 @settings(max_examples=300, deadline=None)
@@ -857,8 +877,8 @@ def test_the_class_kernels_on_long_texts_equal_their_twins(filler, hit, data):
     spec = segmenter.level_spec(packer.LINE.same)
     lined = text.replace(hit, "\n")
     gaps = [start, length]
-    assert tuple(segmenter._native.class_ends(lined, gaps, spec, [], False)) == segmenter.class_ends(
-        lined, gaps, spec, [], False
+    assert tuple(segmenter._native.class_ends(lined, gaps, spec, [], False, 0)) == segmenter.class_ends(
+        lined, gaps, spec, [], False, 0
     )
 
 
