@@ -875,29 +875,38 @@ done:
     return result;
 }
 
-/* window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price)
+/* window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price, ending)
  *   -> (extra, missing): for each candidate scored below `below` and not inside a row (the reach of the
  * last row starting before it, when there is one, is at or before it), its position moved back over
  * white space (not below low) and the `width` characters before that looked up in the dict memo:
- * `price` when memo says False, 0 when True, and its index in missing when memo has no such key. */
+ * `price` when memo says False, 0 when True, and its index in missing when memo has no such key; `price`
+ * without a look when those characters are some and the last is in no term of `ending` (class terms,
+ * as a spec's; none: always look). */
 static PyObject *window_extra(PyObject *self, PyObject *args)
 {
-    PyObject *text, *objects[4], *memo;
+    PyObject *text, *objects[5], *memo;
     long long below, low, width, price;
-    if (!PyArg_ParseTuple(args, "UOOLOOLLO!L", &text, &objects[0], &objects[1], &below, &objects[2], &objects[3],
-                          &low, &width, &PyDict_Type, &memo, &price))
+    if (!PyArg_ParseTuple(args, "UOOLOOLLO!LO", &text, &objects[0], &objects[1], &below, &objects[2], &objects[3],
+                          &low, &width, &PyDict_Type, &memo, &price, &objects[4]))
         return NULL;
     Py_ssize_t n = PySequence_Size(objects[0]), n_rows = PySequence_Size(objects[2]);
-    if (n < 0 || n_rows < 0)
+    Py_ssize_t n_ending = PySequence_Size(objects[4]);
+    if (n < 0 || n_rows < 0 || n_ending < 0)
         return NULL;
+    if (n_ending % 3) {
+        PyErr_SetString(PyExc_ValueError, "window_extra: ending terms are triples");
+        return NULL;
+    }
     i64 *positions = as_array(objects[0], n, "positions"), *scores = NULL, *row_starts = NULL, *row_reaches = NULL;
-    i64 *extra = NULL, *missing = NULL;
+    i64 *extra = NULL, *missing = NULL, *ending = NULL;
     Py_ssize_t m = 0;
     PyObject *result = NULL;
     if (positions == NULL || (scores = as_array(objects[1], n, "scores")) == NULL ||
         (row_starts = as_array(objects[2], n_rows, "row_starts")) == NULL ||
-        (row_reaches = as_array(objects[3], n_rows, "row_reaches")) == NULL)
+        (row_reaches = as_array(objects[3], n_rows, "row_reaches")) == NULL ||
+        (ending = as_array(objects[4], n_ending, "ending")) == NULL)
         goto done;
+    Item last = {1, 1, 0, n_ending / 3, ending};
     extra = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(i64));
     missing = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
     if (extra == NULL || missing == NULL) {
@@ -920,6 +929,10 @@ static PyObject *window_extra(PyObject *self, PyObject *args)
             continue;
         while (pos > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, pos - 1)))
             pos--;
+        if (n_ending > 0 && pos > 0 && width > 0 && !in_class(&last, PyUnicode_READ(kind, data, pos - 1))) {
+            extra[k] = price;
+            continue;
+        }
         PyObject *key = PyUnicode_Substring(text, pos > width ? pos - width : 0, pos);
         if (key == NULL)
             goto done;
@@ -949,6 +962,7 @@ done:
     PyMem_Free(row_reaches);
     PyMem_Free(extra);
     PyMem_Free(missing);
+    PyMem_Free(ending);
     return result;
 }
 
@@ -967,7 +981,8 @@ static PyMethodDef methods[] = {
     {"class_positions", class_positions, METH_VARARGS,
      "segmenter.class_positions(text, gaps, ranges, checked, spec)"},
     {"window_extra", window_extra, METH_VARARGS,
-     "segmenter.window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price)"},
+     "segmenter.window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price, "
+     "ending)"},
     {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},
     {NULL, NULL, 0, NULL},
 };

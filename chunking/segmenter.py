@@ -23,7 +23,9 @@ twins here (tests/core/test_segmenter.py): ``cut_candidates`` (sums the interval
 drops forbidden candidates, keeps one cut per white-space run), ``trim_ends``, ``lookup`` (the
 heading-span prefix sums at each cut, the reserves by prefix), ``skip_spaces`` (chunk starts and
 first characters where the characters settle ``Packer._skip_space``; the packer decides the rest),
-``window_extra`` (the mid-sentence extras from the per-window memo), the level finders
+``window_extra`` (the mid-sentence extras from the per-window memo, without a look where the
+window's last character is none _SENTENCE_END can end with, read from it by ``ending_terms``), the
+level finders
 ``wide_gaps`` (a level's gaps, all at once), ``class_ends`` (the ends of a level whose pattern is
 character classes, read from its ``re`` pattern by ``level_spec``: paragraph, line, and words in
 ASCII text, every sixteenth of a budget),
@@ -106,6 +108,9 @@ from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 try:  # re's own parser reads the levels' patterns as data (class_ranges, level_spec); without it, none is
     import re._parser as _re_parser
     from re._constants import ASSERT as _ASSERT
+    from re._constants import AT as _AT
+    from re._constants import AT_BEGINNING as _AT_BEGINNING
+    from re._constants import AT_END as _AT_END
     from re._constants import BRANCH as _BRANCH
     from re._constants import CATEGORY as _CATEGORY
     from re._constants import CATEGORY_NOT_SPACE as _CATEGORY_NOT_SPACE
@@ -604,13 +609,17 @@ def window_extra(
     width: int,
     memo: dict[str, bool],
     price: int,
+    ending: list[int],
 ) -> tuple[list[int], list[int]]:
     """For each candidate scored below ``below`` and not inside a row (the reach of the last row that
     starts before it, if any, is at or before it): its position moved back over white space (not below
     ``low``), and the ``width`` characters before that looked up in ``memo``: ``price`` when it says
-    False, 0 when True, and its index in ``missing`` when it has no such key."""
+    False, 0 when True, and its index in ``missing`` when it has no such key; ``price`` without a look
+    when those characters are some and the last is in no term of ``ending`` (class terms, ``_items``;
+    none: always look)."""
     extra = [0] * len(positions)
     missing: list[int] = []
+    last = (1, 1, 0, ending)
     for k, (pos, score) in enumerate(zip(positions, scores, strict=True)):
         if score >= below:
             continue
@@ -619,6 +628,9 @@ def window_extra(
             continue
         while pos > low and text[pos - 1].isspace():
             pos -= 1
+        if ending and pos > 0 and width > 0 and not _in_class(last, text[pos - 1]):
+            extra[k] = price
+            continue
         value = memo.get(text[max(0, pos - width) : pos])
         if value is None:
             missing.append(k)
@@ -744,6 +756,53 @@ def lead_classes(pattern: re.Pattern[str]) -> tuple[list[int], list[int], list[i
         if ranges and not overlap:
             found = (ranges, checked, spec)
     _LEADS[key] = found
+    return found
+
+
+_ENDINGS: dict[str, list[int] | None] = {}
+
+
+def ending_terms(pattern: regex.Pattern[str]) -> list[int] | None:
+    """The characters a non-empty text can end with when ``pattern.search`` finds it to end as the
+    pattern says (the pattern: alternatives each ending in ``$``), as class terms (kind, lo, hi; ``_items``):
+    per alternative, the classes before its ``$`` back to the first required one, or to a ``^``, and
+    the line feed ``$`` may stand before. None when that is not shown (any character may end it)."""
+    key = pattern.pattern
+    if key in _ENDINGS:
+        return _ENDINGS[key]
+    found: list[int] | None = None
+    try:
+        default = _RE_DEFAULT_FLAGS if isinstance(pattern, re.Pattern) else _DEFAULT_FLAGS
+        parsed = list(_re_parser.parse(key)) if _re_parser is not None and pattern.flags == default else []
+    except re.error:
+        parsed = []
+    branches = list(parsed[0][1][1]) if len(parsed) == 1 and parsed[0][0] is _BRANCH else [parsed]
+    terms = [0, 10, 10]  # the line feed ``$`` matches before
+    for branch in branches:
+        branch = list(branch)
+        if not branch or branch[-1] != (_AT, _AT_END):
+            break
+        for op, arg in reversed(branch[:-1]):
+            if op is _AT and arg is _AT_BEGINNING:
+                break  # only the empty text, or what the items after it end with
+            low = 1
+            if op is _MAX_REPEAT and len(arg[2]) == 1:
+                low = arg[0]
+                op, arg = list(arg[2])[0]
+            item = _class_item(op, arg, 1, 1)
+            if item is None or item[2]:
+                terms = []
+                break
+            terms += item[3]
+            if low >= 1:
+                break
+        else:
+            terms = []  # every item optional: any character before the alternative
+        if not terms:
+            break
+    else:
+        found = terms if branches and branches[0] else None
+    _ENDINGS[key] = found
     return found
 
 
@@ -1144,6 +1203,7 @@ class Segmenter:
             4,
             memo,
             PRICE_MID_SENTENCE,
+            ending_terms(_SENTENCE_END) or [],  # a window ending otherwise ends no sentence
         )
         extra, missing = kernel.window_extra(*args)
         if missing:

@@ -852,8 +852,29 @@ def test_the_c_window_kernel_equals_its_twin(text, data):
     low = data.draw(st.integers(0, len(text)))
     windows = {text[max(0, p - 4) : p] for p in range(len(text) + 1)}
     memo = {w: data.draw(st.booleans()) for w in sorted(windows) if data.draw(st.booleans())}
-    args = (text, positions, scores, 30, starts, reaches, low, 4, memo, 400)
+    ending = data.draw(st.sampled_from([[], segmenter.ending_terms(segmenter._SENTENCE_END), [0, 97, 122]]))
+    args = (text, positions, scores, 30, starts, reaches, low, 4, memo, 400, ending)
     assert tuple(segmenter._native.window_extra(*args)) == segmenter.window_extra(*args)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.lists(st.sampled_from([*LEVEL_PIECES, ")", "”", ":", "\n", "a.\n"]), max_size=30).map("".join))
+def test_the_mid_sentence_extras_by_the_ending_class_are_those_by_the_rule(text):
+    """A window whose last character no alternative of findings' _SENTENCE_END can end with ends no
+    sentence: with the ending terms, the extras are those of the memo the rule fills."""
+    ending = segmenter.ending_terms(segmenter._SENTENCE_END)
+    assert ending
+    for end in range(1, len(text) + 1):
+        window = text[max(0, end - 4) : end]
+        if segmenter._SENTENCE_END.search(window) is not None:
+            assert segmenter._in_class((1, 1, 0, ending), window[-1]), window
+    positions = list(range(len(text) + 1))
+    windows = {text[max(0, p - 4) : p] for p in positions}  # every window a trimmed position takes
+    memo = {w: segmenter._SENTENCE_END.search(w) is not None for w in windows}
+    args = (text, positions, [10] * len(positions), 30, [], [], 0, 4, memo, 400)
+    assert segmenter.window_extra(*args, ending) == segmenter.window_extra(*args, [])
+    if segmenter._native is not None:
+        assert segmenter._native.window_extra(*args, ending) == segmenter._native.window_extra(*args, [])
 
 
 @needs_kernel
