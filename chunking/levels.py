@@ -35,7 +35,8 @@ class TextLevel:
     reverse: regex.Pattern[str]
     # Faster ways to find the same matches (``find_ends``), in a window without a character of
     # ``unless``: ``same``, the pattern itself in ``re`` (some three times faster than ``regex``), or
-    # ``lead``, an ``re`` class of the characters a match can begin with.
+    # ``lead``, an ``re`` pattern taking one character wherever a match can begin (a class, or classes
+    # one of which has a lookahead).
     same: re.Pattern[str] | None = None
     lead: re.Pattern[str] | None = None
     unless: regex.Pattern[str] | None = None
@@ -71,7 +72,7 @@ def find_ends(level: TextLevel, text: str, start: int, end: int, *, clean: bool 
     a million word gaps).
 
     Without a character of ``level.unless`` in the window (``clean``: the caller knows the text has
-    none), by ``level.same``, or by trying the pattern only at the ``level.lead`` characters; else by
+    none), by ``level.same``, or by trying the pattern only where ``level.lead`` matches; else by
     ``finditer``.
     """
     if (level.same is None and level.lead is None) or (

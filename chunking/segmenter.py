@@ -18,22 +18,21 @@ _SENTENCE_END on the four characters before the cut, remembered per window; mid-
 start inside a table or code body; a '#' line before the cut in a plan without headings: findings'
 _ATX_LINE, evaluated only for the candidates on such a line, remembered by the line's text). The
 generic work is done by kernels over arrays with no rule of their own, in C (chunking/_segment.c) and
-held equal to their Python
-twins here (tests/core/test_segmenter.py): ``cut_candidates`` (sums the interval prices by a sweep,
-drops forbidden candidates, keeps one cut per white-space run), ``trim_ends``, ``lookup`` (the
-heading-span prefix sums at each cut, the reserves by prefix), ``skip_spaces`` (chunk starts and
-first characters where the characters settle ``Packer._skip_space``; the packer decides the rest),
-``window_extra`` (the mid-sentence extras from the per-window memo, without a look where the
-window's last character is none _SENTENCE_END can end with, read from it by ``ending_terms``), the
-level finders
-``wide_gaps`` (a level's gaps, all at once), ``class_ends`` (the ends of a level whose pattern is
-character classes, read from its ``re`` pattern by ``level_spec``: paragraph, line, and words in
-ASCII text, every sixteenth of a budget),
+held equal to their Python twins here (tests/core/test_segmenter.py): ``cut_candidates`` (sums the
+interval prices by a sweep, drops forbidden candidates, keeps one cut per white-space run),
+``trim_ends``, ``lookup`` (the heading-span prefix sums at each cut, the reserves by prefix, indices),
+``skip_spaces`` (chunk starts and first characters where the characters settle
+``Packer._skip_space``; the packer decides the rest), ``window_extra`` (the mid-sentence extras from
+the per-window memo, without a look where the window's last character is none _SENTENCE_END can end
+with, read from it by ``ending_terms``), the level finders ``wide_gaps`` (a level's gaps, all at
+once), ``class_ends`` (the ends of a level whose pattern is character classes, read from its ``re``
+pattern by ``level_spec``: paragraph, line, and words kept every sixteenth of a budget),
 ``class_positions`` (where a level's ``lead`` matches: classes as code point ranges, one of them
-checked by its lookahead, read from the ``re`` pattern by ``lead_classes``) and
-``first_in_ranges`` (whether the text has a level's ``unless`` character), and the optimiser
-``best_predecessors``. The additive size prefixes are the cut offsets for characters and come from
-the meter's arrays for words and tokens; for words and tokens the levels are searched gap by gap.
+checked by its lookahead, read from the ``re`` pattern by ``lead_classes``; the sentence pattern is
+then tried there only) and ``first_in_ranges`` (whether the text has a level's ``unless``
+character), and the optimiser ``best_predecessors``. The additive size prefixes are the cut offsets
+for characters and come from the meter's arrays for words and tokens; for words and tokens the levels
+are searched gap by gap.
 
 A segmentation is a sequence of cuts; its cost is
 
@@ -105,7 +104,7 @@ from chunkyard.chunking.levels import SENTENCE_ENDED as _SENTENCE_END
 from chunkyard.chunking.levels import find_ends
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
-try:  # re's own parser reads the levels' patterns as data (class_ranges, level_spec); without it, none is
+try:  # re's parser reads the levels' patterns as data (class_ranges, level_spec, lead_classes, ending_terms)
     import re._parser as _re_parser
     from re._constants import ASSERT as _ASSERT
     from re._constants import AT as _AT
