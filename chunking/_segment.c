@@ -310,7 +310,7 @@ static PyObject *trim_ends(PyObject *self, PyObject *args)
     return out;
 }
 
-/* lookup(keys, values, queries, right) */
+/* lookup(keys, values, queries, right); values None: the index itself */
 static PyObject *lookup(PyObject *self, PyObject *args)
 {
     PyObject *objects[3];
@@ -324,13 +324,13 @@ static PyObject *lookup(PyObject *self, PyObject *args)
     PyObject *out = NULL;
     if (keys == NULL)
         goto done;
-    if ((values = as_array(objects[1], n_keys + 1, "values")) == NULL)
+    if (objects[1] != Py_None && (values = as_array(objects[1], n_keys + 1, "values")) == NULL)
         goto done;
     if ((queries = as_array(objects[2], n_queries, "queries")) == NULL)
         goto done;
     for (Py_ssize_t k = 0; k < n_queries; k++) {
         Py_ssize_t at = right ? upper_bound(keys, n_keys, queries[k]) : lower_bound(keys, n_keys, queries[k]);
-        queries[k] = values[at];
+        queries[k] = values != NULL ? values[at] : at;
     }
     out = list_of(queries, n_queries);
 done:
@@ -564,6 +564,44 @@ static i64 match_at(int kind, const void *data, const Item *items, Py_ssize_t n_
     return pos;
 }
 
+/* The items of a spec (n_items, then per item min, max, negate, nterms, terms...), pointing into spec: a
+ * new array (*out, *n_items), or -1 and an exception. */
+static int read_items(const i64 *spec, Py_ssize_t size, const char *name, Item **out, Py_ssize_t *n_items)
+{
+    *out = NULL;
+    *n_items = size > 0 ? (Py_ssize_t)spec[0] : 0;
+    if (*n_items < 0 || (size > 0 && *n_items == 0)) {
+        PyErr_Format(PyExc_ValueError, "%s: a spec without items", name);
+        return -1;
+    }
+    Item *items = PyMem_Malloc(sizeof(Item) * (size_t)(*n_items > 0 ? *n_items : 1));
+    if (items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t at = 1;
+    for (Py_ssize_t k = 0; k < *n_items; k++) {
+        if (at + 4 > size) {
+            PyMem_Free(items);
+            PyErr_Format(PyExc_ValueError, "%s: a short spec", name);
+            return -1;
+        }
+        items[k].min = spec[at];
+        items[k].max = spec[at + 1];
+        items[k].negate = spec[at + 2];
+        items[k].nterms = spec[at + 3];
+        items[k].terms = spec + at + 4;
+        at += 4 + 3 * items[k].nterms;
+        if (at > size || items[k].nterms < 0) {
+            PyMem_Free(items);
+            PyErr_Format(PyExc_ValueError, "%s: a short spec", name);
+            return -1;
+        }
+    }
+    *out = items;
+    return 0;
+}
+
 /* Whether x is in the sorted array a. */
 static int contains(const i64 *a, Py_ssize_t n, i64 x)
 {
@@ -571,12 +609,14 @@ static int contains(const i64 *a, Py_ssize_t n, i64 x)
     return at < n && a[at] == x;
 }
 
-/* class_ends(text, gaps, spec, taken, plain) -> (ends, unsure) */
+/* class_ends(text, gaps, spec, taken, plain, step) -> (ends, unsure); an end is kept only step or more
+ * after the one kept before it in its gap (the gap's low at first). */
 static PyObject *class_ends(PyObject *self, PyObject *args)
 {
     PyObject *text, *objects[3];
     int plain;
-    if (!PyArg_ParseTuple(args, "UOOOp", &text, &objects[0], &objects[1], &objects[2], &plain))
+    long long step;
+    if (!PyArg_ParseTuple(args, "UOOOpL", &text, &objects[0], &objects[1], &objects[2], &plain, &step))
         return NULL;
     Py_ssize_t sizes[3];
     for (int k = 0; k < 3; k++)
@@ -596,31 +636,9 @@ static PyObject *class_ends(PyObject *self, PyObject *args)
         if ((a[k] = as_array(objects[k], sizes[k], NAMES[k])) == NULL)
             goto done;
     const i64 *gaps = a[0], *spec = a[1], *taken = a[2];
-    Py_ssize_t n_items = (Py_ssize_t)spec[0], at = 1;
-    items = PyMem_Malloc(sizeof(Item) * (size_t)(n_items > 0 ? n_items : 1));
-    if (items == NULL || n_items < 1) {
-        if (items != NULL)
-            PyErr_SetString(PyExc_ValueError, "class_ends: a spec without items");
-        else
-            PyErr_NoMemory();
+    Py_ssize_t n_items;
+    if (read_items(spec, sizes[1], "class_ends", &items, &n_items) < 0)
         goto done;
-    }
-    for (Py_ssize_t k = 0; k < n_items; k++) {
-        if (at + 4 > sizes[1]) {
-            PyErr_SetString(PyExc_ValueError, "class_ends: a short spec");
-            goto done;
-        }
-        items[k].min = spec[at];
-        items[k].max = spec[at + 1];
-        items[k].negate = spec[at + 2];
-        items[k].nterms = spec[at + 3];
-        items[k].terms = spec + at + 4;
-        at += 4 + 3 * items[k].nterms;
-        if (at > sizes[1] || items[k].nterms < 0) {
-            PyErr_SetString(PyExc_ValueError, "class_ends: a short spec");
-            goto done;
-        }
-    }
     if (items[0].min < 1) {
         PyErr_SetString(PyExc_ValueError, "class_ends: a spec that matches the empty string");
         goto done;
@@ -639,7 +657,7 @@ static PyObject *class_ends(PyObject *self, PyObject *args)
                   items[0].terms[1] == items[0].terms[2];
     Py_UCS4 first = literal ? (Py_UCS4)items[0].terms[1] : 0;
     for (Py_ssize_t g = 0; g < sizes[0]; g += 2) {
-        i64 low = gaps[g], high = gaps[g + 1] < length ? gaps[g + 1] : length;
+        i64 low = gaps[g], high = gaps[g + 1] < length ? gaps[g + 1] : length, kept = low;
         i64 pos = low > 0 ? low - 1 : 0;
         while (pos < high) {
             if (literal) {
@@ -664,7 +682,8 @@ static PyObject *class_ends(PyObject *self, PyObject *args)
                 pos++;
                 continue;
             }
-            if (low < end && end < high && !contains(taken, sizes[2], end)) {
+            if (low < end && end < high && end - kept >= step && !contains(taken, sizes[2], end)) {
+                kept = end;
                 if (n_ends == cap) {
                     cap *= 2;
                     i64 *grown = PyMem_Realloc(ends, sizeof(i64) * (size_t)cap);
@@ -762,25 +781,35 @@ done:
     return result;
 }
 
-/* class_positions(text, gaps, ranges) -> (positions, offsets): the indices of the characters in the
- * ranges (flat pairs lo, hi, inclusive) inside each gap's window [low - 1, high) (flat pairs, in
- * order), and where each gap's begin in them (one more offset than gaps: the end). */
+/* class_positions(text, gaps, ranges, checked, spec) -> (positions, offsets): the indices of the
+ * characters in the ranges (flat pairs lo, hi, inclusive) inside each gap's window [low - 1, high) (flat
+ * pairs, in order), those also in the checked ranges only where the spec (segmenter.level_spec data,
+ * matched greedily from the next character, within the window) matches; and where each gap's begin in
+ * them (one more offset than gaps: the end). */
 static PyObject *class_positions(PyObject *self, PyObject *args)
 {
-    PyObject *text, *objects[2];
-    if (!PyArg_ParseTuple(args, "UOO", &text, &objects[0], &objects[1]))
+    PyObject *text, *objects[4];
+    if (!PyArg_ParseTuple(args, "UOOOO", &text, &objects[0], &objects[1], &objects[2], &objects[3]))
         return NULL;
     Py_ssize_t n_gaps = PySequence_Size(objects[0]), n_ranges = PySequence_Size(objects[1]);
-    if (n_gaps < 0 || n_ranges < 0)
+    Py_ssize_t n_checked = PySequence_Size(objects[2]), n_spec = PySequence_Size(objects[3]);
+    if (n_gaps < 0 || n_ranges < 0 || n_checked < 0 || n_spec < 0)
         return NULL;
-    if (n_gaps % 2 || n_ranges % 2) {
-        PyErr_SetString(PyExc_ValueError, "class_positions: gaps and ranges are pairs");
+    if (n_gaps % 2 || n_ranges % 2 || n_checked % 2 || (n_checked > 0 && n_spec == 0)) {
+        PyErr_SetString(PyExc_ValueError, "class_positions: gaps and ranges are pairs, checked ones need a spec");
         return NULL;
     }
-    i64 *gaps = as_array(objects[0], n_gaps, "gaps"), *ranges = NULL, *out = NULL, *offsets = NULL;
+    i64 *gaps = as_array(objects[0], n_gaps, "gaps"), *ranges = NULL, *checked = NULL, *spec = NULL;
+    i64 *out = NULL, *offsets = NULL;
+    Item *items = NULL;
+    Py_ssize_t n_items = 0;
     PyObject *result = NULL;
     Py_ssize_t m = 0, cap = 64;
-    if (gaps == NULL || (ranges = as_array(objects[1], n_ranges, "ranges")) == NULL)
+    if (gaps == NULL || (ranges = as_array(objects[1], n_ranges, "ranges")) == NULL ||
+        (checked = as_array(objects[2], n_checked, "checked")) == NULL ||
+        (spec = as_array(objects[3], n_spec, "spec")) == NULL)
+        goto done;
+    if (read_items(spec, n_spec, "class_positions", &items, &n_items) < 0)
         goto done;
     out = PyMem_Malloc(sizeof(i64) * (size_t)cap);
     offsets = PyMem_Malloc(sizeof(i64) * (size_t)(n_gaps / 2 + 1));
@@ -791,32 +820,42 @@ static PyObject *class_positions(PyObject *self, PyObject *args)
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
-    /* The ASCII characters in the ranges, as a table; the ranges are read for the others. */
+    /* The ASCII characters in the ranges, as a table (2: also checked); the ranges are read for the others. */
     unsigned char ascii[128] = {0};
     for (Py_ssize_t r = 0; r < n_ranges; r += 2)
         for (i64 code = ranges[r] > 0 ? ranges[r] : 0; code <= ranges[r + 1] && code < 128; code++)
             ascii[code] = 1;
+    for (Py_ssize_t r = 0; r < n_checked; r += 2)
+        for (i64 code = checked[r] > 0 ? checked[r] : 0; code <= checked[r + 1] && code < 128; code++)
+            if (ascii[code])
+                ascii[code] = 2;
     for (Py_ssize_t g = 0; g < n_gaps; g += 2) {
         offsets[g / 2] = m;
         i64 low = gaps[g] > 0 ? gaps[g] - 1 : 0, high = gaps[g + 1] < length ? gaps[g + 1] : length;
         for (i64 k = low; k < high; k++) {
             Py_UCS4 code = PyUnicode_READ(kind, data, k);
-            if (code < 128 && !ascii[code])
+            int found = 0;
+            if (code < 128)
+                found = ascii[code];
+            else {
+                for (Py_ssize_t r = 0; r < n_ranges && !found; r += 2)
+                    found = code >= ranges[r] && code <= ranges[r + 1];
+                for (Py_ssize_t r = 0; r < n_checked && found == 1; r += 2)
+                    if (code >= checked[r] && code <= checked[r + 1])
+                        found = 2;
+            }
+            if (!found || (found == 2 && match_at(kind, data, items, n_items, k + 1, high) < 0))
                 continue;
-            for (Py_ssize_t r = 0; r < n_ranges; r += 2)
-                if (code >= ranges[r] && code <= ranges[r + 1]) {
-                    if (m == cap) {
-                        cap *= 2;
-                        i64 *grown = PyMem_Realloc(out, sizeof(i64) * (size_t)cap);
-                        if (grown == NULL) {
-                            PyErr_NoMemory();
-                            goto done;
-                        }
-                        out = grown;
-                    }
-                    out[m++] = k;
-                    break;
+            if (m == cap) {
+                cap *= 2;
+                i64 *grown = PyMem_Realloc(out, sizeof(i64) * (size_t)cap);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
                 }
+                out = grown;
+            }
+            out[m++] = k;
         }
     }
     offsets[n_gaps / 2] = m;
@@ -828,34 +867,46 @@ static PyObject *class_positions(PyObject *self, PyObject *args)
 done:
     PyMem_Free(gaps);
     PyMem_Free(ranges);
+    PyMem_Free(checked);
+    PyMem_Free(spec);
+    PyMem_Free(items);
     PyMem_Free(out);
     PyMem_Free(offsets);
     return result;
 }
 
-/* window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price)
+/* window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price, ending)
  *   -> (extra, missing): for each candidate scored below `below` and not inside a row (the reach of the
  * last row starting before it, when there is one, is at or before it), its position moved back over
  * white space (not below low) and the `width` characters before that looked up in the dict memo:
- * `price` when memo says False, 0 when True, and its index in missing when memo has no such key. */
+ * `price` when memo says False, 0 when True, and its index in missing when memo has no such key; `price`
+ * without a look when those characters are some and the last is in no term of `ending` (class terms,
+ * as a spec's; none: always look). */
 static PyObject *window_extra(PyObject *self, PyObject *args)
 {
-    PyObject *text, *objects[4], *memo;
+    PyObject *text, *objects[5], *memo;
     long long below, low, width, price;
-    if (!PyArg_ParseTuple(args, "UOOLOOLLO!L", &text, &objects[0], &objects[1], &below, &objects[2], &objects[3],
-                          &low, &width, &PyDict_Type, &memo, &price))
+    if (!PyArg_ParseTuple(args, "UOOLOOLLO!LO", &text, &objects[0], &objects[1], &below, &objects[2], &objects[3],
+                          &low, &width, &PyDict_Type, &memo, &price, &objects[4]))
         return NULL;
     Py_ssize_t n = PySequence_Size(objects[0]), n_rows = PySequence_Size(objects[2]);
-    if (n < 0 || n_rows < 0)
+    Py_ssize_t n_ending = PySequence_Size(objects[4]);
+    if (n < 0 || n_rows < 0 || n_ending < 0)
         return NULL;
+    if (n_ending % 3) {
+        PyErr_SetString(PyExc_ValueError, "window_extra: ending terms are triples");
+        return NULL;
+    }
     i64 *positions = as_array(objects[0], n, "positions"), *scores = NULL, *row_starts = NULL, *row_reaches = NULL;
-    i64 *extra = NULL, *missing = NULL;
+    i64 *extra = NULL, *missing = NULL, *ending = NULL;
     Py_ssize_t m = 0;
     PyObject *result = NULL;
     if (positions == NULL || (scores = as_array(objects[1], n, "scores")) == NULL ||
         (row_starts = as_array(objects[2], n_rows, "row_starts")) == NULL ||
-        (row_reaches = as_array(objects[3], n_rows, "row_reaches")) == NULL)
+        (row_reaches = as_array(objects[3], n_rows, "row_reaches")) == NULL ||
+        (ending = as_array(objects[4], n_ending, "ending")) == NULL)
         goto done;
+    Item last = {1, 1, 0, n_ending / 3, ending};
     extra = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(i64));
     missing = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
     if (extra == NULL || missing == NULL) {
@@ -878,6 +929,10 @@ static PyObject *window_extra(PyObject *self, PyObject *args)
             continue;
         while (pos > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, pos - 1)))
             pos--;
+        if (n_ending > 0 && pos > 0 && width > 0 && !in_class(&last, PyUnicode_READ(kind, data, pos - 1))) {
+            extra[k] = price;
+            continue;
+        }
         PyObject *key = PyUnicode_Substring(text, pos > width ? pos - width : 0, pos);
         if (key == NULL)
             goto done;
@@ -907,6 +962,7 @@ done:
     PyMem_Free(row_reaches);
     PyMem_Free(extra);
     PyMem_Free(missing);
+    PyMem_Free(ending);
     return result;
 }
 
@@ -920,11 +976,13 @@ static PyMethodDef methods[] = {
     {"lookup", lookup, METH_VARARGS, "segmenter.lookup(keys, values, queries, right)"},
     {"skip_spaces", skip_spaces, METH_VARARGS,
      "segmenter.skip_spaces(text, positions, limit, max_indent, plain, verify_indent)"},
-    {"class_ends", class_ends, METH_VARARGS, "segmenter.class_ends(text, gaps, spec, taken, plain)"},
+    {"class_ends", class_ends, METH_VARARGS, "segmenter.class_ends(text, gaps, spec, taken, plain, step)"},
     {"wide_gaps", wide_gaps, METH_VARARGS, "segmenter.wide_gaps(gaps, positions, scores, min_score, found, budget)"},
-    {"class_positions", class_positions, METH_VARARGS, "segmenter.class_positions(text, gaps, ranges)"},
+    {"class_positions", class_positions, METH_VARARGS,
+     "segmenter.class_positions(text, gaps, ranges, checked, spec)"},
     {"window_extra", window_extra, METH_VARARGS,
-     "segmenter.window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price)"},
+     "segmenter.window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price, "
+     "ending)"},
     {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},
     {NULL, NULL, 0, NULL},
 };

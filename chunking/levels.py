@@ -35,7 +35,8 @@ class TextLevel:
     reverse: regex.Pattern[str]
     # Faster ways to find the same matches (``find_ends``), in a window without a character of
     # ``unless``: ``same``, the pattern itself in ``re`` (some three times faster than ``regex``), or
-    # ``lead``, an ``re`` class of the characters a match can begin with.
+    # ``lead``, an ``re`` pattern taking one character wherever a match can begin (a class, or classes
+    # one of which has a lookahead).
     same: re.Pattern[str] | None = None
     lead: re.Pattern[str] | None = None
     unless: regex.Pattern[str] | None = None
@@ -71,7 +72,7 @@ def find_ends(level: TextLevel, text: str, start: int, end: int, *, clean: bool 
     a million word gaps).
 
     Without a character of ``level.unless`` in the window (``clean``: the caller knows the text has
-    none), by ``level.same``, or by trying the pattern only at the ``level.lead`` characters; else by
+    none), by ``level.same``, or by trying the pattern only where ``level.lead`` matches; else by
     ``finditer``.
     """
     if (level.same is None and level.lead is None) or (
@@ -119,14 +120,29 @@ SENTENCE_END_MARKS = (
 SENTENCE_ENDED = regex.compile(r"[" + SENTENCE_END_MARKS + r"]['\"”’)\]]*$|^\s*$")
 ATX_LAST_LINE = regex.compile(r"(?m)^ {0,3}#{1,6}(?:[ \t]|$)[^\n]*\Z")
 _NOT_AN_END = r"(?<!(?:^|[\s(])(?:\d{1,3}|[A-Za-z]|Mr|Mrs|Ms|Dr|Prof|St|vs|No|Fig|approx|e\.g|i\.e|cf|etc))"
+# The pieces of the sentence pattern (class bodies): the stops, the closers after them, the openers
+# before the next sentence's first character, and what that character may be; ``_CAPITALS_WITHIN`` is
+# an ``re`` class body holding every character of ``_CAPITALS`` and none of ``_OPENERS``
+# (tests/core/test_segmenter.py checks every code point), for the lead below.
+_STOPS = r".!?…"
+_CLOSERS = r"\"'”’)\]"
+_OPENERS = r"\"'“‘(\["
+_CAPITALS = r"\p{Lu}\p{N}\p{Lo}"
+_CAPITALS_WITHIN = r"^\sa-z" + _OPENERS
 # A sentence match begins at one of its marks, or (Thai, Lao) at a space after a letter of those scripts:
-# the lead, in a window without such letters.
-_SENTENCE_LEAD = r"[.!?…。！？" + SENTENCE_MARKS + r"]"
+# the lead, in a window without such letters. At a stop it is the pattern's first branch without its
+# lookbehind, ``re``'s white space for ``regex``'s (a superset) and _CAPITALS_WITHIN for _CAPITALS:
+# every match begins where the lead does, and most stops that begin none (``file.txt``) are passed over.
+_SENTENCE_LEAD_MARKS = r"。！？" + SENTENCE_MARKS
+_SENTENCE_LEAD_STOP = (
+    f"[{_STOPS}](?=[{_STOPS}]*[{_CLOSERS}]*\\s+[{_OPENERS}]?[{_CAPITALS_WITHIN}])|[{_SENTENCE_LEAD_MARKS}"
+)
+_SENTENCE_LEAD = _SENTENCE_LEAD_STOP + "]"
 SENTENCE = _level(
     "sentence",
     SCORE_SENTENCE,
-    r"(?:" + _NOT_AN_END + r"[.!?…]+[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[\p{Lu}\p{N}\p{Lo}])|[。！？]+"
-    r"|[" + SENTENCE_MARKS + r"]+[\"'”’)\]]*\s*"
+    f"(?:{_NOT_AN_END}[{_STOPS}]+[{_CLOSERS}]*\\s+(?=[{_OPENERS}]?[{_CAPITALS}])|[。！？]+"
+    r"|[" + SENTENCE_MARKS + f"]+[{_CLOSERS}]*\\s*"
     r"|(?<=[" + PHRASE_SPACED + r"])[^\S\n]+(?=[" + PHRASE_SPACED + r"]))",
     lead=_SENTENCE_LEAD,
     unless=f"[{PHRASE_SPACED}]",
@@ -135,7 +151,7 @@ SENTENCE_OR_PARAGRAPH = _level(
     "sentence",
     SCORE_SENTENCE,
     SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n",
-    lead=_SENTENCE_LEAD[:-1] + r"\n]",
+    lead=_SENTENCE_LEAD_STOP + r"\n]",
     unless=f"[{PHRASE_SPACED}]",
 )
 WORD = _level("word", SCORE_WORD, r"\s+", same=True, unless=_SPACE_DIFFERS)

@@ -16,19 +16,23 @@ table, code block and section that fits; a forbidden interval for each keep span
 candidate, the few prices a unit decides by looking at its text (mid-sentence: findings'
 _SENTENCE_END on the four characters before the cut, remembered per window; mid-row: not at a line
 start inside a table or code body; a '#' line before the cut in a plan without headings: findings'
-_ATX_LINE, evaluated only for the candidates on such a line). The generic work is done by kernels
-over arrays with no rule of their own, in C (chunking/_segment.c) and held equal to their Python
-twins here (tests/core/test_segmenter.py): ``cut_candidates`` (sums the interval prices by a sweep,
-drops forbidden candidates, keeps one cut per white-space run), ``trim_ends``, ``lookup`` (the
-heading-span prefix sums at each cut, the reserves by prefix), ``skip_spaces`` (chunk starts and
-first characters where the characters settle ``Packer._skip_space``; the packer decides the rest),
-``window_extra`` (the mid-sentence extras from the per-window memo), the level finders
-``wide_gaps`` (a level's gaps, all at once), ``class_ends`` (the ends of a level whose pattern is
-character classes, read from its ``re`` pattern by ``level_spec``: paragraph, line),
-``class_positions`` (a level's lead characters, its ``lead`` class as code point ranges) and
-``first_in_ranges`` (whether the text has a level's ``unless`` character), and the optimiser
-``best_predecessors``. The additive size prefixes are the cut offsets for characters and come from
-the meter's arrays for words and tokens; for words and tokens the levels are searched gap by gap.
+_ATX_LINE, evaluated only for the candidates on such a line, remembered by the line's text). The
+generic work is done by kernels over arrays with no rule of their own, in C (chunking/_segment.c) and
+held equal to their Python twins here (tests/core/test_segmenter.py): ``cut_candidates`` (sums the
+interval prices by a sweep, drops forbidden candidates, keeps one cut per white-space run),
+``trim_ends``, ``lookup`` (the heading-span prefix sums at each cut, the reserves by prefix, indices),
+``skip_spaces`` (chunk starts and first characters where the characters settle
+``Packer._skip_space``; the packer decides the rest), ``window_extra`` (the mid-sentence extras from
+the per-window memo, without a look where the window's last character is none _SENTENCE_END can end
+with, read from it by ``ending_terms``), the level finders ``wide_gaps`` (a level's gaps, all at
+once), ``class_ends`` (the ends of a level whose pattern is character classes, read from its ``re``
+pattern by ``level_spec``: paragraph, line, and words kept every sixteenth of a budget),
+``class_positions`` (where a level's ``lead`` matches: classes as code point ranges, one of them
+checked by its lookahead, read from the ``re`` pattern by ``lead_classes``; the sentence pattern is
+then tried there only) and ``first_in_ranges`` (whether the text has a level's ``unless``
+character), and the optimiser ``best_predecessors``. The additive size prefixes are the cut offsets
+for characters and come from the meter's arrays for words and tokens; for words and tokens the levels
+are searched gap by gap.
 
 A segmentation is a sequence of cuts; its cost is
 
@@ -100,8 +104,13 @@ from chunkyard.chunking.levels import SENTENCE_ENDED as _SENTENCE_END
 from chunkyard.chunking.levels import find_ends
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
-try:  # re's own parser reads the levels' patterns as data (class_ranges, level_spec); without it, none is
+try:  # re's parser reads the levels' patterns as data (class_ranges, level_spec, lead_classes, ending_terms)
     import re._parser as _re_parser
+    from re._constants import ASSERT as _ASSERT
+    from re._constants import AT as _AT
+    from re._constants import AT_BEGINNING as _AT_BEGINNING
+    from re._constants import AT_END as _AT_END
+    from re._constants import BRANCH as _BRANCH
     from re._constants import CATEGORY as _CATEGORY
     from re._constants import CATEGORY_NOT_SPACE as _CATEGORY_NOT_SPACE
     from re._constants import CATEGORY_SPACE as _CATEGORY_SPACE
@@ -202,6 +211,32 @@ def ends_in_atx_line(text: str, pos: int) -> bool:
     return _ATX_LINE.match(text, max(low, text.rfind("\n", low, pos) + 1), pos) is not None
 
 
+# ``ends_in_atx_line`` by the text of the line before the cut, when that starts at a line start: the
+# pattern has no lookbehind and its ``^`` holds there, so the answer is the line's (headings recur).
+_ENDS_IN_ATX: dict[str, bool] = {}
+
+
+def ends_in_atx_lines(text: str, positions: list[int]) -> list[bool]:
+    """``ends_in_atx_line(text, pos)`` for each position, remembered by line text in ``_ENDS_IN_ATX``."""
+    memo = _ENDS_IN_ATX
+    if len(memo) > 1 << 16:
+        memo.clear()
+    out = []
+    rfind, match = text.rfind, _ATX_LINE.match
+    for pos in positions:
+        low = pos - 300 if pos > 300 else 0
+        line = rfind("\n", low, pos) + 1
+        if line == 0 and low > 0:  # the window starts inside its line: ``^`` does not hold there
+            out.append(match(text, low, pos) is not None)
+            continue
+        key = text[line:pos]
+        ends = memo.get(key)
+        if ends is None:
+            ends = memo[key] = match(text, line, pos) is not None
+        out.append(ends)
+    return out
+
+
 def score_price(score: int) -> int:
     """The price of a cut at a boundary of this score: PRICE_BY_SCORE, linear between its rows (so the
     graded scores of a strategy, such as the semantic one's, keep their order)."""
@@ -219,9 +254,13 @@ def score_price(score: int) -> int:
 _SCORE_PRICES = [score_price(score) for score in range(PRICE_BY_SCORE[0][0] + 1)]
 
 
-def heading_span_prices(plan: Plan, heading_starts: list[int], text: str) -> list[int]:
+def heading_span_prices(
+    plan: Plan, heading_starts: list[int], text: str, reaches: list[int] | None = None
+) -> list[int]:
     """The price of a chunk running across each heading of ``heading_starts`` (sorted): PRICE_SPANS_HEADING
-    by the heading's depth among the plan's ``section`` groups, 0 right after another heading."""
+    by the heading's depth among the plan's ``section`` groups, 0 right after another heading (only white
+    space from its end; ``reaches``, when given: the first non-space position from each heading's end,
+    ``Packer._next_text``, so that the next heading is right after it when it starts there or before)."""
     sections = sorted((g.start, -g.end) for g in plan.groups if g.kind == "section")
     depth_at: dict[int, int] = {}
     open_ends: list[int] = []
@@ -231,11 +270,19 @@ def heading_span_prices(plan: Plan, heading_starts: list[int], text: str) -> lis
         open_ends.append(-neg_end)
         depth_at.setdefault(start, len(open_ends))
     heading_ends = plan.heading_ends
+    if reaches is None:
+        after = [
+            k > 0 and _NON_SPACE.search(text, heading_ends[heading_starts[k - 1]], start) is None
+            for k, start in enumerate(heading_starts)
+        ]
+    else:
+        after = [False] + [
+            reach >= start for reach, start in zip(reaches[:-1], heading_starts[1:], strict=True)
+        ]
+    top = len(PRICE_SPANS_HEADING)
     return [
-        0
-        if k > 0 and _NON_SPACE.search(text, heading_ends[heading_starts[k - 1]], start) is None
-        else PRICE_SPANS_HEADING[min(depth_at.get(start, 1), len(PRICE_SPANS_HEADING)) - 1]
-        for k, start in enumerate(heading_starts)
+        0 if right_after else PRICE_SPANS_HEADING[min(depth_at.get(start, 1), top) - 1]
+        for start, right_after in zip(heading_starts, after, strict=True)
     ]
 
 
@@ -391,9 +438,12 @@ def trim_ends(text: str, positions: list[int], low: int) -> list[int]:
     return out
 
 
-def lookup(keys: list[int], values: list[int], queries: list[int], right: bool) -> list[int]:
-    """``values[bisect(keys, q)]`` for each query (bisect_right when ``right``, else bisect_left)."""
+def lookup(keys: list[int], values: list[int] | None, queries: list[int], right: bool) -> list[int]:
+    """``values[bisect(keys, q)]`` for each query (bisect_right when ``right``, else bisect_left); with
+    ``values`` None, ``bisect(keys, q)``."""
     find = bisect.bisect_right if right else bisect.bisect_left
+    if values is None:
+        return [find(keys, q) for q in queries]
     return [values[find(keys, q)] for q in queries]
 
 
@@ -460,34 +510,40 @@ def _items(spec: list[int]) -> list[tuple[int, int, int, list[int]]]:
     return items
 
 
+def _match_at(items: list[tuple[int, int, int, list[int]]], text: str, pos: int, high: int) -> int:
+    """The end of the greedy match of ``items`` at ``pos`` (not past ``high``), or -1."""
+    for item in items:
+        count = 0
+        while (item[1] < 0 or count < item[1]) and pos < high and _in_class(item, text[pos]):
+            pos += 1
+            count += 1
+        if count < item[0]:
+            return -1
+    return pos
+
+
 def class_ends(
-    text: str, gaps: list[int], spec: list[int], taken: list[int], plain: bool
+    text: str, gaps: list[int], spec: list[int], taken: list[int], plain: bool, step: int
 ) -> tuple[list[int], list[int]]:
     """The ends of the matches of ``spec`` (``level_spec``: classes repeated greedily) as ``finditer``
-    finds them in each gap's window ``[low - 1, high)`` (flat pairs), strictly inside the gap and not
-    in ``taken`` (sorted), in order; ``unsure``: the indices of those whose grapheme boundary the
-    characters do not settle (unless ``plain``)."""
+    finds them in each gap's window ``[low - 1, high)`` (flat pairs), strictly inside the gap, ``step``
+    or more after the end kept before it in the gap (the gap's low at first) and not in ``taken``
+    (sorted), in order; ``unsure``: the indices of those whose grapheme boundary the characters do not
+    settle (unless ``plain``)."""
     items = _items(spec)
     taken_set = set(taken)
     ends: list[int] = []
     unsure: list[int] = []
     for low, high in zip(gaps[::2], gaps[1::2], strict=True):
         high = min(high, len(text))
-        pos = max(0, low - 1)
+        pos, kept = max(0, low - 1), low
         while pos < high:
-            end = pos
-            for item in items:
-                count = 0
-                while (item[1] < 0 or count < item[1]) and end < high and _in_class(item, text[end]):
-                    end += 1
-                    count += 1
-                if count < item[0]:
-                    end = -1
-                    break
+            end = _match_at(items, text, pos, high)
             if end < 0:
                 pos += 1
                 continue
-            if low < end < high and end not in taken_set:
+            if low < end < high and end - kept >= step and end not in taken_set:
+                kept = end
                 if not plain and not (
                     end >= len(text)
                     or (text[end] < "\x7f" and text[end - 1] < "\x7f" and text[end - 1] != "\r")
@@ -516,20 +572,27 @@ def wide_gaps(
     return out
 
 
-def class_positions(text: str, gaps: list[int], ranges: list[int]) -> tuple[list[int], list[int]]:
+def class_positions(
+    text: str, gaps: list[int], ranges: list[int], checked: list[int], spec: list[int]
+) -> tuple[list[int], list[int]]:
     """The indices of the characters in ``ranges`` (flat pairs lo, hi, inclusive) inside each gap's
-    window ``[low - 1, high)`` (flat pairs, in order), and the offset where each gap's begin in them
-    (one more than the gaps: the end)."""
+    window ``[low - 1, high)`` (flat pairs, in order), those also in ``checked`` only where ``spec``
+    (``level_spec`` data) matches from the next character, within the window; and the offset where each
+    gap's begin in them (one more than the gaps: the end)."""
     pairs = list(zip(ranges[::2], ranges[1::2], strict=True))
+    checks = list(zip(checked[::2], checked[1::2], strict=True))
+    items = _items(spec) if spec else []
     out: list[int] = []
     offsets: list[int] = []
     for low, high in zip(gaps[::2], gaps[1::2], strict=True):
         offsets.append(len(out))
-        out += [
-            k
-            for k in range(max(0, low - 1), min(high, len(text)))
-            if any(lo <= ord(text[k]) <= hi for lo, hi in pairs)
-        ]
+        high = min(high, len(text))
+        for k in range(max(0, low - 1), high):
+            code = ord(text[k])
+            if any(lo <= code <= hi for lo, hi in pairs) and (
+                not any(lo <= code <= hi for lo, hi in checks) or _match_at(items, text, k + 1, high) >= 0
+            ):
+                out.append(k)
     offsets.append(len(out))
     return out, offsets
 
@@ -545,13 +608,17 @@ def window_extra(
     width: int,
     memo: dict[str, bool],
     price: int,
+    ending: list[int],
 ) -> tuple[list[int], list[int]]:
     """For each candidate scored below ``below`` and not inside a row (the reach of the last row that
     starts before it, if any, is at or before it): its position moved back over white space (not below
     ``low``), and the ``width`` characters before that looked up in ``memo``: ``price`` when it says
-    False, 0 when True, and its index in ``missing`` when it has no such key."""
+    False, 0 when True, and its index in ``missing`` when it has no such key; ``price`` without a look
+    when those characters are some and the last is in no term of ``ending`` (class terms, ``_items``;
+    none: always look)."""
     extra = [0] * len(positions)
     missing: list[int] = []
+    last = (1, 1, 0, ending)
     for k, (pos, score) in enumerate(zip(positions, scores, strict=True)):
         if score >= below:
             continue
@@ -560,6 +627,9 @@ def window_extra(
             continue
         while pos > low and text[pos - 1].isspace():
             pos -= 1
+        if ending and pos > 0 and width > 0 and not _in_class(last, text[pos - 1]):
+            extra[k] = price
+            continue
         value = memo.get(text[max(0, pos - width) : pos])
         if value is None:
             missing.append(k)
@@ -574,17 +644,30 @@ _SPECS: dict[str, list[int] | None] = {}
 def level_spec(pattern: re.Pattern[str]) -> list[int] | None:
     """A level's ``re`` pattern as the data ``class_ends`` matches, when it is a sequence of character
     classes (literals, ranges, white space, negated) each repeated a fixed or unbounded number of times,
-    where greedy matching cannot need to give a character back: a repeat is last, or followed by one
-    literal it does not match. None for any other pattern."""
+    where greedy matching cannot need to give a character back (``_greedy_spec``), and it cannot match
+    the empty string (its first item is required). None for any other pattern."""
     key = pattern.pattern
-    if key in _SPECS:
-        return _SPECS[key]
-    spec: list[int] | None = None
+    if key not in _SPECS:
+        spec = _greedy_spec(_parsed(pattern))
+        _SPECS[key] = spec if spec is not None and spec[1] >= 1 else None
+    return _SPECS[key]
+
+
+def _parsed(pattern: re.Pattern[str]) -> list:
+    """The pattern as ``re``'s parser reads it (empty when it cannot: other flags, another parser)."""
     try:
         usable = _re_parser is not None and pattern.flags == _RE_DEFAULT_FLAGS
-        parsed = list(_re_parser.parse(key)) if usable else []
+        return list(_re_parser.parse(pattern.pattern)) if usable else []
     except re.error:
-        parsed = []
+        return []
+
+
+def _greedy_spec(parsed: list) -> list[int] | None:
+    """A parsed sequence of character classes, each repeated, as spec data (``_items`` reads it), when
+    matching each greedily cannot need to give a character back: a repeat (fewer and more times allowed)
+    shares no character with any item after it up to the next required one (with none required after
+    it, the greedy way is the first the backtracking tries, and it succeeds). None for another
+    sequence, or one where that is not shown."""
     items: list[tuple[int, int, int, list[int]]] = []
     for op, arg in parsed:
         low = high = 1
@@ -593,24 +676,151 @@ def level_spec(pattern: re.Pattern[str]) -> list[int] | None:
             op, arg = list(arg[2])[0]
         item = _class_item(op, arg, low, high)
         if item is None:
-            items = []
-            break
+            return None
         items.append(item)
-    if items and items[0][0] >= 1:
-        for item, after in itertools.pairwise([*items, None]):
-            if item[0] != item[1] and after is not None:
-                single = (
-                    after[0] == after[1] == 1 and not after[2] and len(after[3]) == 3 and after[3][0] == 0
-                )
-                if not single or after[3][1] != after[3][2] or _in_class(item, chr(after[3][1])):
-                    items = []
+    if not items:
+        return None
+    for k, item in enumerate(items):
+        if item[0] != item[1]:
+            for after in items[k + 1 :]:
+                if not _disjoint(item, after):
+                    return None
+                if after[0] >= 1:
                     break
-        if items:
-            spec = [len(items)]
-            for low, high, negate, terms in items:
-                spec += (low, high, negate, len(terms) // 3, *terms)
-    _SPECS[key] = spec
+    spec = [len(items)]
+    for low, high, negate, terms in items:
+        spec += (low, high, negate, len(terms) // 3, *terms)
     return spec
+
+
+def _disjoint(a: tuple[int, int, int, list[int]], b: tuple[int, int, int, list[int]]) -> bool:
+    """Whether two classes (``_class_item``) are shown to share no character: one is a plain class whose
+    terms are all excluded by the other (negated), or whose few code points the other has none of."""
+    for x, y in ((a, b), (b, a)):
+        x_terms = list(zip(x[3][::3], x[3][1::3], x[3][2::3], strict=True))
+        y_terms = list(zip(y[3][::3], y[3][1::3], y[3][2::3], strict=True))
+        if x[2]:
+            continue
+        if y[2] and all(
+            any(k == kind and (kind != 0 or (lo <= low and high <= hi)) for k, lo, hi in y_terms)
+            for kind, low, high in x_terms
+        ):
+            return True
+        if all(kind == 0 for kind, _, _ in x_terms) and sum(hi - lo + 1 for _, lo, hi in x_terms) <= 4096:
+            if not any(_in_class(y, chr(code)) for _, lo, hi in x_terms for code in range(lo, hi + 1)):
+                return True
+    return False
+
+
+_LEADS: dict[str, tuple[list[int], list[int], list[int]] | None] = {}
+
+
+def lead_classes(pattern: re.Pattern[str]) -> tuple[list[int], list[int], list[int]] | None:
+    """A level's ``lead`` as the data ``class_positions`` finds (ranges, checked, spec), when it is one
+    character class (literals, ranges), or an alternation of such classes of which one may be followed
+    by a lookahead ``_greedy_spec`` reads (``checked``: that class, sharing no code point with the
+    others; ``spec``: its lookahead). Each alternative takes one character, so ``finditer`` tries every
+    position and finds those. None for any other pattern."""
+    key = pattern.pattern
+    if key in _LEADS:
+        return _LEADS[key]
+    parsed = _parsed(pattern)
+    branches = list(parsed[0][1][1]) if len(parsed) == 1 and parsed[0][0] is _BRANCH else [parsed]
+    ranges: list[int] = []
+    checked: list[int] = []
+    spec: list[int] = []
+    others: list[int] = []
+    found: tuple[list[int], list[int], list[int]] | None = None
+    for branch in branches:
+        branch = list(branch)
+        first = _plain_class(branch[0]) if branch else None
+        if first is None:
+            break
+        if len(branch) == 2 and branch[1][0] is _ASSERT and branch[1][1][0] == 1 and not checked:
+            look = _greedy_spec(list(branch[1][1][1]))
+            if look is None:
+                break
+            checked, spec = first, look
+        elif len(branch) == 1:
+            others += first
+        else:
+            break
+        ranges += first
+    else:
+        overlap = any(
+            lo <= other_hi and other_lo <= hi
+            for lo, hi in zip(checked[::2], checked[1::2], strict=True)
+            for other_lo, other_hi in zip(others[::2], others[1::2], strict=True)
+        )
+        if ranges and not overlap:
+            found = (ranges, checked, spec)
+    _LEADS[key] = found
+    return found
+
+
+_ENDINGS: dict[str, list[int] | None] = {}
+
+
+def ending_terms(pattern: regex.Pattern[str]) -> list[int] | None:
+    """The characters a non-empty text can end with when ``pattern.search`` finds it to end as the
+    pattern says (the pattern: alternatives each ending in ``$``), as class terms (kind, lo, hi; ``_items``):
+    per alternative, the classes before its ``$`` back to the first required one, or to a ``^``, and
+    the line feed ``$`` may stand before. None when that is not shown (any character may end it)."""
+    key = pattern.pattern
+    if key in _ENDINGS:
+        return _ENDINGS[key]
+    found: list[int] | None = None
+    try:
+        default = _RE_DEFAULT_FLAGS if isinstance(pattern, re.Pattern) else _DEFAULT_FLAGS
+        parsed = list(_re_parser.parse(key)) if _re_parser is not None and pattern.flags == default else []
+    except re.error:
+        parsed = []
+    branches = list(parsed[0][1][1]) if len(parsed) == 1 and parsed[0][0] is _BRANCH else [parsed]
+    terms = [0, 10, 10]  # the line feed ``$`` matches before
+    for branch in branches:
+        branch = list(branch)
+        if not branch or branch[-1] != (_AT, _AT_END):
+            break
+        for op, arg in reversed(branch[:-1]):
+            if op is _AT and arg is _AT_BEGINNING:
+                break  # only the empty text, or what the items after it end with
+            low = 1
+            if op is _MAX_REPEAT and len(arg[2]) == 1:
+                low = arg[0]
+                op, arg = list(arg[2])[0]
+            item = _class_item(op, arg, 1, 1)
+            if item is None or item[2]:
+                terms = []
+                break
+            terms += item[3]
+            if low >= 1:
+                break
+        else:
+            terms = []  # every item optional: any character before the alternative
+        if not terms:
+            break
+    else:
+        found = terms if branches and branches[0] else None
+    _ENDINGS[key] = found
+    return found
+
+
+def _plain_class(node) -> list[int] | None:
+    """A parsed literal or class of literals and ranges as code point ranges (flat pairs), else None."""
+    op, arg = node
+    if op is _LITERAL:
+        return [arg, arg]
+    if op is not _IN:
+        return None
+    ranges: list[int] = []
+    for kind, value in arg:
+        if kind is _LITERAL:
+            ranges += (value, value)
+        elif kind is _RANGE:
+            ranges += value
+        else:
+            return None
+    return ranges
 
 
 def _class_item(op, arg, low: int, high: int) -> tuple[int, int, int, list[int]] | None:
@@ -668,6 +878,7 @@ class Segmenter:
         self._clean: dict[int, bool] = {}
         self._lacking: dict[str, bool] = {}
         self._reserve_tables: dict[int, list[int]] = {}
+        self._heading_reaches: list[int] | None = None  # _prices: Packer._next_text after each heading
         # The candidates gap by gap, for every meter (the way for words and tokens; for tests).
         self._by_gap = False
         self.problem: Problem | None = None  # the last search's (``ends``), for tests
@@ -800,8 +1011,9 @@ class Segmenter:
         """``_candidates`` for characters, each level at once over all its gaps: the gaps by the
         kernel ``wide_gaps`` (the previous level's gaps split at its finds and at the candidates as
         strong as this level), the finds by the kernel ``class_ends`` for a level whose pattern is
-        classes (``level_spec``; paragraph, line) in a text without its ``unless`` characters, else
-        by ``_find`` gap by gap. A level's finds are never taken already, but by the plan's positions:
+        classes (``level_spec``; paragraph, line, and words sampled as ``_find`` does in a text whose
+        every position is a grapheme boundary) in a text without its ``unless`` characters, else by
+        ``_find`` gap by gap. A level's finds are never taken already, but by the plan's positions:
         those of the levels before lie on the bounds of its gaps."""
         pk, text = self.pk, self.text
         budget = pk.max_size
@@ -813,24 +1025,29 @@ class Segmenter:
             if not gaps:
                 break
             spec = None
-            if _native is not None and level.same is not None and level.pattern.pattern != r"\s+":
+            sampled = level.pattern.pattern == r"\s+"  # words: every sixteenth of a budget (``_find``)
+            if _native is not None and level.same is not None:
                 clean = self._clean.get(id(level))
                 if clean is None:
                     clean = self._clean[id(level)] = self._lacks(level.unless)
                 spec = level_spec(level.same) if clean or level.unless is None else None
             if spec is not None:
-                inside, unsure = _native.class_ends(text, gaps, spec, positions, self._plain)
+                step = max(1, budget // 16) if sampled else 0
+                inside, unsure = _native.class_ends(text, gaps, spec, positions, self._plain, step)
                 if unsure:
                     is_boundary = pk._is_cluster_boundary
                     bad = {k for k in unsure if not is_boundary(inside[k])}
-                    if bad:
+                    if bad and sampled:  # an end not kept moves the next ones: gap by gap below
+                        spec = None
+                    elif bad:
                         inside = [pos for k, pos in enumerate(inside) if k not in bad]
-            elif self._leads(level) is not None:
-                inside = self._lead_ends(level, gaps, found)
-            else:
-                inside = []
-                for low, high in zip(gaps[::2], gaps[1::2], strict=True):
-                    inside += self._find(level, low, high, found, max(1, high - low))
+            if spec is None:
+                if self._leads(level):
+                    inside = self._lead_ends(level, gaps, found)
+                else:
+                    inside = []
+                    for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+                        inside += self._find(level, low, high, found, max(1, high - low))
             if inside:
                 found.update(dict.fromkeys(inside, level.score))
                 grown = True
@@ -839,23 +1056,30 @@ class Segmenter:
         positions = sorted(found)
         return positions, [found[p] for p in positions]
 
-    def _leads(self, level: TextLevel) -> list[int] | None:
-        """The code point ranges of the characters a match of ``level`` begins with (its ``lead``, one
-        character class), when ``find_ends`` tries the pattern only there in this text (no character
-        of the level's ``unless`` in it) and the kernels are built; else None."""
-        if _native is None or level.same is not None or level.lead is None:
-            return None
+    def _leads(self, level: TextLevel) -> bool:
+        """Whether ``find_ends`` tries ``level``'s pattern only at its ``lead`` matches in this text (no
+        character of the level's ``unless`` in it)."""
+        if level.same is not None or level.lead is None:
+            return False
         clean = self._clean.get(id(level))
         if clean is None:
             clean = self._clean[id(level)] = self._lacks(level.unless)
-        return class_ranges(level.lead) if clean else None
+        return clean
 
     def _lead_ends(self, level: TextLevel, gaps: list[int], taken: dict[int, int]) -> list[int]:
-        """``_find`` of a level matched at its leads (``levels.find_ends``: the pattern tried at each
-        lead character not inside the match before) in every gap, the leads found by the kernel
-        ``class_positions`` in one call."""
+        """``_find`` of a level matched at its leads (``levels.find_ends``: the pattern tried where its
+        ``lead`` matches, not inside the match before) in every gap, the leads found by the kernel
+        ``class_positions`` in one call (the lead read by ``lead_classes``), else by ``finditer``."""
         text, pk = self.text, self.pk
-        leads, offsets = _native.class_positions(text, gaps, self._leads(level))
+        classes = lead_classes(level.lead) if _native is not None else None
+        if classes is not None:
+            leads, offsets = _native.class_positions(text, gaps, *classes)
+        else:
+            leads, offsets = [], []
+            for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+                offsets.append(len(leads))
+                leads += [found.start() for found in level.lead.finditer(text, max(0, low - 1), high)]
+            offsets.append(len(leads))
         match = level.pattern.match
         plain, is_boundary = self._plain, pk._is_cluster_boundary
         out: list[int] = []
@@ -982,6 +1206,7 @@ class Segmenter:
             4,
             memo,
             PRICE_MID_SENTENCE,
+            ending_terms(_SENTENCE_END) or [],  # a window ending otherwise ends no sentence
         )
         extra, missing = kernel.window_extra(*args)
         if missing:
@@ -1003,7 +1228,7 @@ class Segmenter:
         if heading_starts:
             # Inside a heading, or after it with only white space between: [start + 1, that + 1).
             heading_ends = plan.heading_ends
-            reaches = self._next_texts([heading_ends[start] for start in heading_starts], end)
+            reaches = self._heading_reaches = self._next_texts([heading_ends[s] for s in heading_starts], end)
             for k, (start, reach) in enumerate(zip(heading_starts, reaches, strict=True)):
                 if k + 1 < len(heading_starts):
                     reach = min(reach, heading_starts[k + 1])
@@ -1019,14 +1244,13 @@ class Segmenter:
                 find = text.find
                 line_ends = [find("\n", at, end) for at in starts]
                 reaches = self._next_texts([end if e == -1 else e for e in line_ends], end)
-                indices = list(range(len(positions) + 1))
-                firsts = kernel.lookup(positions, indices, starts, True)
-                stops = kernel.lookup(positions, indices, reaches, True)
+                firsts = kernel.lookup(positions, None, starts, True)
+                stops = kernel.lookup(positions, None, reaches, True)
                 inside = sorted({k for a, b in zip(firsts, stops, strict=True) if a < b for k in range(a, b)})
                 inside = [k for k in inside if scores[k] < SCORE_BREAK and positions[k] < end]
                 trimmed = kernel.trim_ends(text, [positions[k] for k in inside], plan.start)
-                for k, t in zip(inside, trimmed, strict=True):
-                    if ends_in_atx_line(text, t):
+                for k, ends in zip(inside, ends_in_atx_lines(text, trimmed), strict=True):
+                    if ends:
                         extra[k] += PRICE_HEADING_AT_END
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         units = list(
@@ -1042,9 +1266,8 @@ class Segmenter:
             firsts = self._next_texts(unit_starts, end)
             tails = kernel.trim_ends(text, unit_stops, 0)
             lasts = [max(start, last) for start, last in zip(unit_starts, tails, strict=True)]
-            indices = list(range(len(positions) + 1))
-            after_first = kernel.lookup(positions, indices, firsts, True)
-            before_last = kernel.lookup(positions, indices, lasts, False)
+            after_first = kernel.lookup(positions, None, firsts, True)
+            before_last = kernel.lookup(positions, None, lasts, False)
             # The units with a candidate inside.
             live = [u for u, (a, b) in enumerate(zip(after_first, before_last, strict=True)) if a < b]
             # For characters in plain text a unit's trimmed text starts between its start and its first
@@ -1089,8 +1312,9 @@ class Segmenter:
         if not isinstance(pk.meter, CharMeter):
             return [self._fits(start, end) for start, end in zip(starts, ends, strict=True)]
         max_indent = min(_INDENT_KEPT, pk.max_size // 2)
-        # A chunk the unit opens starts at its first character (the scanner puts a boundary there).
-        opened = [pk._opening_line(start) for start in starts]
+        # A chunk the unit opens starts at its first character (the scanner puts a boundary there):
+        # ``Packer._opening_line``, its ``_next_text``, by the kernel.
+        opened = self._next_texts(starts, self.plan.end)
         begins, unsure = kernel.skip_spaces(self.text, opened, ends, max_indent, self._plain, False)
         for k in unsure:
             begins[k] = pk._skip_space(opened[k], ends[k])
@@ -1176,7 +1400,8 @@ class Segmenter:
         heading_starts = pk._heading_starts
         if heading_starts:
             # Prefix sums of the price of running across each heading.
-            spanned = list(itertools.accumulate(heading_span_prices(plan, heading_starts, text), initial=0))
+            span_prices = heading_span_prices(plan, heading_starts, text, self._heading_reaches)
+            spanned = list(itertools.accumulate(span_prices, initial=0))
             inside_head = kernel.lookup(heading_starts, spanned, starts, True)
             inside_tail = kernel.lookup(heading_starts, spanned, ends, False)
         else:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chunkyard.chunking import native, packer, segmenter
+from chunkyard.chunking import levels, native, packer, segmenter
 from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.packer import SENTENCE, SENTENCE_OR_PARAGRAPH, Packer, find_ends
 from chunkyard.chunking.prefix import Reserve
@@ -497,6 +497,9 @@ def test_the_c_trim_and_lookup_kernels_equal_their_python_twins(text, data):
     queries = data.draw(st.lists(st.integers(-2, 55), max_size=20))
     for right in (False, True):
         assert segmenter._native.lookup(keys, values, queries, right) == lookup(keys, values, queries, right)
+        indices = list(range(len(keys) + 1))
+        assert segmenter._native.lookup(keys, None, queries, right) == lookup(keys, indices, queries, right)
+        assert lookup(keys, None, queries, right) == lookup(keys, indices, queries, right)
 
 
 # -- the textual levels: find_ends is finditer -------------------------------------------------------
@@ -576,8 +579,7 @@ ALL_LEVELS = sorted(
 
 def test_every_levels_unless_class_is_its_code_point_ranges() -> None:
     patterns = {level.unless.pattern: level.unless for level in ALL_LEVELS if level.unless is not None}
-    patterns |= {("lead", level.lead.pattern): level.lead for level in ALL_LEVELS if level.lead is not None}
-    assert len(patterns) >= 4  # the unless and lead patterns of the levels, each a class class_ranges reads
+    assert len(patterns) >= 2  # the unless patterns of the levels, each a class class_ranges reads
     for pattern in patterns.values():
         ranges = segmenter.class_ranges(pattern)
         assert ranges is not None, pattern.pattern
@@ -677,6 +679,12 @@ def test_the_fits_and_reserves_by_arrays_are_the_packers(pieces, strategy, unit,
             max(1, max_size - r) for r in reserve.sizes_at(starts)
         ]
     assert seg._next_texts(starts, len(text)) == [pk._next_text(a) for a in starts]
+    if pk._heading_starts:  # right after another heading: by the reaches as by the search
+        plan = layout.plan
+        reaches = seg._next_texts([plan.heading_ends[s] for s in pk._heading_starts], plan.end)
+        assert segmenter.heading_span_prices(plan, pk._heading_starts, text, reaches) == (
+            segmenter.heading_span_prices(plan, pk._heading_starts, text)
+        )
 
 
 def test_the_reserve_lookup_was_tried() -> None:
@@ -714,12 +722,23 @@ def test_class_ends_is_finditer_in_each_gap(text, level, data, plain):
         ]
     expected = [pos for pos in expected if pos not in taken]
     spec = segmenter.level_spec(level.same)
-    ends, unsure = segmenter.class_ends(text, gaps, spec, taken, plain)
+    ends, unsure = segmenter.class_ends(text, gaps, spec, taken, plain, 0)
     assert ends == expected
     settled = [plain or (text[p] < "\x7f" and text[p - 1] < "\x7f" and text[p - 1] != "\r") for p in ends]
     assert unsure == [k for k, ok in enumerate(settled) if not ok]
+    # Sampled: each kept end ``step`` or more after the one kept before it in its gap (the gap's low).
+    step = data.draw(st.integers(1, 12))
+    sampled: list[int] = []
+    for low, high in itertools.pairwise(bounds):
+        kept = low
+        for pos in expected:
+            if low < pos < high and pos - kept >= step:
+                sampled.append(pos)
+                kept = pos
+    assert segmenter.class_ends(text, gaps, spec, taken, True, step) == (sampled, [])
     if segmenter._native is not None:
-        assert tuple(segmenter._native.class_ends(text, gaps, spec, taken, plain)) == (ends, unsure)
+        assert tuple(segmenter._native.class_ends(text, gaps, spec, taken, plain, 0)) == (ends, unsure)
+        assert tuple(segmenter._native.class_ends(text, gaps, spec, taken, True, step)) == (sampled, [])
 
 
 @settings(max_examples=300, deadline=None)
@@ -765,18 +784,59 @@ def test_the_candidates_by_level_are_those_by_gap(pieces, strategy, max_size):
     assert Segmenter(pk)._candidates(origin) == by_gap._candidates(origin)
 
 
+LEAD_LEVELS = [level for level in ALL_LEVELS if level.lead is not None]
+LEAD_TEXT = st.text(st.sampled_from(".!?…\"'”’)]“‘([ \n\x1c\u3000Aaé1中。।\u0e01"), max_size=40)
+
+
+def test_every_levels_lead_is_read_as_classes_with_a_lookahead() -> None:
+    assert len(LEAD_LEVELS) >= 2
+    for level in LEAD_LEVELS:
+        ranges, checked, spec = segmenter.lead_classes(level.lead)
+        assert ranges and checked and spec, level.lead.pattern
+    # The lead's stand-in for the pattern's capitals holds every one of them (a superset: every match
+    # begins where the lead does).
+    capitals = packer.regex.compile(f"[{levels._CAPITALS}]")
+    within = packer.re.compile(f"[{levels._CAPITALS_WITHIN}]")
+    for code in range(0x110000):
+        if capitals.match(chr(code)):
+            assert within.match(chr(code)), hex(code)
+    for pattern in (r"[ab](?=c)|[bc]", r"ab", r"[ab](?<=a)", r"[ab](?=a*a)", r"[a](?=b)|[c](?=d)", r"\w"):
+        assert segmenter.lead_classes(packer.re.compile(pattern)) is None, pattern
+    assert segmenter.lead_classes(packer.re.compile(r"[ab]")) == ([97, 97, 98, 98], [], [])
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=LEAD_TEXT, level=st.sampled_from(LEAD_LEVELS), data=st.data())
+def test_class_positions_of_a_lead_are_its_finditer_in_each_gap(text, level, data):
+    bounds = sorted(set(data.draw(st.lists(st.integers(0, len(text) + 1), max_size=8))))
+    gaps = [v for a, b in itertools.pairwise(bounds) for v in (a, b)]
+    expected: list[int] = []
+    for low, high in itertools.pairwise(bounds):
+        expected += [m.start() for m in level.lead.finditer(text, max(0, low - 1), high)]
+    positions, offsets = segmenter.class_positions(text, gaps, *segmenter.lead_classes(level.lead))
+    assert positions == expected
+    assert offsets[-1] == len(positions)
+
+
 @needs_kernel
 @settings(max_examples=300, deadline=None)
-@given(text=st.lists(st.sampled_from(LEVEL_PIECES), max_size=30).map("".join), data=st.data())
+@given(text=LEAD_TEXT, data=st.data())
 def test_the_c_class_positions_kernel_equals_its_twin(text, data):
     bounds = sorted(set(data.draw(st.lists(st.integers(0, len(text) + 1), max_size=8))))
     gaps = [v for a, b in itertools.pairwise(bounds) for v in (a, b)]
-    ranges = data.draw(
-        st.sampled_from([segmenter.class_ranges(SENTENCE.lead), [10, 10], [28, 31, 0x4E00, 0x9FFF]])
+    classes = data.draw(
+        st.sampled_from(
+            [
+                segmenter.lead_classes(SENTENCE.lead),
+                segmenter.lead_classes(SENTENCE_OR_PARAGRAPH.lead),
+                ([10, 10], [], []),
+                ([28, 31, 0x4E00, 0x9FFF], [0x4E00, 0x9FFF], segmenter.level_spec(packer.PARAGRAPH.same)),
+            ]
+        )
     )
-    expected = segmenter.class_positions(text, gaps, ranges)
+    expected = segmenter.class_positions(text, gaps, *classes)
     assert expected[1][-1] == len(expected[0])
-    assert tuple(segmenter._native.class_positions(text, gaps, ranges)) == expected
+    assert tuple(segmenter._native.class_positions(text, gaps, *classes)) == expected
 
 
 @needs_kernel
@@ -792,8 +852,29 @@ def test_the_c_window_kernel_equals_its_twin(text, data):
     low = data.draw(st.integers(0, len(text)))
     windows = {text[max(0, p - 4) : p] for p in range(len(text) + 1)}
     memo = {w: data.draw(st.booleans()) for w in sorted(windows) if data.draw(st.booleans())}
-    args = (text, positions, scores, 30, starts, reaches, low, 4, memo, 400)
+    ending = data.draw(st.sampled_from([[], segmenter.ending_terms(segmenter._SENTENCE_END), [0, 97, 122]]))
+    args = (text, positions, scores, 30, starts, reaches, low, 4, memo, 400, ending)
     assert tuple(segmenter._native.window_extra(*args)) == segmenter.window_extra(*args)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.lists(st.sampled_from([*LEVEL_PIECES, ")", "”", ":", "\n", "a.\n"]), max_size=30).map("".join))
+def test_the_mid_sentence_extras_by_the_ending_class_are_those_by_the_rule(text):
+    """A window whose last character no alternative of findings' _SENTENCE_END can end with ends no
+    sentence: with the ending terms, the extras are those of the memo the rule fills."""
+    ending = segmenter.ending_terms(segmenter._SENTENCE_END)
+    assert ending
+    for end in range(1, len(text) + 1):
+        window = text[max(0, end - 4) : end]
+        if segmenter._SENTENCE_END.search(window) is not None:
+            assert segmenter._in_class((1, 1, 0, ending), window[-1]), window
+    positions = list(range(len(text) + 1))
+    windows = {text[max(0, p - 4) : p] for p in positions}  # every window a trimmed position takes
+    memo = {w: segmenter._SENTENCE_END.search(w) is not None for w in windows}
+    args = (text, positions, [10] * len(positions), 30, [], [], 0, 4, memo, 400)
+    assert segmenter.window_extra(*args, ending) == segmenter.window_extra(*args, [])
+    if segmenter._native is not None:
+        assert segmenter._native.window_extra(*args, ending) == segmenter._native.window_extra(*args, [])
 
 
 @needs_kernel
@@ -817,8 +898,8 @@ def test_the_class_kernels_on_long_texts_equal_their_twins(filler, hit, data):
     spec = segmenter.level_spec(packer.LINE.same)
     lined = text.replace(hit, "\n")
     gaps = [start, length]
-    assert tuple(segmenter._native.class_ends(lined, gaps, spec, [], False)) == segmenter.class_ends(
-        lined, gaps, spec, [], False
+    assert tuple(segmenter._native.class_ends(lined, gaps, spec, [], False, 0)) == segmenter.class_ends(
+        lined, gaps, spec, [], False, 0
     )
 
 
@@ -834,6 +915,13 @@ def test_the_atx_test_on_the_last_line_is_the_window_search(text, data):
     pos = data.draw(st.integers(0, len(text)))
     expected = segmenter._ATX_LINE.search(text, max(0, pos - 300), pos) is not None
     assert segmenter.ends_in_atx_line(text, pos) == expected
+    # Remembered by the line's text (the memo filled from other texts first): the same answers.
+    others = data.draw(st.lists(st.integers(0, len(text)), max_size=4))
+    segmenter.ends_in_atx_lines(text[::-1], others)
+    segmenter.ends_in_atx_lines(text.replace("\n", "#"), others)
+    assert segmenter.ends_in_atx_lines(text, [*others, pos]) == [
+        segmenter.ends_in_atx_line(text, p) for p in [*others, pos]
+    ]
 
 
 def test_a_unit_that_fits_only_without_its_lines_indentation_stays_whole() -> None:
