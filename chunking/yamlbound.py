@@ -113,7 +113,7 @@ _SIMPLE_CHARS = re.compile(r"[\n -~\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00
 # ':' nor a blank (and has no ``': '``: ``read_simple``; no text with ``' #'``, a comment, gets here).
 _ITEM = r"[A-Za-z0-9/_.](?:[A-Za-z0-9/_. -]*[A-Za-z0-9/_.-])?"
 _SIMPLE_LINE = re.compile(
-    r"( *)([A-Za-z_][A-Za-z0-9_]*):"
+    r"( *)([A-Za-z_][A-Za-z0-9_]{0,127}):"  # a key of 1024 characters and more is an error
     r"(?: +(?:(\[\])|\[(" + _ITEM + r"(?:, *" + _ITEM + r")*)\]"
     r"|\"([^\"\\\n]*)\"|'([^'\n]*)'|([A-Za-z0-9/_(](?:[^\n]*[^\n :])?)))?"
 )

@@ -206,7 +206,19 @@ SIMPLE_KEYS = ["title", "a", "_c", "k_1", "e", "y", "description"]
 TWISTED_KEYS = ["yes", "No", "on", "null", "TRUE", "1a", "~", "1", "-a", "a b"]
 SIMPLE_VALUES = ["x", "two words", "yes", "12", "1.5", "2001-12-14", "0x1f", "1:20", ".inf", "null", "-1"]
 SIMPLE_VALUES += ["a:b", "C#", "[]", "[a, b]", "[a,b]", "[1, yes, a b]", "'s'", '"q: #x"', "(p)", "/p/#f"]
-SIMPLE_VALUES += ["2001-02-30", "é\u00a0x", "_x", ".5", "0o17", "1_000", "2001-12-14 21:59:43.10 -5", "+1", "x]", "x{"]
+SIMPLE_VALUES += [
+    "2001-02-30",
+    "x\u00a0",
+    "é\u00a0x",
+    "_x",
+    ".5",
+    "0o17",
+    "1_000",
+    "2001-12-14 21:59:43.10 -5",
+    "+1",
+    "x]",
+    "x{",
+]
 TWISTED_VALUES = ["a: b", "x #c", "x:", "x ", "[a, b ]", "[", "]", "'it''s'", '"\\n"', "\u2028x", "a\tb"]
 TWISTED_VALUES += [
     "{a: 1}",
@@ -268,3 +280,8 @@ def test_the_front_matter_of_most_pages_is_read_without_pyyaml() -> None:
     )
     assert yamlbound.read_simple(text) == yaml.safe_load(text)
     assert yamlbound.read_simple("a: b # comment\n") is yamlbound._NOT_SIMPLE
+    for length in (128, 129, 1100):  # a key of 1024 characters or more is an error in PyYAML
+        text = "k" * length + ": v\n"
+        assert outcome(lambda text=text: yamlbound.load(text, 10**6)) == outcome(
+            lambda text=text: yaml.safe_load(text)
+        )
