@@ -320,6 +320,41 @@ done:
 /* token_starts(text, ids, byte_lengths) -> bytes of int64: the character offset at which each token
  * starts, a token that starts inside a character's UTF-8 bytes counting from that character.
  * ids: the token ids (a list of ints); byte_lengths: int64 buffer, the UTF-8 length of each id. */
+/* The character offsets of the tokens: one loop per string kind (the kind is not read per character).
+ * A character's UTF-8 width is 1 below 0x80, 2 below 0x800, 3 below 0x10000, else 4; the character
+ * holding byte `byte` is found by walking forward from the one holding the previous token's start. */
+#define TOKEN_STARTS(NAME, TYPE)                                                                                  \
+    static int NAME(const void *data, Py_ssize_t length, PyObject *ids, const long long *length_of,              \
+                    Py_ssize_t n_lengths, long long *result)                                                      \
+    {                                                                                                             \
+        const TYPE *text = data;                                                                                  \
+        Py_ssize_t n = PyList_GET_SIZE(ids), character = 0;                                                       \
+        long long byte = 0, character_byte = 0;                                                                   \
+        for (Py_ssize_t k = 0; k < n; k++) {                                                                      \
+            long id = PyLong_AsLong(PyList_GET_ITEM(ids, k));                                                     \
+            if (id == -1 && PyErr_Occurred())                                                                     \
+                return -1;                                                                                        \
+            if (id < 0 || id >= n_lengths) {                                                                      \
+                PyErr_SetString(PyExc_ValueError, "a token id has no byte length");                               \
+                return -1;                                                                                        \
+            }                                                                                                     \
+            while (character < length) {                                                                          \
+                Py_UCS4 c = text[character];                                                                      \
+                int width = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;                                   \
+                if (character_byte + width > byte)                                                                \
+                    break;                                                                                        \
+                character_byte += width;                                                                          \
+                character++;                                                                                      \
+            }                                                                                                     \
+            result[k] = character;                                                                                \
+            byte += length_of[id];                                                                                \
+        }                                                                                                         \
+        return 0;                                                                                                 \
+    }
+TOKEN_STARTS(token_starts_ucs1, Py_UCS1)
+TOKEN_STARTS(token_starts_ucs2, Py_UCS2)
+TOKEN_STARTS(token_starts_ucs4, Py_UCS4)
+
 static PyObject *token_starts(PyObject *self, PyObject *args)
 {
     PyObject *text, *ids;
@@ -339,33 +374,34 @@ static PyObject *token_starts(PyObject *self, PyObject *args)
     long long *result = (long long *)PyBytes_AS_STRING(out);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t length = PyUnicode_GET_LENGTH(text), ascii = PyUnicode_IS_ASCII(text);
-    Py_ssize_t character = 0, character_byte = 0; /* the character holding byte `byte`, and its first byte */
-    long long byte = 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        long id = PyLong_AsLong(PyList_GET_ITEM(ids, k));
-        if (id == -1 && PyErr_Occurred())
-            goto fail;
-        if (id < 0 || id >= n_lengths) {
-            PyErr_SetString(PyExc_ValueError, "a token id has no byte length");
-            goto fail;
-        }
-        if (ascii) {
-            result[k] = byte;
-        } else {
-            while (character < length) {
-                Py_UCS4 c = PyUnicode_READ(kind, data, character);
-                Py_ssize_t width = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
-                if (character_byte + width > byte)
-                    break;
-                character_byte += width;
-                character++;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    int status;
+    if (PyUnicode_IS_ASCII(text)) { /* a byte is a character */
+        long long byte = 0;
+        status = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            long id = PyLong_AsLong(PyList_GET_ITEM(ids, k));
+            if (id == -1 && PyErr_Occurred()) {
+                status = -1;
+                break;
             }
-            result[k] = character;
+            if (id < 0 || id >= n_lengths) {
+                PyErr_SetString(PyExc_ValueError, "a token id has no byte length");
+                status = -1;
+                break;
+            }
+            result[k] = byte;
+            byte += length_of[id];
         }
-        byte += length_of[id];
+    } else if (kind == PyUnicode_1BYTE_KIND) {
+        status = token_starts_ucs1(data, length, ids, length_of, n_lengths, result);
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        status = token_starts_ucs2(data, length, ids, length_of, n_lengths, result);
+    } else {
+        status = token_starts_ucs4(data, length, ids, length_of, n_lengths, result);
     }
-    goto done;
+    if (status == 0)
+        goto done;
 fail:
     Py_CLEAR(out);
 done:

@@ -306,6 +306,22 @@ def check_token_starts(text: str):
 
 
 @needs_native
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain ascii, one byte a character",
+        "latin-1 only: café naïve ÿ",  # one byte per character in Python, two in UTF-8
+        "the BMP: 日本語 — “quotes” e\u0301",  # two bytes per character in Python
+        "astral: 👍🏽 𝔘𝔫𝔦 and 日本",  # four bytes per character in Python
+        "\x85\u2028 mixed ü 中 😀 end",
+    ],
+)
+def test_same_token_starts_in_every_string_kind(text):
+    check_token_starts(text)
+    check_token_starts(text * 50)
+
+
+@needs_native
 @pytest.mark.corpus
 def test_same_token_starts_on_the_real_corpora(corpora_dir):
     for path in sorted(corpora_dir.rglob("*.md"))[::3]:
