@@ -8,6 +8,7 @@
  *                 begins (a line's start), reported by the class of its first character
  *   containing    findings._containing: which intervals contain which points
  *   token_starts  units.TiktokenTokenizer.token_starts
+ *   token_index   units.token_index: how many of a sorted int64 array lie below each position
  *
  * The findings' rules (what a clean chunk start or end is, which cut splits a group) are in
  * chunking/findings.py; the character classes are a table Python builds (findings._class_table).
@@ -409,7 +410,70 @@ done:
     return out;
 }
 
+/* -- token index (units.token_index) ------------------------------------------------------------ */
+
+static Py_ssize_t lower_bound(const long long *starts, Py_ssize_t n, long long x)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (starts[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* token_index(starts, query) -> int or [int]: bisect_left of the query (an int, or each int of a list)
+ * in starts (bytes of sorted int64). */
+static PyObject *token_index(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "token_index(starts: bytes, query: int | list[int])");
+        return NULL;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    if (size % 8) {
+        PyErr_SetString(PyExc_TypeError, "starts must be bytes of int64");
+        return NULL;
+    }
+    const long long *starts = (const long long *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t n = size / 8;
+    PyObject *query = args[1];
+    if (PyLong_Check(query)) {
+        long long x = PyLong_AsLongLong(query);
+        if (x == -1 && PyErr_Occurred())
+            return NULL;
+        return PyLong_FromSsize_t(lower_bound(starts, n, x));
+    }
+    if (!PyList_Check(query)) {
+        PyErr_SetString(PyExc_TypeError, "the query must be an int or a list of ints");
+        return NULL;
+    }
+    Py_ssize_t m = PyList_GET_SIZE(query);
+    PyObject *out = PyList_New(m);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        long long x = PyLong_AsLongLong(PyList_GET_ITEM(query, k));
+        if (x == -1 && PyErr_Occurred()) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyObject *index = PyLong_FromSsize_t(lower_bound(starts, n, x));
+        if (index == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, index);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"token_index", (PyCFunction)(void (*)(void))token_index, METH_FASTCALL,
+     "token_index(starts, query) -> int or [int]: bisect_left in bytes of sorted int64; see units.token_index"},
     {"token_starts", token_starts, METH_VARARGS,
      "token_starts(text, ids, byte_lengths) -> bytes of int64 character offsets; see chunking/units.py"},
     {"scan", scan, METH_VARARGS,

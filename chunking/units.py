@@ -25,8 +25,20 @@ import regex
 from chunkyard.chunking import native
 from chunkyard.chunking.errors import TokenizerError
 
-# token_starts in C (chunking/_pack.c) when it is built and current
+# token_starts and token_index in C (chunking/_pack.c) when it is built and current
 _native = native.load("_pack")
+
+
+def _token_index(starts: bytes, query: int | list[int]) -> int | list[int]:
+    """``bisect_left`` of the query (a position, or each of a list) in ``starts`` (bytes of sorted
+    int64): how many of the document's tokens start before it. The reference for chunking/_pack.c."""
+    offsets = memoryview(starts).cast("q")
+    if isinstance(query, int):
+        return bisect.bisect_left(offsets, query)
+    return [bisect.bisect_left(offsets, pos) for pos in query]
+
+
+token_index = _native.token_index if _native is not None else _token_index
 
 KNOWN_ENCODINGS = frozenset({"cl100k_base"})
 
@@ -340,8 +352,13 @@ class TokenMeter:
         self.n = len(text)
         self.tokenizer = tokenizer
         self.starts = tokenizer.token_starts(text)
-        # The same offsets as Python ints for ``bisect`` (a memoryview reads them without numpy scalars).
-        self._offsets = memoryview(self.starts)
+        # The offsets as bytes for ``token_index`` (those token_starts made in C, else a copy), and a
+        # memoryview that reads one as a Python int (no numpy scalar).
+        raw = self.starts.base
+        self._raw = (
+            raw if isinstance(raw, bytes) and len(raw) == 8 * len(self.starts) else self.starts.tobytes()
+        )
+        self._offsets = memoryview(self._raw).cast("q")
         self._local = getattr(tokenizer, "piece_local", False)
         # Sync point, token count and token index of the head after a span start and of the tail before
         # a span end (index -1: no token of the document starts there): the packer measures many spans
@@ -371,7 +388,7 @@ class TokenMeter:
     def _token_at(self, pos: int) -> int:
         """The index of the document's token that starts at ``pos`` (the count at the text's end), else -1."""
         offsets = self._offsets
-        k = bisect.bisect_left(offsets, pos)
+        k = token_index(self._raw, pos)
         if k < len(offsets):
             return k if offsets[k] == pos else -1
         return k if pos == self.n else -1
@@ -422,19 +439,24 @@ class TokenMeter:
         self._tails[end] = found
         return found
 
+    def prefix(self, positions: list[int]) -> list[int]:
+        """The number of the document's tokens that start before each position: the additive size
+        prefix (``estimate(a, b) == prefix([b])[0] - prefix([a])[0]``)."""
+        return token_index(self._raw, positions)
+
     def estimate(self, start: int, end: int) -> int:
         """Tokens of the whole-document encoding that start in the span: cheap, close to ``size``."""
-        return bisect.bisect_left(self._offsets, end) - bisect.bisect_left(self._offsets, start)
+        return token_index(self._raw, end) - token_index(self._raw, start)
 
     def advance(self, start: int, budget: int) -> int:
         offsets = self._offsets
-        first = max(bisect.bisect_right(offsets, start) - 1, 0)  # token holding start
+        first = max(token_index(self._raw, start + 1) - 1, 0)  # token holding start
         stop = first + budget
         return offsets[stop] if stop < len(offsets) else self.n
 
     def back(self, end: int, budget: int) -> int:
         offsets = self._offsets
-        last = bisect.bisect_left(offsets, end)  # tokens starting before end
+        last = token_index(self._raw, end)  # tokens starting before end
         first = last - budget
         if first <= 0:
             return 0
