@@ -28,7 +28,8 @@ character classes, read from its ``re`` pattern by ``level_spec``: paragraph, li
 ``class_positions`` (a level's lead characters, its ``lead`` class as code point ranges) and
 ``first_in_ranges`` (whether the text has a level's ``unless`` character), and the optimiser
 ``best_predecessors``. The additive size prefixes are the cut offsets for characters and come from
-the meter's arrays for words and tokens; for words and tokens the levels are searched gap by gap.
+the meter's arrays for words and tokens (whose gaps ``wide_gaps`` gives unmeasured, measured
+then by the prefixes in one lookup per level).
 
 A segmentation is a sequence of cuts; its cost is
 
@@ -682,7 +683,7 @@ class Segmenter:
                 word_starts.searchsorted(ends).tolist(),
             )
         if isinstance(meter, TokenMeter):
-            return (meter.starts.searchsorted(starts).tolist(), meter.starts.searchsorted(ends).tolist())
+            return meter.prefix(starts), meter.prefix(ends)
         # Another meter: measure from the origin (an estimate, verified below like tokens).
         origin = starts[0] if starts else 0
         return ([meter.estimate(origin, s) for s in starts], [meter.estimate(origin, e) for e in ends])
@@ -745,7 +746,7 @@ class Segmenter:
         if not levels or len(positions) == 0:
             return positions, [found[p] for p in positions]
         scores = [found[p] for p in positions]
-        if isinstance(pk.meter, CharMeter) and not self._by_gap:
+        if not self._by_gap:
             return self._candidates_by_level(origin, found, positions, scores)
         budget = pk.max_size
         # The gaps of the level before, each with what that level found inside it (the gaps of the
@@ -793,19 +794,31 @@ class Segmenter:
     def _candidates_by_level(
         self, origin: int, found: dict[int, int], positions: list[int], scores: list[int]
     ) -> tuple[list[int], list[int]]:
-        """``_candidates`` for characters, each level at once over all its gaps: the gaps by the
-        kernel ``wide_gaps`` (the previous level's gaps split at its finds and at the candidates as
-        strong as this level), the finds by the kernel ``class_ends`` for a level whose pattern is
-        classes (``level_spec``; paragraph, line) in a text without its ``unless`` characters, else
-        by ``_find`` gap by gap. A level's finds are never taken already, but by the plan's positions:
-        those of the levels before lie on the bounds of its gaps."""
+        """``_candidates``, each level at once over all its gaps: the gaps by the kernel ``wide_gaps``
+        (the previous level's gaps split at its finds and at the candidates as strong as this level;
+        for words and tokens every piece, then those wider than a quarter of the budget by the size
+        prefixes, in one lookup per level), the finds by the kernel ``class_ends`` for a level whose
+        pattern is classes (``level_spec``; paragraph, line) in a text without its ``unless``
+        characters, else by ``_find`` gap by gap. A level's finds are never taken already, but by the
+        plan's positions: those of the levels before lie on the bounds of its gaps."""
         pk, text = self.pk, self.text
         budget = pk.max_size
+        chars = isinstance(pk.meter, CharMeter)
         gaps = [origin, self.plan.end]
+        sizes: list[int] = []  # of each gap, in the meter's unit (words and tokens)
         inside: list[int] = []
         grown = False
         for level in pk._levels:
-            gaps = kernel.wide_gaps(gaps, positions, scores, level.score, inside, budget)
+            if chars:
+                gaps = kernel.wide_gaps(gaps, positions, scores, level.score, inside, budget)
+            else:
+                pieces = kernel.wide_gaps(gaps, positions, scores, level.score, inside, 0)
+                heads, tails = self._prefixes(pieces[::2], pieces[1::2])
+                gaps, sizes = [], []
+                for k, (head, tail) in enumerate(zip(heads, tails, strict=True)):
+                    if (tail - head) * 4 > budget:
+                        gaps += (pieces[2 * k], pieces[2 * k + 1])
+                        sizes.append(tail - head)
             if not gaps:
                 break
             spec = None
@@ -825,8 +838,8 @@ class Segmenter:
                 inside = self._lead_ends(level, gaps, found)
             else:
                 inside = []
-                for low, high in zip(gaps[::2], gaps[1::2], strict=True):
-                    inside += self._find(level, low, high, found, max(1, high - low))
+                for g, (low, high) in enumerate(zip(gaps[::2], gaps[1::2], strict=True)):
+                    inside += self._find(level, low, high, found, max(1, high - low if chars else sizes[g]))
             if inside:
                 found.update(dict.fromkeys(inside, level.score))
                 grown = True
