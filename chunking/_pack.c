@@ -412,9 +412,18 @@ done:
 
 /* -- token index (units.token_index) ------------------------------------------------------------ */
 
-static Py_ssize_t lower_bound(const long long *starts, Py_ssize_t n, long long x)
+/* The first index in [lo, n) whose value is not below x (every value before lo is below x): galloping
+ * from lo, then halving, so that sorted queries cost the log of the distance between them. */
+static Py_ssize_t lower_bound(const long long *starts, Py_ssize_t n, long long x, Py_ssize_t lo)
 {
-    Py_ssize_t lo = 0, hi = n;
+    Py_ssize_t step = 1, hi = lo;
+    while (hi < n && starts[hi] < x) {
+        lo = hi + 1;
+        hi += step;
+        step *= 2;
+    }
+    if (hi > n)
+        hi = n;
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
         if (starts[mid] < x)
@@ -445,7 +454,7 @@ static PyObject *token_index(PyObject *self, PyObject *const *args, Py_ssize_t n
         long long x = PyLong_AsLongLong(query);
         if (x == -1 && PyErr_Occurred())
             return NULL;
-        return PyLong_FromSsize_t(lower_bound(starts, n, x));
+        return PyLong_FromSsize_t(lower_bound(starts, n, x, 0));
     }
     if (!PyList_Check(query)) {
         PyErr_SetString(PyExc_TypeError, "the query must be an int or a list of ints");
@@ -455,13 +464,17 @@ static PyObject *token_index(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *out = PyList_New(m);
     if (out == NULL)
         return NULL;
+    long long previous = 0;
+    Py_ssize_t found = 0; /* the answer for the query before: where a query not below it starts looking */
     for (Py_ssize_t k = 0; k < m; k++) {
         long long x = PyLong_AsLongLong(PyList_GET_ITEM(query, k));
         if (x == -1 && PyErr_Occurred()) {
             Py_DECREF(out);
             return NULL;
         }
-        PyObject *index = PyLong_FromSsize_t(lower_bound(starts, n, x));
+        found = lower_bound(starts, n, x, k > 0 && x >= previous ? found : 0);
+        previous = x;
+        PyObject *index = PyLong_FromSsize_t(found);
         if (index == NULL) {
             Py_DECREF(out);
             return NULL;

@@ -126,7 +126,7 @@ class Tokenizer(Protocol):
 
 
 # ``TiktokenTokenizer.count`` remembers the texts of at most this many characters, up to this many.
-_MEMO_SPAN = 24
+_MEMO_SPAN = 32
 _MEMO_SIZE = 1 << 16
 
 
@@ -188,10 +188,14 @@ class TiktokenTokenizer:
 
     def token_starts(self, text: str) -> np.ndarray:
         """Character offset at which each token of the whole-text encoding starts."""
+        return np.frombuffer(self.token_start_bytes(text), dtype=np.int64)
+
+    def token_start_bytes(self, text: str) -> bytes:
+        """``token_starts`` as the bytes of its int64 values (what ``TokenMeter`` keeps)."""
         ids = self._encode(text)
         if _native is not None and isinstance(ids, list):  # the same offsets in one pass in C
-            return np.frombuffer(_native.token_starts(text, ids, self._byte_lengths), dtype=np.int64)
-        return self._token_starts(text, ids)
+            return _native.token_starts(text, ids, self._byte_lengths)
+        return self._token_starts(text, ids).tobytes()
 
     def _token_starts(self, text: str, token_ids: list[int]) -> np.ndarray:
         """``token_starts`` with numpy: the reference for chunking/_pack.c."""
@@ -282,6 +286,7 @@ class HuggingFaceTokenizer:
 
 
 _tokenizer_lock = threading.Lock()
+_loaded: dict[str, Tokenizer] = {}  # by name: a loaded tokenizer is looked up without the lock
 
 
 @lru_cache(maxsize=16)
@@ -306,8 +311,11 @@ def get_tokenizer(name: str, base_dir: Path | None = None) -> Tokenizer:
         if not path.is_absolute():
             path = ((base_dir or Path.cwd()) / path).resolve()
         name = str(path)
-    with _tokenizer_lock:
-        return _load_tokenizer(name)
+    loaded = _loaded.get(name)
+    if loaded is None:
+        with _tokenizer_lock:
+            loaded = _loaded[name] = _load_tokenizer(name)
+    return loaded
 
 
 # A *sync point* for cl100k: a piece boundary of the pre-tokenizer whatever text surrounds it, and after
@@ -351,13 +359,11 @@ class TokenMeter:
         self.text = text
         self.n = len(text)
         self.tokenizer = tokenizer
-        self.starts = tokenizer.token_starts(text)
-        # The offsets as bytes for ``token_index`` (those token_starts made in C, else a copy), and a
-        # memoryview that reads one as a Python int (no numpy scalar).
-        raw = self.starts.base
-        self._raw = (
-            raw if isinstance(raw, bytes) and len(raw) == 8 * len(self.starts) else self.starts.tobytes()
-        )
+        # The token offsets as the bytes of int64 values for ``token_index``, and a memoryview that
+        # reads one as a Python int (no numpy scalar).
+        start_bytes = getattr(tokenizer, "token_start_bytes", None)
+        self._raw = start_bytes(text) if start_bytes is not None else tokenizer.token_starts(text).tobytes()
+        self._starts: np.ndarray | None = None
         self._offsets = memoryview(self._raw).cast("q")
         self._local = getattr(tokenizer, "piece_local", False)
         # Sync point, token count and token index of the head after a span start and of the tail before
@@ -367,6 +373,13 @@ class TokenMeter:
         self._tails: dict[int, tuple[int, int, int]] = {}
         # Spans measured before: a Markdown section is measured as a group, then as the chunk it becomes.
         self._sizes: dict[tuple[int, int], int] = {}
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Character offset at which each token of the document's encoding starts (``token_starts``)."""
+        if self._starts is None:
+            self._starts = np.frombuffer(self._raw, dtype=np.int64)
+        return self._starts
 
     def size(self, start: int, end: int) -> int:
         known = self._sizes.get((start, end))
@@ -420,15 +433,7 @@ class TokenMeter:
         if cached is not None and cached[0] > start:
             return cached
         text = self.text
-        if end == self.n or (
-            not text[end - 1].isspace()
-            and (
-                text[end] in " \t"
-                or (
-                    _SPACE.match(text, end) is not None and _LETTER_OR_NUMBER.match(text, end - 1) is not None
-                )
-            )
-        ):
+        if end == self.n or self._ends_piece(end):
             found = (end, 0, self._token_at(end))
         else:
             last = _SYNC_REVERSE.search(text, start, end)
@@ -443,6 +448,20 @@ class TokenMeter:
         """The number of the document's tokens that start before each position: the additive size
         prefix (``estimate(a, b) == prefix([b])[0] - prefix([a])[0]``)."""
         return token_index(self._raw, positions)
+
+    def _ends_piece(self, end: int) -> bool:
+        """Whether the document has a piece boundary at ``end`` (0 < end < n) before which every piece
+        reads the character at ``end`` as the end of the text: after a letter or digit before white
+        space, or after any non-space character before a space or a tab."""
+        text = self.text
+        after, before = text[end], text[end - 1]
+        if after in " \t":
+            return not before.isspace()
+        if after != "\n" and _SPACE.match(after) is None:
+            return False
+        if before < "\x80":  # ASCII: the letters and digits are exactly the alphanumerics
+            return before.isalnum()
+        return _LETTER_OR_NUMBER.match(before) is not None
 
     def estimate(self, start: int, end: int) -> int:
         """Tokens of the whole-document encoding that start in the span: cheap, close to ``size``."""

@@ -335,6 +335,8 @@ def test_the_c_token_index_equals_its_twin(starts, queries):
     raw = np.asarray(starts, dtype=np.int64).tobytes()
     queries += [*starts[:5], *(s + 1 for s in starts[:5])]
     assert units._native.token_index(raw, queries) == units._token_index(raw, queries)
+    ordered = sorted(queries)  # each search starts from the answer before (galloping)
+    assert units._native.token_index(raw, ordered) == units._token_index(raw, ordered)
     for query in queries:
         assert units._native.token_index(raw, query) == units._token_index(raw, query)
 
