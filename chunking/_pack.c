@@ -8,6 +8,7 @@
  *                 begins (a line's start), reported by the class of its first character
  *   containing    findings._containing: which intervals contain which points
  *   token_starts  units.TiktokenTokenizer.token_starts
+ *   token_index   units.token_index: how many of a sorted int64 array lie below each position
  *
  * The findings' rules (what a clean chunk start or end is, which cut splits a group) are in
  * chunking/findings.py; the character classes are a table Python builds (findings._class_table).
@@ -320,6 +321,41 @@ done:
 /* token_starts(text, ids, byte_lengths) -> bytes of int64: the character offset at which each token
  * starts, a token that starts inside a character's UTF-8 bytes counting from that character.
  * ids: the token ids (a list of ints); byte_lengths: int64 buffer, the UTF-8 length of each id. */
+/* The character offsets of the tokens: one loop per string kind (the kind is not read per character).
+ * A character's UTF-8 width is 1 below 0x80, 2 below 0x800, 3 below 0x10000, else 4; the character
+ * holding byte `byte` is found by walking forward from the one holding the previous token's start. */
+#define TOKEN_STARTS(NAME, TYPE)                                                                                  \
+    static int NAME(const void *data, Py_ssize_t length, PyObject *ids, const long long *length_of,              \
+                    Py_ssize_t n_lengths, long long *result)                                                      \
+    {                                                                                                             \
+        const TYPE *text = data;                                                                                  \
+        Py_ssize_t n = PyList_GET_SIZE(ids), character = 0;                                                       \
+        long long byte = 0, character_byte = 0;                                                                   \
+        for (Py_ssize_t k = 0; k < n; k++) {                                                                      \
+            long id = PyLong_AsLong(PyList_GET_ITEM(ids, k));                                                     \
+            if (id == -1 && PyErr_Occurred())                                                                     \
+                return -1;                                                                                        \
+            if (id < 0 || id >= n_lengths) {                                                                      \
+                PyErr_SetString(PyExc_ValueError, "a token id has no byte length");                               \
+                return -1;                                                                                        \
+            }                                                                                                     \
+            while (character < length) {                                                                          \
+                Py_UCS4 c = text[character];                                                                      \
+                int width = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;                                   \
+                if (character_byte + width > byte)                                                                \
+                    break;                                                                                        \
+                character_byte += width;                                                                          \
+                character++;                                                                                      \
+            }                                                                                                     \
+            result[k] = character;                                                                                \
+            byte += length_of[id];                                                                                \
+        }                                                                                                         \
+        return 0;                                                                                                 \
+    }
+TOKEN_STARTS(token_starts_ucs1, Py_UCS1)
+TOKEN_STARTS(token_starts_ucs2, Py_UCS2)
+TOKEN_STARTS(token_starts_ucs4, Py_UCS4)
+
 static PyObject *token_starts(PyObject *self, PyObject *args)
 {
     PyObject *text, *ids;
@@ -339,33 +375,34 @@ static PyObject *token_starts(PyObject *self, PyObject *args)
     long long *result = (long long *)PyBytes_AS_STRING(out);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t length = PyUnicode_GET_LENGTH(text), ascii = PyUnicode_IS_ASCII(text);
-    Py_ssize_t character = 0, character_byte = 0; /* the character holding byte `byte`, and its first byte */
-    long long byte = 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        long id = PyLong_AsLong(PyList_GET_ITEM(ids, k));
-        if (id == -1 && PyErr_Occurred())
-            goto fail;
-        if (id < 0 || id >= n_lengths) {
-            PyErr_SetString(PyExc_ValueError, "a token id has no byte length");
-            goto fail;
-        }
-        if (ascii) {
-            result[k] = byte;
-        } else {
-            while (character < length) {
-                Py_UCS4 c = PyUnicode_READ(kind, data, character);
-                Py_ssize_t width = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
-                if (character_byte + width > byte)
-                    break;
-                character_byte += width;
-                character++;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    int status;
+    if (PyUnicode_IS_ASCII(text)) { /* a byte is a character */
+        long long byte = 0;
+        status = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            long id = PyLong_AsLong(PyList_GET_ITEM(ids, k));
+            if (id == -1 && PyErr_Occurred()) {
+                status = -1;
+                break;
             }
-            result[k] = character;
+            if (id < 0 || id >= n_lengths) {
+                PyErr_SetString(PyExc_ValueError, "a token id has no byte length");
+                status = -1;
+                break;
+            }
+            result[k] = byte;
+            byte += length_of[id];
         }
-        byte += length_of[id];
+    } else if (kind == PyUnicode_1BYTE_KIND) {
+        status = token_starts_ucs1(data, length, ids, length_of, n_lengths, result);
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        status = token_starts_ucs2(data, length, ids, length_of, n_lengths, result);
+    } else {
+        status = token_starts_ucs4(data, length, ids, length_of, n_lengths, result);
     }
-    goto done;
+    if (status == 0)
+        goto done;
 fail:
     Py_CLEAR(out);
 done:
@@ -373,7 +410,83 @@ done:
     return out;
 }
 
+/* -- token index (units.token_index) ------------------------------------------------------------ */
+
+/* The first index in [lo, n) whose value is not below x (every value before lo is below x): galloping
+ * from lo, then halving, so that sorted queries cost the log of the distance between them. */
+static Py_ssize_t lower_bound(const long long *starts, Py_ssize_t n, long long x, Py_ssize_t lo)
+{
+    Py_ssize_t step = 1, hi = lo;
+    while (hi < n && starts[hi] < x) {
+        lo = hi + 1;
+        hi += step;
+        step *= 2;
+    }
+    if (hi > n)
+        hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (starts[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* token_index(starts, query) -> int or [int]: bisect_left of the query (an int, or each int of a list)
+ * in starts (bytes of sorted int64). */
+static PyObject *token_index(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "token_index(starts: bytes, query: int | list[int])");
+        return NULL;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    if (size % 8) {
+        PyErr_SetString(PyExc_TypeError, "starts must be bytes of int64");
+        return NULL;
+    }
+    const long long *starts = (const long long *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t n = size / 8;
+    PyObject *query = args[1];
+    if (PyLong_Check(query)) {
+        long long x = PyLong_AsLongLong(query);
+        if (x == -1 && PyErr_Occurred())
+            return NULL;
+        return PyLong_FromSsize_t(lower_bound(starts, n, x, 0));
+    }
+    if (!PyList_Check(query)) {
+        PyErr_SetString(PyExc_TypeError, "the query must be an int or a list of ints");
+        return NULL;
+    }
+    Py_ssize_t m = PyList_GET_SIZE(query);
+    PyObject *out = PyList_New(m);
+    if (out == NULL)
+        return NULL;
+    long long previous = 0;
+    Py_ssize_t found = 0; /* the answer for the query before: where a query not below it starts looking */
+    for (Py_ssize_t k = 0; k < m; k++) {
+        long long x = PyLong_AsLongLong(PyList_GET_ITEM(query, k));
+        if (x == -1 && PyErr_Occurred()) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        found = lower_bound(starts, n, x, k > 0 && x >= previous ? found : 0);
+        previous = x;
+        PyObject *index = PyLong_FromSsize_t(found);
+        if (index == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, index);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"token_index", (PyCFunction)(void (*)(void))token_index, METH_FASTCALL,
+     "token_index(starts, query) -> int or [int]: bisect_left in bytes of sorted int64; see units.token_index"},
     {"token_starts", token_starts, METH_VARARGS,
      "token_starts(text, ids, byte_lengths) -> bytes of int64 character offsets; see chunking/units.py"},
     {"scan", scan, METH_VARARGS,

@@ -26,13 +26,13 @@ interval prices by a sweep, drops forbidden candidates, keeps one cut per white-
 the per-window memo, without a look where the window's last character is none _SENTENCE_END can end
 with, read from it by ``ending_terms``), the level finders ``wide_gaps`` (a level's gaps, all at
 once), ``class_ends`` (the ends of a level whose pattern is character classes, read from its ``re``
-pattern by ``level_spec``: paragraph, line, and words kept every sixteenth of a budget),
+pattern by ``level_spec``: paragraph, line, and in characters words kept every sixteenth of a budget),
 ``class_positions`` (where a level's ``lead`` matches: classes as code point ranges, one of them
 checked by its lookahead, read from the ``re`` pattern by ``lead_classes``; the sentence pattern is
 then tried there only) and ``first_in_ranges`` (whether the text has a level's ``unless``
 character), and the optimiser ``best_predecessors``. The additive size prefixes are the cut offsets
-for characters and come from the meter's arrays for words and tokens; for words and tokens the levels
-are searched gap by gap.
+for characters and come from the meter's arrays for words and tokens (whose gaps ``wide_gaps`` gives
+unmeasured, measured then by the prefixes in one lookup per level).
 
 A segmentation is a sequence of cuts; its cost is
 
@@ -897,7 +897,7 @@ class Segmenter:
                 word_starts.searchsorted(ends).tolist(),
             )
         if isinstance(meter, TokenMeter):
-            return (meter.starts.searchsorted(starts).tolist(), meter.starts.searchsorted(ends).tolist())
+            return meter.prefix(starts), meter.prefix(ends)
         # Another meter: measure from the origin (an estimate, verified below like tokens).
         origin = starts[0] if starts else 0
         return ([meter.estimate(origin, s) for s in starts], [meter.estimate(origin, e) for e in ends])
@@ -960,7 +960,7 @@ class Segmenter:
         if not levels or len(positions) == 0:
             return positions, [found[p] for p in positions]
         scores = [found[p] for p in positions]
-        if isinstance(pk.meter, CharMeter) and not self._by_gap:
+        if not self._by_gap:
             return self._candidates_by_level(origin, found, positions, scores)
         budget = pk.max_size
         # The gaps of the level before, each with what that level found inside it (the gaps of the
@@ -1008,20 +1008,32 @@ class Segmenter:
     def _candidates_by_level(
         self, origin: int, found: dict[int, int], positions: list[int], scores: list[int]
     ) -> tuple[list[int], list[int]]:
-        """``_candidates`` for characters, each level at once over all its gaps: the gaps by the
-        kernel ``wide_gaps`` (the previous level's gaps split at its finds and at the candidates as
-        strong as this level), the finds by the kernel ``class_ends`` for a level whose pattern is
-        classes (``level_spec``; paragraph, line, and words sampled as ``_find`` does in a text whose
-        every position is a grapheme boundary) in a text without its ``unless`` characters, else by
-        ``_find`` gap by gap. A level's finds are never taken already, but by the plan's positions:
-        those of the levels before lie on the bounds of its gaps."""
+        """``_candidates``, each level at once over all its gaps: the gaps by the kernel ``wide_gaps``
+        (the previous level's gaps split at its finds and at the candidates as strong as this level;
+        for words and tokens every piece, then those wider than a quarter of the budget by the size
+        prefixes, in one lookup per level), the finds by the kernel ``class_ends`` for a level whose
+        pattern is classes (``level_spec``; paragraph, line, and in characters words sampled as
+        ``_find`` does in a text whose every position is a grapheme boundary) in a text without its
+        ``unless`` characters, else by ``_find`` gap by gap. A level's finds are never taken already,
+        but by the plan's positions: those of the levels before lie on the bounds of its gaps."""
         pk, text = self.pk, self.text
         budget = pk.max_size
+        chars = isinstance(pk.meter, CharMeter)
         gaps = [origin, self.plan.end]
+        sizes: list[int] = []  # of each gap, in the meter's unit (words and tokens)
         inside: list[int] = []
         grown = False
         for level in pk._levels:
-            gaps = kernel.wide_gaps(gaps, positions, scores, level.score, inside, budget)
+            if chars:
+                gaps = kernel.wide_gaps(gaps, positions, scores, level.score, inside, budget)
+            else:
+                pieces = kernel.wide_gaps(gaps, positions, scores, level.score, inside, 0)
+                heads, tails = self._prefixes(pieces[::2], pieces[1::2])
+                gaps, sizes = [], []
+                for k, (head, tail) in enumerate(zip(heads, tails, strict=True)):
+                    if (tail - head) * 4 > budget:
+                        gaps += (pieces[2 * k], pieces[2 * k + 1])
+                        sizes.append(tail - head)
             if not gaps:
                 break
             spec = None
@@ -1031,6 +1043,8 @@ class Segmenter:
                 if clean is None:
                     clean = self._clean[id(level)] = self._lacks(level.unless)
                 spec = level_spec(level.same) if clean or level.unless is None else None
+                if sampled and not chars:  # the sample step is a sixteenth of the gap's size in the unit
+                    spec = None
             if spec is not None:
                 step = max(1, budget // 16) if sampled else 0
                 inside, unsure = _native.class_ends(text, gaps, spec, positions, self._plain, step)
@@ -1046,8 +1060,9 @@ class Segmenter:
                     inside = self._lead_ends(level, gaps, found)
                 else:
                     inside = []
-                    for low, high in zip(gaps[::2], gaps[1::2], strict=True):
-                        inside += self._find(level, low, high, found, max(1, high - low))
+                    for g, (low, high) in enumerate(zip(gaps[::2], gaps[1::2], strict=True)):
+                        size = high - low if chars else sizes[g]
+                        inside += self._find(level, low, high, found, max(1, size))
             if inside:
                 found.update(dict.fromkeys(inside, level.score))
                 grown = True

@@ -25,8 +25,20 @@ import regex
 from chunkyard.chunking import native
 from chunkyard.chunking.errors import TokenizerError
 
-# token_starts in C (chunking/_pack.c) when it is built and current
+# token_starts and token_index in C (chunking/_pack.c) when it is built and current
 _native = native.load("_pack")
+
+
+def _token_index(starts: bytes, query: int | list[int]) -> int | list[int]:
+    """``bisect_left`` of the query (a position, or each of a list) in ``starts`` (bytes of sorted
+    int64): how many of the document's tokens start before it. The reference for chunking/_pack.c."""
+    offsets = memoryview(starts).cast("q")
+    if isinstance(query, int):
+        return bisect.bisect_left(offsets, query)
+    return [bisect.bisect_left(offsets, pos) for pos in query]
+
+
+token_index = _native.token_index if _native is not None else _token_index
 
 KNOWN_ENCODINGS = frozenset({"cl100k_base"})
 
@@ -113,6 +125,11 @@ class Tokenizer(Protocol):
     def token_starts(self, text: str) -> np.ndarray: ...
 
 
+# ``TiktokenTokenizer.count`` remembers the texts of at most this many characters, up to this many.
+_MEMO_SPAN = 32
+_MEMO_SIZE = 1 << 16
+
+
 class TiktokenTokenizer:
     def __init__(self, name: str):
         import tiktoken
@@ -139,10 +156,21 @@ class TiktokenTokenizer:
         self._byte_lengths = lengths
         self.backend = "tiktoken " + tiktoken.__version__
         self._fast = _fast_cl100k(self.encoding)
+        self._counts: dict[str, int] = {}  # ``count`` of short texts
         if self._fast is not None:
             self.backend = "bpe-openai " + _version("bpe-openai")
 
     def count(self, text: str) -> int:
+        if len(text) <= _MEMO_SPAN:  # short texts recur (indentation, a chunk's last words): remembered
+            known = self._counts.get(text)
+            if known is None:
+                if len(self._counts) >= _MEMO_SIZE:
+                    self._counts.clear()
+                known = self._counts[text] = self._count(text)
+            return known
+        return self._count(text)
+
+    def _count(self, text: str) -> int:
         if self._fast is not None:
             try:
                 return self._fast.count(text)
@@ -160,10 +188,14 @@ class TiktokenTokenizer:
 
     def token_starts(self, text: str) -> np.ndarray:
         """Character offset at which each token of the whole-text encoding starts."""
+        return np.frombuffer(self.token_start_bytes(text), dtype=np.int64)
+
+    def token_start_bytes(self, text: str) -> bytes:
+        """``token_starts`` as the bytes of its int64 values (what ``TokenMeter`` keeps)."""
         ids = self._encode(text)
         if _native is not None and isinstance(ids, list):  # the same offsets in one pass in C
-            return np.frombuffer(_native.token_starts(text, ids, self._byte_lengths), dtype=np.int64)
-        return self._token_starts(text, ids)
+            return _native.token_starts(text, ids, self._byte_lengths)
+        return self._token_starts(text, ids).tobytes()
 
     def _token_starts(self, text: str, token_ids: list[int]) -> np.ndarray:
         """``token_starts`` with numpy: the reference for chunking/_pack.c."""
@@ -254,6 +286,7 @@ class HuggingFaceTokenizer:
 
 
 _tokenizer_lock = threading.Lock()
+_loaded: dict[str, Tokenizer] = {}  # by name: a loaded tokenizer is looked up without the lock
 
 
 @lru_cache(maxsize=16)
@@ -278,18 +311,25 @@ def get_tokenizer(name: str, base_dir: Path | None = None) -> Tokenizer:
         if not path.is_absolute():
             path = ((base_dir or Path.cwd()) / path).resolve()
         name = str(path)
-    with _tokenizer_lock:
-        return _load_tokenizer(name)
+    loaded = _loaded.get(name)
+    if loaded is None:
+        with _tokenizer_lock:
+            loaded = _loaded[name] = _load_tokenizer(name)
+    return loaded
 
 
-# A *sync point* for cl100k: a space between a letter or digit and a letter ("word word"). The
-# tokenizer's pre-tokenizer always ends a piece just before it and begins the next piece " word" at
-# it, whatever text surrounds it, and it looks at most one character past a piece (see
-# ``TokenMeter.size``).
-_SYNC = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})")
-_SYNC_REVERSE = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})", regex.REVERSE)
+# A *sync point* for cl100k: a piece boundary of the pre-tokenizer whatever text surrounds it, and after
+# which no piece before it looks past the character that follows it (see ``TokenMeter.size``). Two
+# kinds: a space between a letter or digit and a letter ("word word": a letter or number piece ends
+# before the space and " word" begins at it), and a line start before a character that is not white
+# space ("\nword": no piece holds a line break followed by such a character: a run of white space
+# that holds a line break ends with its last one, a run of punctuation absorbs the line breaks after
+# it and stops). The regex module's \s is the pre-tokenizer's (Unicode White_Space; not Python's
+# ``str.isspace``, which also takes \x1c-\x1f).
+_SYNC = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})|(?<=\n)(?=[^\s])")
+_SYNC_REVERSE = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})|(?<=\n)(?=[^\s])", regex.REVERSE)
 _LETTER_OR_NUMBER = regex.compile(r"[\p{L}\p{N}]")  # exactly the pre-tokenizer's classes
-_SYNC_WINDOW = 256
+_SPACE = regex.compile(r"\s")  # the pre-tokenizer's white space
 _SHORT_SPAN = 96
 
 
@@ -300,11 +340,17 @@ class TokenMeter:
     ``encode(text[a:q1]) + tokens of the whole-text encoding in [q1, q2) + encode(text[q2:b])`` where
     q1 is the first and q2 the last *sync point* in the span (``_SYNC``). Why this is exact: the
     pre-tokenizer splits text into pieces left to right and BPE-encodes each piece on its own; at a
-    sync point every segmentation has a piece boundary (a letter/number piece ends before a space,
-    and " word" is a piece), and between q1 and q2 no piece, and no failed alternative, looks past
-    q2 + 1 < b, so the span's own segmentation there equals the document's. Only the few characters
-    before q1 and after q2 are encoded again. Spans without two sync points (CJK, code without
-    spaces, short spans) are encoded whole. Other tokenizers are always encoded whole.
+    sync point every segmentation has a piece boundary (no piece holds the two characters around it,
+    whatever precedes them), and between q1 and q2 no piece, and no failed alternative, looks past
+    q2 + 1 < b, so the span's own segmentation there equals the document's; the pieces before q1 look
+    at most at the character at q1, which they find in ``text[a:q1]`` alone as the end of the text (a
+    letter run or a run of white space ending in a line break is one piece either way). Only the few
+    characters before q1 and after q2 are encoded again. A span's own start is q1 when the document
+    has a piece boundary there (the text's start, or a line start before non-space), and its end is q2
+    when the document has one there and every piece before it reads the character after the end like
+    the end of the text: after a letter or digit before white space, or after any other non-space
+    character before a space or a tab (neither joins the piece before it). Spans without two sync
+    points (CJK, short spans) are encoded whole. Other tokenizers are always encoded whole.
     """
 
     unit = "tokens"
@@ -313,14 +359,27 @@ class TokenMeter:
         self.text = text
         self.n = len(text)
         self.tokenizer = tokenizer
-        self.starts = tokenizer.token_starts(text)
+        # The token offsets as the bytes of int64 values for ``token_index``, and a memoryview that
+        # reads one as a Python int (no numpy scalar).
+        start_bytes = getattr(tokenizer, "token_start_bytes", None)
+        self._raw = start_bytes(text) if start_bytes is not None else tokenizer.token_starts(text).tobytes()
+        self._starts: np.ndarray | None = None
+        self._offsets = memoryview(self._raw).cast("q")
         self._local = getattr(tokenizer, "piece_local", False)
-        # Sync point and token count of the head after a span start and of the tail before a span
-        # end: the packer measures many spans sharing a start or an end.
-        self._heads: dict[int, tuple[int, int]] = {}
-        self._tails: dict[int, tuple[int, int]] = {}
+        # Sync point, token count and token index of the head after a span start and of the tail before
+        # a span end (index -1: no token of the document starts there): the packer measures many spans
+        # sharing a start or an end.
+        self._heads: dict[int, tuple[int, int, int]] = {}
+        self._tails: dict[int, tuple[int, int, int]] = {}
         # Spans measured before: a Markdown section is measured as a group, then as the chunk it becomes.
         self._sizes: dict[tuple[int, int], int] = {}
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Character offset at which each token of the document's encoding starts (``token_starts``)."""
+        if self._starts is None:
+            self._starts = np.frombuffer(self._raw, dtype=np.int64)
+        return self._starts
 
     def size(self, start: int, end: int) -> int:
         known = self._sizes.get((start, end))
@@ -333,72 +392,96 @@ class TokenMeter:
             return 0
         if not self._local or end - start <= _SHORT_SPAN:
             return self.tokenizer.count(self.text[start:end])
-        q1, head = self._head(start, end)
-        q2, tail = self._tail(start, end)
-        if q2 <= q1:
+        q1, head, i = self._head(start, end)
+        q2, tail, j = self._tail(start, end)
+        if q2 <= q1 or i < 0 or j < 0:  # no two sync points, or not a token start after all: be safe
             return self.tokenizer.count(self.text[start:end])
-        starts = self.starts
-        i, j = starts.searchsorted((q1, q2)).tolist()
-        if (
-            (i < len(starts) and starts[i] != q1)
-            or (j < len(starts) and starts[j] != q2)
-            or (j == len(starts) and q2 != self.n)
-        ):
-            return self.tokenizer.count(self.text[start:end])  # not a piece boundary after all: be safe
         return head + (j - i) + tail
 
-    def _head(self, start: int, end: int) -> tuple[int, int]:
-        """The first sync point at or after ``start`` (``end`` if none) and the tokens before it."""
+    def _token_at(self, pos: int) -> int:
+        """The index of the document's token that starts at ``pos`` (the count at the text's end), else -1."""
+        offsets = self._offsets
+        k = token_index(self._raw, pos)
+        if k < len(offsets):
+            return k if offsets[k] == pos else -1
+        return k if pos == self.n else -1
+
+    def _head(self, start: int, end: int) -> tuple[int, int, int]:
+        """The first sync point at or after ``start`` (``end`` if none), the tokens before it and its
+        token index."""
         cached = self._heads.get(start)
         if cached is not None and cached[0] < end:
             return cached
         text = self.text
-        # A line start before non-space is a piece boundary as it is; so is an end after a letter or
-        # digit before white space. Otherwise look for the nearest sync point inside the span.
-        if start == 0 or (text[start - 1] == "\n" and not text[start].isspace()):
-            found = (start, 0)
+        # The text's start, or a line start before non-space, is a piece boundary as it is. Otherwise
+        # look for the nearest sync point inside the span.
+        if start == 0 or (text[start - 1] == "\n" and not _SPACE.match(text, start)):
+            found = (start, 0, self._token_at(start))
         else:
-            first = _SYNC.search(text, start, min(end, start + _SYNC_WINDOW))
+            first = _SYNC.search(text, start, end)
             if first is None:
-                return end, 0
-            found = (first.start(), self.tokenizer.count(text[start : first.start()]))
+                return end, 0, -1
+            q = first.start()
+            found = (q, self.tokenizer.count(text[start:q]), self._token_at(q))
         self._heads[start] = found
         return found
 
-    def _tail(self, start: int, end: int) -> tuple[int, int]:
-        """The last sync point before ``end`` (``start`` if none) and the tokens after it."""
+    def _tail(self, start: int, end: int) -> tuple[int, int, int]:
+        """The last sync point before ``end`` (``start`` if none), the tokens after it and its token
+        index."""
         cached = self._tails.get(end)
         if cached is not None and cached[0] > start:
             return cached
         text = self.text
-        if end == self.n or (text[end].isspace() and _LETTER_OR_NUMBER.match(text, end - 1)):
-            found = (end, 0)
+        if end == self.n or self._ends_piece(end):
+            found = (end, 0, self._token_at(end))
         else:
-            last = _SYNC_REVERSE.search(text, max(start, end - _SYNC_WINDOW), end)
+            last = _SYNC_REVERSE.search(text, start, end)
             if last is None:
-                return start, 0
-            found = (last.start(), self.tokenizer.count(text[last.start() : end]))
+                return start, 0, -1
+            q = last.start()
+            found = (q, self.tokenizer.count(text[q:end]), self._token_at(q))
         self._tails[end] = found
         return found
 
+    def prefix(self, positions: list[int]) -> list[int]:
+        """The number of the document's tokens that start before each position: the additive size
+        prefix (``estimate(a, b) == prefix([b])[0] - prefix([a])[0]``)."""
+        return token_index(self._raw, positions)
+
+    def _ends_piece(self, end: int) -> bool:
+        """Whether the document has a piece boundary at ``end`` (0 < end < n) before which every piece
+        reads the character at ``end`` as the end of the text: after a letter or digit before white
+        space, or after any non-space character before a space or a tab."""
+        text = self.text
+        after, before = text[end], text[end - 1]
+        if after in " \t":
+            return not before.isspace()
+        if after != "\n" and _SPACE.match(after) is None:
+            return False
+        if before < "\x80":  # ASCII: the letters and digits are exactly the alphanumerics
+            return before.isalnum()
+        return _LETTER_OR_NUMBER.match(before) is not None
+
     def estimate(self, start: int, end: int) -> int:
         """Tokens of the whole-document encoding that start in the span: cheap, close to ``size``."""
-        return int(self.starts.searchsorted(end) - self.starts.searchsorted(start))
+        return token_index(self._raw, end) - token_index(self._raw, start)
 
     def advance(self, start: int, budget: int) -> int:
-        first = int(self.starts.searchsorted(start, "right")) - 1  # token holding start
-        first = max(first, 0)
+        offsets = self._offsets
+        first = max(token_index(self._raw, start + 1) - 1, 0)  # token holding start
         stop = first + budget
-        return int(self.starts[stop]) if stop < len(self.starts) else self.n
+        return offsets[stop] if stop < len(offsets) else self.n
 
     def back(self, end: int, budget: int) -> int:
-        last = int(self.starts.searchsorted(end))  # tokens starting before end
+        offsets = self._offsets
+        last = token_index(self._raw, end)  # tokens starting before end
         first = last - budget
         if first <= 0:
             return 0
         # The token at `first` may begin inside a character run shared with the previous token;
         # step to the next token start strictly after it to stay inside the budget.
-        return int(self.starts[first]) if int(self.starts[first]) < end else end
+        return offsets[first] if offsets[first] < end else end
 
 
 def make_meter(text: str, unit: str, tokenizer: str = "cl100k_base", base_dir: Path | None = None) -> Meter:

@@ -306,6 +306,42 @@ def check_token_starts(text: str):
 
 
 @needs_native
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain ascii, one byte a character",
+        "latin-1 only: café naïve ÿ",  # one byte per character in Python, two in UTF-8
+        "the BMP: 日本語 — “quotes” e\u0301",  # two bytes per character in Python
+        "astral: 👍🏽 𝔘𝔫𝔦 and 日本",  # four bytes per character in Python
+        "\x85\u2028 mixed ü 中 😀 end",
+    ],
+)
+def test_same_token_starts_in_every_string_kind(text):
+    check_token_starts(text)
+    check_token_starts(text * 50)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(
+    starts=st.lists(st.integers(-(2**40), 2**40), max_size=60).map(sorted),
+    queries=st.lists(st.integers(-(2**41), 2**41), max_size=20),
+)
+def test_the_c_token_index_equals_its_twin(starts, queries):
+    import numpy as np
+
+    from chunkyard.chunking import units
+
+    raw = np.asarray(starts, dtype=np.int64).tobytes()
+    queries += [*starts[:5], *(s + 1 for s in starts[:5])]
+    assert units._native.token_index(raw, queries) == units._token_index(raw, queries)
+    ordered = sorted(queries)  # each search starts from the answer before (galloping)
+    assert units._native.token_index(raw, ordered) == units._token_index(raw, ordered)
+    for query in queries:
+        assert units._native.token_index(raw, query) == units._token_index(raw, query)
+
+
+@needs_native
 @pytest.mark.corpus
 def test_same_token_starts_on_the_real_corpora(corpora_dir):
     for path in sorted(corpora_dir.rglob("*.md"))[::3]:

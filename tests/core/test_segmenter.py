@@ -769,12 +769,17 @@ def test_wide_gaps_kernel_equals_its_twin(data):
     ),
     strategy=st.sampled_from(["recursive", "markdown", "sentence", "rst"]),
     max_size=st.sampled_from([8, 30, 80, 200]),
+    unit=st.sampled_from(["chars", "words", "tokens"]),
 )
-def test_the_candidates_by_level_are_those_by_gap(pieces, strategy, max_size):
+def test_the_candidates_by_level_are_those_by_gap(pieces, strategy, max_size, unit):
     text = "".join(pieces)
-    config = parse_settings({"strategy": strategy, "max_size": max_size, "front_matter": "keep"})
+    if unit != "chars":
+        max_size = max(2, max_size // 4)
+    config = parse_settings(
+        {"strategy": strategy, "max_size": max_size, "front_matter": "keep", "unit": unit}
+    )
     plan = get_strategy(strategy)(text, config, None).plan
-    pk = Packer(text, plan, make_meter(text, "chars"), max_size, 0, 0)
+    pk = Packer(text, plan, make_meter(text, unit), max_size, 0, 0)
     pk._index()
     origin = pk._skip_space(plan.start, plan.end)
     if origin >= plan.end:

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chunkyard.chunking.errors import TokenizerError
 from chunkyard.chunking.units import (
+    _CL100K_PATTERN,
     CharMeter,
     TiktokenTokenizer,
     TokenMeter,
@@ -377,6 +379,119 @@ def test_tokens_of_spans_of_real_documents_are_exact(corpora_dir: Path) -> None:
             assert meter.size(start, end) == recount(text[start:end], "tokens"), (path.name, start, end)
             checked += 1
     assert checked > 1000
+
+
+# Code and link lists: lines with few "word word" gaps, so the meter syncs at line starts before
+# non-space characters and ends spans after punctuation before a space or a tab; next to what could
+# join a line break to the character after it (white space of every kind, runs of punctuation before
+# line breaks, a line break alone at the text's end).
+code_lines = st.lists(
+    st.sampled_from(
+        [
+            "foo.bar();",
+            "[`x`]:",
+            "/functions/urls/",
+            "x=1",
+            "{{",
+            "}}",
+            "if(a){",
+            "'s",
+            "don't",
+            "2024",
+            "café",
+            "日本",
+            "👍🏽",
+            "e\u0301",
+            " ",
+            "  ",
+            "\t",
+            "\u00a0",
+            "\u3000",
+            "\x1c",
+            "\x85",
+            "\u2028",
+            "\n",
+            "\n\n",
+            "\r\n",
+            " \n",
+            "\n  ",
+            "\n\t",
+            ".\n",
+            ");\n",
+            "...",
+            "word",
+        ]
+    ),
+    min_size=20,
+    max_size=500,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_tokens_of_a_span_of_code_from_one_encoding_are_exact(data: st.DataObject) -> None:
+    text = data.draw(code_lines, label="text")
+    meter = TokenMeter(text, get_tokenizer("cl100k_base"))
+    for _ in range(6):
+        start, end = span(data, text)
+        assert meter.size(start, end) == recount(text[start:end], "tokens")
+
+
+# cl100k's pre-tokenizer as the regex module reads it (``$`` is the text's end there, as in tiktoken).
+PIECES = regex.compile(_CL100K_PATTERN.replace("$", r"\Z"))
+
+
+def pieces(text: str, offset: int = 0) -> list[tuple[int, int]]:
+    return [(m.start() + offset, m.end() + offset) for m in PIECES.finditer(text)]
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_sync_points_of_a_span_split_its_pieces(data: st.DataObject) -> None:
+    """The rule itself, without the meter's check that a token of the document starts at each sync
+    point: the span's own pieces are those of its head alone, the document's between the two sync
+    points, and those of its tail alone."""
+    text = data.draw(st.one_of(code_lines, long_prose), label="text")
+    meter = TokenMeter(text, get_tokenizer("cl100k_base"))
+    for _ in range(6):
+        start, end = span(data, text)
+        if end - start < 2:
+            continue
+        q1 = meter._head(start, end)[0]
+        q2 = meter._tail(start, end)[0]
+        if not start <= q1 < q2 <= end:
+            continue
+        between = [(a, b) for a, b in pieces(text) if q1 <= a < q2]
+        assert between and between[0][0] == q1 and between[-1][1] == q2
+        expected = pieces(text[start:q1], start) + between + pieces(text[q2:end], q2)
+        assert pieces(text[start:end], start) == expected
+
+
+def test_spans_of_code_are_counted_from_the_one_encoding() -> None:
+    """Line starts are sync points, and an end after punctuation before a space needs no tail: a span
+    of link lines is encoded again only in its first and last few characters."""
+    lines = "".join(f"[`name{k}`]: /functions/urls/name{k}/ x\n" for k in range(40))
+    meter = TokenMeter(lines, get_tokenizer("cl100k_base"))
+    end = lines.index(" x\n", 1000)
+    encoded: list[str] = []
+    count = meter.tokenizer._count
+    meter.tokenizer._count = lambda text: encoded.append(text) or count(text)
+    try:
+        assert meter.size(5, end) == recount(lines[5:end], "tokens")
+    finally:
+        del meter.tokenizer._count
+    assert sum(map(len, encoded)) < 50
+
+
+def test_count_remembers_short_texts_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    tokenizer = get_tokenizer("cl100k_base")
+    monkeypatch.setattr("chunkyard.chunking.units._MEMO_SIZE", 3)
+    monkeypatch.setattr(tokenizer, "_counts", {})
+    texts = ["", " ", "    ", "\t\t", "don't", "日本語", "👍🏽", "x" * 32, "y" * 33, "    "]
+    for _ in range(2):
+        for text in texts:
+            assert tokenizer.count(text) == len(cl100k_encoding().encode_ordinary(text))
+    assert len(tokenizer._counts) <= 3 and all(len(text) <= 32 for text in tokenizer._counts)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
