@@ -280,6 +280,11 @@ def summary_rows(dumps: list[dict], k: int) -> list[str]:
             peers = [e for e in entries if not e["name"].startswith("chunkyard")]
             for metric, label in METRICS:
                 mine = float(np.mean(ours[metric]))
+                if not peers:
+                    lines.append(
+                        f"| {dump['set']} | {dump['max_size']} | {retriever} | {label} | {mine:.3f} | (no peer installed) | | |"
+                    )
+                    continue
                 best = max(peers, key=lambda e: float(np.mean(e["scores"][key][metric])))
                 theirs = best["scores"][key][metric]
                 mean, low, high = paired_interval(ours[metric], theirs)
@@ -395,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         args.dump.write_text(
             json.dumps(
                 {
-                    "set": args.set,
+                    "set": args.set if args.corpus is None else corpus.name,
                     "max_size": args.max_size,
                     "retrievers": retrievers,
                     "header": out[0],
