@@ -300,6 +300,43 @@ def summary_rows(dumps: list[dict], k: int) -> list[str]:
     return lines
 
 
+def pooled_rows(dumps: list[dict], k: int) -> list[str]:
+    """Per budget × retriever × metric, every question of every corpus in one paired sample: the mean
+    over the questions of (peer − chunkyard markdown) for the peer closest to it, with its 95% interval.
+    The corpora weigh by their number of questions."""
+    lines = [
+        f"| budget | retriever | metric (top {k}) | corpora (questions) | chunkyard markdown | closest peer "
+        "| Δ peer − chunkyard (95% CI) |",
+        "|---:|---|---|---|---:|---|---|",
+    ]
+    for size in sorted({d["max_size"] for d in dumps}):
+        group = [d for d in dumps if d["max_size"] == size]
+        for retriever in group[0]["retrievers"]:
+            key = f"{retriever}@{k}"
+            names = [e["name"] for e in group[0]["entries"] if not e["name"].startswith("chunkyard")]
+            names = [n for n in names if all(any(e["name"] == n for e in d["entries"]) for d in group)]
+            for metric, label in METRICS:
+                ours: list[float] = []
+                theirs: dict[str, list[float]] = {n: [] for n in names}
+                for dump in group:
+                    by_name = {e["name"]: e["scores"][key][metric] for e in dump["entries"]}
+                    ours += by_name[REFERENCE]
+                    for n in names:
+                        theirs[n] += by_name[n]
+                if not names:
+                    continue
+                best = max(names, key=lambda n: float(np.mean(theirs[n])))
+                mean, low, high = paired_interval(ours, theirs[best])
+                corpora = ", ".join(
+                    f"{d['set']} ({len(d['entries'][0]['scores'][key][metric])})" for d in group
+                )
+                lines.append(
+                    f"| {size} | {retriever} | {label} | {corpora} | {float(np.mean(ours)):.3f} "
+                    f"| {best} {float(np.mean(theirs[best])):.3f} | {mean:+.3f} [{low:+.3f}, {high:+.3f}] |"
+                )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -337,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.summary:
         dumps = [json.loads(path.read_text(encoding="utf-8")) for path in args.summary]
-        print("\n".join(summary_rows(dumps, parse_ks(args.k)[0])))
+        k = parse_ks(args.k)[0]
+        print("\n".join([*summary_rows(dumps, k), "", *pooled_rows(dumps, k)]))
         return 0
     set_corpus, set_include, set_questions = SETS[args.set]
     corpus = args.corpus or set_corpus

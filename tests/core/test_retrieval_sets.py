@@ -82,3 +82,17 @@ def test_a_dump_of_the_sample_corpus_summarises(tmp_path: Path, capsys: pytest.C
     assert compare.main(["--summary", str(dump), "--k", "5"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| kb | 1000 | bm25 |")]
     assert len(rows) == 2  # recall and IoU, named by the corpus folder (--corpus overrides the set)
+
+
+def test_the_pooled_summary_weighs_every_question_of_every_corpus_once():
+    def dump(name: str, ours: list[float], theirs: list[float]) -> dict:
+        scores = lambda values: {"bm25@5": {"recall": values, "iou": values}}  # noqa: E731
+        entries = [
+            {"name": "chunkyard markdown", "chunks": 1, "scores": scores(ours)},
+            {"name": "peer", "chunks": 1, "scores": scores(theirs)},
+        ]
+        return {"set": name, "max_size": 400, "retrievers": ["bm25"], "entries": entries}
+
+    rows = compare.pooled_rows([dump("a", [0.0] * 10, [1.0] * 10), dump("b", [0.5] * 30, [0.5] * 30)], 5)
+    recall = rows[2]
+    assert "| 400 | bm25 | recall | a (10), b (30) | 0.375 | peer 0.625 | +0.250 [" in recall
