@@ -464,6 +464,9 @@ class Snapshot:
 
     path: Location
     manifest: dict[str, Any]
+    # Not fields: where ``whole_columns`` found the columns, and why not in the review columns.
+    columns_source = ""
+    review_columns_note = ""
 
     @classmethod
     def open(cls, path: str | Location, *, validate: bool = False) -> Snapshot:

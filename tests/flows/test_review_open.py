@@ -11,7 +11,6 @@ files is the same, array for array, and a refresh writes review columns of its o
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -41,7 +40,7 @@ from chunkyard.chunking.pipeline import chunk_files, discover_files, make_batche
 from chunkyard.chunking.review import ReviewIndex
 
 from support.cli import write_config
-from support.parts import part_files, reseal, synthetic_corpus
+from support.parts import drop_review_columns, part_files, reseal, seal_review_columns, synthetic_corpus
 
 ARRAYS = (
     "doc_chars",
@@ -106,15 +105,7 @@ def _same(first: ReviewIndex, second: ReviewIndex) -> None:
     assert first.chunk_ids.equals(second.chunk_ids)
 
 
-def _old(snapshot: Path) -> Path:
-    """``snapshot`` as one written before review columns: no files, no manifest entry."""
-    path = snapshot / MANIFEST
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    del manifest["review_columns"]
-    path.chmod(0o644)
-    path.write_text(json.dumps(manifest), encoding="utf-8")
-    shutil.rmtree(snapshot / REVIEW_COLUMNS_DIR)
-    return snapshot
+_old = drop_review_columns
 
 
 def _from_parts(snapshot: Path) -> ReviewIndex:
@@ -125,26 +116,7 @@ def _from_parts(snapshot: Path) -> ReviewIndex:
     )
 
 
-def _seal(snapshot: Path, filename: str, table: pa.Table, digest: str | None = None) -> None:
-    """Write ``table`` as the review-columns file of ``filename`` and record it in the manifest as a
-    writer would (its size, SHA-256, rows; the footer's and entry's parts digest ``digest``, or the
-    manifest's own parts)."""
-    path = snapshot / MANIFEST
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    digest = digest or parts_digest(manifest["parts"])
-    target = snapshot / REVIEW_COLUMNS_DIR / filename
-    target.unlink(missing_ok=True)
-    with pq.ParquetWriter(target, table.schema) as writer:
-        writer.write_table(table)
-        writer.add_key_value_metadata({"chunkyard.parts": digest})
-    data = target.read_bytes()
-    kind = filename.split(".")[0]
-    manifest["review_columns"]["parts"] = digest
-    manifest["review_columns"][kind].update(
-        rows=table.num_rows, bytes=len(data), sha256=hashlib.sha256(data).hexdigest()
-    )
-    path.chmod(0o644)
-    path.write_text(json.dumps(manifest), encoding="utf-8")
+_seal = seal_review_columns
 
 
 def test_a_new_snapshot_opens_from_its_review_columns_without_the_parts_or_the_cache(
