@@ -79,6 +79,19 @@ _VERSION = re.compile(r"^v(\d+)$")
 
 _KIND = {DOCUMENTS: "documents", CHUNKS: "chunks"}  # a part entry's key for each folder
 
+# The columns the reviewer opens a snapshot with (``ReviewIndex.load``). A parted snapshot holds them
+# once more, every row in row order, in one small file per table written at publish
+# (``review-columns/documents.parquet`` and ``review-columns/chunks.parquet``, the manifest's
+# ``review_columns`` entry): one file read instead of a file open per part (docs/storage.md).
+REVIEW_COLUMNS = {
+    DOCUMENTS: ["doc_id", "title", "sha256", "n_chars"],
+    CHUNKS: ["chunk_id", "doc_id", "chunk_index", "start", "end", "size", "unit", "findings"],
+}
+REVIEW_COLUMNS_DIR = "review-columns"
+REVIEW_COLUMNS_KEY = "review_columns"  # the manifest's entry
+REVIEW_PARTS_METADATA = b"chunkyard.parts"  # in each file's footer: the ``parts_digest`` it was made from
+REVIEW_ROW_GROUP = 1 << 18  # rows per row group: few groups read fastest, and bound the writer's memory
+
 EXCLUSION_TYPE = pa.struct([("start", pa.int64()), ("end", pa.int64()), ("reason", pa.string())])
 
 DOCUMENTS_SCHEMA = pa.schema(
@@ -130,6 +143,29 @@ CHUNKS_SCHEMA = pa.schema(
 
 def empty_table(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
+
+
+REVIEW_SCHEMAS = {
+    filename: pa.schema([schema.field(name) for name in REVIEW_COLUMNS[filename]], metadata=schema.metadata)
+    for filename, schema in ((DOCUMENTS, DOCUMENTS_SCHEMA), (CHUNKS, CHUNKS_SCHEMA))
+}
+
+
+def parts_digest(parts: list[dict[str, Any]]) -> str:
+    """What a snapshot's review-columns files were made from: a SHA-256 over every part's rows and
+    SHA-256, documents and chunks, in row order. Another set of parts (a refresh, a crafted or
+    resealed manifest) gives another digest, so a column file is used only beside its own parts."""
+    digest = hashlib.sha256()
+    for part in parts:
+        for kind in ("documents", "chunks"):
+            entry = part.get(kind) if isinstance(part, dict) else None
+            entry = entry if isinstance(entry, dict) else {}
+            digest.update(f"{entry.get('rows')!r} {entry.get('sha256')!r}\n".encode())
+    return digest.hexdigest()
+
+
+class _NotUsable(Exception):
+    """Why a snapshot's review-columns files are not read (its columns then come from the parts)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,6 +464,9 @@ class Snapshot:
 
     path: Location
     manifest: dict[str, Any]
+    # Not fields: where ``whole_columns`` found the columns, and why not in the review columns.
+    columns_source = ""
+    review_columns_note = ""
 
     @classmethod
     def open(cls, path: str | Location, *, validate: bool = False) -> Snapshot:
@@ -454,10 +493,12 @@ class Snapshot:
         Of a parted snapshot the first part of each kind is checked (one writer wrote them all; the
         checksums in the manifest cover the others)."""
         for filename, schema in ((DOCUMENTS, DOCUMENTS_SCHEMA), (CHUNKS, CHUNKS_SCHEMA)):
-            files = self.files(filename)
-            if not files:
+            if self.parted and not self.parts:
                 continue
-            path = files[0]
+            # Only the first file is named (a path per part costs ≈0.1 ms: 0.3 s at 3,000 parts).
+            path = (
+                self.resolve(self.parts[0][_KIND[filename]]["file"]) if self.parted else self.path / filename
+            )
             try:
                 found = parquet_file(path).schema_arrow
             except (OSError, pa.ArrowException) as exc:
@@ -608,13 +649,27 @@ class Snapshot:
         """Whole columns of both tables, in row order: what the reviewer opens a snapshot with.
 
         A local snapshot of many parts costs a file open, a footer and a few column chunks per part
-        (≈0.7 ms of CPU each: 2 s for 3,000 files, where one file of the same rows reads in 0.2 s),
-        so its columns are read once and kept in the user's cache (``columns_cache_dir``): snapshots
-        never change, and the cache entry's name is a hash of the snapshot's path, its manifest's
-        bytes (every part's SHA-256) and the columns, so any other snapshot, or this one resealed,
-        misses it. Not in the dataset's folder: a dataset someone sends cannot bring rows that
-        differ from its parts. The entry is written in a background thread (``wait_for_cache_writes``);
-        a cache that cannot be read or written is passed over."""
+        (≈0.7 ms of CPU each: 2 s for 3,000 files, where one file of the same rows reads in 0.2 s).
+        So, in order:
+
+        1. the snapshot's own review-columns files (``review_columns``), written at publish, when
+           they hold these columns and are exactly the ones the manifest names for these parts;
+        2. for a snapshot without them (written before them) or whose files are missing, damaged or
+           stale: the user's cache (``columns_cache_dir``), whose entry is named by a hash of the
+           snapshot's path, its manifest's bytes (every part's SHA-256) and the columns, so any
+           other snapshot, or this one resealed, misses it; written in a background thread
+           (``wait_for_cache_writes``), passed over when it cannot be read or written;
+        3. the parts.
+
+        ``columns_source`` then says which (``review-columns``, ``cache`` or ``parts``), and
+        ``review_columns_note`` why the first was not used."""
+        found = self.review_columns(documents_columns, chunks_columns)
+        if found is not None:
+            self.columns_source = REVIEW_COLUMNS_DIR
+            documents, chunks = found
+            if "doc_id" in documents.column_names:
+                self._remember_parts(documents)
+            return documents, chunks
         cache = self._columns_cache(documents_columns, chunks_columns)
         if cache is not None:
             found = _read_cached(cache)
@@ -627,14 +682,97 @@ class Snapshot:
                 chunks = check_columns(found[1], CHUNKS_SCHEMA, self.path / CHUNKS)
                 if "doc_id" in documents.column_names:
                     self._remember_parts(documents)
+                self.columns_source = "cache"
                 return documents, chunks
         documents = self.documents(documents_columns)
         chunks = self.chunks(chunks_columns)
+        self.columns_source = "parts"
         if cache is not None:  # written beside the caller's work (pyarrow releases the GIL)
             writer = threading.Thread(target=_write_cached, args=(cache, documents, chunks), daemon=True)
             _CACHE_WRITES.append(writer)
             writer.start()
         return documents, chunks
+
+    def review_columns(
+        self, documents_columns: list[str] | None = None, chunks_columns: list[str] | None = None
+    ) -> tuple[pa.Table, pa.Table] | None:
+        """Columns of every row (``REVIEW_COLUMNS`` or a subset) from the snapshot's review-columns
+        files, or None, with the reason in ``review_columns_note``, unless they are the files the
+        manifest names, made from these very parts: the entry's ``parts`` is ``parts_digest`` of
+        the manifest's parts (and so is each file's footer), the row counts are the parts', and each
+        file has the size and SHA-256 the entry records (hashed at every read: ≈0.04 s for a million
+        chunks). Columns are checked as every read's (``check_columns``). A snapshot without them,
+        or with files missing, damaged, stale or lacking a column, is read from its parts instead:
+        never a view other than the parts'. (A crafted snapshot may bring files that agree with
+        their manifest but not with its parts, as it may bring crafted parts: ``validate`` compares
+        them with the parts.)"""
+        self.review_columns_note = ""
+        try:
+            return self._read_review_columns(documents_columns, chunks_columns)
+        except _NotUsable as exc:
+            self.review_columns_note = str(exc)
+            return None
+
+    def _read_review_columns(
+        self, documents_columns: list[str] | None, chunks_columns: list[str] | None
+    ) -> tuple[pa.Table, pa.Table]:
+        entry = self.manifest.get(REVIEW_COLUMNS_KEY)
+        where = self.path / MANIFEST
+        if entry is None:
+            raise _NotUsable(f"{where}: no {REVIEW_COLUMNS_KEY} (a snapshot written before them)")
+        if not self.parted or not isinstance(entry, dict):
+            raise _NotUsable(f"{where}: {REVIEW_COLUMNS_KEY}: not an entry of a parted snapshot")
+        try:
+            parts = self.parts
+        except DatasetError as exc:
+            raise _NotUsable(str(exc)) from None
+        digest = parts_digest(parts)
+        if entry.get("parts") != digest:
+            raise _NotUsable(
+                f"{where}: {REVIEW_COLUMNS_KEY}: made from other parts than the manifest's (stale)"
+            )
+        tables = []
+        for filename, wanted in ((DOCUMENTS, documents_columns), (CHUNKS, chunks_columns)):
+            kind = _KIND[filename]
+            relative = f"{REVIEW_COLUMNS_DIR}/{filename}"
+            item = entry.get(kind)
+            if not isinstance(item, dict) or item.get("file") != relative:
+                raise _NotUsable(f"{where}: {REVIEW_COLUMNS_KEY}: {kind}: not this snapshot's {relative}")
+            listed = item.get("columns")
+            columns = list(wanted) if wanted is not None else listed
+            if not isinstance(listed, list) or not isinstance(columns, list):
+                raise _NotUsable(f"{where}: {REVIEW_COLUMNS_KEY}: {kind}: no list of columns")
+            missing = [name for name in columns if name not in listed]
+            if missing:
+                raise _NotUsable(f"{self.path / relative}: holds no column {missing[0]}")
+            try:
+                rows = sum(int(part[kind].get("rows", -1)) for part in parts)
+            except (TypeError, ValueError):
+                raise _NotUsable(f"{where}: parts: a row count that is not a number") from None
+            if item.get("rows") != rows:
+                raise _NotUsable(f"{where}: {REVIEW_COLUMNS_KEY}: {kind}: not the parts' {rows} rows")
+            path = self.path / relative
+            try:
+                data = path.read_bytes()
+            except (OSError, pa.ArrowException, DatasetError) as exc:
+                raise _NotUsable(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+            if len(data) != item.get("bytes") or hashlib.sha256(data).hexdigest() != item.get("sha256"):
+                raise _NotUsable(f"{path}: damaged: its content differs from what was published")
+            try:
+                file = pq.ParquetFile(pa.BufferReader(data))
+                if (file.metadata.metadata or {}).get(REVIEW_PARTS_METADATA) != digest.encode():
+                    raise _NotUsable(f"{path}: made from other parts than the manifest's (stale)")
+                table = file.read(columns=columns)
+            except (OSError, pa.ArrowException) as exc:
+                detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise _NotUsable(f"{path}: cannot read: {detail}") from None
+            if table.num_rows != rows or table.column_names != columns:
+                raise _NotUsable(f"{path}: not the parts' {rows} rows of {columns}")
+            try:
+                tables.append(check_columns(table, REVIEW_SCHEMAS[filename], path))
+            except DatasetError as exc:
+                raise _NotUsable(str(exc)) from None
+        return tables[0], tables[1]
 
     def _columns_cache(self, documents_columns: list[str], chunks_columns: list[str]) -> Path | None:
         if not self.parted or not isinstance(self.path, Path) or len(self.parts) < COLUMNS_CACHE_MIN_PARTS:
@@ -720,6 +858,34 @@ class Snapshot:
         except (OSError, pa.ArrowException) as exc:
             detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise DatasetError(f"{chunk_path}: cannot read: {detail}") from None
+        self._check_review_columns(should_stop)
+
+    def _check_review_columns(self, should_stop: Callable[[], bool] | None = None) -> None:
+        """The review-columns files, where a reader would use them (``review_columns``), hold exactly
+        the parts' columns: a snapshot whose files agree with its manifest but not with its parts
+        (crafted) would show the reviewer other rows than it ships. Files that are not used
+        (missing, stale, damaged: ``verify_files`` names damage) show nothing, so nothing is compared."""
+        found = self.review_columns()
+        if found is None:
+            return
+        for filename, table in zip((DOCUMENTS, CHUNKS), found, strict=True):
+            if should_stop is not None and should_stop():
+                raise Stopped
+            parts = self._read(filename, table.column_names, None)
+            for name in table.column_names:
+                mine, theirs = table.column(name).combine_chunks(), parts.column(name).combine_chunks()
+                if mine.equals(theirs):
+                    continue
+                mine_rows, their_rows = mine.to_pylist(), theirs.to_pylist()
+                row = next(
+                    (i for i, (a, b) in enumerate(zip(mine_rows, their_rows, strict=False)) if a != b),
+                    min(len(mine_rows), len(their_rows)),
+                )
+                raise DatasetError(
+                    f"{self.path / REVIEW_COLUMNS_DIR / filename}: column {name}, row {row}: not the "
+                    f"value of {self._label(filename)} (the reviewer would show other rows than the "
+                    "snapshot holds)"
+                )
 
     def _check_chunk_batch(
         self, table: pa.Table, known: pa.Array, documents: list[str], lengths: np.ndarray, first_row: int
@@ -784,6 +950,16 @@ class Snapshot:
                 for part in self.parts
                 for kind in _KIND.values()
             ]
+            entry = self.manifest.get(REVIEW_COLUMNS_KEY)
+            if entry is not None:  # derived files, checked like the parts: they were published too
+                for filename, kind in _KIND.items():
+                    relative = f"{REVIEW_COLUMNS_DIR}/{filename}"
+                    item = entry.get(kind) if isinstance(entry, dict) else None
+                    if not isinstance(item, dict) or item.get("file") != relative:
+                        raise DatasetError(
+                            f"{self.path / MANIFEST}: {REVIEW_COLUMNS_KEY}: {kind}: expected the entry of {relative}"
+                        )
+                    checks.append((self.path / relative, item))
         else:
             recorded = self.manifest.get("files")
             if not isinstance(recorded, dict):
@@ -993,6 +1169,80 @@ class _Pending:
     chunks: pa.Table | None
 
 
+def review_table(table: pa.Table, filename: str) -> pa.Table:
+    """The reviewer's columns (``REVIEW_COLUMNS``) of rows of ``filename``, with their schema's types."""
+    return table.select(REVIEW_COLUMNS[filename]).cast(REVIEW_SCHEMAS[filename])
+
+
+class _ReviewColumnsWriter:
+    """Writes the review-columns files of a snapshot while its parts are cut: each part's rows of
+    ``REVIEW_COLUMNS`` are added in row order (``add``) and written in row groups of
+    ``REVIEW_ROW_GROUP`` rows (so at most one group is held); ``finish`` stamps each file's footer
+    with the parts it was made from (``parts_digest``) and returns the manifest's entry."""
+
+    def __init__(self, sink: Callable[[str], Any], written: Callable[[str, Any], tuple[int, str]]):
+        self._sink, self._written = sink, written
+        self._writers: dict[str, tuple[pq.ParquetWriter, Any]] = {}
+        self._held: dict[str, list[pa.Table]] = {DOCUMENTS: [], CHUNKS: []}
+        self._held_rows = {DOCUMENTS: 0, CHUNKS: 0}
+        self.rows = {DOCUMENTS: 0, CHUNKS: 0}
+
+    def add(self, documents: pa.Table, chunks: pa.Table) -> None:
+        for filename, table in ((DOCUMENTS, documents), (CHUNKS, chunks)):
+            table = review_table(table, filename)
+            self._held[filename].append(table)
+            self._held_rows[filename] += table.num_rows
+            self.rows[filename] += table.num_rows
+            if self._held_rows[filename] >= REVIEW_ROW_GROUP:
+                self._write(filename, last=False)
+
+    def _write(self, filename: str, *, last: bool) -> None:
+        held = pa.concat_tables(self._held[filename]) if self._held[filename] else None
+        self._held[filename], self._held_rows[filename] = [], 0
+        if filename not in self._writers:
+            sink = self._sink(f"{REVIEW_COLUMNS_DIR}/{filename}")
+            self._writers[filename] = (
+                pq.ParquetWriter(sink, REVIEW_SCHEMAS[filename], compression="zstd"),
+                sink,
+            )
+        writer = self._writers[filename][0]
+        while held is not None and held.num_rows >= REVIEW_ROW_GROUP:
+            writer.write_table(
+                held.slice(0, REVIEW_ROW_GROUP).combine_chunks(), row_group_size=REVIEW_ROW_GROUP
+            )
+            held = held.slice(REVIEW_ROW_GROUP)
+        if held is not None and held.num_rows:
+            if last:
+                writer.write_table(held.combine_chunks(), row_group_size=REVIEW_ROW_GROUP)
+            else:  # the rest waits for the next group (a copy: the parts' buffers are let go)
+                self._held[filename], self._held_rows[filename] = [held.combine_chunks()], held.num_rows
+
+    def finish(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
+        digest = parts_digest(parts)
+        entry: dict[str, Any] = {"parts": digest}
+        for filename, kind in _KIND.items():
+            self._write(filename, last=True)
+            writer, sink = self._writers.pop(filename)
+            writer.add_key_value_metadata({REVIEW_PARTS_METADATA.decode(): digest})
+            writer.close()
+            relative = f"{REVIEW_COLUMNS_DIR}/{filename}"
+            size, sha256 = self._written(relative, sink)
+            entry[kind] = {
+                "file": relative,
+                "columns": REVIEW_COLUMNS[filename],
+                "rows": self.rows[filename],
+                "bytes": size,
+                "sha256": sha256,
+            }
+        return entry
+
+    def abort(self) -> None:
+        for writer, _ in self._writers.values():
+            with contextlib.suppress(OSError, pa.ArrowException):
+                writer.close()
+        self._writers.clear()
+
+
 class _PartsWriter:
     """What the local and the object-store writer share: documents arrive in row order (``write``
     for rows made now, ``write_previous`` for rows the previous snapshot holds), ``PartCutter``
@@ -1023,6 +1273,9 @@ class _PartsWriter:
         self.parts_written = 0
         self.parts_adopted = 0  # of parts_written: files a worker wrote, renamed in (``write_batch``)
         self._sizes: dict[str, int] | None = None
+        self._review = _ReviewColumnsWriter(self._columns_sink, self._columns_written)
+        # The previous snapshot's review columns (for the parts it shares), read when first needed.
+        self._previous_columns: tuple[pa.Table, pa.Table, dict[str, tuple[int, int, int, int]]] | None = None
 
     @property
     def part_target(self) -> int:
@@ -1110,6 +1363,7 @@ class _PartsWriter:
         self.parts_written += 1
         self.parts_adopted += 1
         self._entries.append(entry)
+        self._review.add(*(self._own_columns(entry[_KIND[filename]]["file"], filename) for filename in _KIND))
 
     def _fresh(self, documents: pa.Table, chunks: pa.Table) -> list[tuple[_Pending, int]]:
         try:
@@ -1202,9 +1456,47 @@ class _PartsWriter:
             for kind in _KIND.values():
                 entry[kind] = {**shared[kind], "file": self._share(kind, number, shared[kind]["file"])}
             self._entries.append(entry)
+            self._review.add(*self._shared_columns(shared))
             return
         documents, chunks = self._gather(pending)
         self._entries.append(self._store_part(number, key, documents, chunks))
+        self._review.add(documents, chunks)
+
+    def _shared_columns(self, shared: dict[str, Any]) -> tuple[pa.Table, pa.Table]:
+        """The review columns of a part shared with the previous snapshot: sliced from the previous
+        snapshot's review-columns files when they are usable (``Snapshot.review_columns``: checked
+        against its manifest, hashed), read from the part's files otherwise."""
+        assert self.previous is not None
+        if self._previous_columns is None:
+            found = self.previous.review_columns()
+            offsets: dict[str, tuple[int, int, int, int]] = {}
+            if found is not None:
+                at_documents = at_chunks = 0
+                for part in self.previous.parts:
+                    rows_documents, rows_chunks = int(part["documents"]["rows"]), int(part["chunks"]["rows"])
+                    if isinstance(part.get("key"), str):
+                        offsets[part["key"]] = (at_documents, rows_documents, at_chunks, rows_chunks)
+                    at_documents += rows_documents
+                    at_chunks += rows_chunks
+            empty = (DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table())
+            self._previous_columns = (*(found or empty), offsets)
+        documents, chunks, offsets = self._previous_columns
+        where = offsets.get(shared["key"])
+        if where is not None:
+            return documents.slice(where[0], where[1]), chunks.slice(where[2], where[3])
+        tables = []
+        for filename, kind in _KIND.items():
+            path = self.previous.resolve(shared[kind]["file"])
+            try:
+                tables.append(read_parquet(path, columns=REVIEW_COLUMNS[filename]))
+            except (OSError, pa.ArrowException) as exc:
+                detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise DatasetError(f"{path}: cannot read: {detail}") from None
+        return tables[0], tables[1]
+
+    def _own_columns(self, relative: str, filename: str) -> pa.Table:
+        """The review columns of a part file this writer placed (a worker's, renamed in)."""
+        raise DatasetError(f"{self.staging}: this writer streams its rows; it takes no parts")
 
     def _gather(self, pending: list[_Pending]) -> tuple[pa.Table, pa.Table]:
         carried = [p.doc_id for p in pending if p.documents is None]
@@ -1253,15 +1545,19 @@ class _PartsWriter:
             self._entries.append(
                 self._store_part(1, part_key([]), DOCUMENTS_SCHEMA.empty_table(), CHUNKS_SCHEMA.empty_table())
             )
+        review = self._review.finish(self._entries)
+        review_bytes = sum(review[kind]["bytes"] for kind in _KIND.values())
+        self.bytes_written += review_bytes
         total = sum(entry[kind]["bytes"] for entry in self._entries for kind in _KIND.values())
         manifest["schema_version"] = LAYOUT_VERSION
         manifest["parts_format"] = self._format
         manifest["storage"] = {
             "parts": len(self._entries),
             "parts_written": self.parts_written,
-            "bytes": total,
+            "bytes": total + review_bytes,  # every file of the snapshot but the manifest
             "bytes_written": self.bytes_written,
         }
+        manifest[REVIEW_COLUMNS_KEY] = review
         manifest["parts"] = self._entries
         manifest.pop("files", None)
 
@@ -1274,6 +1570,14 @@ class _PartsWriter:
         raise DatasetError(f"{self.staging}: this writer streams its rows; it takes no parts")
 
     def _share(self, kind: str, number: int, previous_file: str) -> str:
+        raise NotImplementedError
+
+    def _columns_sink(self, relative: str) -> Any:
+        """Where the review-columns file ``relative`` is written (a ``pq.ParquetWriter`` sink)."""
+        raise NotImplementedError
+
+    def _columns_written(self, relative: str, sink: Any) -> tuple[int, str]:
+        """The file is complete: make it the snapshot's ``relative``; its size and SHA-256."""
         raise NotImplementedError
 
 
@@ -1310,7 +1614,7 @@ class SnapshotWriter(_PartsWriter):
         self._start_parts(previous)
         self._new_files: list[Path] = []
         try:
-            for filename in (DOCUMENTS, CHUNKS):
+            for filename in (DOCUMENTS, CHUNKS, REVIEW_COLUMNS_DIR):
                 (self.staging / filename).mkdir()
             if parts:
                 self.part_folder = self.staging / PARTS
@@ -1334,6 +1638,17 @@ class SnapshotWriter(_PartsWriter):
         except OSError as exc:
             raise write_failure(exc, target) from None
         self._new_files.append(target)
+
+    def _columns_sink(self, relative: str) -> Any:
+        return str(self.staging / relative)
+
+    def _columns_written(self, relative: str, sink: Any) -> tuple[int, str]:
+        target = self.staging / relative
+        self._new_files.append(target)
+        return file_digest(target)
+
+    def _own_columns(self, relative: str, filename: str) -> pa.Table:
+        return pq.read_table(self.staging / relative, columns=REVIEW_COLUMNS[filename])
 
     def _share(self, kind: str, number: int, previous_file: str) -> str:
         assert self.previous is not None
@@ -1372,7 +1687,11 @@ class SnapshotWriter(_PartsWriter):
             # The new files reach the disk before the manifest names them (one syncfs, not a
             # thousand fsyncs); the shared ones did when their snapshot was published.
             _sync_files(self.staging, self._new_files)
-            for folder in (self.staging / DOCUMENTS, self.staging / CHUNKS):
+            for folder in (
+                self.staging / DOCUMENTS,
+                self.staging / CHUNKS,
+                self.staging / REVIEW_COLUMNS_DIR,
+            ):
                 _fsync_dir(folder)
         except (OSError, pa.ArrowException) as exc:
             raise write_failure(exc, self.staging) from None
@@ -1421,6 +1740,7 @@ class SnapshotWriter(_PartsWriter):
     def abort(self) -> None:
         """Remove the staging folder (hard links only: the parts it shares stay where they are)."""
         self.closed = True
+        self._review.abort()
         shutil.rmtree(self.staging, ignore_errors=True)
         if self.staging.exists():
             raise DatasetError(
@@ -1497,6 +1817,14 @@ class ObjectStoreSnapshotWriter(_PartsWriter):
         except (OSError, pa.ArrowException) as exc:
             raise DatasetError(f"{self.staging / relative}: cannot write: {exc}") from None
 
+    def _columns_sink(self, relative: str) -> Any:
+        return pa.BufferOutputStream()  # a few MB per million chunks, uploaded whole at the end
+
+    def _columns_written(self, relative: str, sink: Any) -> tuple[int, str]:
+        data = sink.getvalue().to_pybytes()
+        self._put(relative, data)
+        return len(data), hashlib.sha256(data).hexdigest()
+
     def _share(self, kind: str, number: int, previous_file: str) -> str:
         assert self.previous is not None
         if previous_file.startswith("../"):
@@ -1519,6 +1847,7 @@ class ObjectStoreSnapshotWriter(_PartsWriter):
 
     def abort(self) -> None:
         self.closed = True
+        self._review.abort()
         if not (self.staging / MANIFEST).exists():
             self.staging.delete_tree()
 

@@ -2,7 +2,8 @@
 
 ``ReviewIndex.load`` reads only ids, offsets, sizes and findings of every chunk up front (a few
 columns of Arrow, turned into NumPy arrays), so a dataset of a million chunks opens in well under a
-second (a snapshot of many parts: from the user's cache after its first open, ``Snapshot.whole_columns``); texts, section paths and ``embed_text`` are read per document on demand. Review state comes
+second (a snapshot of many parts: from its review-columns files, or for one written before them from
+the user's cache after its first open, ``Snapshot.whole_columns``); texts, section paths and ``embed_text`` are read per document on demand. Review state comes
 from the ledger (``chunkyard.chunking.ledger``) and is kept as one small integer per chunk, so progress counts
 and "next suspicious chunk" are array operations.
 
@@ -24,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from chunkyard.chunking.dataset import Snapshot, safe_doc_id
+from chunkyard.chunking.dataset import CHUNKS, DOCUMENTS, REVIEW_COLUMNS, Snapshot, safe_doc_id
 from chunkyard.chunking.errors import DatasetError
 from chunkyard.chunking.findings import FINDINGS, explain
 from chunkyard.chunking.ledger import (
@@ -261,10 +262,7 @@ class ReviewIndex:
     def load(cls, path: str | Path) -> ReviewIndex:
         """Open the newest snapshot at or below ``path`` and read its ids, offsets and findings."""
         snapshot = Snapshot.open(path)
-        documents, chunks = snapshot.whole_columns(
-            ["doc_id", "title", "sha256", "n_chars"],
-            ["chunk_id", "doc_id", "chunk_index", "start", "end", "size", "unit", "findings"],
-        )
+        documents, chunks = snapshot.whole_columns(REVIEW_COLUMNS[DOCUMENTS], REVIEW_COLUMNS[CHUNKS])
         return cls(snapshot, documents, chunks)
 
     def _build(self, documents: pa.Table, chunks: pa.Table) -> None:

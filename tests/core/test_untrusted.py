@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from chunkyard.chunking.dataset import CHUNKS, DOCUMENTS, MANIFEST, Snapshot
+from chunkyard.chunking.dataset import CHUNKS, DOCUMENTS, MANIFEST, REVIEW_COLUMNS_DIR, Snapshot
 from chunkyard.chunking.errors import ChunkyardError
 from chunkyard.chunking.review import ReviewIndex
 
-from support.parts import only_part
+from support.parts import drop_review_columns, only_part, seal_review_columns
 from support.review_fixtures import build_dataset
 
 
@@ -24,14 +24,21 @@ def pristine(tmp_path_factory) -> Path:
     return build_dataset(tmp_path_factory.mktemp("untrusted"))
 
 
-@pytest.fixture
-def snapshot(pristine: Path, tmp_path: Path) -> Path:
+def _copy(pristine: Path, tmp_path: Path) -> Path:
     folder = Snapshot.open(pristine).path
     copy = tmp_path / "kb" / "v1" / "0001"
     shutil.copytree(folder, copy)
     for child in copy.rglob("*"):
         child.chmod(0o755 if child.is_dir() else 0o644)
     return copy
+
+
+@pytest.fixture
+def snapshot(pristine: Path, tmp_path: Path) -> Path:
+    """A copy without review columns (as written before them): the reviewer reads the crafted parts.
+    (With review columns it reads those, which the crafts below leave alone: the view is the one
+    published, and ``verify`` reports the parts; the crafts of review columns are further down.)"""
+    return drop_review_columns(_copy(pristine, tmp_path))
 
 
 def _open_fully(path: Path) -> None:
@@ -138,3 +145,36 @@ def test_a_missing_column_is_one_line_naming_the_file(snapshot: Path) -> None:
         ReviewIndex.load(snapshot)
     message = str(caught.value)
     assert "\n" not in message and message.startswith(f"{only_part(snapshot, CHUNKS)}: cannot read"), message
+
+
+@pytest.mark.parametrize("start, end", [(-5, 3), (0, 10**12), (50, 10)])
+def test_out_of_range_offsets_in_the_review_columns(
+    pristine: Path, tmp_path: Path, start: int, end: int
+) -> None:
+    """The review columns (what a snapshot written now is opened with) crafted and recorded in the
+    manifest as their writer would: offsets outside the document are refused at open all the same."""
+    copy = _copy(pristine, tmp_path)
+    path = copy / REVIEW_COLUMNS_DIR / CHUNKS
+    table = pq.read_table(path)
+    starts, ends = table.column("start").to_pylist(), table.column("end").to_pylist()
+    starts[0], ends[0] = start, end
+    table = table.set_column(table.schema.get_field_index("start"), "start", pa.array(starts, pa.int64()))
+    table = table.set_column(table.schema.get_field_index("end"), "end", pa.array(ends, pa.int64()))
+    seal_review_columns(copy, CHUNKS, table)
+    with pytest.raises(ChunkyardError, match="outside its document"):
+        ReviewIndex.load(copy)
+
+
+def test_review_columns_of_the_wrong_types_are_passed_over_for_the_parts(
+    pristine: Path, tmp_path: Path
+) -> None:
+    copy = _copy(pristine, tmp_path)
+    path = copy / REVIEW_COLUMNS_DIR / DOCUMENTS
+    table = pq.read_table(path)
+    table = table.set_column(
+        table.schema.get_field_index("n_chars"), "n_chars", pa.array(["many"] * table.num_rows)
+    )
+    seal_review_columns(copy, DOCUMENTS, table)
+    index = ReviewIndex.load(copy)
+    assert index.snapshot.columns_source == "parts" and "column n_chars" in index.snapshot.review_columns_note
+    _open_fully(copy)

@@ -181,6 +181,8 @@ def test_a_refresh_on_s3_refers_to_the_unchanged_parts_and_reads_as_a_fresh_run(
     assert run_cli("run", str(config)) == 0
     second = Snapshot.open(f"s3://bucket/shared/kb?{s3['query']}", validate=True)  # checksums of every part
     assert second.number == 2
+    # Its own review columns (uploaded with it, never a reference), equal to its parts' (validate).
+    assert second.review_columns() is not None, second.review_columns_note
     referred = [p for p in second.parts if p["chunks"]["file"].startswith("../0001/")]
     assert len(second.parts) > 5 and 1 <= len(second.parts) - len(referred) <= 3
     storage = second.manifest["storage"]
@@ -247,6 +249,10 @@ def test_manifest_is_written_last(s3, aws_env, monkeypatch):
         if self.name == "manifest.json":
             for name in ("documents.parquet", "chunks.parquet"):
                 seen[name] = pq.read_table((self.parent / name).path, filesystem=self.filesystem).num_rows
+                review = self.parent / "review-columns" / name
+                seen[f"review-columns/{name}"] = pq.read_table(
+                    review.path, filesystem=self.filesystem
+                ).num_rows
         return original(self, data)
 
     monkeypatch.setattr(StoragePath, "write_bytes", check_then_write)
@@ -270,13 +276,22 @@ def test_manifest_is_written_last(s3, aws_env, monkeypatch):
     )
     writer.write(documents, CHUNKS_SCHEMA.empty_table())
     target = writer.publish({"schema_version": 1, "name": "kb", "version": 1, "snapshot": None})
-    assert seen == {"documents.parquet": 1, "chunks.parquet": 0}
+    assert seen == {
+        "documents.parquet": 1,
+        "chunks.parquet": 0,
+        "review-columns/documents.parquet": 1,
+        "review-columns/chunks.parquet": 0,
+    }
     assert json.loads((target / "manifest.json").read_text())["snapshot"] == 1
     assert {info.path.split("/0001/", 1)[1] for info in target.files()} == {
         "manifest.json",
         "documents.parquet/part-00000001.parquet",
         "chunks.parquet/part-00000001.parquet",
+        "review-columns/documents.parquet",
+        "review-columns/chunks.parquet",
     }
+    opened = Snapshot.open(f"s3://bucket/order/kb?{s3['query']}")
+    assert opened.review_columns() is not None, opened.review_columns_note
 
 
 def test_uris_in_config():

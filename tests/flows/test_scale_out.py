@@ -575,9 +575,13 @@ def test_workers_parts_publish_the_thread_runners_tables_row_for_row(server_env,
             "chunks.parquet",
             "documents.parquet",
             "manifest.json",
+            "review-columns",
         ]
         parts = [json.loads((s / "manifest.json").read_text())["parts"] for s in (first, second)]
         assert len(parts[0]) > 20 and parts[0] == parts[1]
+        # The review columns too: the same files, from the workers' parts read back as from the rows.
+        review = [json.loads((s / "manifest.json").read_text())["review_columns"] for s in (first, second)]
+        assert review[0] == review[1]
 
     full = run(server_env, thread_config)
     same_tables(full, run(server_env, process_config, "--task-runner", "process", "--workers", "2"))

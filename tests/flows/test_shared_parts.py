@@ -68,7 +68,13 @@ def test_a_small_change_shares_the_unchanged_parts_and_equals_a_fresh_run(
         assert after[name].st_nlink == 2 and not after[name].st_mode & 0o222
     storage = second.manifest["storage"]
     assert storage["parts_written"] == len(new) // 2 and storage["parts"] == len(second.parts)
-    assert storage["bytes_written"] == sum(after[name].st_size for name in new)
+    # The review columns are the refresh's own files (new, one name each), written beside its new parts.
+    review = [p.stat() for p in second.path.glob("review-columns/*.parquet")]
+    assert len(review) == 2 and all(info.st_nlink == 1 for info in review)
+    assert second.review_columns() is not None, second.review_columns_note
+    assert storage["bytes_written"] == sum(after[name].st_size for name in new) + sum(
+        i.st_size for i in review
+    )
 
     # The same files chunked from scratch: the same rows, in the same order, cut into the same parts.
     (tmp_path / "fresh").mkdir()

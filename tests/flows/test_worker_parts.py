@@ -76,7 +76,10 @@ def test_worker_parts_are_the_parts_the_flow_would_cut(small_parts, tmp_path: Pa
     workers, adopted = _publish(tmp_path / "b", source, "out", workers=True)
     assert len(flow.parts) >= 30
     assert workers.parts == flow.parts  # keys, rows, bytes, SHA-256, file names
-    workers.verify()
+    # The review columns, from the workers' files read back: the same files as from the rows.
+    assert workers.manifest["review_columns"] == flow.manifest["review_columns"]
+    assert workers.review_columns() is not None, workers.review_columns_note
+    workers.verify()  # review columns against the parts too
     # Every part but the last (where no bound may end it) is a file a worker wrote, renamed.
     assert adopted >= len(workers.parts) - 1
 

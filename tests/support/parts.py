@@ -8,7 +8,10 @@ import json
 import random
 from pathlib import Path
 
-from chunkyard.chunking.dataset import MANIFEST
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from chunkyard.chunking.dataset import MANIFEST, REVIEW_COLUMNS_DIR, REVIEW_COLUMNS_KEY, parts_digest
 
 
 def part_files(snapshot: Path, name: str) -> list[Path]:
@@ -35,6 +38,41 @@ def reseal(snapshot: Path) -> None:
             part[kind]["bytes"] = len(data)
             part[kind]["sha256"] = hashlib.sha256(data).hexdigest()
     path.write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def seal_review_columns(snapshot: Path, filename: str, table: pa.Table, digest: str | None = None) -> None:
+    """Write ``table`` as the review-columns file of ``filename`` (``chunks.parquet`` or
+    ``documents.parquet``) and record it in the manifest as a writer would: its rows, size and
+    SHA-256, and as the parts it was made from (entry and footer) ``digest`` or the manifest's own."""
+    path = Path(snapshot) / MANIFEST
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    digest = digest or parts_digest(manifest["parts"])
+    target = Path(snapshot) / REVIEW_COLUMNS_DIR / filename
+    target.unlink(missing_ok=True)
+    with pq.ParquetWriter(target, table.schema) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata({"chunkyard.parts": digest})
+    data = target.read_bytes()
+    entry = manifest[REVIEW_COLUMNS_KEY]
+    entry["parts"] = digest
+    entry[filename.split(".")[0]].update(
+        rows=table.num_rows, bytes=len(data), sha256=hashlib.sha256(data).hexdigest()
+    )
+    path.chmod(0o644)
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def drop_review_columns(snapshot: Path) -> Path:
+    """``snapshot`` as one written before review columns: no files, no manifest entry."""
+    import shutil
+
+    path = Path(snapshot) / MANIFEST
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    del manifest[REVIEW_COLUMNS_KEY]
+    path.chmod(0o644)
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    shutil.rmtree(Path(snapshot) / REVIEW_COLUMNS_DIR)
+    return Path(snapshot)
 
 
 WORDS = (
