@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import regex
 
-from chunkyard.chunking.units import CharMeter, Meter, TokenMeter, WordMeter
+from chunkyard.chunking.units import _SYNC, CharMeter, Meter, TokenMeter, WordMeter
 
 if TYPE_CHECKING:
     from chunkyard.chunking.layout import Layout
@@ -64,8 +64,6 @@ PREFIX_SHARE = 2  # max_size // PREFIX_SHARE
 
 _WORD = regex.compile(r"\S+")
 _GAP = regex.compile(r"\s+")
-# A sync point of cl100k (``units._SYNC``): a piece boundary whatever text comes before it.
-_SYNC = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})")
 _SYNC_WINDOW = 256
 
 
