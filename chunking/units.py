@@ -326,8 +326,9 @@ def get_tokenizer(name: str, base_dir: Path | None = None) -> Tokenizer:
 # that holds a line break ends with its last one, a run of punctuation absorbs the line breaks after
 # it and stops). The regex module's \s is the pre-tokenizer's (Unicode White_Space; not Python's
 # ``str.isspace``, which also takes \x1c-\x1f).
-_SYNC = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})|(?<=\n)(?=[^\s])")
-_SYNC_REVERSE = regex.compile(r"(?<=[\p{L}\p{N}]) (?=\p{L})|(?<=\n)(?=[^\s])", regex.REVERSE)
+_SYNC_PATTERN = r"(?<=[\p{L}\p{N}]) (?=\p{L})|(?<=\n)(?=[^\s])"
+_SYNC = regex.compile(_SYNC_PATTERN)
+_SYNC_REVERSE = regex.compile(_SYNC_PATTERN, regex.REVERSE)
 _LETTER_OR_NUMBER = regex.compile(r"[\p{L}\p{N}]")  # exactly the pre-tokenizer's classes
 _SPACE = regex.compile(r"\s")  # the pre-tokenizer's white space
 _SHORT_SPAN = 96
