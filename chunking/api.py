@@ -121,19 +121,23 @@ def _chunks(
     tokenizer: Any,
 ) -> list[Chunk]:
     """The ``Chunk`` of each span, in order (the per-chunk loop of ``split_document``)."""
-    labels = layout.labels_of([(span.start, span.end) for span in spans])
-    section_path, of_chunk, strategy = layout.chunk_section_path, reserve.of_chunk, layout.strategy
+    bounds = [(span.start, span.end) for span in spans]
+    labels = layout.labels_of(bounds)
+    paths = layout.chunk_section_paths(bounds)
+    starts = [span.start for span in spans]
+    prefixes = reserve.of_chunks(starts, paths)
+    strategy = layout.strategy
     chunks = []
-    for index, (start, end, size, over_budget) in enumerate(spans):
+    append = chunks.append
+    for index, (start, end, size, over_budget), path_here, (prefix, _, shortened), codes, label in zip(
+        range(len(spans)), spans, paths, prefixes, findings, labels, strict=True
+    ):
         chunk_text = text[start:end]
-        path_here = section_path(start, end)
-        prefix, _, shortened = of_chunk(start, path_here)
-        codes = findings[index]
         if shortened:
             codes.append("prefix_shortened")
         n_tokens = size if token_counter else tokenizer.count(chunk_text) if tokenizer else None
         # In the field order of ``Chunk``, built without its keyword ``__new__`` (a sixth of the cost).
-        chunks.append(
+        append(
             _new_chunk(
                 Chunk,
                 (
@@ -148,7 +152,7 @@ def _chunks(
                     n_tokens,
                     strategy,
                     tuple(codes),
-                    labels[index],
+                    label,
                     over_budget,
                 ),
             )

@@ -84,6 +84,22 @@ class Layout:
                 break
         return path
 
+    def chunk_section_paths(self, spans: list[tuple[int, int]]) -> list[tuple[str, ...]]:
+        """``chunk_section_path(start, end)`` for each (start, end) (a run builds every chunk's): a
+        chunk with no heading after its start's inside it (most) takes its start's section path."""
+        starts, paths = self.heading_starts, self.heading_paths
+        if not starts:
+            return [()] * len(spans)
+        count, first = len(starts), starts[0]
+        out: list[tuple[str, ...]] = []
+        for start, end in spans:
+            i = bisect.bisect_right(starts, start)  # the next heading after the start's own
+            if i < count and starts[i] < end:
+                out.append(self.chunk_section_path(start, end))
+            else:
+                out.append(paths[i - 1] if start >= first else ())
+        return out
+
     def groups_around(self, start: int) -> list[Group]:
         """Groups that began before ``start`` and are still open at it (their pieces need context).
 

@@ -10,7 +10,11 @@ the headings name the topic, and the file name ("ch03 05 control flow") would ta
 text (with ``budget: text`` it takes none, and stays). So over the start positions
 of a document the prefix is piecewise constant, changing only at heading starts, just after a
 group's start and at a group's end; ``Reserve`` holds it as intervals ``[lo, hi)`` of
-start positions, each with its prefix and the prefix's size in the config's unit.
+start positions, each with its prefix and the prefix's size in the config's unit. It is built once
+per document: the prefix of each section (no group continued) in one pass over the headings, the
+contexts looked up only at the points where they change, each distinct prefix measured once and put
+through the shortening steps only when over the cap below; ``Reserve.of_chunks`` then gives every
+chunk's prefix in one pass.
 
 With ``budget: embed_text`` (the default) ``max_size`` bounds the whole ``embed_text``: the segmenter
 gives a chunk starting at ``s`` an allowance of ``max_size - reserve(s)`` for its text, then measures
@@ -45,6 +49,7 @@ shortened has the finding ``prefix_shortened``.
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -65,6 +70,7 @@ PREFIX_SHARE = 2  # max_size // PREFIX_SHARE
 _WORD = regex.compile(r"\S+")
 _GAP = regex.compile(r"\s+")
 _SYNC_WINDOW = 256
+_NON_SPACE = re.compile(r"\S")  # the packer's: ``str.isspace`` is ``re``'s ``\s``
 
 
 def least_text_room(settings: ChunkerBase) -> int:
@@ -97,6 +103,12 @@ def _parts(
         return (title if show_title else None), path, contexts
 
     return parts
+
+
+_new_prefix = (
+    tuple.__new__
+)  # ``_new_prefix(Prefix, (text, size, shortened))``, without the keyword ``__new__``
+_NO_PREFIX = Prefix("", 0, False)
 
 
 def _join(title: str | None, path: tuple[str, ...], contexts: tuple[str, ...]) -> str:
@@ -189,10 +201,10 @@ SKIP_ROOMY_UNITS = True
 
 
 def _next_non_space(text: str, pos: int) -> int:
-    """The first position at or after ``pos`` that is not white space (``len(text)`` when none)."""
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
+    """The first position at or after ``pos`` that is not white space (``len(text)`` when none; ``\\s``
+    of ``re`` is ``str.isspace``)."""
+    found = _NON_SPACE.search(text, pos)
+    return found.start() if found is not None else max(pos, len(text))
 
 
 class Reserve:
@@ -214,6 +226,10 @@ class Reserve:
         self.counts = settings.budget == "embed_text"
         self.max_size = settings.max_size
         parts = _parts(settings, title, file_named and self.counts)
+        # What ``parts`` decides the title by (``_section_prefixes`` works it out in its own loop).
+        use_title = bool(settings.context.title and title)
+        self._use_headings = settings.context.headings
+        self._title = (title if use_title else None, title.strip().lower(), file_named and self.counts)
         self._size = string_size(meter)
         self._known: dict[tuple[int, int], int] = {}  # token sizes of embed_texts measured before
         plan = layout.plan
@@ -227,23 +243,35 @@ class Reserve:
             self.lows, self.prefixes = [plan.start], [prefix]
             self.constant, self.largest = True, prefix.size
             return
-        bounds = {plan.start}
-        bounds.update(layout.heading_starts)
-        for group in plan.groups:
-            if group.context and group.kind != "section":
-                bounds.add(group.start + 1)
-                bounds.add(group.end)
+        # The contexts change only just after a group's start and at its end: the contexts at those
+        # points (one sweep) hold up to the next one. Each heading's path lines are built once, and
+        # each distinct prefix is measured once (``_built``).
+        context_groups = [group for group in plan.groups if group.context and group.kind != "section"]
+        changes = sorted({pos for group in context_groups for pos in (group.start + 1, group.end)})
+        heading_starts = layout.heading_starts
+        bounds = {plan.start, *heading_starts, *changes}
         starts = sorted(bounds)
         if starts[0] < plan.start:
             starts = starts[starts.index(plan.start) :]
-        contexts = layout.contexts_at(starts)
+        # The prefix of each section with no context (index 0: before the first heading).
+        plain = self._section_prefixes(((), *layout.heading_paths))
+        sections = [bisect.bisect_right(heading_starts, start) for start in starts]
+        if changes:
+            contexts = layout.contexts_at(changes)
+            at_change = [bisect.bisect_right(changes, start) - 1 for start in starts]
+            built = [
+                plain[section]
+                if change < 0 or not contexts[change]
+                else self._with_context(section, contexts[change])
+                for section, change in zip(sections, at_change, strict=True)
+            ]
+        else:
+            built = [plain[section] for section in sections]
         lows: list[int] = []
         prefixes: list[Prefix] = []
         last = None
-        section_path, prefix_of = layout.section_path, self._prefix
-        for start, context in zip(starts, contexts, strict=True):
-            prefix = prefix_of(section_path(start), context)
-            if prefix != last:
+        for start, prefix in zip(starts, built, strict=True):
+            if prefix is not last and prefix != last:
                 lows.append(start)
                 prefixes.append(prefix)
                 last = prefix
@@ -257,12 +285,55 @@ class Reserve:
         prefix = self._made.get(key)
         if prefix is None:
             title_line, shown_path, groups = self._parts(path, context)
-            if self.counts:
-                prefix = Prefix(*sized_shorten(title_line, shown_path, groups, self._cap, self._size))
-            else:
-                prefix = Prefix(_join(title_line, shown_path, groups), 0)
-            self._made[key] = prefix
+            prefix = self._made[key] = self._built(
+                title_line, shown_path, groups, _join(title_line, shown_path, groups)
+            )
         return prefix
+
+    def _section_prefixes(self, paths: tuple[tuple[str, ...], ...]) -> list[Prefix]:
+        """The prefix of a chunk in the section of each heading path of ``paths`` that continues no
+        group: ``_built(*parts(path, ()), _join(*parts(path, ())))``, with the parts worked out here in
+        one loop (a document has a prefix per heading)."""
+        settings_title, title_key, file_named = self._title
+        use_headings = self._use_headings
+        texts: list[str] = []
+        for path in paths:
+            if not use_headings or not path:
+                texts.append(settings_title + "\n\n" if settings_title is not None else "")
+            elif settings_title is None or file_named or path[0].strip().lower() == title_key:
+                texts.append(" > ".join(path) + "\n\n")
+            else:
+                texts.append(settings_title + "\n" + " > ".join(path) + "\n\n")
+        if not self.counts:
+            return [_new_prefix(Prefix, (text, 0, False)) for text in texts]
+        sizes = list(map(len, texts)) if self._size is len else list(map(self._size, texts))
+        cap = self._cap
+        return [
+            (_new_prefix(Prefix, (text, size, False)) if text else _NO_PREFIX)
+            if size <= cap
+            else self._built(*self._parts(path, ()), text)
+            for path, text, size in zip(paths, texts, sizes, strict=True)
+        ]
+
+    def _with_context(self, section: int, context: tuple[str, ...]) -> Prefix:
+        """The prefix in the ``section``-th section (0: before the first heading) with the contexts
+        ``context``."""
+        path = self._layout.heading_paths[section - 1] if section else ()
+        return self._prefix(path, context)
+
+    def _built(
+        self, title_line: str | None, path: tuple[str, ...], contexts: tuple[str, ...], full: str
+    ) -> Prefix:
+        """The prefix of these parts, whose unshortened text ``full`` is ``_join`` of them: measured
+        once, and shortened (``sized_shorten``) only when over the cap."""
+        if not self.counts:
+            return _new_prefix(Prefix, (full, 0, False))
+        if not full:
+            return _NO_PREFIX
+        measured = self._size(full)
+        if measured <= self._cap:
+            return _new_prefix(Prefix, (full, measured, False))
+        return _new_prefix(Prefix, sized_shorten(title_line, path, contexts, self._cap, self._size))
 
     def make_room_for_units(self, begin_of: Callable[[int, int], int]) -> None:
         """Shorten the prefix at the start of each unit that fits alone but not beside it, and at the
@@ -274,9 +345,9 @@ class Reserve:
         self._room_made = True
         layout, text, budget = self._layout, self.text, self.max_size
         plan = layout.plan
-        spans = dict.fromkeys(
-            (unit.start, unit.end) for unit in (*plan.groups, *plan.units) if unit.kind in UNIT_KINDS
-        )
+        # Each span once (the order does not matter: ``room`` keeps the least of what each asks).
+        spans = {(unit.start, unit.end) for unit in plan.groups if unit.kind in UNIT_KINDS}
+        spans.update([(unit.start, unit.end) for unit in plan.units if unit.kind in UNIT_KINDS])
         heading_ends = plan.heading_ends
         heading_starts = sorted(heading_ends)
         room: dict[int, int] = {}  # start -> the most its prefix may take
@@ -287,14 +358,31 @@ class Reserve:
         # least ``start - OPENING_BACK`` and below ``end`` (else the unit is empty), and white space
         # alone lies between a heading's end ``h`` and ``begin`` only when ``begin <= after[h]``, its
         # first non-space; ``after`` rises with ``h``, so the last heading ending before ``end`` decides.
+        # And ``begin`` is at most the unit's first non-space ``first`` (at or after ``start``): a unit
+        # whose trimmed text from ``first`` is over the budget is over it from ``begin``, unmeasured.
         chars = SKIP_ROOMY_UNITS and isinstance(self.meter, CharMeter)
         roomy = budget - self.largest
-        ends = sorted(heading_ends.values()) if chars else []
-        after = [_next_non_space(text, h) for h in ends]
+        back = OPENING_BACK
+        if chars:
+            ends = sorted(heading_ends.values())
+            after = [_next_non_space(text, h) for h in ends]
+            spans = [
+                (start, end)
+                for start, end in spans
+                if end - start + back > roomy
+                or ((k := bisect.bisect_left(ends, end) - 1) >= 0 and after[k] >= start - back)
+            ]
+        lows, prefixes, limit = self.lows, self.prefixes, plan.end
         for start, end in spans:
-            if chars and end - start + OPENING_BACK <= roomy:
-                k = bisect.bisect_left(ends, end) - 1
-                if k < 0 or after[k] < start - OPENING_BACK:
+            if chars:
+                found = _NON_SPACE.search(text, start, limit)
+                first = found.start() if found is not None else max(start, limit)
+                if first >= end:
+                    continue  # empty from ``begin`` too
+                finish = end
+                while text[finish - 1].isspace():  # stops at ``first`` at the latest
+                    finish -= 1
+                if finish - first > budget:
                     continue
             begin = begin_of(start, end)
             if chars and end - begin <= roomy:
@@ -315,7 +403,7 @@ class Reserve:
             at = begin
             k = bisect.bisect_left(heading_starts, begin) - 1
             while True:
-                if self.at(at).size + size > budget:
+                if prefixes[max(bisect.bisect_right(lows, at) - 1, 0)].size + size > budget:  # ``at(at)``
                     room[at] = min(room.get(at, budget), budget - size)
                 # The heading right before (only white space between), if any: its start, with the
                 # heading in the text.
@@ -369,6 +457,28 @@ class Reserve:
             return reserved
         prefix = self._prefix(path, self._layout.contexts_at([start])[0])
         return prefix if prefix.size <= reserved.size else reserved
+
+    def of_chunks(self, starts: list[int], paths: list[tuple[str, ...]]) -> list[Prefix]:
+        """``of_chunk(start, path)`` for each start and chunk section path, in one pass (the contexts of
+        the few starts whose chunk path is not their own looked up together)."""
+        layout = self._layout
+        heading_starts, heading_paths = layout.heading_starts, layout.heading_paths
+        lows, prefixes = self.lows, self.prefixes
+        out: list[Prefix] = []
+        other: list[int] = []  # indexes of chunks whose path is not their start's
+        for index, (start, path) in enumerate(zip(starts, paths, strict=True)):
+            out.append(prefixes[max(bisect.bisect_right(lows, start) - 1, 0)])
+            section = bisect.bisect_right(heading_starts, start) - 1
+            own = heading_paths[section] if section >= 0 else ()
+            if path is not own and path != own:
+                other.append(index)
+        if other:
+            contexts = layout.contexts_at([starts[index] for index in other])
+            for index, context in zip(other, contexts, strict=True):
+                prefix = self._prefix(paths[index], context)
+                if prefix.size <= out[index].size:
+                    out[index] = prefix
+        return out
 
     def at(self, pos: int) -> Prefix:
         """The prefix of a chunk that starts at ``pos``."""

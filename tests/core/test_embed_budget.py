@@ -79,6 +79,38 @@ def test_reserve_intervals_equal_the_prefix_at_every_start(strategy: str, text: 
         assert reserve.sizes_at([pos]) == [0]
 
 
+@pytest.mark.parametrize("unit", ["chars", "words"])
+@QUICK
+@given(text=markdownish(), max_size=st.integers(8, 120), file_named=st.booleans())
+def test_reserve_intervals_equal_the_shortened_prefix_at_every_start(
+    unit: str, text: str, max_size: int, file_named: bool
+) -> None:
+    """With ``budget: embed_text`` (before any room is made) each start's prefix is the one
+    ``sized_shorten`` gives for the layout's parts there, measured on its own; and the per-chunk
+    lookups done for every chunk at once equal those done one chunk at a time."""
+    settings_ = parse_settings({"strategy": "markdown", "unit": unit, "max_size": max_size})
+    layout = get_strategy("markdown")(text, settings_, "notes/returns-guide.md")
+    meter = make_meter(text, unit)
+    title = layout.title or "Returns guide"
+    reserve = Reserve(text, layout, settings_, title, meter, file_named=file_named)
+    parts = prefix_module._parts(settings_, title, file_named)
+    size = prefix_module.string_size(meter)
+    positions = list(range(layout.plan.start, len(text) + 1))
+    for pos, context in zip(positions, layout.contexts_at(positions), strict=True):
+        expected = prefix_module.Prefix(
+            *sized_shorten(*parts(layout.section_path(pos), context), max_size // 2, size)
+        )
+        assert reserve.at(pos) == expected, pos
+    spans = [(a, b) for a in positions[::3] for b in positions[a % 5 :: 7] if a < b]
+    spans.sort()
+    paths = layout.chunk_section_paths(spans)
+    assert paths == [layout.chunk_section_path(a, b) for a, b in spans]
+    starts = [a for a, _ in spans]
+    assert reserve.of_chunks(starts, paths) == [
+        reserve.of_chunk(a, path) for a, path in zip(starts, paths, strict=True)
+    ]
+
+
 def test_reserve_changes_only_at_headings_and_group_edges() -> None:
     settings = parse_settings({"strategy": "markdown", "unit": "chars", "max_size": 400})
     layout = get_strategy("markdown")(NESTED, settings, "handbook/returns.md")
@@ -409,13 +441,19 @@ def test_room_for_units_is_the_same_when_units_that_fit_are_passed_over(text: st
 @given(pieces=st.lists(st.sampled_from(ROOM_PIECES + ["\u0301" * 70, " \u0301", "a"]), max_size=30))
 def test_a_chunk_opening_with_a_unit_starts_at_most_opening_back_before_it(pieces) -> None:
     """What ``make_room_for_units`` relies on to pass over units unmeasured: ``Packer._opening``
-    never starts a chunk more than ``OPENING_BACK`` characters before the span it opens with."""
+    never starts a chunk more than ``OPENING_BACK`` characters before the span it opens with, nor
+    after the span's first non-space character."""
     text = "".join(pieces)
     settings_ = parse_settings({"strategy": "markdown", "unit": "chars", "max_size": 200})
     layout = get_strategy("markdown")(text, settings_, "guides/long.md")
     packer = Packer(text, layout.plan, make_meter(text, "chars"), 200, 0, 0)
     for start in range(layout.plan.start, len(text)):
-        assert packer._opening(start, len(text)) >= start - prefix_module.OPENING_BACK
+        begin = packer._opening(start, len(text))
+        assert begin >= start - prefix_module.OPENING_BACK
+        first = start
+        while first < layout.plan.end and text[first].isspace():
+            first += 1
+        assert begin <= first
 
 
 def test_a_title_from_the_file_name_is_left_out_before_a_heading_path() -> None:
