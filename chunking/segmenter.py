@@ -156,7 +156,7 @@ _NON_SPACE = re.compile(r"\S")
 _ENDS_SENTENCE: dict[str, bool] = {}
 # Lines that may be ATX headings (findings' _ATX_LINE decides): '#' after at most three spaces.
 _ATX_AT_START = re.compile(r" {0,3}#")
-_ATX_AFTER_LF = re.compile(r"\n {0,3}#")  # re's \s is exactly str.isspace (as Packer uses it)
+_ATX_WINDOW = 300  # findings look for the heading line in the 300 characters before the cut
 
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
@@ -207,7 +207,7 @@ def ends_in_atx_line(text: str, pos: int) -> bool:
     """Whether ``_ATX_LINE.search(text, max(0, pos - 300), pos)`` finds the text before ``pos`` to end
     in an ATX heading line, as findings ask: only the window's last line can match (``\\Z`` after
     ``[^\\n]*``, and ``^`` only at a line start), so the pattern is tried there alone."""
-    low = max(0, pos - 300)
+    low = max(0, pos - _ATX_WINDOW)
     return _ATX_LINE.match(text, max(low, text.rfind("\n", low, pos) + 1), pos) is not None
 
 
@@ -224,7 +224,7 @@ def ends_in_atx_lines(text: str, positions: list[int]) -> list[bool]:
     out = []
     rfind, match = text.rfind, _ATX_LINE.match
     for pos in positions:
-        low = pos - 300 if pos > 300 else 0
+        low = pos - _ATX_WINDOW if pos > _ATX_WINDOW else 0
         line = rfind("\n", low, pos) + 1
         if line == 0 and low > 0:  # the window starts inside its line: ``^`` does not hold there
             out.append(match(text, low, pos) is not None)
@@ -235,6 +235,49 @@ def ends_in_atx_lines(text: str, positions: list[int]) -> list[bool]:
             ends = memo[key] = match(text, line, pos) is not None
         out.append(ends)
     return out
+
+
+def line_heads(
+    text: str,
+    positions: list[int],
+    scores: list[int],
+    below: int,
+    end: int,
+    low: int,
+    width: int,
+    spec: list[int],
+    memo: dict[str, bool],
+) -> tuple[list[int], list[int], list[int]]:
+    """The candidates scored below ``below`` and before ``end`` whose position, moved back over white
+    space (not below ``low``) to t, ends a line that ``spec`` (``_items`` data, matched greedily, within
+    the line up to t) begins: the last line of the window ``[max(0, t - width), t)``, where ``^`` holds
+    (a line start; not a window starting inside its line). Each such line's text up to t is looked up
+    in ``memo``: ``hits``, the indices where it says True; ``missing``, those it does not hold, with
+    their t in ``trimmed``."""
+    items = _items(spec)
+    hits: list[int] = []
+    missing: list[int] = []
+    trimmed: list[int] = []
+    for k, (pos, score) in enumerate(zip(positions, scores, strict=True)):
+        if score >= below or pos >= end:
+            continue
+        while pos > low and text[pos - 1].isspace():
+            pos -= 1
+        window = pos - width if pos > width else 0
+        line = text.rfind("\n", window, pos) + 1
+        if line == 0 and window > 0:
+            if text[window - 1] != "\n":
+                continue
+            line = window
+        if _match_at(items, text, line, pos) < 0:
+            continue
+        value = memo.get(text[line:pos])
+        if value is None:
+            missing.append(k)
+            trimmed.append(pos)
+        elif value:
+            hits.append(k)
+    return hits, missing, trimmed
 
 
 def score_price(score: int) -> int:
@@ -693,6 +736,17 @@ def _greedy_spec(parsed: list) -> list[int] | None:
     return spec
 
 
+_ATX_START_SPEC: list[list[int]] = []
+
+
+def _atx_start_spec() -> list[int]:
+    """``_ATX_AT_START`` as ``line_heads`` data (``_greedy_spec``), or, where ``re``'s parser cannot read
+    it, a spec that matches at every line start (every candidate is then asked)."""
+    if not _ATX_START_SPEC:
+        _ATX_START_SPEC.append(_greedy_spec(_parsed(_ATX_AT_START)) or [1, 0, 0, 0, 0])
+    return _ATX_START_SPEC[0]
+
+
 def _disjoint(a: tuple[int, int, int, list[int]], b: tuple[int, int, int, list[int]]) -> bool:
     """Whether two classes (``_class_item``) are shown to share no character: one is a plain class whose
     terms are all excluded by the other (negated), or whose few code points the other has none of."""
@@ -857,6 +911,7 @@ kernel = (
         wide_gaps=wide_gaps,
         class_positions=class_positions,
         window_extra=window_extra,
+        line_heads=line_heads,
     )
 )
 
@@ -1250,23 +1305,27 @@ class Segmenter:
                 if reach > start:
                     intervals += (start + 1, reach + 1, PRICE_HEADING_AT_END)
         else:
-            # A plan without headings (recursive): a '#' line before the cut, as findings see it. Lines
-            # that may be one: a '#' after at most three spaces at a line start.
-            line_start = text.rfind("\n", 0, max(0, plan.start - 1)) + 1
-            starts = [line_start] if _ATX_AT_START.match(text, line_start, end) else []
-            starts += [match.start() + 1 for match in _ATX_AFTER_LF.finditer(text, line_start, end)]
-            if starts:
-                find = text.find
-                line_ends = [find("\n", at, end) for at in starts]
-                reaches = self._next_texts([end if e == -1 else e for e in line_ends], end)
-                firsts = kernel.lookup(positions, None, starts, True)
-                stops = kernel.lookup(positions, None, reaches, True)
-                inside = sorted({k for a, b in zip(firsts, stops, strict=True) if a < b for k in range(a, b)})
-                inside = [k for k in inside if scores[k] < SCORE_BREAK and positions[k] < end]
-                trimmed = kernel.trim_ends(text, [positions[k] for k in inside], plan.start)
-                for k, ends in zip(inside, ends_in_atx_lines(text, trimmed), strict=True):
-                    if ends:
-                        extra[k] += PRICE_HEADING_AT_END
+            # A plan without headings (recursive): a '#' line before the cut, as findings see it. Only a
+            # cut whose trimmed text ends a line that may be one (a '#' after at most three spaces at
+            # its start, where ``^`` holds in the window) can be: the kernel ``line_heads`` finds them.
+            memo_atx = _ENDS_IN_ATX
+            if len(memo_atx) > 1 << 16:
+                memo_atx.clear()
+            hits, missing, trimmed = kernel.line_heads(
+                text,
+                positions,
+                scores,
+                SCORE_BREAK,
+                end,
+                plan.start,
+                _ATX_WINDOW,
+                _atx_start_spec(),
+                memo_atx,
+            )
+            if missing:  # asked once per line text (``ends_in_atx_lines`` remembers it)
+                hits += [k for k, ends in zip(missing, ends_in_atx_lines(text, trimmed), strict=True) if ends]
+            for k in hits:
+                extra[k] += PRICE_HEADING_AT_END
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         units = list(
             dict.fromkeys(
