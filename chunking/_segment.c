@@ -1,6 +1,6 @@
 /* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends,
  * lookup, skip_spaces, class_ends, class_positions, wide_gaps,
- * window_extra, line_heads and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
+ * window_extra, line_heads, merge_levels and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
  * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays and the
  * text's characters (white space, code point ranges and character classes the Python reads from the
  * levels' patterns) with no rule of their own: every price, interval, score and class is computed in
@@ -1086,6 +1086,126 @@ done:
     return result;
 }
 
+/* A candidate of merge_levels: its position's value, and the objects of its position and score. */
+typedef struct {
+    i64 pos;
+    PyObject *pos_object, *score_object;
+} Scored;
+
+/* merge_levels(positions, scores, finds, find_scores) -> (positions, scores): the candidates, sorted:
+ * positions (sorted; a position given twice takes its best score), then each list of finds (sorted) with
+ * its score, replacing the score of a position found before. The lists hold the objects given (no new
+ * integers). */
+static PyObject *merge_levels(PyObject *self, PyObject *args)
+{
+    PyObject *objects[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objects[0], &objects[1], &objects[2], &objects[3]))
+        return NULL;
+    PyObject *fast[4] = {NULL};
+    Scored *out = NULL, *next = NULL;
+    PyObject *result = NULL, **mores = NULL; /* each list of finds, held until the lists are built */
+    Py_ssize_t n_lists = 0;
+    Py_ssize_t m = 0;
+    static const char *NAMES[] = {"positions", "scores", "finds", "find_scores"};
+    for (int k = 0; k < 4; k++)
+        if ((fast[k] = PySequence_Fast(objects[k], NAMES[k])) == NULL)
+            goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast[0]);
+    n_lists = PySequence_Fast_GET_SIZE(fast[2]);
+    if (PySequence_Fast_GET_SIZE(fast[1]) != n || PySequence_Fast_GET_SIZE(fast[3]) != n_lists) {
+        PyErr_SetString(PyExc_ValueError, "merge_levels: inconsistent array sizes");
+        goto done;
+    }
+    PyObject **positions = PySequence_Fast_ITEMS(fast[0]), **scores = PySequence_Fast_ITEMS(fast[1]);
+    out = PyMem_Malloc(sizeof(Scored) * (size_t)(n > 0 ? n : 1));
+    mores = PyMem_Calloc((size_t)(n_lists > 0 ? n_lists : 1), sizeof(PyObject *));
+    if (out == NULL || mores == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    i64 best = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        i64 pos = PyLong_AsLongLong(positions[k]), score = PyLong_AsLongLong(scores[k]);
+        if ((pos == -1 || score == -1) && PyErr_Occurred())
+            goto done;
+        if (m > 0 && pos == out[m - 1].pos) {
+            if (score > best) {
+                best = score;
+                out[m - 1].score_object = scores[k];
+            }
+            continue;
+        }
+        if (m > 0 && pos < out[m - 1].pos) {
+            PyErr_SetString(PyExc_ValueError, "merge_levels: positions not sorted");
+            goto done;
+        }
+        out[m++] = (Scored){pos, positions[k], scores[k]};
+        best = score;
+    }
+    for (Py_ssize_t l = 0; l < n_lists; l++) {
+        PyObject *more = mores[l] = PySequence_Fast(PySequence_Fast_GET_ITEM(fast[2], l), "finds");
+        if (more == NULL)
+            goto done;
+        Py_ssize_t n_more = PySequence_Fast_GET_SIZE(more), a = 0, b = 0, w = 0;
+        PyObject **items = PySequence_Fast_ITEMS(more), *score = PySequence_Fast_GET_ITEM(fast[3], l);
+        next = PyMem_Malloc(sizeof(Scored) * (size_t)(m + n_more > 0 ? m + n_more : 1));
+        if (next == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        i64 last = 0;
+        while (a < m || b < n_more) {
+            i64 pos = 0;
+            if (b < n_more) {
+                pos = PyLong_AsLongLong(items[b]);
+                if (pos == -1 && PyErr_Occurred())
+                    goto done;
+                if (b > 0 && pos <= last) {
+                    if (pos == last) {
+                        b++;
+                        continue;
+                    }
+                    PyErr_SetString(PyExc_ValueError, "merge_levels: finds not sorted");
+                    goto done;
+                }
+            }
+            if (b >= n_more || (a < m && out[a].pos < pos)) {
+                next[w++] = out[a++];
+                continue;
+            }
+            if (a < m && out[a].pos == pos)
+                a++; /* the find's score replaces it */
+            next[w++] = (Scored){pos, items[b++], score};
+            last = pos;
+        }
+        PyMem_Free(out);
+        out = next;
+        next = NULL;
+        m = w;
+    }
+    PyObject *pair[2] = {PyList_New(m), PyList_New(m)};
+    if (pair[0] != NULL && pair[1] != NULL) {
+        for (Py_ssize_t k = 0; k < m; k++) {
+            Py_INCREF(out[k].pos_object);
+            PyList_SET_ITEM(pair[0], k, out[k].pos_object);
+            Py_INCREF(out[k].score_object);
+            PyList_SET_ITEM(pair[1], k, out[k].score_object);
+        }
+        result = PyTuple_Pack(2, pair[0], pair[1]);
+    }
+    Py_XDECREF(pair[0]);
+    Py_XDECREF(pair[1]);
+done:
+    for (Py_ssize_t l = 0; mores != NULL && l < n_lists; l++)
+        Py_XDECREF(mores[l]);
+    PyMem_Free(mores);
+    for (int k = 0; k < 4; k++)
+        Py_XDECREF(fast[k]);
+    PyMem_Free(out);
+    PyMem_Free(next);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"best_predecessors", best_predecessors, METH_VARARGS,
      "segmenter.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls, "
@@ -1105,6 +1225,7 @@ static PyMethodDef methods[] = {
      "ending)"},
     {"line_heads", line_heads, METH_VARARGS,
      "segmenter.line_heads(text, positions, scores, below, end, low, width, spec, memo)"},
+    {"merge_levels", merge_levels, METH_VARARGS, "segmenter.merge_levels(positions, scores, finds, find_scores)"},
     {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},
     {NULL, NULL, 0, NULL},
 };

@@ -124,6 +124,8 @@ except ImportError:  # pragma: no cover - a Python whose re has another layout
     _re_parser = None
 
 if TYPE_CHECKING:
+    from collections.abc import Container
+
     from chunkyard.chunking.levels import TextLevel
     from chunkyard.chunking.packer import Packer, Plan
 
@@ -597,6 +599,22 @@ def class_ends(
     return ends, unsure
 
 
+def merge_levels(
+    positions: list[int], scores: list[int], finds: list[list[int]], find_scores: list[int]
+) -> tuple[list[int], list[int]]:
+    """The candidates, sorted, with their scores: ``positions`` (sorted; a position given twice takes
+    its best score), then each list of ``finds`` (sorted) with its score from ``find_scores``, which
+    replaces the score of a position found before."""
+    found: dict[int, int] = {}
+    for pos, score in zip(positions, scores, strict=True):
+        if found.get(pos, -1) < score:
+            found[pos] = score
+    for more, score in zip(finds, find_scores, strict=True):
+        found.update(dict.fromkeys(more, score))
+    ordered = sorted(found)
+    return ordered, [found[pos] for pos in ordered]
+
+
 def wide_gaps(
     gaps: list[int], positions: list[int], scores: list[int], min_score: int, found: list[int], budget: int
 ) -> list[int]:
@@ -912,6 +930,7 @@ kernel = (
         class_positions=class_positions,
         window_extra=window_extra,
         line_heads=line_heads,
+        merge_levels=merge_levels,
     )
 )
 
@@ -998,25 +1017,16 @@ class Segmenter:
         plan_positions, plan_scores = plan.positions, plan.scores
         i = bisect.bisect_right(plan_positions, origin)
         j = bisect.bisect_left(plan_positions, end)
-        found = dict(zip(plan_positions[i:j], plan_scores[i:j], strict=True))
-        ordered = len(found) == j - i
-        if not ordered:  # a position given twice: its best score
-            found = {}
-            for pos, score in zip(plan_positions[i:j], plan_scores[i:j], strict=True):
-                if found.get(pos, -1) < score:
-                    found[pos] = score
-        for pos in pk._breaks:
-            if origin < pos < end:
-                found[pos] = SCORE_BREAK
-                ordered = False
-        found[end] = 1000
-        positions = list(found) if ordered else sorted(found)
+        breaks = [pos for pos in pk._breaks if origin < pos < end]
+        positions, scores = kernel.merge_levels(
+            plan_positions[i:j], plan_scores[i:j], [breaks, [end]], [SCORE_BREAK, 1000]
+        )
         levels = pk._levels
-        if not levels or len(positions) == 0:
-            return positions, [found[p] for p in positions]
-        scores = [found[p] for p in positions]
+        if not levels:
+            return positions, scores
         if not self._by_gap:
-            return self._candidates_by_level(origin, found, positions, scores)
+            return self._candidates_by_level(origin, positions, scores)
+        found = dict(zip(positions, scores, strict=True))
         budget = pk.max_size
         # The gaps of the level before, each with what that level found inside it (the gaps of the
         # first level are searched for in the whole text).
@@ -1061,7 +1071,7 @@ class Segmenter:
         return positions, [found[p] for p in positions]
 
     def _candidates_by_level(
-        self, origin: int, found: dict[int, int], positions: list[int], scores: list[int]
+        self, origin: int, positions: list[int], scores: list[int]
     ) -> tuple[list[int], list[int]]:
         """``_candidates``, each level at once over all its gaps: the gaps by the kernel ``wide_gaps``
         (the previous level's gaps split at its finds and at the candidates as strong as this level;
@@ -1070,14 +1080,20 @@ class Segmenter:
         pattern is classes (``level_spec``; paragraph, line, and in characters words sampled as
         ``_find`` does in a text whose every position is a grapheme boundary) in a text without its
         ``unless`` characters, else by ``_find`` gap by gap. A level's finds are never taken already,
-        but by the plan's positions: those of the levels before lie on the bounds of its gaps."""
+        but by the plan's positions: those of the levels before lie on the bounds of its gaps; they
+        join the candidates at the end, by the kernel ``merge_levels``."""
         pk, text = self.pk, self.text
         budget = pk.max_size
         chars = isinstance(pk.meter, CharMeter)
         gaps = [origin, self.plan.end]
         sizes: list[int] = []  # of each gap, in the meter's unit (words and tokens)
         inside: list[int] = []
-        grown = False
+        # Each level's finds, and its score: never a candidate already (they lie strictly inside the
+        # gaps, whose bounds are the finds of the levels before), but for the plan's positions, which
+        # ``taken`` holds for the levels found in Python.
+        finds: list[list[int]] = []
+        find_scores: list[int] = []
+        taken: set[int] | None = None
         for level in pk._levels:
             if chars:
                 gaps = kernel.wide_gaps(gaps, positions, scores, level.score, inside, budget)
@@ -1111,20 +1127,21 @@ class Segmenter:
                     elif bad:
                         inside = [pos for k, pos in enumerate(inside) if k not in bad]
             if spec is None:
+                if taken is None:
+                    taken = set(positions)
                 if self._leads(level):
-                    inside = self._lead_ends(level, gaps, found)
+                    inside = self._lead_ends(level, gaps, taken)
                 else:
                     inside = []
                     for g, (low, high) in enumerate(zip(gaps[::2], gaps[1::2], strict=True)):
                         size = high - low if chars else sizes[g]
-                        inside += self._find(level, low, high, found, max(1, size))
+                        inside += self._find(level, low, high, taken, max(1, size))
             if inside:
-                found.update(dict.fromkeys(inside, level.score))
-                grown = True
-        if not grown:
+                finds.append(inside)
+                find_scores.append(level.score)
+        if not finds:
             return positions, scores
-        positions = sorted(found)
-        return positions, [found[p] for p in positions]
+        return kernel.merge_levels(positions, scores, finds, find_scores)
 
     def _leads(self, level: TextLevel) -> bool:
         """Whether ``find_ends`` tries ``level``'s pattern only at its ``lead`` matches in this text (no
@@ -1136,7 +1153,7 @@ class Segmenter:
             clean = self._clean[id(level)] = self._lacks(level.unless)
         return clean
 
-    def _lead_ends(self, level: TextLevel, gaps: list[int], taken: dict[int, int]) -> list[int]:
+    def _lead_ends(self, level: TextLevel, gaps: list[int], taken: Container[int]) -> list[int]:
         """``_find`` of a level matched at its leads (``levels.find_ends``: the pattern tried where its
         ``lead`` matches, not inside the match before) in every gap, the leads found by the kernel
         ``class_positions`` in one call (the lead read by ``lead_classes``), else by ``finditer``."""
@@ -1175,7 +1192,7 @@ class Segmenter:
                     out.append(pos)
         return out
 
-    def _find(self, level: TextLevel, low: int, high: int, taken: dict[int, int], size: int) -> list[int]:
+    def _find(self, level: TextLevel, low: int, high: int, taken: Container[int], size: int) -> list[int]:
         """The boundaries of ``level`` strictly inside (low, high) of ``size`` (estimated) that are not
         ``taken`` yet, sorted: words and graphemes every sixteenth of a budget."""
         pk, text, budget = self.pk, self.text, self.pk.max_size

@@ -965,6 +965,27 @@ def test_line_heads_asks_exactly_the_cuts_that_may_end_in_a_heading_line(text, d
         assert tuple(segmenter._native.line_heads(*every)) == segmenter.line_heads(*every)
 
 
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_merge_levels_is_the_dict_of_the_candidates_and_the_c_kernel_its_twin(data):
+    positions = sorted(data.draw(st.lists(st.integers(0, 60), max_size=20)))
+    scores = data.draw(st.lists(st.integers(0, 100), min_size=len(positions), max_size=len(positions)))
+    finds = data.draw(st.lists(st.lists(st.integers(0, 60), max_size=10).map(sorted), max_size=4))
+    find_scores = data.draw(st.lists(st.integers(0, 100), min_size=len(finds), max_size=len(finds)))
+    found: dict[int, int] = {}
+    for pos, score in zip(positions, scores, strict=True):
+        found[pos] = max(found.get(pos, -1), score)
+    for more, score in zip(finds, find_scores, strict=True):
+        for pos in more:
+            found[pos] = score
+    expected = (sorted(found), [found[pos] for pos in sorted(found)])
+    assert segmenter.merge_levels(positions, scores, finds, find_scores) == expected
+    if segmenter._native is not None:
+        assert tuple(segmenter._native.merge_levels(positions, scores, finds, find_scores)) == expected
+        with pytest.raises(ValueError):
+            segmenter._native.merge_levels([2, 1], [0, 0], [], [])
+
+
 def test_a_unit_that_fits_only_without_its_lines_indentation_stays_whole() -> None:
     """A fenced block in a list item fits the budget from its first character, not with the three
     spaces of its line before it: the scanner puts a boundary at its fence, so it is kept whole (it was
