@@ -1,6 +1,6 @@
 /* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends,
  * lookup, skip_spaces, class_ends, class_positions, wide_gaps,
- * window_extra and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
+ * window_extra, line_heads, merge_levels and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
  * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays and the
  * text's characters (white space, code point ranges and character classes the Python reads from the
  * levels' patterns) with no rule of their own: every price, interval, score and class is computed in
@@ -966,6 +966,246 @@ done:
     return result;
 }
 
+/* The last index in [from, to) holding a line feed, else -1. */
+static i64 last_newline(int kind, const void *data, i64 from, i64 to)
+{
+    if (from >= to)
+        return -1;
+#ifdef __GLIBC__
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *bytes = data;
+        const Py_UCS1 *at = memrchr(bytes + from, '\n', (size_t)(to - from));
+        return at == NULL ? -1 : at - bytes;
+    }
+#endif
+    for (i64 x = to - 1; x >= from; x--)
+        if (PyUnicode_READ(kind, data, x) == '\n')
+            return x;
+    return -1;
+}
+
+/* line_heads(text, positions, scores, below, end, low, width, spec, memo) -> (hits, missing, trimmed):
+ * the candidates scored below `below` and before `end` whose position, moved back over white space (not
+ * below low) to t, ends a line the spec (matched greedily from the line's start, not past t) begins:
+ * the last line of the window [max(0, t - width), t), where ^ holds (not a window starting inside its
+ * line). Each such line's text up to t is looked up in the dict memo: hits, the indices where it says
+ * true; missing, those it does not hold, with their t in trimmed. */
+static PyObject *line_heads(PyObject *self, PyObject *args)
+{
+    PyObject *text, *objects[3], *memo;
+    long long below, end, low, width;
+    if (!PyArg_ParseTuple(args, "UOOLLLLOO!", &text, &objects[0], &objects[1], &below, &end, &low, &width,
+                          &objects[2], &PyDict_Type, &memo))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(objects[0]), n_spec = PySequence_Size(objects[2]);
+    if (n < 0 || n_spec < 0)
+        return NULL;
+    i64 *positions = as_array(objects[0], n, "positions"), *scores = NULL, *spec = NULL;
+    i64 *hits = NULL, *missing = NULL, *trimmed = NULL;
+    Item *items = NULL;
+    Py_ssize_t n_items = 0, n_hits = 0, m = 0;
+    PyObject *result = NULL;
+    if (positions == NULL || (scores = as_array(objects[1], n, "scores")) == NULL ||
+        (spec = as_array(objects[2], n_spec, "spec")) == NULL)
+        goto done;
+    if (read_items(spec, n_spec, "line_heads", &items, &n_items) < 0)
+        goto done;
+    hits = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
+    missing = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
+    trimmed = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
+    if (hits == NULL || missing == NULL || trimmed == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    /* The last line feed before `scanned` (-1: none): positions in order are each scanned once. */
+    i64 scanned = 0, newline = -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        i64 pos = positions[k];
+        if (scores[k] >= below || pos >= end)
+            continue;
+        if (pos < 0 || pos > length) {
+            PyErr_SetString(PyExc_IndexError, "line_heads: a position outside the text");
+            goto done;
+        }
+        while (pos > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, pos - 1)))
+            pos--;
+        i64 window = pos > width ? pos - width : 0, line;
+        if (pos >= scanned) {
+            i64 found = last_newline(kind, data, scanned > window ? scanned : window, pos);
+            if (found >= 0)
+                newline = found;
+            else if (scanned < window)
+                newline = -1; /* none in [window, pos), and those before window do not count */
+            scanned = pos;
+            line = newline >= window ? newline + 1 : -1;
+        } else {
+            i64 found = last_newline(kind, data, window, pos);
+            line = found >= 0 ? found + 1 : -1;
+        }
+        if (line < 0) {
+            if (window > 0 && PyUnicode_READ(kind, data, window - 1) != '\n')
+                continue;
+            line = window;
+        }
+        if (match_at(kind, data, items, n_items, line, pos) < 0)
+            continue;
+        PyObject *key = PyUnicode_Substring(text, line, pos);
+        if (key == NULL)
+            goto done;
+        PyObject *value = PyDict_GetItemWithError(memo, key);
+        Py_DECREF(key);
+        if (value == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            missing[m] = k;
+            trimmed[m++] = pos;
+            continue;
+        }
+        int truth = PyObject_IsTrue(value);
+        if (truth < 0)
+            goto done;
+        if (truth)
+            hits[n_hits++] = k;
+    }
+    PyObject *lists[3] = {list_of(hits, n_hits), list_of(missing, m), list_of(trimmed, m)};
+    if (lists[0] != NULL && lists[1] != NULL && lists[2] != NULL)
+        result = PyTuple_Pack(3, lists[0], lists[1], lists[2]);
+    for (int k = 0; k < 3; k++)
+        Py_XDECREF(lists[k]);
+done:
+    PyMem_Free(positions);
+    PyMem_Free(scores);
+    PyMem_Free(spec);
+    PyMem_Free(items);
+    PyMem_Free(hits);
+    PyMem_Free(missing);
+    PyMem_Free(trimmed);
+    return result;
+}
+
+/* A candidate of merge_levels: its position's value, and the objects of its position and score. */
+typedef struct {
+    i64 pos;
+    PyObject *pos_object, *score_object;
+} Scored;
+
+/* merge_levels(positions, scores, finds, find_scores) -> (positions, scores): the candidates, sorted:
+ * positions (sorted; a position given twice takes its best score), then each list of finds (sorted) with
+ * its score, replacing the score of a position found before. The lists hold the objects given (no new
+ * integers). */
+static PyObject *merge_levels(PyObject *self, PyObject *args)
+{
+    PyObject *objects[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objects[0], &objects[1], &objects[2], &objects[3]))
+        return NULL;
+    PyObject *fast[4] = {NULL};
+    Scored *out = NULL, *next = NULL;
+    PyObject *result = NULL, **mores = NULL; /* each list of finds, held until the lists are built */
+    Py_ssize_t n_lists = 0;
+    Py_ssize_t m = 0;
+    static const char *NAMES[] = {"positions", "scores", "finds", "find_scores"};
+    for (int k = 0; k < 4; k++)
+        if ((fast[k] = PySequence_Fast(objects[k], NAMES[k])) == NULL)
+            goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast[0]);
+    n_lists = PySequence_Fast_GET_SIZE(fast[2]);
+    if (PySequence_Fast_GET_SIZE(fast[1]) != n || PySequence_Fast_GET_SIZE(fast[3]) != n_lists) {
+        PyErr_SetString(PyExc_ValueError, "merge_levels: inconsistent array sizes");
+        goto done;
+    }
+    PyObject **positions = PySequence_Fast_ITEMS(fast[0]), **scores = PySequence_Fast_ITEMS(fast[1]);
+    out = PyMem_Malloc(sizeof(Scored) * (size_t)(n > 0 ? n : 1));
+    mores = PyMem_Calloc((size_t)(n_lists > 0 ? n_lists : 1), sizeof(PyObject *));
+    if (out == NULL || mores == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    i64 best = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        i64 pos = PyLong_AsLongLong(positions[k]), score = PyLong_AsLongLong(scores[k]);
+        if ((pos == -1 || score == -1) && PyErr_Occurred())
+            goto done;
+        if (m > 0 && pos == out[m - 1].pos) {
+            if (score > best) {
+                best = score;
+                out[m - 1].score_object = scores[k];
+            }
+            continue;
+        }
+        if (m > 0 && pos < out[m - 1].pos) {
+            PyErr_SetString(PyExc_ValueError, "merge_levels: positions not sorted");
+            goto done;
+        }
+        out[m++] = (Scored){pos, positions[k], scores[k]};
+        best = score;
+    }
+    for (Py_ssize_t l = 0; l < n_lists; l++) {
+        PyObject *more = mores[l] = PySequence_Fast(PySequence_Fast_GET_ITEM(fast[2], l), "finds");
+        if (more == NULL)
+            goto done;
+        Py_ssize_t n_more = PySequence_Fast_GET_SIZE(more), a = 0, b = 0, w = 0;
+        PyObject **items = PySequence_Fast_ITEMS(more), *score = PySequence_Fast_GET_ITEM(fast[3], l);
+        next = PyMem_Malloc(sizeof(Scored) * (size_t)(m + n_more > 0 ? m + n_more : 1));
+        if (next == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        i64 last = 0;
+        while (a < m || b < n_more) {
+            i64 pos = 0;
+            if (b < n_more) {
+                pos = PyLong_AsLongLong(items[b]);
+                if (pos == -1 && PyErr_Occurred())
+                    goto done;
+                if (b > 0 && pos <= last) {
+                    if (pos == last) {
+                        b++;
+                        continue;
+                    }
+                    PyErr_SetString(PyExc_ValueError, "merge_levels: finds not sorted");
+                    goto done;
+                }
+            }
+            if (b >= n_more || (a < m && out[a].pos < pos)) {
+                next[w++] = out[a++];
+                continue;
+            }
+            if (a < m && out[a].pos == pos)
+                a++; /* the find's score replaces it */
+            next[w++] = (Scored){pos, items[b++], score};
+            last = pos;
+        }
+        PyMem_Free(out);
+        out = next;
+        next = NULL;
+        m = w;
+    }
+    PyObject *pair[2] = {PyList_New(m), PyList_New(m)};
+    if (pair[0] != NULL && pair[1] != NULL) {
+        for (Py_ssize_t k = 0; k < m; k++) {
+            Py_INCREF(out[k].pos_object);
+            PyList_SET_ITEM(pair[0], k, out[k].pos_object);
+            Py_INCREF(out[k].score_object);
+            PyList_SET_ITEM(pair[1], k, out[k].score_object);
+        }
+        result = PyTuple_Pack(2, pair[0], pair[1]);
+    }
+    Py_XDECREF(pair[0]);
+    Py_XDECREF(pair[1]);
+done:
+    for (Py_ssize_t l = 0; mores != NULL && l < n_lists; l++)
+        Py_XDECREF(mores[l]);
+    PyMem_Free(mores);
+    for (int k = 0; k < 4; k++)
+        Py_XDECREF(fast[k]);
+    PyMem_Free(out);
+    PyMem_Free(next);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"best_predecessors", best_predecessors, METH_VARARGS,
      "segmenter.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls, "
@@ -983,6 +1223,9 @@ static PyMethodDef methods[] = {
     {"window_extra", window_extra, METH_VARARGS,
      "segmenter.window_extra(text, positions, scores, below, row_starts, row_reaches, low, width, memo, price, "
      "ending)"},
+    {"line_heads", line_heads, METH_VARARGS,
+     "segmenter.line_heads(text, positions, scores, below, end, low, width, spec, memo)"},
+    {"merge_levels", merge_levels, METH_VARARGS, "segmenter.merge_levels(positions, scores, finds, find_scores)"},
     {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},
     {NULL, NULL, 0, NULL},
 };

@@ -55,7 +55,8 @@ import regex
 
 from chunkyard.chunking import native
 from chunkyard.chunking.segmenter import Segmenter
-from chunkyard.chunking.units import Meter
+from chunkyard.chunking.segmenter import kernel as segment_kernel
+from chunkyard.chunking.units import CharMeter, Meter
 
 if TYPE_CHECKING:
     from chunkyard.chunking.prefix import Reserve
@@ -306,7 +307,19 @@ class Packer:
         overlap, max_size, measure, trim_end = self.overlap, self.max_size, self.meter.size, self._trim_end
         # Each chunk starts where ``_skip_space`` puts it after the previous raw end (the segmenter
         # found those starts for its search).
-        for start, end, score in Segmenter(self).ends(origin):
+        chunks = Segmenter(self).ends(origin)
+        if not overlap and self.reserve is None and type(self.meter) is CharMeter:
+            # Characters without overlap or prefixes: every chunk as the loop below makes it, its end
+            # trimmed by the kernel (back to the origin, then not below its start) and its size the
+            # difference.
+            tails = segment_kernel.trim_ends(self.text, [end for _, end, _ in chunks], origin)
+            for (start, _, _), tail in zip(chunks, tails, strict=True):
+                if tail > start:
+                    size = tail - start
+                    reason = self._over_budget_reason(start, tail) if size > max_size else ""
+                    out.append(_new_span(Span, (start, tail, size, reason)))
+            return out
+        for start, end, score in chunks:
             if overlap and not clean:
                 shared = self._skip_space(self._overlap_start(*previous), plan.end)
                 if shared < start and self.budget_size(shared, trim_end(shared, end)) <= max_size:

@@ -124,6 +124,8 @@ except ImportError:  # pragma: no cover - a Python whose re has another layout
     _re_parser = None
 
 if TYPE_CHECKING:
+    from collections.abc import Container
+
     from chunkyard.chunking.levels import TextLevel
     from chunkyard.chunking.packer import Packer, Plan
 
@@ -156,7 +158,7 @@ _NON_SPACE = re.compile(r"\S")
 _ENDS_SENTENCE: dict[str, bool] = {}
 # Lines that may be ATX headings (findings' _ATX_LINE decides): '#' after at most three spaces.
 _ATX_AT_START = re.compile(r" {0,3}#")
-_ATX_AFTER_LF = re.compile(r"\n {0,3}#")  # re's \s is exactly str.isspace (as Packer uses it)
+_ATX_WINDOW = 300  # findings look for the heading line in the 300 characters before the cut
 
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
@@ -207,7 +209,7 @@ def ends_in_atx_line(text: str, pos: int) -> bool:
     """Whether ``_ATX_LINE.search(text, max(0, pos - 300), pos)`` finds the text before ``pos`` to end
     in an ATX heading line, as findings ask: only the window's last line can match (``\\Z`` after
     ``[^\\n]*``, and ``^`` only at a line start), so the pattern is tried there alone."""
-    low = max(0, pos - 300)
+    low = max(0, pos - _ATX_WINDOW)
     return _ATX_LINE.match(text, max(low, text.rfind("\n", low, pos) + 1), pos) is not None
 
 
@@ -224,7 +226,7 @@ def ends_in_atx_lines(text: str, positions: list[int]) -> list[bool]:
     out = []
     rfind, match = text.rfind, _ATX_LINE.match
     for pos in positions:
-        low = pos - 300 if pos > 300 else 0
+        low = pos - _ATX_WINDOW if pos > _ATX_WINDOW else 0
         line = rfind("\n", low, pos) + 1
         if line == 0 and low > 0:  # the window starts inside its line: ``^`` does not hold there
             out.append(match(text, low, pos) is not None)
@@ -235,6 +237,49 @@ def ends_in_atx_lines(text: str, positions: list[int]) -> list[bool]:
             ends = memo[key] = match(text, line, pos) is not None
         out.append(ends)
     return out
+
+
+def line_heads(
+    text: str,
+    positions: list[int],
+    scores: list[int],
+    below: int,
+    end: int,
+    low: int,
+    width: int,
+    spec: list[int],
+    memo: dict[str, bool],
+) -> tuple[list[int], list[int], list[int]]:
+    """The candidates scored below ``below`` and before ``end`` whose position, moved back over white
+    space (not below ``low``) to t, ends a line that ``spec`` (``_items`` data, matched greedily, within
+    the line up to t) begins: the last line of the window ``[max(0, t - width), t)``, where ``^`` holds
+    (a line start; not a window starting inside its line). Each such line's text up to t is looked up
+    in ``memo``: ``hits``, the indices where it says True; ``missing``, those it does not hold, with
+    their t in ``trimmed``."""
+    items = _items(spec)
+    hits: list[int] = []
+    missing: list[int] = []
+    trimmed: list[int] = []
+    for k, (pos, score) in enumerate(zip(positions, scores, strict=True)):
+        if score >= below or pos >= end:
+            continue
+        while pos > low and text[pos - 1].isspace():
+            pos -= 1
+        window = pos - width if pos > width else 0
+        line = text.rfind("\n", window, pos) + 1
+        if line == 0 and window > 0:
+            if text[window - 1] != "\n":
+                continue
+            line = window
+        if _match_at(items, text, line, pos) < 0:
+            continue
+        value = memo.get(text[line:pos])
+        if value is None:
+            missing.append(k)
+            trimmed.append(pos)
+        elif value:
+            hits.append(k)
+    return hits, missing, trimmed
 
 
 def score_price(score: int) -> int:
@@ -554,6 +599,22 @@ def class_ends(
     return ends, unsure
 
 
+def merge_levels(
+    positions: list[int], scores: list[int], finds: list[list[int]], find_scores: list[int]
+) -> tuple[list[int], list[int]]:
+    """The candidates, sorted, with their scores: ``positions`` (sorted; a position given twice takes
+    its best score), then each list of ``finds`` (sorted) with its score from ``find_scores``, which
+    replaces the score of a position found before."""
+    found: dict[int, int] = {}
+    for pos, score in zip(positions, scores, strict=True):
+        if found.get(pos, -1) < score:
+            found[pos] = score
+    for more, score in zip(finds, find_scores, strict=True):
+        found.update(dict.fromkeys(more, score))
+    ordered = sorted(found)
+    return ordered, [found[pos] for pos in ordered]
+
+
 def wide_gaps(
     gaps: list[int], positions: list[int], scores: list[int], min_score: int, found: list[int], budget: int
 ) -> list[int]:
@@ -691,6 +752,17 @@ def _greedy_spec(parsed: list) -> list[int] | None:
     for low, high, negate, terms in items:
         spec += (low, high, negate, len(terms) // 3, *terms)
     return spec
+
+
+_ATX_START_SPEC: list[list[int]] = []
+
+
+def _atx_start_spec() -> list[int]:
+    """``_ATX_AT_START`` as ``line_heads`` data (``_greedy_spec``), or, where ``re``'s parser cannot read
+    it, a spec that matches at every line start (every candidate is then asked)."""
+    if not _ATX_START_SPEC:
+        _ATX_START_SPEC.append(_greedy_spec(_parsed(_ATX_AT_START)) or [1, 0, 0, 0, 0])
+    return _ATX_START_SPEC[0]
 
 
 def _disjoint(a: tuple[int, int, int, list[int]], b: tuple[int, int, int, list[int]]) -> bool:
@@ -857,6 +929,8 @@ kernel = (
         wide_gaps=wide_gaps,
         class_positions=class_positions,
         window_extra=window_extra,
+        line_heads=line_heads,
+        merge_levels=merge_levels,
     )
 )
 
@@ -943,25 +1017,16 @@ class Segmenter:
         plan_positions, plan_scores = plan.positions, plan.scores
         i = bisect.bisect_right(plan_positions, origin)
         j = bisect.bisect_left(plan_positions, end)
-        found = dict(zip(plan_positions[i:j], plan_scores[i:j], strict=True))
-        ordered = len(found) == j - i
-        if not ordered:  # a position given twice: its best score
-            found = {}
-            for pos, score in zip(plan_positions[i:j], plan_scores[i:j], strict=True):
-                if found.get(pos, -1) < score:
-                    found[pos] = score
-        for pos in pk._breaks:
-            if origin < pos < end:
-                found[pos] = SCORE_BREAK
-                ordered = False
-        found[end] = 1000
-        positions = list(found) if ordered else sorted(found)
+        breaks = [pos for pos in pk._breaks if origin < pos < end]
+        positions, scores = kernel.merge_levels(
+            plan_positions[i:j], plan_scores[i:j], [breaks, [end]], [SCORE_BREAK, 1000]
+        )
         levels = pk._levels
-        if not levels or len(positions) == 0:
-            return positions, [found[p] for p in positions]
-        scores = [found[p] for p in positions]
+        if not levels:
+            return positions, scores
         if not self._by_gap:
-            return self._candidates_by_level(origin, found, positions, scores)
+            return self._candidates_by_level(origin, positions, scores)
+        found = dict(zip(positions, scores, strict=True))
         budget = pk.max_size
         # The gaps of the level before, each with what that level found inside it (the gaps of the
         # first level are searched for in the whole text).
@@ -1006,7 +1071,7 @@ class Segmenter:
         return positions, [found[p] for p in positions]
 
     def _candidates_by_level(
-        self, origin: int, found: dict[int, int], positions: list[int], scores: list[int]
+        self, origin: int, positions: list[int], scores: list[int]
     ) -> tuple[list[int], list[int]]:
         """``_candidates``, each level at once over all its gaps: the gaps by the kernel ``wide_gaps``
         (the previous level's gaps split at its finds and at the candidates as strong as this level;
@@ -1015,14 +1080,20 @@ class Segmenter:
         pattern is classes (``level_spec``; paragraph, line, and in characters words sampled as
         ``_find`` does in a text whose every position is a grapheme boundary) in a text without its
         ``unless`` characters, else by ``_find`` gap by gap. A level's finds are never taken already,
-        but by the plan's positions: those of the levels before lie on the bounds of its gaps."""
+        but by the plan's positions: those of the levels before lie on the bounds of its gaps; they
+        join the candidates at the end, by the kernel ``merge_levels``."""
         pk, text = self.pk, self.text
         budget = pk.max_size
         chars = isinstance(pk.meter, CharMeter)
         gaps = [origin, self.plan.end]
         sizes: list[int] = []  # of each gap, in the meter's unit (words and tokens)
         inside: list[int] = []
-        grown = False
+        # Each level's finds, and its score: never a candidate already (they lie strictly inside the
+        # gaps, whose bounds are the finds of the levels before), but for the plan's positions, which
+        # ``taken`` holds for the levels found in Python.
+        finds: list[list[int]] = []
+        find_scores: list[int] = []
+        taken: set[int] | None = None
         for level in pk._levels:
             if chars:
                 gaps = kernel.wide_gaps(gaps, positions, scores, level.score, inside, budget)
@@ -1056,20 +1127,21 @@ class Segmenter:
                     elif bad:
                         inside = [pos for k, pos in enumerate(inside) if k not in bad]
             if spec is None:
+                if taken is None:
+                    taken = set(positions)
                 if self._leads(level):
-                    inside = self._lead_ends(level, gaps, found)
+                    inside = self._lead_ends(level, gaps, taken)
                 else:
                     inside = []
                     for g, (low, high) in enumerate(zip(gaps[::2], gaps[1::2], strict=True)):
                         size = high - low if chars else sizes[g]
-                        inside += self._find(level, low, high, found, max(1, size))
+                        inside += self._find(level, low, high, taken, max(1, size))
             if inside:
-                found.update(dict.fromkeys(inside, level.score))
-                grown = True
-        if not grown:
+                finds.append(inside)
+                find_scores.append(level.score)
+        if not finds:
             return positions, scores
-        positions = sorted(found)
-        return positions, [found[p] for p in positions]
+        return kernel.merge_levels(positions, scores, finds, find_scores)
 
     def _leads(self, level: TextLevel) -> bool:
         """Whether ``find_ends`` tries ``level``'s pattern only at its ``lead`` matches in this text (no
@@ -1081,7 +1153,7 @@ class Segmenter:
             clean = self._clean[id(level)] = self._lacks(level.unless)
         return clean
 
-    def _lead_ends(self, level: TextLevel, gaps: list[int], taken: dict[int, int]) -> list[int]:
+    def _lead_ends(self, level: TextLevel, gaps: list[int], taken: Container[int]) -> list[int]:
         """``_find`` of a level matched at its leads (``levels.find_ends``: the pattern tried where its
         ``lead`` matches, not inside the match before) in every gap, the leads found by the kernel
         ``class_positions`` in one call (the lead read by ``lead_classes``), else by ``finditer``."""
@@ -1120,7 +1192,7 @@ class Segmenter:
                     out.append(pos)
         return out
 
-    def _find(self, level: TextLevel, low: int, high: int, taken: dict[int, int], size: int) -> list[int]:
+    def _find(self, level: TextLevel, low: int, high: int, taken: Container[int], size: int) -> list[int]:
         """The boundaries of ``level`` strictly inside (low, high) of ``size`` (estimated) that are not
         ``taken`` yet, sorted: words and graphemes every sixteenth of a budget."""
         pk, text, budget = self.pk, self.text, self.pk.max_size
@@ -1250,23 +1322,27 @@ class Segmenter:
                 if reach > start:
                     intervals += (start + 1, reach + 1, PRICE_HEADING_AT_END)
         else:
-            # A plan without headings (recursive): a '#' line before the cut, as findings see it. Lines
-            # that may be one: a '#' after at most three spaces at a line start.
-            line_start = text.rfind("\n", 0, max(0, plan.start - 1)) + 1
-            starts = [line_start] if _ATX_AT_START.match(text, line_start, end) else []
-            starts += [match.start() + 1 for match in _ATX_AFTER_LF.finditer(text, line_start, end)]
-            if starts:
-                find = text.find
-                line_ends = [find("\n", at, end) for at in starts]
-                reaches = self._next_texts([end if e == -1 else e for e in line_ends], end)
-                firsts = kernel.lookup(positions, None, starts, True)
-                stops = kernel.lookup(positions, None, reaches, True)
-                inside = sorted({k for a, b in zip(firsts, stops, strict=True) if a < b for k in range(a, b)})
-                inside = [k for k in inside if scores[k] < SCORE_BREAK and positions[k] < end]
-                trimmed = kernel.trim_ends(text, [positions[k] for k in inside], plan.start)
-                for k, ends in zip(inside, ends_in_atx_lines(text, trimmed), strict=True):
-                    if ends:
-                        extra[k] += PRICE_HEADING_AT_END
+            # A plan without headings (recursive): a '#' line before the cut, as findings see it. Only a
+            # cut whose trimmed text ends a line that may be one (a '#' after at most three spaces at
+            # its start, where ``^`` holds in the window) can be: the kernel ``line_heads`` finds them.
+            memo_atx = _ENDS_IN_ATX
+            if len(memo_atx) > 1 << 16:
+                memo_atx.clear()
+            hits, missing, trimmed = kernel.line_heads(
+                text,
+                positions,
+                scores,
+                SCORE_BREAK,
+                end,
+                plan.start,
+                _ATX_WINDOW,
+                _atx_start_spec(),
+                memo_atx,
+            )
+            if missing:  # asked once per line text (``ends_in_atx_lines`` remembers it)
+                hits += [k for k, ends in zip(missing, ends_in_atx_lines(text, trimmed), strict=True) if ends]
+            for k in hits:
+                extra[k] += PRICE_HEADING_AT_END
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         units = list(
             dict.fromkeys(

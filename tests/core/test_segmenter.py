@@ -929,6 +929,63 @@ def test_the_atx_test_on_the_last_line_is_the_window_search(text, data):
     ]
 
 
+ATX_PIECES = ["#", "# ", "## x", "   #", "    #", "\n", "a", " ", "\t", "#######", "x" * 120, "é", "😀"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.lists(st.sampled_from(ATX_PIECES), max_size=14).map("".join), data=st.data())
+def test_line_heads_asks_exactly_the_cuts_that_may_end_in_a_heading_line(text, data):
+    """``line_heads`` with the ``_ATX_AT_START`` spec passes over only cuts whose trimmed text cannot
+    end in an ATX line (the window search says no), and with an empty memo asks each other one; the C
+    kernel equals the twin, for any memo."""
+    positions = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=15))))
+    scores = data.draw(
+        st.lists(st.sampled_from([1, 10, 30, SCORE_BREAK]), min_size=len(positions), max_size=len(positions))
+    )
+    low = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(0, len(text) + 1))
+    spec = segmenter._atx_start_spec()
+    args = (text, positions, scores, SCORE_BREAK, end, low, segmenter._ATX_WINDOW, spec)
+    hits, missing, trimmed = segmenter.line_heads(*args, {})
+    assert hits == []
+    eligible = [
+        k for k, (p, s) in enumerate(zip(positions, scores, strict=True)) if s < SCORE_BREAK and p < end
+    ]
+    trims = dict(zip(eligible, trim_ends(text, [positions[k] for k in eligible], low), strict=True))
+    for k in eligible:
+        if k not in missing:
+            assert not segmenter.ends_in_atx_line(text, trims[k])
+    assert trimmed == [trims[k] for k in missing]
+    lines = {text[max(0, t - 300) : t].rsplit("\n", 1)[-1] for t in trimmed}
+    memo = {line: data.draw(st.booleans()) for line in sorted(lines) if data.draw(st.booleans())}
+    expected = segmenter.line_heads(*args, memo)
+    if segmenter._native is not None:
+        assert tuple(segmenter._native.line_heads(*args, memo)) == expected
+        every = (*args[:-1], [1, 0, 0, 0, 0], {})  # a spec matching at every line start
+        assert tuple(segmenter._native.line_heads(*every)) == segmenter.line_heads(*every)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_merge_levels_is_the_dict_of_the_candidates_and_the_c_kernel_its_twin(data):
+    positions = sorted(data.draw(st.lists(st.integers(0, 60), max_size=20)))
+    scores = data.draw(st.lists(st.integers(0, 100), min_size=len(positions), max_size=len(positions)))
+    finds = data.draw(st.lists(st.lists(st.integers(0, 60), max_size=10).map(sorted), max_size=4))
+    find_scores = data.draw(st.lists(st.integers(0, 100), min_size=len(finds), max_size=len(finds)))
+    found: dict[int, int] = {}
+    for pos, score in zip(positions, scores, strict=True):
+        found[pos] = max(found.get(pos, -1), score)
+    for more, score in zip(finds, find_scores, strict=True):
+        for pos in more:
+            found[pos] = score
+    expected = (sorted(found), [found[pos] for pos in sorted(found)])
+    assert segmenter.merge_levels(positions, scores, finds, find_scores) == expected
+    if segmenter._native is not None:
+        assert tuple(segmenter._native.merge_levels(positions, scores, finds, find_scores)) == expected
+        with pytest.raises(ValueError):
+            segmenter._native.merge_levels([2, 1], [0, 0], [], [])
+
+
 def test_a_unit_that_fits_only_without_its_lines_indentation_stays_whole() -> None:
     """A fenced block in a list item fits the budget from its first character, not with the three
     spaces of its line before it: the scanner puts a boundary at its fence, so it is kept whole (it was
