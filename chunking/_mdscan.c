@@ -1391,6 +1391,324 @@ done:
     return result;
 }
 
+/* -- unit_starts and not_crossing: array kernels of markdown.scan's last steps ------------------- */
+
+/* Whether `kind` is the str `name` */
+static int kind_is(PyObject *kind, const char *name)
+{
+    return PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, name) == 0;
+}
+
+/* bisect.bisect_left(a[lo:hi], x) + lo on a sorted array */
+static Py_ssize_t bisect_left_at(const Py_ssize_t *a, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t x)
+{
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* bisect.bisect_right(a[lo:hi], x) + lo */
+static Py_ssize_t bisect_right_at(const Py_ssize_t *a, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t x)
+{
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (x < a[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+typedef struct {
+    Py_ssize_t key, other;
+} Pair;
+
+static int compare_pairs(const void *a, const void *b)
+{
+    const Pair *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->other < y->other ? -1 : x->other > y->other;
+}
+
+/* The values of a sorted list of ints into a new array (NULL with an exception set on failure) */
+static Py_ssize_t *int_array(PyObject *list, Py_ssize_t n)
+{
+    Py_ssize_t *out = PyMem_Malloc((n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = PyLong_AsSsize_t(PyList_GET_ITEM(list, i));
+        if (out[i] == -1 && PyErr_Occurred()) {
+            PyMem_Free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* The (kind, start, end) of a Group-like tuple; 0 on success */
+static int group_fields(PyObject *g, PyObject **kind, Py_ssize_t *start, Py_ssize_t *end)
+{
+    if (!PyTuple_Check(g) || PyTuple_GET_SIZE(g) < 3) {
+        PyErr_SetString(PyExc_TypeError, "a group must be a tuple (kind, start, end, ...)");
+        return -1;
+    }
+    *kind = PyTuple_GET_ITEM(g, 0);
+    *start = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 1));
+    if (*start == -1 && PyErr_Occurred())
+        return -1;
+    if (end != NULL) {
+        *end = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 2));
+        if (*end == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+/* unit_starts(text, positions, scores, groups, units) -> None | (positions, scores)
+ * markdown._unit_starts, in C: the boundaries at the first character of each group or unit (not a
+ * section) that starts at or after its line's indentation where the line's start is a boundary,
+ * scored as that line start; None when there is none to add. */
+static PyObject *unit_starts(PyObject *self, PyObject *args)
+{
+    PyObject *text, *positions, *scores, *lists[2];
+    if (!PyArg_ParseTuple(args, "UO!O!O!O!", &text, &PyList_Type, &positions, &PyList_Type, &scores, &PyList_Type,
+                          &lists[0], &PyList_Type, &lists[1]))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(positions), size = PyUnicode_GET_LENGTH(text);
+    if (PyList_GET_SIZE(scores) != n) {
+        PyErr_SetString(PyExc_ValueError, "unit_starts: as many scores as positions");
+        return NULL;
+    }
+    if (n == 0)
+        Py_RETURN_NONE;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+#define TCH(i) PyUnicode_READ(kind, data, (i))
+    Py_ssize_t *pos = int_array(positions, n);
+    if (pos == NULL)
+        return NULL;
+    Pair *added = NULL;
+    Py_ssize_t n_added = 0, capacity = 0;
+    PyObject *result = NULL;
+    for (int which = 0; which < 2; which++) {
+        PyObject *list = lists[which];
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+            PyObject *group_kind;
+            Py_ssize_t start;
+            if (group_fields(PyList_GET_ITEM(list, i), &group_kind, &start, NULL) < 0)
+                goto done;
+            if (start < 0 || start > size) {
+                PyErr_SetString(PyExc_ValueError, "unit_starts: a group starts outside the text");
+                goto done;
+            }
+            /* only a start with a blank before or at it can be on an indented line */
+            if (!((start < size && SPACE_OR_TAB(TCH(start))) || (start > 0 && SPACE_OR_TAB(TCH(start - 1)))))
+                continue;
+            if (kind_is(group_kind, "section"))
+                continue;
+            Py_ssize_t first = start, line_start = start;
+            while (first < size && SPACE_OR_TAB(TCH(first)))
+                first++;
+            while (line_start > 0 && TCH(line_start - 1) != '\n')
+                line_start--;
+            if (line_start == first)
+                continue; /* not indented */
+            int text_before = 0;
+            for (Py_ssize_t p = line_start; p < start && !text_before; p++)
+                text_before = !SPACE_OR_TAB(TCH(p));
+            if (text_before)
+                continue; /* not at the line's first text */
+            Py_ssize_t k = bisect_left_at(pos, 0, n, line_start);
+            if (k == n || pos[k] != line_start)
+                continue;
+            Py_ssize_t j = bisect_left_at(pos, k, n, first);
+            if (j < n && pos[j] == first)
+                continue;
+            if (n_added == capacity) {
+                capacity = capacity ? capacity * 2 : 16;
+                Pair *grown = PyMem_Realloc(added, capacity * sizeof(Pair));
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                added = grown;
+            }
+            added[n_added].key = first;
+            added[n_added].other = k;
+            n_added++;
+        }
+    }
+#undef TCH
+    if (n_added == 0) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    qsort(added, (size_t)n_added, sizeof(Pair), compare_pairs);
+    Py_ssize_t unique = 0; /* starts on one line with the same first character share its line start */
+    for (Py_ssize_t i = 0; i < n_added; i++)
+        if (unique == 0 || added[unique - 1].key != added[i].key)
+            added[unique++] = added[i];
+    PyObject *new_positions = PyList_New(n + unique), *new_scores = PyList_New(n + unique);
+    if (new_positions == NULL || new_scores == NULL) {
+        Py_XDECREF(new_positions);
+        Py_XDECREF(new_scores);
+        goto done;
+    }
+    Py_ssize_t out = 0, done_upto = 0;
+    for (Py_ssize_t i = 0; i <= unique; i++) {
+        Py_ssize_t j = i < unique ? bisect_left_at(pos, done_upto, n, added[i].key) : n;
+        for (; done_upto < j; done_upto++, out++) {
+            PyObject *p = PyList_GET_ITEM(positions, done_upto), *s = PyList_GET_ITEM(scores, done_upto);
+            Py_INCREF(p);
+            Py_INCREF(s);
+            PyList_SET_ITEM(new_positions, out, p);
+            PyList_SET_ITEM(new_scores, out, s);
+        }
+        if (i == unique)
+            break;
+        PyObject *p = PyLong_FromSsize_t(added[i].key), *s = PyList_GET_ITEM(scores, added[i].other);
+        if (p == NULL) {
+            /* fill the rest so the lists can be freed */
+            for (Py_ssize_t r = out; r < n + unique; r++) {
+                Py_INCREF(Py_None);
+                Py_INCREF(Py_None);
+                PyList_SET_ITEM(new_positions, r, Py_None);
+                PyList_SET_ITEM(new_scores, r, Py_None);
+            }
+            Py_DECREF(new_positions);
+            Py_DECREF(new_scores);
+            goto done;
+        }
+        Py_INCREF(s);
+        PyList_SET_ITEM(new_positions, out, p);
+        PyList_SET_ITEM(new_scores, out, s);
+        out++;
+    }
+    result = PyTuple_Pack(2, new_positions, new_scores);
+    Py_DECREF(new_positions);
+    Py_DECREF(new_scores);
+done:
+    PyMem_Free(pos);
+    PyMem_Free(added);
+    return result;
+}
+
+/* A sparse table over `values` (n of them): table[level * n + i] is the max of values[i : i + 2**level]
+ * (of their negations when `negate`, for a minimum) */
+static Py_ssize_t *sparse_max(const Pair *pairs, Py_ssize_t n, int negate, int *levels_out)
+{
+    int levels = 1;
+    while (((Py_ssize_t)1 << levels) <= n)
+        levels++;
+    Py_ssize_t *table = PyMem_Malloc((size_t)levels * (size_t)(n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    if (table == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        table[i] = negate ? -pairs[i].other : pairs[i].other;
+    for (int level = 1; level < levels; level++) {
+        Py_ssize_t half = (Py_ssize_t)1 << (level - 1);
+        Py_ssize_t *row = table + (Py_ssize_t)level * n, *below = table + (Py_ssize_t)(level - 1) * n;
+        for (Py_ssize_t i = 0; i + 2 * half <= n; i++)
+            row[i] = below[i] > below[i + half] ? below[i] : below[i + half];
+    }
+    *levels_out = levels;
+    return table;
+}
+
+/* max of the values in [low, high) (low < high) */
+static Py_ssize_t range_max(const Py_ssize_t *table, Py_ssize_t n, Py_ssize_t low, Py_ssize_t high)
+{
+    int level = 0;
+    while (((Py_ssize_t)2 << level) <= high - low)
+        level++;
+    const Py_ssize_t *row = table + (Py_ssize_t)level * n;
+    Py_ssize_t a = row[low], b = row[high - ((Py_ssize_t)1 << level)];
+    return a > b ? a : b;
+}
+
+/* not_crossing(nested, lists, limit) -> [group]: markdown._not_crossing, in C: `nested` without the
+ * lists and procedures (at most `limit` long) that a group of `lists` crosses: one starting inside
+ * it that ends after it, or one ending inside it that starts before it. */
+static PyObject *not_crossing(PyObject *self, PyObject *args)
+{
+    PyObject *nested, *lists;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "O!O!n", &PyList_Type, &nested, &PyList_Type, &lists, &limit))
+        return NULL;
+    Py_ssize_t m = PyList_GET_SIZE(lists);
+    Pair *by_start = PyMem_Malloc((m > 0 ? m : 1) * sizeof(Pair)), *by_end = PyMem_Malloc((m > 0 ? m : 1) * sizeof(Pair));
+    Py_ssize_t *starts = PyMem_Malloc((m > 0 ? m : 1) * sizeof(Py_ssize_t)), *ends = PyMem_Malloc((m > 0 ? m : 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *reach = NULL, *lows = NULL;
+    PyObject *kept = NULL;
+    int reach_levels = 0, low_levels = 0;
+    if (!by_start || !by_end || !starts || !ends) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *group_kind;
+        Py_ssize_t a, b;
+        if (group_fields(PyList_GET_ITEM(lists, i), &group_kind, &a, &b) < 0)
+            goto done;
+        by_start[i].key = a;
+        by_start[i].other = b;
+        by_end[i].key = b;
+        by_end[i].other = a;
+    }
+    qsort(by_start, (size_t)m, sizeof(Pair), compare_pairs);
+    qsort(by_end, (size_t)m, sizeof(Pair), compare_pairs);
+    for (Py_ssize_t i = 0; i < m; i++) {
+        starts[i] = by_start[i].key;
+        ends[i] = by_end[i].key;
+    }
+    reach = sparse_max(by_start, m, 0, &reach_levels); /* the furthest end of lists starting in a range */
+    lows = sparse_max(by_end, m, 1, &low_levels);       /* minus the least start of lists ending in one */
+    kept = PyList_New(0);
+    if (reach == NULL || lows == NULL || kept == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nested); i++) {
+        PyObject *g = PyList_GET_ITEM(nested, i), *group_kind;
+        Py_ssize_t a, b;
+        if (group_fields(g, &group_kind, &a, &b) < 0)
+            goto fail;
+        if (b - a <= limit && (kind_is(group_kind, "list") || kind_is(group_kind, "procedure"))) {
+            Py_ssize_t low = bisect_right_at(starts, 0, m, a), high = bisect_left_at(starts, 0, m, b);
+            if (low < high && range_max(reach, m, low, high) > b)
+                continue;
+            low = bisect_right_at(ends, 0, m, a);
+            high = bisect_left_at(ends, 0, m, b);
+            if (low < high && -range_max(lows, m, low, high) < a)
+                continue;
+        }
+        if (PyList_Append(kept, g) < 0)
+            goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(kept);
+done:
+    PyMem_Free(by_start);
+    PyMem_Free(by_end);
+    PyMem_Free(starts);
+    PyMem_Free(ends);
+    PyMem_Free(reach);
+    PyMem_Free(lows);
+    return kept;
+}
+
 static PyMethodDef methods[] = {
     {"structure", structure, METH_VARARGS,
      "structure(text, start, end, lone_cr, Heading, Group) -> (headings, paths, positions, scores, groups)"},
@@ -1400,6 +1718,10 @@ static PyMethodDef methods[] = {
      "commonmark_lists(text, start, end, Group) -> [Group]; see chunking/markdown.py"},
     {"indented_units", indented_units, METH_VARARGS,
      "indented_units(text, begin, end, Group) -> [Group]; see chunking/markdown.py"},
+    {"unit_starts", unit_starts, METH_VARARGS,
+     "unit_starts(text, positions, scores, groups, units) -> None | (positions, scores); see chunking/markdown.py"},
+    {"not_crossing", not_crossing, METH_VARARGS,
+     "not_crossing(nested, lists, limit) -> [group]; see chunking/markdown.py"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -241,7 +241,22 @@ def _add_unit_starts(text: str, structure: Structure) -> None:
     after the indentation of its line, where the line's start is a boundary: scored as that line
     start. A chunk keeps the indentation of the line it starts on (the packer), so a unit that fits
     without its line's indentation but not with it (a nested list, a fenced block or a lead-in inside
-    an item) can be held whole only by a chunk starting at its first character."""
+    an item) can be held whole only by a chunk starting at its first character. In C
+    (``_mdscan.unit_starts``) when it is built; the reference is ``_unit_starts``
+    (tests/core/test_markdown_native.py holds them equal)."""
+    if _native is not None:
+        if structure.positions:
+            found = _native.unit_starts(
+                text, structure.positions, structure.scores, structure.groups, structure.units
+            )
+            if found is not None:
+                structure.positions, structure.scores = found
+        return
+    _unit_starts(text, structure)
+
+
+def _unit_starts(text: str, structure: Structure) -> None:
+    """``_add_unit_starts`` in Python, the reference."""
     positions, scores = structure.positions, structure.scores
     if not positions:
         return
@@ -364,6 +379,15 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
 
 def _not_crossing(nested: list[Group], lists: list[Group]) -> list[Group]:
     """``nested`` without the lists and procedures that cross one of ``lists`` (``_add_derived_groups``).
+    In C (``_mdscan.not_crossing``) when it is built; the reference is ``_not_crossing_py``
+    (tests/core/test_markdown_native.py holds them equal)."""
+    if _native is not None:
+        return _native.not_crossing(nested, lists, _CROSS_CHECK_LIMIT)
+    return _not_crossing_py(nested, lists)
+
+
+def _not_crossing_py(nested: list[Group], lists: list[Group]) -> list[Group]:
+    """``_not_crossing`` in Python, the reference.
 
     Two range queries per unit: a list starting inside it that ends after it (the most any list
     starting there reaches), or one ending inside it that starts before it (the least start). A

@@ -857,9 +857,10 @@ _spans = st.tuples(st.integers(0, 400), st.integers(0, 400)).map(sorted)
     lists=st.lists(_spans, min_size=1, max_size=150),
 )
 def test_units_crossing_a_list_are_dropped_as_a_pairwise_check_says(units, lists) -> None:
-    """``_not_crossing`` (range queries) against every pair: a list or procedure is dropped when a list
-    starts inside it and ends after it, or ends inside it and starts before it."""
-    from chunkyard.chunking.markdown import _not_crossing
+    """``_not_crossing`` (range queries; in C when it is built) and its Python reference against every
+    pair: a list or procedure is dropped when a list starts inside it and ends after it, or ends
+    inside it and starts before it."""
+    from chunkyard.chunking.markdown import _not_crossing, _not_crossing_py
     from chunkyard.chunking.packer import Group
 
     nested = [Group(kind, a, b, a) for kind, (a, b) in units]
@@ -870,6 +871,7 @@ def test_units_crossing_a_list_are_dropped_as_a_pairwise_check_says(units, lists
 
     expected = [g for g in nested if g.kind == "code" or not crosses(g.start, g.end)]
     assert _not_crossing(nested, found) == expected
+    assert _not_crossing_py(nested, found) == expected
 
 
 QUOTED_LISTS = (
