@@ -995,7 +995,11 @@ class Segmenter:
         chars = isinstance(pk.meter, CharMeter)
         # Packer._skip_space keeps an indentation of at most _INDENT_KEPT characters and half the budget.
         max_indent = min(_INDENT_KEPT, pk.max_size // 2) if chars else _INDENT_KEPT
-        starts, unsure = kernel.skip_spaces(text, cuts, end, max_indent, self._plain, not chars)
+        # Other units: the packer measures each indentation kept, unless none of at most _INDENT_KEPT
+        # characters can reach half the budget (``most_per_char`` units a character, units.py).
+        most = getattr(pk.meter, "most_per_char", None)
+        verify = not chars and (most is None or 2 * most * _INDENT_KEPT > pk.max_size)
+        starts, unsure = kernel.skip_spaces(text, cuts, end, max_indent, self._plain, verify)
         skip, is_boundary = pk._skip_space, pk._is_cluster_boundary
         for k in unsure:
             p = cuts[k]

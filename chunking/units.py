@@ -65,6 +65,7 @@ class CharMeter:
     """Code points."""
 
     unit = "chars"
+    most_per_char = 1  # at most this many units in a span per code point (see ``TokenMeter``)
 
     def __init__(self, text: str):
         self.n = len(text)
@@ -360,6 +361,10 @@ class TokenMeter:
         self.text = text
         self.n = len(text)
         self.tokenizer = tokenizer
+        # At most this many tokens in a span per code point (None: no bound known). A byte-level BPE
+        # token holds at least one UTF-8 byte, and a code point is at most four (a lone surrogate is
+        # read as U+FFFD, three): callers compare a short span with a budget without measuring it.
+        self.most_per_char = 4 if isinstance(tokenizer, TiktokenTokenizer) else None
         # The token offsets as the bytes of int64 values for ``token_index``, and a memoryview that
         # reads one as a Python int (no numpy scalar).
         start_bytes = getattr(tokenizer, "token_start_bytes", None)
