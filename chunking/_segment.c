@@ -882,6 +882,19 @@ done:
  * `price` when memo says False, 0 when True, and its index in missing when memo has no such key; `price`
  * without a look when those characters are some and the last is in no term of `ending` (class terms,
  * as a spec's; none: always look). */
+/* The memo's truth for text[lo:hi]: 1 true, 0 false, -2 not in the memo, -1 an error (set). */
+static int memo_truth(PyObject *text, PyObject *memo, i64 lo, i64 hi)
+{
+    PyObject *key = PyUnicode_Substring(text, lo, hi);
+    if (key == NULL)
+        return -1;
+    PyObject *value = PyDict_GetItemWithError(memo, key);
+    Py_DECREF(key);
+    if (value == NULL)
+        return PyErr_Occurred() ? -1 : -2;
+    return PyObject_IsTrue(value);
+}
+
 static PyObject *window_extra(PyObject *self, PyObject *args)
 {
     PyObject *text, *objects[5], *memo;
@@ -933,20 +946,13 @@ static PyObject *window_extra(PyObject *self, PyObject *args)
             extra[k] = price;
             continue;
         }
-        PyObject *key = PyUnicode_Substring(text, pos > width ? pos - width : 0, pos);
-        if (key == NULL)
+        int truth = memo_truth(text, memo, pos > width ? pos - width : 0, pos);
+        if (truth == -1)
             goto done;
-        PyObject *value = PyDict_GetItemWithError(memo, key);
-        Py_DECREF(key);
-        if (value == NULL) {
-            if (PyErr_Occurred())
-                goto done;
+        if (truth == -2) {
             missing[m++] = k;
             continue;
         }
-        int truth = PyObject_IsTrue(value);
-        if (truth < 0)
-            goto done;
         if (!truth)
             extra[k] = price;
     }
@@ -1052,21 +1058,14 @@ static PyObject *line_heads(PyObject *self, PyObject *args)
         }
         if (match_at(kind, data, items, n_items, line, pos) < 0)
             continue;
-        PyObject *key = PyUnicode_Substring(text, line, pos);
-        if (key == NULL)
+        int truth = memo_truth(text, memo, line, pos);
+        if (truth == -1)
             goto done;
-        PyObject *value = PyDict_GetItemWithError(memo, key);
-        Py_DECREF(key);
-        if (value == NULL) {
-            if (PyErr_Occurred())
-                goto done;
+        if (truth == -2) {
             missing[m] = k;
             trimmed[m++] = pos;
             continue;
         }
-        int truth = PyObject_IsTrue(value);
-        if (truth < 0)
-            goto done;
         if (truth)
             hits[n_hits++] = k;
     }

@@ -30,7 +30,10 @@ pattern by ``level_spec``: paragraph, line, and in characters words kept every s
 ``class_positions`` (where a level's ``lead`` matches: classes as code point ranges, one of them
 checked by its lookahead, read from the ``re`` pattern by ``lead_classes``; the sentence pattern is
 then tried there only) and ``first_in_ranges`` (whether the text has a level's ``unless``
-character), and the optimiser ``best_predecessors``. The additive size prefixes are the cut offsets
+character), ``line_heads`` (the cuts whose trimmed text ends a line _ATX_LINE may begin, each line
+read once and looked up in the per-line memo), ``merge_levels`` (the plan's positions and each level's
+finds merged into one sorted candidate list, a duplicate keeping its best score), and the optimiser
+``best_predecessors``. The additive size prefixes are the cut offsets
 for characters and come from the meter's arrays for words and tokens (whose gaps ``wide_gaps`` gives
 unmeasured, measured then by the prefixes in one lookup per level).
 
