@@ -554,6 +554,25 @@ class _Writer:
         self.pending = 0
 
 
+class _CellWriter(_Writer):
+    """The flat writer of a table cell or caption (one per cell, so it is built cheaply).
+
+    Only the fields a flat writer without open headings reads are set: ``_Walker.enter`` turns
+    every element in it into a space before it reads anything else, so only the inline buffer
+    fills (an unset field would raise, not pass silently).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, colspan: int = 1, rowspan: int = 1) -> None:  # noqa: D107 - see the class
+        self.inline = []
+        self.raw = None
+        self.flat = 1
+        self.open_headings = []
+        self.colspan = colspan
+        self.rowspan = rowspan
+
+
 def _code_lines(code: str, language: str) -> list[str]:
     code = _LEADING_BLANK_LINES.sub("", code).rstrip()
     if not code:
@@ -577,7 +596,10 @@ def _language(node: LexborNode) -> str:
 
 
 def _int_attribute(node: LexborNode, name: str, default: int, low: int, high: int) -> int:
-    value = node.attributes.get(name)
+    return _int_value(node.attributes.get(name), default, low, high)
+
+
+def _int_value(value: str | None, default: int, low: int, high: int) -> int:
     try:
         return min(high, max(low, int((value or "").strip())))
     except ValueError:
@@ -670,6 +692,29 @@ class _Walker:
             # which the parser nests in the h1). Its line ends here; the rest is written as body.
             self.end_heading(w)
             w.open_headings[-1] = False
+        # Most frequent first: cells, rows and blocks are most of the elements that are not inline.
+        if kind == _CELL or kind == _ROW or kind == _CAPTION:
+            table = w.tables[-1] if w.tables else None
+            if table is None or table.layout or (kind == _CELL and table.row is None):
+                w.flush()
+                w.need(2)
+                return _X_BLOCK
+            if kind == _ROW:
+                table.row = []
+                return _X_ROW
+            if kind == _CAPTION:
+                writers.append(_CellWriter())
+                return _X_CAPTION
+            attributes = node.attributes
+            writers.append(
+                _CellWriter(
+                    _int_value(attributes.get("colspan"), 1, 1, _MAX_COLSPAN),
+                    _int_value(attributes.get("rowspan"), 1, 1, _MAX_ROWSPAN),
+                )
+                if attributes
+                else _CellWriter()
+            )
+            return _X_CELL
         if kind == _BLOCK:
             w.flush()
             w.need(2)
@@ -719,20 +764,6 @@ class _Walker:
             w.tables.append(_Table(layouts < _MAX_LAYOUT_TABLES and _is_layout_table(node)))
             return _X_LAYOUT if w.tables[-1].layout else _X_TABLE
         table = w.tables[-1] if w.tables else None
-        if kind == _ROW or kind == _CELL or kind == _CAPTION:
-            if table is None or table.layout or (kind == _CELL and table.row is None):
-                w.flush()
-                w.need(2)
-                return _X_BLOCK
-            if kind == _ROW:
-                table.row = []
-                return _X_ROW
-            cell = _Writer(flat=True)
-            if kind == _CELL:
-                cell.colspan = _int_attribute(node, "colspan", 1, 1, _MAX_COLSPAN)
-                cell.rowspan = _int_attribute(node, "rowspan", 1, 1, _MAX_ROWSPAN)
-            writers.append(cell)
-            return _X_CELL if kind == _CELL else _X_CAPTION
         if kind == _THEAD:
             if table is None or table.layout:
                 return _X_NONE
@@ -765,7 +796,34 @@ class _Walker:
         w.need(2)
 
     def leave(self, action: int, w: _Writer, writers: list[_Writer]) -> _Writer:
-        if action == _X_SPACE:
+        # Most frequent first (see enter).
+        if action == _X_CELL or action == _X_CAPTION:
+            cell = writers.pop()
+            w = writers[-1]
+            text = _collapse("".join(cell.inline))
+            table = w.tables[-1]
+            if action == _X_CAPTION:
+                table.caption = text
+            elif table.row is not None:
+                if table.spanned:
+                    table.skip_spanned()
+                column = len(table.row)
+                table.row.append(text.replace("|", "\\|"))
+                if cell.colspan > 1:
+                    table.row.extend([""] * (cell.colspan - 1))
+                if cell.rowspan > 1:
+                    for covered in range(column, column + cell.colspan):
+                        table.spanned[covered] = cell.rowspan - 1
+        elif action == _X_ROW:
+            table = w.tables[-1]
+            if table.row and table.spanned:
+                table.skip_spanned(max(table.spanned))
+            row, table.row = table.row, None
+            if row:
+                if table.in_head and table.head_index < 0:
+                    table.head_index = len(table.rows)
+                table.rows.append(row)
+        elif action == _X_SPACE:
             w.inline.append(" ")
         elif action == _X_BLOCK:
             w.flush()
@@ -810,30 +868,6 @@ class _Walker:
             if lines:
                 w.emit(lines, own_line=2)
             w.need(2)
-        elif action == _X_ROW:
-            table = w.tables[-1]
-            if table.row and table.spanned:
-                table.skip_spanned(max(table.spanned))
-            row, table.row = table.row, None
-            if row:
-                if table.in_head and table.head_index < 0:
-                    table.head_index = len(table.rows)
-                table.rows.append(row)
-        elif action == _X_CELL or action == _X_CAPTION:
-            cell = writers.pop()
-            w = writers[-1]
-            text = _collapse("".join(cell.inline))
-            table = w.tables[-1]
-            if action == _X_CAPTION:
-                table.caption = text
-            elif table.row is not None:
-                table.skip_spanned()
-                column = len(table.row)
-                table.row.append(text.replace("|", "\\|"))
-                table.row.extend([""] * (cell.colspan - 1))
-                if cell.rowspan > 1:
-                    for covered in range(column, column + cell.colspan):
-                        table.spanned[covered] = cell.rowspan - 1
         elif action == _X_THEAD:
             w.tables[-1].in_head = False
         elif action == _X_DT:
