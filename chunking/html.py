@@ -317,52 +317,46 @@ def _limit_nesting(source: str) -> tuple[str, int]:
     """
     stack: list[tuple[str, bool]] = []  # (tag name, removed)
     open_names: dict[str, int] = {}
-
-    def pop() -> tuple[str, bool]:
-        top = stack.pop()
-        open_names[top[0]] -= 1
-        return top
-
     removed: list[tuple[int, int]] = []
-    pos, length = 0, len(source)
-    while pos < length:
-        match = _TAG.search(source, pos)
-        if match is None:
-            break
-        pos = match.end()
-        name = match.group(2)
-        if name is None:  # a comment
-            close = source.find("-->", pos)
-            pos = length if close == -1 else close + 3
-            continue
-        name = name.lower()
-        if match.group(1):  # an end tag: closes the innermost open element of that name
-            if not open_names.get(name):
+    # The tags are read by one regex scan; a comment or raw-text element ends it, and the next
+    # scan starts after it (``pos``; -1: nothing more to read).
+    pos = 0
+    while pos >= 0:
+        resume, pos = pos, -1
+        for match in _TAG.finditer(source, resume):
+            closing, name = match.groups()
+            if name is None:  # a comment
+                close = source.find("-->", match.end())
+                pos = -1 if close == -1 else close + 3
+                break
+            name = name.lower()
+            if closing:  # an end tag: closes the innermost open element of that name
+                if open_names.get(name):
+                    while stack:
+                        top, gone = stack.pop()
+                        open_names[top] -= 1
+                        if top == name:
+                            if gone:
+                                removed.append(match.span())
+                            break
                 continue
-            while stack:
-                top, gone = pop()
-                if top == name:
-                    if gone:
-                        removed.append((match.start(), match.end()))
-                    break
-            continue
-        if name in _RAW_TEXT_TAGS:
-            close = _RAW_TEXT_END[name].search(source, pos)
-            pos = length if close is None else close.start()
-            continue
-        if name == "plaintext":
-            break
-        if name in _VOID_TAGS:  # "<div/>" is an open <div> in HTML: only void tags are exempt
-            continue
-        closes = _IMPLIED_CLOSE.get(name)
-        if closes:
-            while stack and stack[-1][0] in closes:
-                pop()
-        gone = len(stack) >= _MAX_NESTING
-        if gone:
-            removed.append((match.start(), match.end()))
-        stack.append((name, gone))
-        open_names[name] = open_names.get(name, 0) + 1
+            if name in _RAW_TEXT_TAGS:
+                close = _RAW_TEXT_END[name].search(source, match.end())
+                pos = -1 if close is None else close.start()
+                break
+            if name == "plaintext":
+                break
+            if name in _VOID_TAGS:  # "<div/>" is an open <div> in HTML: only void tags are exempt
+                continue
+            closes = _IMPLIED_CLOSE.get(name)
+            if closes:
+                while stack and stack[-1][0] in closes:
+                    open_names[stack.pop()[0]] -= 1
+            gone = len(stack) >= _MAX_NESTING
+            if gone:
+                removed.append(match.span())
+            stack.append((name, gone))
+            open_names[name] = open_names.get(name, 0) + 1
     if not removed:
         return source, 0
     pieces, last = [], 0
@@ -900,8 +894,10 @@ def _extract(source: str | bytes) -> HtmlExtraction:
     if isinstance(source, bytes):
         source = source.decode("utf-8", "replace")
     limited = 0
-    # Few start tags: even the worst nesting is cheap to parse (see _NESTING_SCAN_FROM).
-    if source.count("<") - source.count("</") > _NESTING_SCAN_FROM:
+    # Few start tags: even the worst nesting is cheap to parse (see _NESTING_SCAN_FROM). End tags
+    # are counted only when there are that many tags at all.
+    tags = source.count("<")
+    if tags > _NESTING_SCAN_FROM and tags - source.count("</") > _NESTING_SCAN_FROM:
         source, limited = _limit_nesting(source)
     # Lone surrogates (from a lenient decoder) cannot be encoded for the parser; replace them.
     parser = LexborHTMLParser(source.encode("utf-8", "replace"))
