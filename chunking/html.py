@@ -535,17 +535,20 @@ class _Writer:
         out = self.out
         if out:
             out.append("\n" * max(self.pending, 1))
-        prefix = self.prefix
-        for index, line in enumerate(lines):
-            if index:
-                out.append("\n")
-            if index == 0 and self.marker is not None:
-                head = self.marker + prefix[self.marker_at :]
-                self.marker = None
-                out.append(head + line if line else head.rstrip())
-            else:
-                out.append(prefix + line if line else "")
         self.pending = 0
+        if not lines:
+            return
+        prefix = self.prefix
+        line = lines[0]
+        if self.marker is not None:
+            head = self.marker + prefix[self.marker_at :]
+            self.marker = None
+            out.append(head + line if line else head.rstrip())
+        else:
+            out.append(prefix + line if line else "")
+        if len(lines) > 1:  # the later lines, as one string (a code block can have thousands)
+            rest = lines[1:]
+            out.append("\n" + "\n".join([prefix + line if line else "" for line in rest] if prefix else rest))
 
 
 class _CellWriter(_Writer):
