@@ -554,14 +554,14 @@ class _Writer:
 class _CellWriter(_Writer):
     """The flat writer of a table cell or caption (one per cell, so it is built cheaply).
 
-    Only the fields a flat writer without open headings reads are set: ``_Walker.enter`` turns
-    every element in it into a space before it reads anything else, so only the inline buffer
-    fills (an unset field would raise, not pass silently).
+    Only the fields that a flat writer with no open heading reads are set: ``_Walker.enter``
+    returns early for every element inside it (writing a space at most), so only the inline
+    buffer fills. A field left unset would raise AttributeError if read, never pass silently.
     """
 
     __slots__ = ()
 
-    def __init__(self, colspan: int = 1, rowspan: int = 1) -> None:  # noqa: D107 - see the class
+    def __init__(self, colspan: int = 1, rowspan: int = 1) -> None:
         self.inline = []
         self.raw = None
         self.flat = 1

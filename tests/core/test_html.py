@@ -409,6 +409,23 @@ def test_nesting_limit_removes_only_the_deepest_tags() -> None:
     assert _limit_nesting(page) == (page, 0)
 
 
+def test_nesting_limit_reads_on_after_comments_and_raw_text() -> None:
+    """The tag scan stops at a comment or a raw-text element and starts again after it; the depth
+    counts on across it, and the tags inside it are not counted."""
+    from chunkyard.chunking.html import _MAX_NESTING, _limit_nesting
+
+    half = _MAX_NESTING // 2 + 10
+    for skipped in ("<!-- <div> -->", "<script>'<div>'</script>", "<textarea><div></textarea>", "<!---->"):
+        source = "<div>" * half + skipped + "<div>" * half + "deep"
+        limited, removed = _limit_nesting(source)
+        kept = "<div>" * half + skipped + "<div>" * (_MAX_NESTING - half) + "deep"
+        assert (limited, removed) == (kept, 2 * half - _MAX_NESTING)
+    # An unterminated comment or raw-text element ends the scan: what follows it is not read.
+    for unterminated in ("<!-- ", "<style>"):
+        source = unterminated + "<div>" * (_MAX_NESTING + 10)
+        assert _limit_nesting(source) == (source, 0)
+
+
 TAGS = [
     "div",
     "p",
