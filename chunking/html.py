@@ -626,6 +626,9 @@ class _Walker:
         kinds = _KINDS_BY_ID
         text_id = _TEXT_ID
         enter, leave = self.enter, self.leave
+        # Where text goes: the current writer's inline buffer, or its raw text inside <pre>; read
+        # again after every enter and leave, the only places that change the writer or its raw.
+        inline, raw = w.inline, w.raw
         while True:
             if node is None:
                 if not stack:
@@ -633,15 +636,16 @@ class _Walker:
                 action, node = stack.pop()
                 if action:
                     w = leave(action, w, writers)
+                    inline, raw = w.inline, w.raw
                 continue
             tag_id = node.tag_id
             if tag_id == text_id:
                 text = node.text_content
                 if text:
-                    if w.raw is not None:
-                        w.raw.append(text)
-                    elif w.inline or not text.isspace():  # leading white space would be stripped
-                        w.inline.append(text)
+                    if raw is not None:
+                        raw.append(text)
+                    elif inline or not text.isspace():  # leading white space would be stripped
+                        inline.append(text)
                 node = node.next
                 continue
             kind = kinds.get(tag_id, _INLINE)
@@ -655,10 +659,12 @@ class _Walker:
             else:
                 action = enter(kind, tag_id, node, w, writers)
                 w = writers[-1]
+                inline, raw = w.inline, w.raw
             child = node.first_child
             if child is None:
                 if action:
                     w = leave(action, w, writers)
+                    inline, raw = w.inline, w.raw
                 node = node.next
             else:
                 stack.append((action, node.next))
