@@ -649,7 +649,9 @@ static int split_lines(Doc *d, Py_ssize_t start, Py_ssize_t end, int lone_cr)
     return 0;
 }
 
-static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int lone_cr)
+/* The line scan; with `quote_heads`, also the start of every line whose first character after at
+ * most three spaces or tabs is ">" (markdown._quote_heads: where a block quote's line may begin). */
+static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int lone_cr, PyObject *quote_heads)
 {
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
     if (start < 0 || end > length || start > end) {
@@ -680,6 +682,13 @@ static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int 
             p++;
         Py_UCS4 first = p < e ? CH(&d, p) : 0;
         d.firsts[i] = first;
+        if (quote_heads != NULL && first == '>' && p - d.starts[i] <= 3) {
+            PyObject *head = PyLong_FromSsize_t(d.starts[i]);
+            int failed = head == NULL || PyList_Append(quote_heads, head) < 0;
+            Py_XDECREF(head);
+            if (failed)
+                goto done;
+        }
         /* _MAY_START_BLOCK: "#`~=-*+_|\rsSſ<", an empty rest, or a digit (str.isdigit) */
         d.plain[i] = !(first == 0 || first == '#' || first == '`' || first == '~' || first == '=' || first == '-'
                        || first == '*' || first == '+' || first == '_' || first == '|' || first == '\r'
@@ -728,7 +737,7 @@ static PyObject *scan_lines(PyObject *self, PyObject *args)
     int lone_cr;
     if (!PyArg_ParseTuple(args, "Unnp", &text, &start, &end, &lone_cr))
         return NULL;
-    return scan_raw(text, start, end, lone_cr);
+    return scan_raw(text, start, end, lone_cr, NULL);
 }
 
 /* -- the structure: markdown.scan's steps after the line scan ------------------------------------- */
@@ -797,8 +806,10 @@ static int compare_groups(const void *a, const void *b)
 }
 
 /* structure(text, start, end, lone_cr, Heading, Group)
- *   -> (headings: [Heading], paths: [tuple], positions, scores, groups: [Group] sorted by (start, -end))
- * markdown.scan's result from the line scan; tests/test_markdown_native.py holds it equal to Python's. */
+ *   -> (headings: [Heading], paths: [tuple], positions, scores, groups: [Group] sorted by (start, -end),
+ *       quote_heads: [int])
+ * markdown.scan's result from the line scan, and the lines that may begin a block quote's line
+ * (markdown._quote_heads); tests/test_markdown_native.py holds it equal to Python's. */
 static PyObject *structure(PyObject *self, PyObject *args)
 {
     PyObject *text, *heading_type, *group_type;
@@ -811,9 +822,14 @@ static PyObject *structure(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "Heading and Group must be tuple subclasses");
         return NULL;
     }
-    PyObject *raw = scan_raw(text, start, end, lone_cr);
-    if (raw == NULL)
+    PyObject *quote_heads = PyList_New(0);
+    if (quote_heads == NULL)
         return NULL;
+    PyObject *raw = scan_raw(text, start, end, lone_cr, quote_heads);
+    if (raw == NULL) {
+        Py_DECREF(quote_heads);
+        return NULL;
+    }
     PyObject *raw_headings = PyTuple_GET_ITEM(raw, 0), *raw_groups = PyTuple_GET_ITEM(raw, 3);
     Py_ssize_t n_headings = PyList_GET_SIZE(raw_headings), n_raw = PyList_GET_SIZE(raw_groups);
     PyObject *headings = PyList_New(n_headings), *paths = PyList_New(n_headings), *groups = PyList_New(0);
@@ -924,10 +940,11 @@ static PyObject *structure(PyObject *self, PyObject *args)
         Py_INCREF(keys[i].group);
         PyList_SET_ITEM(sorted_groups, i, keys[i].group);
     }
-    result = Py_BuildValue("(OOOON)", headings, paths, PyTuple_GET_ITEM(raw, 1), PyTuple_GET_ITEM(raw, 2),
-                           sorted_groups);
+    result = Py_BuildValue("(OOOONO)", headings, paths, PyTuple_GET_ITEM(raw, 1), PyTuple_GET_ITEM(raw, 2),
+                           sorted_groups, quote_heads);
 done:
     Py_DECREF(raw);
+    Py_DECREF(quote_heads);
     Py_XDECREF(headings);
     Py_XDECREF(paths);
     Py_XDECREF(groups);
@@ -1711,7 +1728,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"structure", structure, METH_VARARGS,
-     "structure(text, start, end, lone_cr, Heading, Group) -> (headings, paths, positions, scores, groups)"},
+     "structure(text, start, end, lone_cr, Heading, Group) -> (headings, paths, positions, scores, groups, "
+     "quote_heads)"},
     {"scan_lines", scan_lines, METH_VARARGS,
      "scan_lines(text, start, end, lone_cr) -> (headings, positions, scores, groups); see chunking/markdown.py"},
     {"commonmark_lists", commonmark_lists, METH_VARARGS,

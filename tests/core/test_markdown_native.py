@@ -1,6 +1,6 @@
 """The Markdown scanner in C (chunking/_mdscan.c) against the Python reference: the line scan
-(``_scan_lines``), the lists as CommonMark delimits them (``_commonmark_lists``) and the units read by
-indentation inside a list (``_indented_units``).
+(``_scan_lines``) with the lines a block quote may open (``_quote_heads``), the lists as CommonMark
+delimits them (``_commonmark_lists``) and the units read by indentation inside a list (``_indented_units``).
 
 Both must give the same headings, boundaries, groups and units on every text: the real corpora, and
 generated Markdown built from the pieces every line pattern looks at (markers, indents, tabs, CR, lone
@@ -85,6 +85,8 @@ def both(text: str, start: int = 0, end: int | None = None):
     assert all(type(h) is markdown.Heading for h in fast.headings)
     assert all(type(g) is markdown.Group for g in (*fast.groups, *fast.units))
     same_lists(text, start, end)
+    quote_heads = mdscan.structure(text, start, end, lone_cr, markdown.Heading, markdown.Group)[5]
+    assert quote_heads == markdown._quote_heads(text, start, end, lone_cr)
     for group in reference.groups:
         if group.kind in ("list", "procedure"):
             same_indented_units(text, group.body_start, group.end)
@@ -193,6 +195,14 @@ PIECES = [
     "\n\n",
     "\x0b",
     "\x1c",
+    ">",
+    "> ",
+    ">>",
+    "   > ",
+    "    >",
+    "\t> ",
+    "> ```",
+    "> - ",
 ]
 lines = st.lists(st.sampled_from(PIECES), max_size=6).map("".join)
 documents = st.lists(lines, max_size=30).map("\n".join)
