@@ -1286,31 +1286,21 @@ typedef struct {
 } ItemLine;
 
 /* indented_units(text, begin, end, Group) -> [Group]: markdown._indented_units, in C */
-static PyObject *indented_units(PyObject *self, PyObject *args)
+static int kind_is(PyObject *kind, const char *name);
+static int group_fields(PyObject *g, PyObject **kind, Py_ssize_t *start, Py_ssize_t *end);
+
+/* markdown._indented_units over text[begin:end] (0 <= begin <= end <= len), its units appended to
+ * ls->out */
+static int run_indented(const Doc *dp, Lists *ls, PyObject *code_kind, Py_ssize_t begin, Py_ssize_t end)
 {
-    PyObject *text, *group_type;
-    Py_ssize_t begin, end;
-    if (!PyArg_ParseTuple(args, "UnnO", &text, &begin, &end, &group_type))
-        return NULL;
-    if (!PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
-        return NULL;
-    }
-    if (begin < 0 || end > PyUnicode_GET_LENGTH(text) || begin > end) {
-        PyErr_SetString(PyExc_ValueError, "indented_units: begin and end must satisfy 0 <= begin <= end <= len(text)");
-        return NULL;
-    }
-    Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
-    Lists ls = {PyList_New(0), group_type, PyUnicode_InternFromString("list"),
-                PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
-    PyObject *code_kind = PyUnicode_InternFromString("code"), *result = NULL;
+    const Doc d = *dp;
+    PyObject *text = d.text;
+    int status = -1;
     OpenList *open = NULL;
     Py_ssize_t n_open = 0, capacity = 0, n_items = 0;
     ItemLine items[65];
     Py_ssize_t base = -1, fence_start = -1, finish = begin, pos = begin;
     Py_UCS4 fence_marker = 0;
-    if (!ls.out || !ls.list_kind || !ls.procedure_kind || !ls.empty || !code_kind)
-        goto done;
     while (pos < end) {
         Py_ssize_t line_end = PyUnicode_FindChar(text, '\n', pos, end, 1);
         if (line_end == -2)
@@ -1330,7 +1320,7 @@ static PyObject *indented_units(PyObject *self, PyObject *args)
                 while (q < tail && CH(&d, q) == fence_marker)
                     q++;
                 if (q == tail) {
-                    if (emit(&ls, code_kind, fence_start, tail, fence_start) < 0)
+                    if (emit(ls, code_kind, fence_start, tail, fence_start) < 0)
                         goto done;
                     fence_marker = 0;
                 }
@@ -1351,9 +1341,9 @@ static PyObject *indented_units(PyObject *self, PyObject *args)
                 base = indent;
             while (n_open && (indent < open[n_open - 1].indent || (indent == open[n_open - 1].indent && !is_item))) {
                 OpenList *closing = &open[--n_open];
-                if (emit(&ls, ls.list_kind, closing->start, finish, closing->start) < 0)
+                if (emit(ls, ls->list_kind, closing->start, finish, closing->start) < 0)
                     goto done;
-                if (closing->parent >= 0 && emit(&ls, ls.procedure_kind, closing->parent, finish, closing->start) < 0)
+                if (closing->parent >= 0 && emit(ls, ls->procedure_kind, closing->parent, finish, closing->start) < 0)
                     goto done;
             }
             if (is_item && indent > base && (n_open == 0 || open[n_open - 1].indent < indent)) {
@@ -1391,10 +1381,166 @@ static PyObject *indented_units(PyObject *self, PyObject *args)
         pos = line_end + 1;
     }
     for (Py_ssize_t k = 0; k < n_open; k++) {
-        if (emit(&ls, ls.list_kind, open[k].start, finish, open[k].start) < 0)
+        if (emit(ls, ls->list_kind, open[k].start, finish, open[k].start) < 0)
             goto done;
-        if (open[k].parent >= 0 && emit(&ls, ls.procedure_kind, open[k].parent, finish, open[k].start) < 0)
+        if (open[k].parent >= 0 && emit(ls, ls->procedure_kind, open[k].parent, finish, open[k].start) < 0)
             goto done;
+    }
+    status = 0;
+done:
+    PyMem_Free(open);
+    return status;
+}
+
+static PyObject *indented_units(PyObject *self, PyObject *args)
+{
+    PyObject *text, *group_type;
+    Py_ssize_t begin, end;
+    if (!PyArg_ParseTuple(args, "UnnO", &text, &begin, &end, &group_type))
+        return NULL;
+    if (!PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
+        return NULL;
+    }
+    if (begin < 0 || end > PyUnicode_GET_LENGTH(text) || begin > end) {
+        PyErr_SetString(PyExc_ValueError, "indented_units: begin and end must satisfy 0 <= begin <= end <= len(text)");
+        return NULL;
+    }
+    Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
+    Lists ls = {PyList_New(0), group_type, PyUnicode_InternFromString("list"),
+                PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
+    PyObject *code_kind = PyUnicode_InternFromString("code"), *result = NULL;
+    if (ls.out && ls.list_kind && ls.procedure_kind && ls.empty && code_kind
+            && run_indented(&d, &ls, code_kind, begin, end) == 0) {
+        result = ls.out;
+        ls.out = NULL;
+    }
+    Py_XDECREF(ls.out);
+    Py_XDECREF(ls.list_kind);
+    Py_XDECREF(ls.procedure_kind);
+    Py_XDECREF(ls.empty);
+    Py_XDECREF(code_kind);
+    return result;
+}
+
+/* -- group_units: the units derived from each scanned group (markdown._group_units) -------------- */
+
+/* _BLOCK_LINE  [ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])  at s (no blank starts a branch,
+ * so the blanks never give back) */
+static int block_line(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    Py_ssize_t p = s;
+    while (p < e && SPACE_OR_TAB(CH(d, p)))
+        p++;
+    if (p >= e)
+        return 0;
+    Py_UCS4 c = CH(d, p);
+    if (c == '#' || c == '|' || c == '>')
+        return 1;
+    if ((c == '`' || c == '~') && p + 2 < e && CH(d, p + 1) == c && CH(d, p + 2) == c)
+        return 1;
+    if ((c == '-' || c == '*' || c == '+') && p + 1 < e && SPACE_OR_TAB(CH(d, p + 1)))
+        return 1;
+    Py_ssize_t q = number_then(d, p, e, ".)");
+    return q >= 0 && q < e && SPACE_OR_TAB(CH(d, q));
+}
+
+/* markdown._paragraph_before(text, pos): the start of the paragraph ending right before pos, or -1 */
+static Py_ssize_t paragraph_before(const Doc *d, Py_ssize_t pos)
+{
+    Py_ssize_t end = pos;
+    while (end > 0) {
+        Py_UCS4 c = CH(d, end - 1);
+        if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
+            break;
+        end--;
+    }
+    if (end == 0)
+        return -1;
+    Py_ssize_t newlines = 0;
+    for (Py_ssize_t p = end; p < pos; p++)
+        newlines += CH(d, p) == '\n';
+    if (newlines > 2)
+        return -1;
+    Py_ssize_t start = end;
+    for (int k = 0; k < 64; k++) { /* a paragraph of at most 64 lines */
+        Py_ssize_t line_start = 0; /* text.rfind("\n", 0, start - 1) + 1 */
+        for (Py_ssize_t p = start - 2; p >= 0; p--)
+            if (CH(d, p) == '\n') {
+                line_start = p + 1;
+                break;
+            }
+        Py_ssize_t line_end = start; /* .rstrip("\r\n") */
+        while (line_end > line_start && (CH(d, line_end - 1) == '\r' || CH(d, line_end - 1) == '\n'))
+            line_end--;
+        if (all_space(d, line_start, line_end))
+            return start < end ? start : -1;
+        if (block_line(d, line_start, line_end) || setext(d, line_start, line_end))
+            return -1;
+        start = line_start;
+        if (start == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* group_units(text, groups, Group) -> [Group]   markdown._group_units */
+static PyObject *group_units(PyObject *self, PyObject *args)
+{
+    PyObject *text, *groups, *group_type;
+    if (!PyArg_ParseTuple(args, "UO!O", &text, &PyList_Type, &groups, &group_type))
+        return NULL;
+    if (!PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
+        return NULL;
+    }
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
+    Lists ls = {PyList_New(0), group_type, PyUnicode_InternFromString("list"),
+                PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
+    PyObject *code_kind = PyUnicode_InternFromString("code"), *result = NULL;
+    if (!ls.out || !ls.list_kind || !ls.procedure_kind || !ls.empty || !code_kind)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(groups); i++) {
+        PyObject *g = PyList_GET_ITEM(groups, i), *kind;
+        Py_ssize_t anchor, group_end;
+        if (group_fields(g, &kind, &anchor, &group_end) < 0)
+            goto done;
+        if (PyTuple_GET_SIZE(g) < 6) {
+            PyErr_SetString(PyExc_TypeError, "a group must be a tuple (kind, start, end, body_start, context, label)");
+            goto done;
+        }
+        if (kind_is(kind, "section"))
+            continue;
+        Py_ssize_t body = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 3));
+        if (body == -1 && PyErr_Occurred())
+            goto done;
+        if (anchor < 0 || body < 0 || anchor > length || body > length || group_end > length) {
+            PyErr_SetString(PyExc_ValueError, "group_units: a group's offsets must lie inside the text");
+            goto done;
+        }
+        int is_procedure = kind_is(kind, "procedure"), is_list = !is_procedure && kind_is(kind, "list");
+        if (is_procedure && anchor == body) {
+            Py_ssize_t lead = paragraph_before(&d, anchor);
+            if (lead >= 0 && emit(&ls, ls.procedure_kind, lead, group_end, body) < 0)
+                goto done;
+        }
+        if (anchor < body && (is_procedure || is_list || kind_is(kind, "table") || kind_is(kind, "code"))) {
+            PyObject *item = named(group_type, Py_BuildValue("(OnnnOO)", kind, body, group_end, body, ls.empty,
+                                                              PyTuple_GET_ITEM(g, 5)));
+            if (item == NULL || PyList_Append(ls.out, item) < 0) {
+                Py_XDECREF(item);
+                goto done;
+            }
+            Py_DECREF(item);
+        }
+        if ((is_procedure || is_list) && body < group_end) {
+            Py_ssize_t newline = PyUnicode_FindChar(text, '\n', body, group_end, 1);
+            if (newline == -2)
+                goto done;
+            if (newline >= 0 && run_indented(&d, &ls, code_kind, body, group_end) < 0)
+                goto done;
+        }
     }
     result = ls.out;
     ls.out = NULL;
@@ -1404,7 +1550,6 @@ done:
     Py_XDECREF(ls.procedure_kind);
     Py_XDECREF(ls.empty);
     Py_XDECREF(code_kind);
-    PyMem_Free(open);
     return result;
 }
 
@@ -1736,6 +1881,7 @@ static PyMethodDef methods[] = {
      "commonmark_lists(text, start, end, Group) -> [Group]; see chunking/markdown.py"},
     {"indented_units", indented_units, METH_VARARGS,
      "indented_units(text, begin, end, Group) -> [Group]; see chunking/markdown.py"},
+    {"group_units", group_units, METH_VARARGS, "group_units(text, groups, Group) -> [Group]; see chunking/markdown.py"},
     {"unit_starts", unit_starts, METH_VARARGS,
      "unit_starts(text, positions, scores, groups, units) -> None | (positions, scores); see chunking/markdown.py"},
     {"not_crossing", not_crossing, METH_VARARGS,

@@ -381,18 +381,7 @@ def _add_derived_groups(
     ``quote_heads``: ``_quote_heads`` of ``text[start:]``, when the scan's lines are the text's lines
     (``scan``), so that block quotes are looked for only there.
     """
-    nested: list[Group] = []
-    for kind, anchor, group_end, body, _context, label in structure.groups:
-        if kind == "section":
-            continue
-        if kind == "procedure" and anchor == body:
-            lead_in = _paragraph_before(text, anchor)
-            if lead_in is not None:
-                nested.append(Group("procedure", lead_in, group_end, body))
-        if anchor < body and kind in ("procedure", "list", "table", "code"):  # with a lead-in: the body alone
-            nested.append(Group(kind, body, group_end, body, label=label))
-        if kind in ("list", "procedure") and text.find("\n", body, group_end) >= 0:
-            nested.extend(indented_units(text, body, group_end))
+    nested = group_units(text, structure.groups)
     if ">" in text:
         # Fenced code inside a block quote ("> ```"): the line scanner reads quotes as paragraphs.
         opening: int | None = None
@@ -424,6 +413,33 @@ def _add_derived_groups(
     nested.sort(key=_END, reverse=True)
     nested.sort(key=_START)
     structure.units = nested
+
+
+def group_units(text: str, groups: list[Group]) -> list[Group]:
+    """The units derived from each of the scanned ``groups`` in turn (``_add_derived_groups``, the first
+    three): a procedure with the paragraph before it, the body alone, the units read by indentation.
+    In C (``_mdscan.group_units``) when it is built; the reference is ``_group_units``
+    (tests/core/test_markdown_native.py holds them equal)."""
+    if _native is not None:
+        return _native.group_units(text, groups, Group)
+    return _group_units(text, groups)
+
+
+def _group_units(text: str, groups: list[Group]) -> list[Group]:
+    """``group_units`` in Python, the reference."""
+    nested: list[Group] = []
+    for kind, anchor, group_end, body, _context, label in groups:
+        if kind == "section":
+            continue
+        if kind == "procedure" and anchor == body:
+            lead_in = _paragraph_before(text, anchor)
+            if lead_in is not None:
+                nested.append(Group("procedure", lead_in, group_end, body))
+        if anchor < body and kind in ("procedure", "list", "table", "code"):  # with a lead-in: the body alone
+            nested.append(Group(kind, body, group_end, body, label=label))
+        if kind in ("list", "procedure") and text.find("\n", body, group_end) >= 0:
+            nested.extend(_indented_units(text, body, group_end))
+    return nested
 
 
 def _not_crossing(nested: list[Group], lists: list[Group]) -> list[Group]:
@@ -559,18 +575,12 @@ def _unquoted(group: Group, quoted: str, lines: tuple[list[int], list[int], list
     return Group(group.kind, opening(group.start), end, opening(group.body_start))
 
 
-def indented_units(text: str, begin: int, end: int) -> list[Group]:
+def _indented_units(text: str, begin: int, end: int) -> list[Group]:
     """The units read by indentation inside one list or procedure ``text[begin:end]`` (its body):
     a ``list`` per nested list, a ``procedure`` of it with the item that holds it, a ``code`` group
-    per fenced block (``_add_derived_groups``). In C (``_mdscan.indented_units``) when it is built; the
-    reference is ``_indented_units`` (tests/core/test_markdown_native.py holds them equal)."""
-    if _native is not None:
-        return _native.indented_units(text, begin, end, Group)
-    return _indented_units(text, begin, end)
-
-
-def _indented_units(text: str, begin: int, end: int) -> list[Group]:
-    """``indented_units`` in Python, the reference. One pass over the lines; the open nested lists'
+    per fenced block (``group_units``). In C as ``_mdscan.indented_units`` (and inside
+    ``_mdscan.group_units``); this is the reference (tests/core/test_markdown_native.py holds them
+    equal). One pass over the lines; the open nested lists'
     indents rise strictly, and every open list ends where the last non-blank line outside a fence
     does (one ``finish``), so each line costs a constant amortised."""
     nested: list[Group] = []

@@ -87,6 +87,7 @@ def both(text: str, start: int = 0, end: int | None = None):
     same_lists(text, start, end)
     quote_heads = mdscan.structure(text, start, end, lone_cr, markdown.Heading, markdown.Group)[5]
     assert quote_heads == markdown._quote_heads(text, start, end, lone_cr)
+    same_group_units(text, reference.groups)
     for group in reference.groups:
         if group.kind in ("list", "procedure"):
             same_indented_units(text, group.body_start, group.end)
@@ -96,6 +97,12 @@ def both(text: str, start: int = 0, end: int | None = None):
 def same_lists(text: str, start: int, end: int) -> None:
     fast = mdscan.commonmark_lists(text, start, end, markdown.Group)
     assert fast == markdown._commonmark_lists(text, start, end)
+    assert all(type(g) is markdown.Group for g in fast)
+
+
+def same_group_units(text: str, groups: list[markdown.Group]) -> None:
+    fast = mdscan.group_units(text, groups, markdown.Group)
+    assert fast == markdown._group_units(text, groups)
     assert all(type(g) is markdown.Group for g in fast)
 
 
@@ -308,6 +315,24 @@ def test_same_lists_and_units_on_generated_lists(text, data):
 
 
 @needs_native
+@settings(max_examples=600, deadline=None)
+@given(list_documents, st.data())
+def test_same_group_units_at_any_offsets(text, data):
+    """``group_units`` on groups placed anywhere (a procedure without a lead-in at every kind of
+    position: the paragraph before it is looked for; lead-ins of every kind; bodies over any lines)."""
+    size = len(text)
+    offsets = st.integers(0, size)
+    groups = []
+    for _ in range(data.draw(st.integers(0, 8))):
+        kind = data.draw(st.sampled_from(["procedure", "procedure", "list", "table", "code", "section"]))
+        start, body, end = sorted(data.draw(st.tuples(offsets, offsets, offsets)))
+        if data.draw(st.booleans()):
+            body = start
+        groups.append(markdown.Group(kind, start, end, body, label=data.draw(st.sampled_from(["", "py"]))))
+    same_group_units(text, groups)
+
+
+@needs_native
 @pytest.mark.parametrize(
     "text",
     [
@@ -333,6 +358,10 @@ def test_bad_bounds_are_refused():
         mdscan.scan_lines("abc", 2, 1, False)
     with pytest.raises(ValueError):
         mdscan.scan_lines("abc", 0, 4, False)
+    with pytest.raises(ValueError):
+        mdscan.group_units("abc", [markdown.Group("list", 0, 4, 0)], markdown.Group)
+    with pytest.raises(TypeError):
+        mdscan.group_units("abc", [("list", 0, 3)], markdown.Group)
     for function in (mdscan.commonmark_lists, mdscan.indented_units):
         with pytest.raises(ValueError):
             function("abc", 2, 1, markdown.Group)
