@@ -1871,6 +1871,95 @@ done:
     return kept;
 }
 
+/* merged_units(nested, lists, groups) -> [group]: markdown._merged_units, in C: `nested` and the groups
+ * of `lists` whose (kind, start, end) is not a list's or procedure's of `nested` or `groups`, sorted by
+ * (start, -end), stably (`nested` first, then `lists`, each in its order). */
+typedef struct {
+    Py_ssize_t start, end;
+    int kind; /* 1: list, 2: procedure */
+} UnitKey;
+
+static int compare_unit_keys(const void *a, const void *b)
+{
+    const UnitKey *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return (x->kind > y->kind) - (x->kind < y->kind);
+}
+
+static int list_kind_code(PyObject *kind)
+{
+    return kind_is(kind, "list") ? 1 : kind_is(kind, "procedure") ? 2 : 0;
+}
+
+static PyObject *merged_units(PyObject *self, PyObject *args)
+{
+    PyObject *nested, *lists, *groups;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &nested, &PyList_Type, &lists, &PyList_Type, &groups))
+        return NULL;
+    Py_ssize_t n_nested = PyList_GET_SIZE(nested), n_lists = PyList_GET_SIZE(lists);
+    Py_ssize_t n_groups = PyList_GET_SIZE(groups), n_known = 0, n_keys = 0;
+    UnitKey *known = PyMem_Malloc((n_nested + n_groups + 1) * sizeof(UnitKey));
+    SortKey *keys = PyMem_Malloc((n_nested + n_lists + 1) * sizeof(SortKey));
+    PyObject *result = NULL;
+    if (known == NULL || keys == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int source = 0; source < 2; source++) {
+        PyObject *from = source == 0 ? nested : groups;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(from); i++) {
+            PyObject *kind;
+            Py_ssize_t start, end;
+            if (group_fields(PyList_GET_ITEM(from, i), &kind, &start, &end) < 0)
+                goto done;
+            int code = list_kind_code(kind);
+            if (code) {
+                known[n_known].start = start;
+                known[n_known].end = end;
+                known[n_known].kind = code;
+                n_known++;
+            }
+            if (source == 0) {
+                keys[n_keys].start = start;
+                keys[n_keys].negative_end = -end;
+                keys[n_keys].order = n_keys;
+                keys[n_keys].group = PyList_GET_ITEM(from, i);
+                n_keys++;
+            }
+        }
+    }
+    qsort(known, (size_t)n_known, sizeof(UnitKey), compare_unit_keys);
+    for (Py_ssize_t i = 0; i < n_lists; i++) {
+        PyObject *g = PyList_GET_ITEM(lists, i), *kind;
+        UnitKey key;
+        if (group_fields(g, &kind, &key.start, &key.end) < 0)
+            goto done;
+        key.kind = list_kind_code(kind);
+        if (key.kind && bsearch(&key, known, (size_t)n_known, sizeof(UnitKey), compare_unit_keys) != NULL)
+            continue;
+        keys[n_keys].start = key.start;
+        keys[n_keys].negative_end = -key.end;
+        keys[n_keys].order = n_keys;
+        keys[n_keys].group = g;
+        n_keys++;
+    }
+    qsort(keys, (size_t)n_keys, sizeof(SortKey), compare_groups);
+    result = PyList_New(n_keys);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n_keys; i++) {
+        Py_INCREF(keys[i].group);
+        PyList_SET_ITEM(result, i, keys[i].group);
+    }
+done:
+    PyMem_Free(known);
+    PyMem_Free(keys);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"structure", structure, METH_VARARGS,
      "structure(text, start, end, lone_cr, Heading, Group) -> (headings, paths, positions, scores, groups, "
@@ -1884,6 +1973,7 @@ static PyMethodDef methods[] = {
     {"group_units", group_units, METH_VARARGS, "group_units(text, groups, Group) -> [Group]; see chunking/markdown.py"},
     {"unit_starts", unit_starts, METH_VARARGS,
      "unit_starts(text, positions, scores, groups, units) -> None | (positions, scores); see chunking/markdown.py"},
+    {"merged_units", merged_units, METH_VARARGS, "merged_units(nested, lists, groups) -> [group]; see chunking/markdown.py"},
     {"not_crossing", not_crossing, METH_VARARGS,
      "not_crossing(nested, lists, limit) -> [group]; see chunking/markdown.py"},
     {NULL, NULL, 0, NULL},

@@ -403,16 +403,30 @@ def _add_derived_groups(
             for g in quoted_lists(text, start, end, quote_heads=quote_heads)
             if g.end - g.start <= _CROSS_CHECK_LIMIT
         )
-    if lists:
-        if any(g[0] in ("list", "procedure") for g in nested):  # else nothing to drop
-            nested = _not_crossing(nested, lists)
-        known = {g[:3] for g in nested if g[0] in ("list", "procedure")}
-        known.update(g[:3] for g in structure.groups if g[0] in ("list", "procedure"))
-        nested.extend(g for g in lists if g[:3] not in known)
+    if lists and any(g[0] in ("list", "procedure") for g in nested):  # else nothing to drop
+        nested = _not_crossing(nested, lists)
+    structure.units = merged_units(nested, lists, structure.groups)
+
+
+def merged_units(nested: list[Group], lists: list[Group], groups: list[Group]) -> list[Group]:
+    """``nested`` and the ``lists`` not already a list or procedure of ``nested`` or of ``groups`` (the
+    same kind, start and end), sorted by (start, -end), stably (``_add_derived_groups``). In C
+    (``_mdscan.merged_units``) when it is built; the reference is ``_merged_units``
+    (tests/core/test_markdown_native.py holds them equal)."""
+    if _native is not None:
+        return _native.merged_units(nested, lists, groups)
+    return _merged_units(nested, lists, groups)
+
+
+def _merged_units(nested: list[Group], lists: list[Group], groups: list[Group]) -> list[Group]:
+    """``merged_units`` in Python, the reference."""
+    known = {g[:3] for g in nested if g[0] in ("list", "procedure")}
+    known.update(g[:3] for g in groups if g[0] in ("list", "procedure"))
+    merged = nested + [g for g in lists if g[:3] not in known]
     # By (start, -end), stable: by end descending, then by start.
-    nested.sort(key=_END, reverse=True)
-    nested.sort(key=_START)
-    structure.units = nested
+    merged.sort(key=_END, reverse=True)
+    merged.sort(key=_START)
+    return merged
 
 
 def group_units(text: str, groups: list[Group]) -> list[Group]:

@@ -106,6 +106,12 @@ def same_group_units(text: str, groups: list[markdown.Group]) -> None:
     assert all(type(g) is markdown.Group for g in fast)
 
 
+def same_merged_units(nested: list, lists: list, groups: list) -> None:
+    fast = mdscan.merged_units(nested, lists, groups)
+    assert fast == markdown._merged_units(nested, lists, groups)
+    assert all(a is b for a, b in zip(fast, markdown._merged_units(nested, lists, groups), strict=True))
+
+
 def same_indented_units(text: str, begin: int, end: int) -> None:
     fast = mdscan.indented_units(text, begin, end, markdown.Group)
     assert fast == markdown._indented_units(text, begin, end)
@@ -330,6 +336,28 @@ def test_same_group_units_at_any_offsets(text, data):
             body = start
         groups.append(markdown.Group(kind, start, end, body, label=data.draw(st.sampled_from(["", "py"]))))
     same_group_units(text, groups)
+
+
+small_groups = st.builds(
+    lambda kind, start, length, body: markdown.Group(kind, start, start + length, start + body),
+    st.sampled_from(["list", "procedure", "code", "table", "section"]),
+    st.integers(0, 6),
+    st.integers(0, 4),
+    st.integers(0, 2),
+)
+
+
+@needs_native
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(small_groups, max_size=12),
+    st.lists(small_groups, max_size=12),
+    st.lists(small_groups, max_size=12),
+)
+def test_same_merged_units(nested, lists, groups):
+    """``merged_units`` on few distinct offsets: many equal keys, so that the kinds, the known keys and
+    the stable order all count (the very same objects, in the same order)."""
+    same_merged_units(nested, lists, groups)
 
 
 @needs_native
