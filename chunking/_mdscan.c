@@ -742,17 +742,24 @@ static PyObject *scan_lines(PyObject *self, PyObject *args)
 
 /* -- the structure: markdown.scan's steps after the line scan ------------------------------------- */
 
-/* A named tuple of `type` from the items of `fields` (tuple.__new__(type, fields)) */
+/* A named tuple of `type` (a tuple subclass) from the items of the tuple `fields`, which it takes:
+ * tuple.__new__(type, fields), as CPython's tuple_subtype_new builds it, without the argument tuple */
 static PyObject *named(PyObject *type, PyObject *fields)
 {
     if (fields == NULL)
         return NULL;
-    PyObject *arguments = PyTuple_Pack(1, fields);
+    Py_ssize_t n = PyTuple_GET_SIZE(fields);
+    PyObject *item = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    if (item != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *field = PyTuple_GET_ITEM(fields, i);
+            Py_INCREF(field);
+            PyTuple_SET_ITEM(item, i, field);
+        }
+        if (!PyObject_GC_IsTracked(item))
+            PyObject_GC_Track(item);
+    }
     Py_DECREF(fields);
-    if (arguments == NULL)
-        return NULL;
-    PyObject *item = PyTuple_Type.tp_new((PyTypeObject *)type, arguments, NULL);
-    Py_DECREF(arguments);
     return item;
 }
 
