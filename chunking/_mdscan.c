@@ -12,10 +12,15 @@
  *   groups: [(kind, anchor, end, body_start, header_end, label)]   header_end is -1 but for tables
  * Python builds the contexts of the groups, the breadcrumbs and the section groups from these.
  *
+ * structure(text, start, end, lone_cr, Heading, Group) -> the same, as markdown.scan keeps it, and the
+ *   lines a block quote may open (markdown._quote_heads)
  * commonmark_lists(text, start, end, Group) -> [Group]   markdown._commonmark_lists
  * indented_units(text, begin, end, Group) -> [Group]     markdown._indented_units
- *   the lists as CommonMark delimits them, and the nested lists and fenced code read by indentation
- *   inside one list: line loops with no rules of their own, held equal to the Python twins.
+ * group_units(text, groups, Group) -> [Group]            markdown._group_units
+ * merged_units(nested, lists, groups) -> [Group]         markdown._merged_units
+ *   the lists as CommonMark delimits them, the nested lists and fenced code read by indentation
+ *   inside one list, the units derived from each scanned group, and their union with the lists:
+ *   loops with no rules of their own, held equal to the Python twins.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
