@@ -768,6 +768,30 @@ static PyObject *named(PyObject *type, PyObject *fields)
     return item;
 }
 
+/* A Group of `type` (a tuple subclass) from its six fields, new references it takes (NULL ones: a
+ * failure, with the others released), as named() builds it, without the tuple of fields */
+static PyObject *group_from(PyObject *type, PyObject *kind, PyObject *start, PyObject *end, PyObject *body,
+                           PyObject *context, PyObject *label)
+{
+    PyObject *fields[6] = {kind, start, end, body, context, label};
+    PyObject *item = NULL;
+    int complete = 1;
+    for (int i = 0; i < 6; i++)
+        complete = complete && fields[i] != NULL;
+    if (complete)
+        item = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 6);
+    if (item == NULL) {
+        for (int i = 0; i < 6; i++)
+            Py_XDECREF(fields[i]);
+        return NULL;
+    }
+    for (int i = 0; i < 6; i++)
+        PyTuple_SET_ITEM(item, i, fields[i]);
+    if (!PyObject_GC_IsTracked(item))
+        PyObject_GC_Track(item);
+    return item;
+}
+
 /* _lead_text: " ".join(text[anchor:body].split()) ("" when anchor >= body) */
 static PyObject *lead_text(PyObject *text, Py_ssize_t anchor, Py_ssize_t body)
 {
@@ -898,9 +922,9 @@ static PyObject *structure(PyObject *self, PyObject *args)
             if (context == NULL)
                 goto done;
         }
-        PyObject *item = named(group_type, Py_BuildValue("(OOOONO)", PyTuple_GET_ITEM(g, 0), PyTuple_GET_ITEM(g, 1),
-                                                          PyTuple_GET_ITEM(g, 2), PyTuple_GET_ITEM(g, 3), context,
-                                                          PyTuple_GET_ITEM(g, 5)));
+        PyObject *item = group_from(group_type, Py_NewRef(PyTuple_GET_ITEM(g, 0)), Py_NewRef(PyTuple_GET_ITEM(g, 1)),
+                                    Py_NewRef(PyTuple_GET_ITEM(g, 2)), Py_NewRef(PyTuple_GET_ITEM(g, 3)), context,
+                                    Py_NewRef(PyTuple_GET_ITEM(g, 5)));
         if (item == NULL || PyList_Append(groups, item) < 0) {
             Py_XDECREF(item);
             goto done;
@@ -919,9 +943,9 @@ static PyObject *structure(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t i = 0; i < n_headings; i++) {
         PyObject *heading = PyList_GET_ITEM(headings, i);
-        PyObject *item = named(group_type, Py_BuildValue("(OOnOOO)", section, PyTuple_GET_ITEM(heading, 0), ends[i],
-                                                          PyTuple_GET_ITEM(heading, 1), PyTuple_GET_ITEM(heading, 3),
-                                                          empty));
+        PyObject *item = group_from(group_type, Py_NewRef(section), Py_NewRef(PyTuple_GET_ITEM(heading, 0)),
+                                    PyLong_FromSsize_t(ends[i]), Py_NewRef(PyTuple_GET_ITEM(heading, 1)),
+                                    Py_NewRef(PyTuple_GET_ITEM(heading, 3)), Py_NewRef(empty));
         if (item == NULL || PyList_Append(groups, item) < 0) {
             Py_XDECREF(item);
             goto done;
@@ -1076,7 +1100,8 @@ typedef struct {
 
 static int emit(Lists *ls, PyObject *kind, Py_ssize_t start, Py_ssize_t end, Py_ssize_t body)
 {
-    PyObject *item = named(ls->group_type, Py_BuildValue("(OnnnOO)", kind, start, end, body, ls->empty, ls->empty));
+    PyObject *item = group_from(ls->group_type, Py_NewRef(kind), PyLong_FromSsize_t(start), PyLong_FromSsize_t(end),
+                                PyLong_FromSsize_t(body), Py_NewRef(ls->empty), Py_NewRef(ls->empty));
     if (item == NULL)
         return -1;
     int failed = PyList_Append(ls->out, item);
@@ -1538,8 +1563,9 @@ static PyObject *group_units(PyObject *self, PyObject *args)
                 goto done;
         }
         if (anchor < body && (is_procedure || is_list || kind_is(kind, "table") || kind_is(kind, "code"))) {
-            PyObject *item = named(group_type, Py_BuildValue("(OnnnOO)", kind, body, group_end, body, ls.empty,
-                                                              PyTuple_GET_ITEM(g, 5)));
+            PyObject *item = group_from(group_type, Py_NewRef(kind), PyLong_FromSsize_t(body),
+                                        PyLong_FromSsize_t(group_end), PyLong_FromSsize_t(body), Py_NewRef(ls.empty),
+                                        Py_NewRef(PyTuple_GET_ITEM(g, 5)));
             if (item == NULL || PyList_Append(ls.out, item) < 0) {
                 Py_XDECREF(item);
                 goto done;
