@@ -703,21 +703,28 @@ static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int 
     }
     sc.headings = PyList_New(0);
     sc.groups = PyList_New(0);
-    positions = PyList_New(0);
-    scores = PyList_New(0);
-    if (!sc.headings || !sc.groups || !positions || !scores || run_scan(&sc) < 0)
+    if (!sc.headings || !sc.groups || run_scan(&sc) < 0)
         goto done;
-    for (Py_ssize_t i = 1; i < n; i++) {
+    Py_ssize_t n_marked = 0; /* the lists are made at their size, then filled */
+    for (Py_ssize_t i = 1; i < n; i++)
+        n_marked += sc.score[i] != 0;
+    positions = PyList_New(n_marked);
+    scores = PyList_New(n_marked);
+    if (!positions || !scores)
+        goto done;
+    for (Py_ssize_t i = 1, k = 0; i < n; i++) {
         if (sc.score[i] == 0)
             continue;
         PyObject *pos = PyLong_FromSsize_t(d.starts[i]);
         PyObject *score = PyLong_FromLong(sc.score[i]);
-        int failed = pos == NULL || score == NULL || PyList_Append(positions, pos) < 0
-                     || PyList_Append(scores, score) < 0;
-        Py_XDECREF(pos);
-        Py_XDECREF(score);
-        if (failed)
-            goto done;
+        if (pos == NULL || score == NULL) {
+            Py_XDECREF(pos);
+            Py_XDECREF(score);
+            goto done; /* the items not set yet are NULL, which a list's release skips */
+        }
+        PyList_SET_ITEM(positions, k, pos);
+        PyList_SET_ITEM(scores, k, score);
+        k++;
     }
     result = PyTuple_Pack(4, sc.headings, positions, scores, sc.groups);
 done:
