@@ -594,9 +594,9 @@ def _indented_units(text: str, begin: int, end: int) -> list[Group]:
     a ``list`` per nested list, a ``procedure`` of it with the item that holds it, a ``code`` group
     per fenced block (``group_units``). In C as ``_mdscan.indented_units`` (and inside
     ``_mdscan.group_units``); this is the reference (tests/core/test_markdown_native.py holds them
-    equal). One pass over the lines; the open nested lists'
-    indents rise strictly, and every open list ends where the last non-blank line outside a fence
-    does (one ``finish``), so each line costs a constant amortised."""
+    equal). One pass over the lines; the open nested lists' indents rise strictly, and every open
+    list ends where the last non-blank line outside a fence does (one ``finish``), so each line
+    costs a constant amortised."""
     nested: list[Group] = []
     base = -1
     fence: tuple[int, str] | None = None  # (start, marker) of a fenced code block inside the list
