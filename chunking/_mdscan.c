@@ -12,10 +12,15 @@
  *   groups: [(kind, anchor, end, body_start, header_end, label)]   header_end is -1 but for tables
  * Python builds the contexts of the groups, the breadcrumbs and the section groups from these.
  *
+ * structure(text, start, end, lone_cr, Heading, Group) -> the same, as markdown.scan keeps it, and the
+ *   lines a block quote may open (markdown._quote_heads)
  * commonmark_lists(text, start, end, Group) -> [Group]   markdown._commonmark_lists
  * indented_units(text, begin, end, Group) -> [Group]     markdown._indented_units
- *   the lists as CommonMark delimits them, and the nested lists and fenced code read by indentation
- *   inside one list: line loops with no rules of their own, held equal to the Python twins.
+ * group_units(text, groups, Group) -> [Group]            markdown._group_units
+ * merged_units(nested, lists, groups) -> [Group]         markdown._merged_units
+ *   the lists as CommonMark delimits them, the nested lists and fenced code read by indentation
+ *   inside one list, the units derived from each scanned group, and their union with the lists:
+ *   loops with no rules of their own, held equal to the Python twins.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -649,7 +654,9 @@ static int split_lines(Doc *d, Py_ssize_t start, Py_ssize_t end, int lone_cr)
     return 0;
 }
 
-static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int lone_cr)
+/* The line scan; with `quote_heads`, also the start of every line whose first character after at
+ * most three spaces or tabs is ">" (markdown._quote_heads: where a block quote's line may begin). */
+static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int lone_cr, PyObject *quote_heads)
 {
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
     if (start < 0 || end > length || start > end) {
@@ -680,6 +687,13 @@ static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int 
             p++;
         Py_UCS4 first = p < e ? CH(&d, p) : 0;
         d.firsts[i] = first;
+        if (quote_heads != NULL && first == '>' && p - d.starts[i] <= 3) {
+            PyObject *head = PyLong_FromSsize_t(d.starts[i]);
+            int failed = head == NULL || PyList_Append(quote_heads, head) < 0;
+            Py_XDECREF(head);
+            if (failed)
+                goto done;
+        }
         /* _MAY_START_BLOCK: "#`~=-*+_|\rsSſ<", an empty rest, or a digit (str.isdigit) */
         d.plain[i] = !(first == 0 || first == '#' || first == '`' || first == '~' || first == '=' || first == '-'
                        || first == '*' || first == '+' || first == '_' || first == '|' || first == '\r'
@@ -689,21 +703,28 @@ static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int 
     }
     sc.headings = PyList_New(0);
     sc.groups = PyList_New(0);
-    positions = PyList_New(0);
-    scores = PyList_New(0);
-    if (!sc.headings || !sc.groups || !positions || !scores || run_scan(&sc) < 0)
+    if (!sc.headings || !sc.groups || run_scan(&sc) < 0)
         goto done;
-    for (Py_ssize_t i = 1; i < n; i++) {
+    Py_ssize_t n_marked = 0; /* the lists are made at their size, then filled */
+    for (Py_ssize_t i = 1; i < n; i++)
+        n_marked += sc.score[i] != 0;
+    positions = PyList_New(n_marked);
+    scores = PyList_New(n_marked);
+    if (!positions || !scores)
+        goto done;
+    for (Py_ssize_t i = 1, k = 0; i < n; i++) {
         if (sc.score[i] == 0)
             continue;
         PyObject *pos = PyLong_FromSsize_t(d.starts[i]);
         PyObject *score = PyLong_FromLong(sc.score[i]);
-        int failed = pos == NULL || score == NULL || PyList_Append(positions, pos) < 0
-                     || PyList_Append(scores, score) < 0;
-        Py_XDECREF(pos);
-        Py_XDECREF(score);
-        if (failed)
-            goto done;
+        if (pos == NULL || score == NULL) {
+            Py_XDECREF(pos);
+            Py_XDECREF(score);
+            goto done; /* the items not set yet are NULL, which a list's release skips */
+        }
+        PyList_SET_ITEM(positions, k, pos);
+        PyList_SET_ITEM(scores, k, score);
+        k++;
     }
     result = PyTuple_Pack(4, sc.headings, positions, scores, sc.groups);
 done:
@@ -728,22 +749,53 @@ static PyObject *scan_lines(PyObject *self, PyObject *args)
     int lone_cr;
     if (!PyArg_ParseTuple(args, "Unnp", &text, &start, &end, &lone_cr))
         return NULL;
-    return scan_raw(text, start, end, lone_cr);
+    return scan_raw(text, start, end, lone_cr, NULL);
 }
 
 /* -- the structure: markdown.scan's steps after the line scan ------------------------------------- */
 
-/* A named tuple of `type` from the items of `fields` (tuple.__new__(type, fields)) */
+/* A named tuple of `type` (a tuple subclass) from the items of the tuple `fields`, which it takes:
+ * tuple.__new__(type, fields), as CPython's tuple_subtype_new builds it, without the argument tuple */
 static PyObject *named(PyObject *type, PyObject *fields)
 {
     if (fields == NULL)
         return NULL;
-    PyObject *arguments = PyTuple_Pack(1, fields);
+    Py_ssize_t n = PyTuple_GET_SIZE(fields);
+    PyObject *item = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    if (item != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *field = PyTuple_GET_ITEM(fields, i);
+            Py_INCREF(field);
+            PyTuple_SET_ITEM(item, i, field);
+        }
+        if (!PyObject_GC_IsTracked(item))
+            PyObject_GC_Track(item);
+    }
     Py_DECREF(fields);
-    if (arguments == NULL)
+    return item;
+}
+
+/* A Group of `type` (a tuple subclass) from its six fields, new references it takes (NULL ones: a
+ * failure, with the others released), as named() builds it, without the tuple of fields */
+static PyObject *group_from(PyObject *type, PyObject *kind, PyObject *start, PyObject *end, PyObject *body,
+                           PyObject *context, PyObject *label)
+{
+    PyObject *fields[6] = {kind, start, end, body, context, label};
+    PyObject *item = NULL;
+    int complete = 1;
+    for (int i = 0; i < 6; i++)
+        complete = complete && fields[i] != NULL;
+    if (complete)
+        item = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 6);
+    if (item == NULL) {
+        for (int i = 0; i < 6; i++)
+            Py_XDECREF(fields[i]);
         return NULL;
-    PyObject *item = PyTuple_Type.tp_new((PyTypeObject *)type, arguments, NULL);
-    Py_DECREF(arguments);
+    }
+    for (int i = 0; i < 6; i++)
+        PyTuple_SET_ITEM(item, i, fields[i]);
+    if (!PyObject_GC_IsTracked(item))
+        PyObject_GC_Track(item);
     return item;
 }
 
@@ -797,8 +849,10 @@ static int compare_groups(const void *a, const void *b)
 }
 
 /* structure(text, start, end, lone_cr, Heading, Group)
- *   -> (headings: [Heading], paths: [tuple], positions, scores, groups: [Group] sorted by (start, -end))
- * markdown.scan's result from the line scan; tests/test_markdown_native.py holds it equal to Python's. */
+ *   -> (headings: [Heading], paths: [tuple], positions, scores, groups: [Group] sorted by (start, -end),
+ *       quote_heads: [int])
+ * markdown.scan's result from the line scan, and the lines that may begin a block quote's line
+ * (markdown._quote_heads); tests/test_markdown_native.py holds it equal to Python's. */
 static PyObject *structure(PyObject *self, PyObject *args)
 {
     PyObject *text, *heading_type, *group_type;
@@ -811,9 +865,14 @@ static PyObject *structure(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "Heading and Group must be tuple subclasses");
         return NULL;
     }
-    PyObject *raw = scan_raw(text, start, end, lone_cr);
-    if (raw == NULL)
+    PyObject *quote_heads = PyList_New(0);
+    if (quote_heads == NULL)
         return NULL;
+    PyObject *raw = scan_raw(text, start, end, lone_cr, quote_heads);
+    if (raw == NULL) {
+        Py_DECREF(quote_heads);
+        return NULL;
+    }
     PyObject *raw_headings = PyTuple_GET_ITEM(raw, 0), *raw_groups = PyTuple_GET_ITEM(raw, 3);
     Py_ssize_t n_headings = PyList_GET_SIZE(raw_headings), n_raw = PyList_GET_SIZE(raw_groups);
     PyObject *headings = PyList_New(n_headings), *paths = PyList_New(n_headings), *groups = PyList_New(0);
@@ -870,9 +929,9 @@ static PyObject *structure(PyObject *self, PyObject *args)
             if (context == NULL)
                 goto done;
         }
-        PyObject *item = named(group_type, Py_BuildValue("(OOOONO)", PyTuple_GET_ITEM(g, 0), PyTuple_GET_ITEM(g, 1),
-                                                          PyTuple_GET_ITEM(g, 2), PyTuple_GET_ITEM(g, 3), context,
-                                                          PyTuple_GET_ITEM(g, 5)));
+        PyObject *item = group_from(group_type, Py_NewRef(PyTuple_GET_ITEM(g, 0)), Py_NewRef(PyTuple_GET_ITEM(g, 1)),
+                                    Py_NewRef(PyTuple_GET_ITEM(g, 2)), Py_NewRef(PyTuple_GET_ITEM(g, 3)), context,
+                                    Py_NewRef(PyTuple_GET_ITEM(g, 5)));
         if (item == NULL || PyList_Append(groups, item) < 0) {
             Py_XDECREF(item);
             goto done;
@@ -891,9 +950,9 @@ static PyObject *structure(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t i = 0; i < n_headings; i++) {
         PyObject *heading = PyList_GET_ITEM(headings, i);
-        PyObject *item = named(group_type, Py_BuildValue("(OOnOOO)", section, PyTuple_GET_ITEM(heading, 0), ends[i],
-                                                          PyTuple_GET_ITEM(heading, 1), PyTuple_GET_ITEM(heading, 3),
-                                                          empty));
+        PyObject *item = group_from(group_type, Py_NewRef(section), Py_NewRef(PyTuple_GET_ITEM(heading, 0)),
+                                    PyLong_FromSsize_t(ends[i]), Py_NewRef(PyTuple_GET_ITEM(heading, 1)),
+                                    Py_NewRef(PyTuple_GET_ITEM(heading, 3)), Py_NewRef(empty));
         if (item == NULL || PyList_Append(groups, item) < 0) {
             Py_XDECREF(item);
             goto done;
@@ -924,10 +983,11 @@ static PyObject *structure(PyObject *self, PyObject *args)
         Py_INCREF(keys[i].group);
         PyList_SET_ITEM(sorted_groups, i, keys[i].group);
     }
-    result = Py_BuildValue("(OOOON)", headings, paths, PyTuple_GET_ITEM(raw, 1), PyTuple_GET_ITEM(raw, 2),
-                           sorted_groups);
+    result = Py_BuildValue("(OOOONO)", headings, paths, PyTuple_GET_ITEM(raw, 1), PyTuple_GET_ITEM(raw, 2),
+                           sorted_groups, quote_heads);
 done:
     Py_DECREF(raw);
+    Py_DECREF(quote_heads);
     Py_XDECREF(headings);
     Py_XDECREF(paths);
     Py_XDECREF(groups);
@@ -1047,7 +1107,8 @@ typedef struct {
 
 static int emit(Lists *ls, PyObject *kind, Py_ssize_t start, Py_ssize_t end, Py_ssize_t body)
 {
-    PyObject *item = named(ls->group_type, Py_BuildValue("(OnnnOO)", kind, start, end, body, ls->empty, ls->empty));
+    PyObject *item = group_from(ls->group_type, Py_NewRef(kind), PyLong_FromSsize_t(start), PyLong_FromSsize_t(end),
+                                PyLong_FromSsize_t(body), Py_NewRef(ls->empty), Py_NewRef(ls->empty));
     if (item == NULL)
         return -1;
     int failed = PyList_Append(ls->out, item);
@@ -1269,31 +1330,21 @@ typedef struct {
 } ItemLine;
 
 /* indented_units(text, begin, end, Group) -> [Group]: markdown._indented_units, in C */
-static PyObject *indented_units(PyObject *self, PyObject *args)
+static int kind_is(PyObject *kind, const char *name);
+static int group_fields(PyObject *g, PyObject **kind, Py_ssize_t *start, Py_ssize_t *end);
+
+/* markdown._indented_units over text[begin:end] (0 <= begin <= end <= len), its units appended to
+ * ls->out */
+static int run_indented(const Doc *dp, Lists *ls, PyObject *code_kind, Py_ssize_t begin, Py_ssize_t end)
 {
-    PyObject *text, *group_type;
-    Py_ssize_t begin, end;
-    if (!PyArg_ParseTuple(args, "UnnO", &text, &begin, &end, &group_type))
-        return NULL;
-    if (!PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
-        return NULL;
-    }
-    if (begin < 0 || end > PyUnicode_GET_LENGTH(text) || begin > end) {
-        PyErr_SetString(PyExc_ValueError, "indented_units: begin and end must satisfy 0 <= begin <= end <= len(text)");
-        return NULL;
-    }
-    Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
-    Lists ls = {PyList_New(0), group_type, PyUnicode_InternFromString("list"),
-                PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
-    PyObject *code_kind = PyUnicode_InternFromString("code"), *result = NULL;
+    const Doc d = *dp;
+    PyObject *text = d.text;
+    int status = -1;
     OpenList *open = NULL;
     Py_ssize_t n_open = 0, capacity = 0, n_items = 0;
     ItemLine items[65];
     Py_ssize_t base = -1, fence_start = -1, finish = begin, pos = begin;
     Py_UCS4 fence_marker = 0;
-    if (!ls.out || !ls.list_kind || !ls.procedure_kind || !ls.empty || !code_kind)
-        goto done;
     while (pos < end) {
         Py_ssize_t line_end = PyUnicode_FindChar(text, '\n', pos, end, 1);
         if (line_end == -2)
@@ -1313,7 +1364,7 @@ static PyObject *indented_units(PyObject *self, PyObject *args)
                 while (q < tail && CH(&d, q) == fence_marker)
                     q++;
                 if (q == tail) {
-                    if (emit(&ls, code_kind, fence_start, tail, fence_start) < 0)
+                    if (emit(ls, code_kind, fence_start, tail, fence_start) < 0)
                         goto done;
                     fence_marker = 0;
                 }
@@ -1334,9 +1385,9 @@ static PyObject *indented_units(PyObject *self, PyObject *args)
                 base = indent;
             while (n_open && (indent < open[n_open - 1].indent || (indent == open[n_open - 1].indent && !is_item))) {
                 OpenList *closing = &open[--n_open];
-                if (emit(&ls, ls.list_kind, closing->start, finish, closing->start) < 0)
+                if (emit(ls, ls->list_kind, closing->start, finish, closing->start) < 0)
                     goto done;
-                if (closing->parent >= 0 && emit(&ls, ls.procedure_kind, closing->parent, finish, closing->start) < 0)
+                if (closing->parent >= 0 && emit(ls, ls->procedure_kind, closing->parent, finish, closing->start) < 0)
                     goto done;
             }
             if (is_item && indent > base && (n_open == 0 || open[n_open - 1].indent < indent)) {
@@ -1374,10 +1425,167 @@ static PyObject *indented_units(PyObject *self, PyObject *args)
         pos = line_end + 1;
     }
     for (Py_ssize_t k = 0; k < n_open; k++) {
-        if (emit(&ls, ls.list_kind, open[k].start, finish, open[k].start) < 0)
+        if (emit(ls, ls->list_kind, open[k].start, finish, open[k].start) < 0)
             goto done;
-        if (open[k].parent >= 0 && emit(&ls, ls.procedure_kind, open[k].parent, finish, open[k].start) < 0)
+        if (open[k].parent >= 0 && emit(ls, ls->procedure_kind, open[k].parent, finish, open[k].start) < 0)
             goto done;
+    }
+    status = 0;
+done:
+    PyMem_Free(open);
+    return status;
+}
+
+static PyObject *indented_units(PyObject *self, PyObject *args)
+{
+    PyObject *text, *group_type;
+    Py_ssize_t begin, end;
+    if (!PyArg_ParseTuple(args, "UnnO", &text, &begin, &end, &group_type))
+        return NULL;
+    if (!PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
+        return NULL;
+    }
+    if (begin < 0 || end > PyUnicode_GET_LENGTH(text) || begin > end) {
+        PyErr_SetString(PyExc_ValueError, "indented_units: begin and end must satisfy 0 <= begin <= end <= len(text)");
+        return NULL;
+    }
+    Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
+    Lists ls = {PyList_New(0), group_type, PyUnicode_InternFromString("list"),
+                PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
+    PyObject *code_kind = PyUnicode_InternFromString("code"), *result = NULL;
+    if (ls.out && ls.list_kind && ls.procedure_kind && ls.empty && code_kind
+            && run_indented(&d, &ls, code_kind, begin, end) == 0) {
+        result = ls.out;
+        ls.out = NULL;
+    }
+    Py_XDECREF(ls.out);
+    Py_XDECREF(ls.list_kind);
+    Py_XDECREF(ls.procedure_kind);
+    Py_XDECREF(ls.empty);
+    Py_XDECREF(code_kind);
+    return result;
+}
+
+/* -- group_units: the units derived from each scanned group (markdown._group_units) -------------- */
+
+/* _BLOCK_LINE  [ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])  at s (no blank starts a branch,
+ * so the blanks never give back) */
+static int block_line(const Doc *d, Py_ssize_t s, Py_ssize_t e)
+{
+    Py_ssize_t p = s;
+    while (p < e && SPACE_OR_TAB(CH(d, p)))
+        p++;
+    if (p >= e)
+        return 0;
+    Py_UCS4 c = CH(d, p);
+    if (c == '#' || c == '|' || c == '>')
+        return 1;
+    if ((c == '`' || c == '~') && p + 2 < e && CH(d, p + 1) == c && CH(d, p + 2) == c)
+        return 1;
+    if ((c == '-' || c == '*' || c == '+') && p + 1 < e && SPACE_OR_TAB(CH(d, p + 1)))
+        return 1;
+    Py_ssize_t q = number_then(d, p, e, ".)");
+    return q >= 0 && q < e && SPACE_OR_TAB(CH(d, q));
+}
+
+/* markdown._paragraph_before(text, pos): the start of the paragraph ending right before pos, or -1 */
+static Py_ssize_t paragraph_before(const Doc *d, Py_ssize_t pos)
+{
+    Py_ssize_t end = pos;
+    while (end > 0) {
+        Py_UCS4 c = CH(d, end - 1);
+        if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
+            break;
+        end--;
+    }
+    if (end == 0)
+        return -1;
+    Py_ssize_t newlines = 0;
+    for (Py_ssize_t p = end; p < pos; p++)
+        newlines += CH(d, p) == '\n';
+    if (newlines > 2)
+        return -1;
+    Py_ssize_t start = end;
+    for (int k = 0; k < 64; k++) { /* a paragraph of at most 64 lines */
+        Py_ssize_t line_start = 0; /* text.rfind("\n", 0, start - 1) + 1 */
+        for (Py_ssize_t p = start - 2; p >= 0; p--)
+            if (CH(d, p) == '\n') {
+                line_start = p + 1;
+                break;
+            }
+        Py_ssize_t line_end = start; /* .rstrip("\r\n") */
+        while (line_end > line_start && (CH(d, line_end - 1) == '\r' || CH(d, line_end - 1) == '\n'))
+            line_end--;
+        if (all_space(d, line_start, line_end))
+            return start < end ? start : -1;
+        if (block_line(d, line_start, line_end) || setext(d, line_start, line_end))
+            return -1;
+        start = line_start;
+        if (start == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* group_units(text, groups, Group) -> [Group]   markdown._group_units */
+static PyObject *group_units(PyObject *self, PyObject *args)
+{
+    PyObject *text, *groups, *group_type;
+    if (!PyArg_ParseTuple(args, "UO!O", &text, &PyList_Type, &groups, &group_type))
+        return NULL;
+    if (!PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
+        return NULL;
+    }
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
+    Lists ls = {PyList_New(0), group_type, PyUnicode_InternFromString("list"),
+                PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
+    PyObject *code_kind = PyUnicode_InternFromString("code"), *result = NULL;
+    if (!ls.out || !ls.list_kind || !ls.procedure_kind || !ls.empty || !code_kind)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(groups); i++) {
+        PyObject *g = PyList_GET_ITEM(groups, i), *kind;
+        Py_ssize_t anchor, group_end;
+        if (group_fields(g, &kind, &anchor, &group_end) < 0)
+            goto done;
+        if (PyTuple_GET_SIZE(g) < 6) {
+            PyErr_SetString(PyExc_TypeError, "a group must be a tuple (kind, start, end, body_start, context, label)");
+            goto done;
+        }
+        if (kind_is(kind, "section"))
+            continue;
+        Py_ssize_t body = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 3));
+        if (body == -1 && PyErr_Occurred())
+            goto done;
+        if (anchor < 0 || body < 0 || anchor > length || body > length || group_end > length) {
+            PyErr_SetString(PyExc_ValueError, "group_units: a group's offsets must lie inside the text");
+            goto done;
+        }
+        int is_procedure = kind_is(kind, "procedure"), is_list = !is_procedure && kind_is(kind, "list");
+        if (is_procedure && anchor == body) {
+            Py_ssize_t lead = paragraph_before(&d, anchor);
+            if (lead >= 0 && emit(&ls, ls.procedure_kind, lead, group_end, body) < 0)
+                goto done;
+        }
+        if (anchor < body && (is_procedure || is_list || kind_is(kind, "table") || kind_is(kind, "code"))) {
+            PyObject *item = group_from(group_type, Py_NewRef(kind), PyLong_FromSsize_t(body),
+                                        PyLong_FromSsize_t(group_end), PyLong_FromSsize_t(body), Py_NewRef(ls.empty),
+                                        Py_NewRef(PyTuple_GET_ITEM(g, 5)));
+            if (item == NULL || PyList_Append(ls.out, item) < 0) {
+                Py_XDECREF(item);
+                goto done;
+            }
+            Py_DECREF(item);
+        }
+        if ((is_procedure || is_list) && body < group_end) {
+            Py_ssize_t newline = PyUnicode_FindChar(text, '\n', body, group_end, 1);
+            if (newline == -2)
+                goto done;
+            if (newline >= 0 && run_indented(&d, &ls, code_kind, body, group_end) < 0)
+                goto done;
+        }
     }
     result = ls.out;
     ls.out = NULL;
@@ -1387,7 +1595,6 @@ done:
     Py_XDECREF(ls.procedure_kind);
     Py_XDECREF(ls.empty);
     Py_XDECREF(code_kind);
-    PyMem_Free(open);
     return result;
 }
 
@@ -1709,17 +1916,109 @@ done:
     return kept;
 }
 
+/* merged_units(nested, lists, groups) -> [group]: markdown._merged_units, in C: `nested` and the groups
+ * of `lists` whose (kind, start, end) is not a list's or procedure's of `nested` or `groups`, sorted by
+ * (start, -end), stably (`nested` first, then `lists`, each in its order). */
+typedef struct {
+    Py_ssize_t start, end;
+    int kind; /* 1: list, 2: procedure */
+} UnitKey;
+
+static int compare_unit_keys(const void *a, const void *b)
+{
+    const UnitKey *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return (x->kind > y->kind) - (x->kind < y->kind);
+}
+
+static int list_kind_code(PyObject *kind)
+{
+    return kind_is(kind, "list") ? 1 : kind_is(kind, "procedure") ? 2 : 0;
+}
+
+static PyObject *merged_units(PyObject *self, PyObject *args)
+{
+    PyObject *nested, *lists, *groups;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &nested, &PyList_Type, &lists, &PyList_Type, &groups))
+        return NULL;
+    Py_ssize_t n_nested = PyList_GET_SIZE(nested), n_lists = PyList_GET_SIZE(lists);
+    Py_ssize_t n_groups = PyList_GET_SIZE(groups), n_known = 0, n_keys = 0;
+    UnitKey *known = PyMem_Malloc((n_nested + n_groups + 1) * sizeof(UnitKey));
+    SortKey *keys = PyMem_Malloc((n_nested + n_lists + 1) * sizeof(SortKey));
+    PyObject *result = NULL;
+    if (known == NULL || keys == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int source = 0; source < 2; source++) {
+        PyObject *from = source == 0 ? nested : groups;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(from); i++) {
+            PyObject *kind;
+            Py_ssize_t start, end;
+            if (group_fields(PyList_GET_ITEM(from, i), &kind, &start, &end) < 0)
+                goto done;
+            int code = list_kind_code(kind);
+            if (code) {
+                known[n_known].start = start;
+                known[n_known].end = end;
+                known[n_known].kind = code;
+                n_known++;
+            }
+            if (source == 0) {
+                keys[n_keys].start = start;
+                keys[n_keys].negative_end = -end;
+                keys[n_keys].order = n_keys;
+                keys[n_keys].group = PyList_GET_ITEM(from, i);
+                n_keys++;
+            }
+        }
+    }
+    qsort(known, (size_t)n_known, sizeof(UnitKey), compare_unit_keys);
+    for (Py_ssize_t i = 0; i < n_lists; i++) {
+        PyObject *g = PyList_GET_ITEM(lists, i), *kind;
+        UnitKey key;
+        if (group_fields(g, &kind, &key.start, &key.end) < 0)
+            goto done;
+        key.kind = list_kind_code(kind);
+        if (key.kind && bsearch(&key, known, (size_t)n_known, sizeof(UnitKey), compare_unit_keys) != NULL)
+            continue;
+        keys[n_keys].start = key.start;
+        keys[n_keys].negative_end = -key.end;
+        keys[n_keys].order = n_keys;
+        keys[n_keys].group = g;
+        n_keys++;
+    }
+    qsort(keys, (size_t)n_keys, sizeof(SortKey), compare_groups);
+    result = PyList_New(n_keys);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n_keys; i++) {
+        Py_INCREF(keys[i].group);
+        PyList_SET_ITEM(result, i, keys[i].group);
+    }
+done:
+    PyMem_Free(known);
+    PyMem_Free(keys);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"structure", structure, METH_VARARGS,
-     "structure(text, start, end, lone_cr, Heading, Group) -> (headings, paths, positions, scores, groups)"},
+     "structure(text, start, end, lone_cr, Heading, Group) -> (headings, paths, positions, scores, groups, "
+     "quote_heads)"},
     {"scan_lines", scan_lines, METH_VARARGS,
      "scan_lines(text, start, end, lone_cr) -> (headings, positions, scores, groups); see chunking/markdown.py"},
     {"commonmark_lists", commonmark_lists, METH_VARARGS,
      "commonmark_lists(text, start, end, Group) -> [Group]; see chunking/markdown.py"},
     {"indented_units", indented_units, METH_VARARGS,
      "indented_units(text, begin, end, Group) -> [Group]; see chunking/markdown.py"},
+    {"group_units", group_units, METH_VARARGS, "group_units(text, groups, Group) -> [Group]; see chunking/markdown.py"},
     {"unit_starts", unit_starts, METH_VARARGS,
      "unit_starts(text, positions, scores, groups, units) -> None | (positions, scores); see chunking/markdown.py"},
+    {"merged_units", merged_units, METH_VARARGS, "merged_units(nested, lists, groups) -> [group]; see chunking/markdown.py"},
     {"not_crossing", not_crossing, METH_VARARGS,
      "not_crossing(nested, lists, limit) -> [group]; see chunking/markdown.py"},
     {NULL, NULL, 0, NULL},

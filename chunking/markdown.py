@@ -204,10 +204,18 @@ def scan(
             start = min(fm_end, end)  # a range that ends inside the front matter scans nothing
     lone_cr = start < end and has_lone_cr(text, start, end)
     if _native is not None:  # the line scan and the steps below, in C
-        (structure.headings, structure.paths, structure.positions, structure.scores, structure.groups) = (
-            _native.structure(text, start, end, lone_cr, Heading, Group)
-        )
-        _add_derived_groups(text, structure, start, end)
+        (
+            structure.headings,
+            structure.paths,
+            structure.positions,
+            structure.scores,
+            structure.groups,
+            quote_heads,
+        ) = _native.structure(text, start, end, lone_cr, Heading, Group)
+        # The quote heads stand for the searches of "\n" then a quote marker only where the scan's
+        # lines are the text's lines after a line feed, up to its end.
+        lines_are_lf_lines = not lone_cr and end == len(text) and (start == 0 or text[start - 1] == "\n")
+        _add_derived_groups(text, structure, start, end, quote_heads if lines_are_lf_lines else None)
         _add_unit_starts(text, structure)
         return structure
     headings, structure.positions, structure.scores, groups = _scan_lines(text, start, end, lone_cr)
@@ -310,18 +318,52 @@ _QUOTED_FENCE = re.compile(r"[ \t]{0,3}>[ \t]?(?:>[ \t]?)*(?:`{3,}|~{3,})")
 _QUOTED_FENCE_AFTER_LF = re.compile(r"\n" + _QUOTED_FENCE.pattern)
 
 
-def _quoted_fences(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each match of ``_QUOTED_FENCE`` at a line's start, in order."""
-    first = _QUOTED_FENCE.match(text)
-    found = [(first.start(), first.end())] if first is not None else []
-    found.extend((match.start() + 1, match.end()) for match in _QUOTED_FENCE_AFTER_LF.finditer(text))
+def _quoted_fences(text: str, quote_heads: list[int] | None = None, start: int = 0) -> list[tuple[int, int]]:
+    """(start, end) of each match of ``_QUOTED_FENCE`` at a line's start, in order.
+
+    With ``quote_heads`` (``_quote_heads`` of ``text[start:]``, whose lines start at ``start`` and
+    after each line feed), only those lines are tried past ``start``: a match begins with at most
+    three blanks and ">", and quote lines are few, the lines of a document many."""
+    if quote_heads is None or start > 0:
+        first = _QUOTED_FENCE.match(text, 0, len(text) if quote_heads is None else start)
+        found = [(first.start(), first.end())] if first is not None else []
+        found.extend(
+            (match.start() + 1, match.end())
+            for match in _QUOTED_FENCE_AFTER_LF.finditer(text, 0, len(text) if quote_heads is None else start)
+        )
+    else:
+        found = []
+    if quote_heads is not None:
+        match = _QUOTED_FENCE.match
+        for line in quote_heads:
+            fence = match(text, line)
+            if fence is not None and (line == 0 or text[line - 1] == "\n"):
+                found.append((line, fence.end()))
     return found
+
+
+_QUOTE_HEAD = re.compile(r"[ \t]{0,3}>")
+
+
+def _quote_heads(text: str, start: int, end: int, lone_cr: bool) -> list[int]:
+    """The start of every line of ``text[start:end]`` (``_lines``) whose first character after at most
+    three spaces or tabs is ">": every line a block quote's marker may open (``_QUOTE_PREFIX``,
+    ``_QUOTED_FENCE``). The scanner in C gives them with the structure; this is its reference
+    (tests/core/test_markdown_native.py holds them equal)."""
+    starts, texts = _lines(text, start, end, lone_cr)
+    return [pos for pos, line in zip(starts, texts, strict=True) if _QUOTE_HEAD.match(line)]
 
 
 _BLOCK_LINE = re.compile(r"[ \t]*(?:#|```|~~~|\||>|[-*+][ \t]|\d{1,9}[.)][ \t])")
 
 
-def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: int | None = None) -> None:
+def _add_derived_groups(
+    text: str,
+    structure: Structure,
+    start: int = 0,
+    end: int | None = None,
+    quote_heads: list[int] | None = None,
+) -> None:
     """``structure.units``: spans the line scan does not make groups of, derived from the groups it makes,
     for the segmenter to keep whole when they fit (they give no context and no findings):
 
@@ -335,23 +377,15 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
       them at most) when that paragraph is not already its lead-in (one ending with ':');
     - the lists as CommonMark delimits them (``commonmark_lists``), those inside block quotes too
       (``quoted_lists``); a unit above that crosses one of them is dropped.
+
+    ``quote_heads``: ``_quote_heads`` of ``text[start:]``, when the scan's lines are the text's lines
+    (``scan``), so that block quotes are looked for only there.
     """
-    nested: list[Group] = []
-    for kind, anchor, group_end, body, _context, label in structure.groups:
-        if kind == "section":
-            continue
-        if kind == "procedure" and anchor == body:
-            lead_in = _paragraph_before(text, anchor)
-            if lead_in is not None:
-                nested.append(Group("procedure", lead_in, group_end, body))
-        if anchor < body and kind in ("procedure", "list", "table", "code"):  # with a lead-in: the body alone
-            nested.append(Group(kind, body, group_end, body, label=label))
-        if kind in ("list", "procedure") and text.find("\n", body, group_end) >= 0:
-            nested.extend(indented_units(text, body, group_end))
+    nested = group_units(text, structure.groups)
     if ">" in text:
         # Fenced code inside a block quote ("> ```"): the line scanner reads quotes as paragraphs.
         opening: int | None = None
-        for fence_start, fence_end in _quoted_fences(text):
+        for fence_start, fence_end in _quoted_fences(text, quote_heads, start):
             if opening is None:
                 opening = fence_start
             else:
@@ -364,17 +398,62 @@ def _add_derived_groups(text: str, structure: Structure, start: int = 0, end: in
     end = len(text) if end is None else end
     lists = [g for g in commonmark_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT]
     if ">" in text:
-        lists.extend(g for g in quoted_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT)
-    if lists:
-        if any(g[0] in ("list", "procedure") for g in nested):  # else nothing to drop
-            nested = _not_crossing(nested, lists)
-        known = {g[:3] for g in nested if g[0] in ("list", "procedure")}
-        known.update(g[:3] for g in structure.groups if g[0] in ("list", "procedure"))
-        nested.extend(g for g in lists if g[:3] not in known)
+        lists.extend(
+            g
+            for g in quoted_lists(text, start, end, quote_heads=quote_heads)
+            if g.end - g.start <= _CROSS_CHECK_LIMIT
+        )
+    if lists and any(g[0] in ("list", "procedure") for g in nested):  # else nothing to drop
+        nested = _not_crossing(nested, lists)
+    structure.units = merged_units(nested, lists, structure.groups)
+
+
+def merged_units(nested: list[Group], lists: list[Group], groups: list[Group]) -> list[Group]:
+    """``nested`` and the ``lists`` not already a list or procedure of ``nested`` or of ``groups`` (the
+    same kind, start and end), sorted by (start, -end), stably (``_add_derived_groups``). In C
+    (``_mdscan.merged_units``) when it is built; the reference is ``_merged_units``
+    (tests/core/test_markdown_native.py holds them equal)."""
+    if _native is not None:
+        return _native.merged_units(nested, lists, groups)
+    return _merged_units(nested, lists, groups)
+
+
+def _merged_units(nested: list[Group], lists: list[Group], groups: list[Group]) -> list[Group]:
+    """``merged_units`` in Python, the reference."""
+    known = {g[:3] for g in nested if g[0] in ("list", "procedure")}
+    known.update(g[:3] for g in groups if g[0] in ("list", "procedure"))
+    merged = nested + [g for g in lists if g[:3] not in known]
     # By (start, -end), stable: by end descending, then by start.
-    nested.sort(key=_END, reverse=True)
-    nested.sort(key=_START)
-    structure.units = nested
+    merged.sort(key=_END, reverse=True)
+    merged.sort(key=_START)
+    return merged
+
+
+def group_units(text: str, groups: list[Group]) -> list[Group]:
+    """The units derived from each of the scanned ``groups`` in turn (``_add_derived_groups``, the first
+    three): a procedure with the paragraph before it, the body alone, the units read by indentation.
+    In C (``_mdscan.group_units``) when it is built; the reference is ``_group_units``
+    (tests/core/test_markdown_native.py holds them equal)."""
+    if _native is not None:
+        return _native.group_units(text, groups, Group)
+    return _group_units(text, groups)
+
+
+def _group_units(text: str, groups: list[Group]) -> list[Group]:
+    """``group_units`` in Python, the reference."""
+    nested: list[Group] = []
+    for kind, anchor, group_end, body, _context, label in groups:
+        if kind == "section":
+            continue
+        if kind == "procedure" and anchor == body:
+            lead_in = _paragraph_before(text, anchor)
+            if lead_in is not None:
+                nested.append(Group("procedure", lead_in, group_end, body))
+        if anchor < body and kind in ("procedure", "list", "table", "code"):  # with a lead-in: the body alone
+            nested.append(Group(kind, body, group_end, body, label=label))
+        if kind in ("list", "procedure") and text.find("\n", body, group_end) >= 0:
+            nested.extend(_indented_units(text, body, group_end))
+    return nested
 
 
 def _not_crossing(nested: list[Group], lists: list[Group]) -> list[Group]:
@@ -426,23 +505,37 @@ _QUOTE_PREFIX = re.compile(r"( {0,3})>[ \t]?")  # its marker, with the one blank
 _QUOTE_DEPTH = 8  # quotes inside quotes: the lists of the first eight levels
 
 
-def quoted_lists(text: str, start: int, end: int, depth: int = 0) -> list[Group]:
+def quoted_lists(
+    text: str, start: int, end: int, depth: int = 0, quote_heads: list[int] | None = None
+) -> list[Group]:
     """The lists inside the block quotes of ``text[start:end]`` as ``commonmark_lists`` delimits them,
     in offsets of ``text``: a block quote is a run of lines opening with ``>`` (after up to three
     spaces); its text is those lines without the marker (and one blank after it), read for lists as
     a document of its own, and for quotes inside it, to ``_QUOTE_DEPTH`` levels. A unit that starts a
     line of the quote starts at its ``>``, as a reader sees the quoted list begin. (Lazy continuation
-    lines without a ``>`` end the quote here.)"""
+    lines without a ``>`` end the quote here.) ``quote_heads`` (``_quote_heads`` of ``text[start:end]``,
+    when its lines are the text's lines): the only lines a quote may start on, else searched for."""
     out: list[Group] = []
     pos = start
+    head = 0  # the next of ``quote_heads`` to try
     while pos < end:
         if (pos == 0 or text[pos - 1] == "\n") and _QUOTE_PREFIX.match(text, pos, end):
             line = pos
-        else:
+        elif quote_heads is None:
             found = _QUOTE_AFTER_LF.search(text, pos, end)  # a literal first: a fast search
             if found is None:
                 break
             line = found.start() + 1
+        else:  # the first head after ``pos`` where the search above matches
+            line = -1
+            while head < len(quote_heads):
+                at = quote_heads[head]
+                head += 1
+                if at > pos and text[at - 1] == "\n" and _QUOTE_PREFIX.match(text, at, end):
+                    line = at
+                    break
+            if line < 0:
+                break
         pieces: list[str] = []
         quoted_starts: list[int] = []  # where each line starts in the quote's text
         content_starts: list[int] = []  # where the same line's content starts in ``text``
@@ -496,20 +589,14 @@ def _unquoted(group: Group, quoted: str, lines: tuple[list[int], list[int], list
     return Group(group.kind, opening(group.start), end, opening(group.body_start))
 
 
-def indented_units(text: str, begin: int, end: int) -> list[Group]:
+def _indented_units(text: str, begin: int, end: int) -> list[Group]:
     """The units read by indentation inside one list or procedure ``text[begin:end]`` (its body):
     a ``list`` per nested list, a ``procedure`` of it with the item that holds it, a ``code`` group
-    per fenced block (``_add_derived_groups``). In C (``_mdscan.indented_units``) when it is built; the
-    reference is ``_indented_units`` (tests/core/test_markdown_native.py holds them equal)."""
-    if _native is not None:
-        return _native.indented_units(text, begin, end, Group)
-    return _indented_units(text, begin, end)
-
-
-def _indented_units(text: str, begin: int, end: int) -> list[Group]:
-    """``indented_units`` in Python, the reference. One pass over the lines; the open nested lists'
-    indents rise strictly, and every open list ends where the last non-blank line outside a fence
-    does (one ``finish``), so each line costs a constant amortised."""
+    per fenced block (``group_units``). In C as ``_mdscan.indented_units`` (and inside
+    ``_mdscan.group_units``); this is the reference (tests/core/test_markdown_native.py holds them
+    equal). One pass over the lines; the open nested lists' indents rise strictly, and every open
+    list ends where the last non-blank line outside a fence does (one ``finish``), so each line
+    costs a constant amortised."""
     nested: list[Group] = []
     base = -1
     fence: tuple[int, str] | None = None  # (start, marker) of a fenced code block inside the list

@@ -1,6 +1,6 @@
 """The Markdown scanner in C (chunking/_mdscan.c) against the Python reference: the line scan
-(``_scan_lines``), the lists as CommonMark delimits them (``_commonmark_lists``) and the units read by
-indentation inside a list (``_indented_units``).
+(``_scan_lines``) with the lines a block quote may open (``_quote_heads``), the lists as CommonMark
+delimits them (``_commonmark_lists``) and the units read by indentation inside a list (``_indented_units``).
 
 Both must give the same headings, boundaries, groups and units on every text: the real corpora, and
 generated Markdown built from the pieces every line pattern looks at (markers, indents, tabs, CR, lone
@@ -85,6 +85,9 @@ def both(text: str, start: int = 0, end: int | None = None):
     assert all(type(h) is markdown.Heading for h in fast.headings)
     assert all(type(g) is markdown.Group for g in (*fast.groups, *fast.units))
     same_lists(text, start, end)
+    quote_heads = mdscan.structure(text, start, end, lone_cr, markdown.Heading, markdown.Group)[5]
+    assert quote_heads == markdown._quote_heads(text, start, end, lone_cr)
+    same_group_units(text, reference.groups)
     for group in reference.groups:
         if group.kind in ("list", "procedure"):
             same_indented_units(text, group.body_start, group.end)
@@ -95,6 +98,18 @@ def same_lists(text: str, start: int, end: int) -> None:
     fast = mdscan.commonmark_lists(text, start, end, markdown.Group)
     assert fast == markdown._commonmark_lists(text, start, end)
     assert all(type(g) is markdown.Group for g in fast)
+
+
+def same_group_units(text: str, groups: list[markdown.Group]) -> None:
+    fast = mdscan.group_units(text, groups, markdown.Group)
+    assert fast == markdown._group_units(text, groups)
+    assert all(type(g) is markdown.Group for g in fast)
+
+
+def same_merged_units(nested: list, lists: list, groups: list) -> None:
+    fast = mdscan.merged_units(nested, lists, groups)
+    assert fast == markdown._merged_units(nested, lists, groups)
+    assert all(a is b for a, b in zip(fast, markdown._merged_units(nested, lists, groups), strict=True))
 
 
 def same_indented_units(text: str, begin: int, end: int) -> None:
@@ -193,6 +208,14 @@ PIECES = [
     "\n\n",
     "\x0b",
     "\x1c",
+    ">",
+    "> ",
+    ">>",
+    "   > ",
+    "    >",
+    "\t> ",
+    "> ```",
+    "> - ",
 ]
 lines = st.lists(st.sampled_from(PIECES), max_size=6).map("".join)
 documents = st.lists(lines, max_size=30).map("\n".join)
@@ -298,6 +321,46 @@ def test_same_lists_and_units_on_generated_lists(text, data):
 
 
 @needs_native
+@settings(max_examples=600, deadline=None)
+@given(list_documents, st.data())
+def test_same_group_units_at_any_offsets(text, data):
+    """``group_units`` on groups placed anywhere (a procedure without a lead-in at every kind of
+    position: the paragraph before it is looked for; lead-ins of every kind; bodies over any lines)."""
+    size = len(text)
+    offsets = st.integers(0, size)
+    groups = []
+    for _ in range(data.draw(st.integers(0, 8))):
+        kind = data.draw(st.sampled_from(["procedure", "procedure", "list", "table", "code", "section"]))
+        start, body, end = sorted(data.draw(st.tuples(offsets, offsets, offsets)))
+        if data.draw(st.booleans()):
+            body = start
+        groups.append(markdown.Group(kind, start, end, body, label=data.draw(st.sampled_from(["", "py"]))))
+    same_group_units(text, groups)
+
+
+small_groups = st.builds(
+    lambda kind, start, length, body: markdown.Group(kind, start, start + length, start + body),
+    st.sampled_from(["list", "procedure", "code", "table", "section"]),
+    st.integers(0, 6),
+    st.integers(0, 4),
+    st.integers(0, 2),
+)
+
+
+@needs_native
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(small_groups, max_size=12),
+    st.lists(small_groups, max_size=12),
+    st.lists(small_groups, max_size=12),
+)
+def test_same_merged_units(nested, lists, groups):
+    """``merged_units`` on few distinct offsets: many equal keys, so that the kinds, the known keys and
+    the stable order all count (the very same objects, in the same order)."""
+    same_merged_units(nested, lists, groups)
+
+
+@needs_native
 @pytest.mark.parametrize(
     "text",
     [
@@ -323,6 +386,10 @@ def test_bad_bounds_are_refused():
         mdscan.scan_lines("abc", 2, 1, False)
     with pytest.raises(ValueError):
         mdscan.scan_lines("abc", 0, 4, False)
+    with pytest.raises(ValueError):
+        mdscan.group_units("abc", [markdown.Group("list", 0, 4, 0)], markdown.Group)
+    with pytest.raises(TypeError):
+        mdscan.group_units("abc", [("list", 0, 3)], markdown.Group)
     for function in (mdscan.commonmark_lists, mdscan.indented_units):
         with pytest.raises(ValueError):
             function("abc", 2, 1, markdown.Group)
