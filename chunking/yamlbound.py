@@ -121,12 +121,31 @@ _FLOW_SPLIT = re.compile(r", *")
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
 
+# Short plain scalars read before, and their values: keys (``title``, ``weight``) and short values
+# (``true``, ``10``, ``[]``'s items) recur from page to page; a title or description, unique, is not
+# kept. Every value the safe schema gives a plain scalar is immutable (str, None, bool, int, float,
+# date, datetime), so one may be shared; one a constructor refuses raises and is not remembered.
+_PLAIN_READ: dict[str, Any] = {}
+_PLAIN_READ_MOST = 1 << 12
+_PLAIN_READ_LONGEST = 24
+
+
 def _plain(value: str) -> Any:
     """A plain scalar's value: the tag the safe loader's resolver gives it, built by its constructor."""
+    built = _PLAIN_READ.get(value, _NOT_SIMPLE)
+    if built is not _NOT_SIMPLE:
+        return built
     tag = resolve_without_paths(FAST_LOADER, yaml.ScalarNode, value, (True, False))
-    if tag == _STR:
-        return value
-    return FAST_LOADER.yaml_constructors[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, value))
+    built = (
+        value
+        if tag == _STR
+        else FAST_LOADER.yaml_constructors[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, value))
+    )
+    if len(value) <= _PLAIN_READ_LONGEST:
+        if len(_PLAIN_READ) >= _PLAIN_READ_MOST:
+            _PLAIN_READ.clear()
+        _PLAIN_READ[value] = built
+    return built
 
 
 def read_simple(text: str) -> Any:
@@ -156,6 +175,8 @@ def _read_lines(lines: list[str]) -> Any:
     for line in lines:
         match = _SIMPLE_LINE.fullmatch(line)
         if match is None:
+            if not line.strip(" ") or line[0] == "#":
+                continue  # a blank line, or a comment (no line here holds a scalar that goes on)
             return _NOT_SIMPLE
         indent = len(match.group(1))
         if pending is not None and indent > stack[-1][0]:  # the mapping under the key before
@@ -187,7 +208,7 @@ def _read_lines(lines: list[str]) -> Any:
             value = None
             pending = (mapping, key)
         mapping[key] = value
-    return root
+    return root if root else _NOT_SIMPLE  # only blank lines and comments: PyYAML's None
 
 
 _YAML = "tag:yaml.org,2002:"
