@@ -308,15 +308,20 @@ class Packer:
         # Each chunk starts where ``_skip_space`` puts it after the previous raw end (the segmenter
         # found those starts for its search).
         chunks = Segmenter(self).ends(origin)
-        if not overlap and self.reserve is None and type(self.meter) is CharMeter:
-            # Characters without overlap or prefixes: every chunk as the loop below makes it, its end
-            # trimmed by the kernel (back to the origin, then not below its start) and its size the
-            # difference.
+        if not overlap and type(self.meter) is CharMeter:
+            # Characters without overlap: every chunk as the loop below makes it, its end trimmed by
+            # the kernel (back to the origin, then not below its start) and its size the difference.
+            # With prefixes a chunk's embed_text measures its size plus its start's prefix, at most
+            # the largest: only a chunk over ``room`` is measured with it.
+            reserve = self.reserve
+            room = max_size - reserve.largest if reserve is not None else max_size
+            budget_size = self.budget_size
             tails = segment_kernel.trim_ends(self.text, [end for _, end, _ in chunks], origin)
             for (start, _, _), tail in zip(chunks, tails, strict=True):
                 if tail > start:
                     size = tail - start
-                    reason = self._over_budget_reason(start, tail) if size > max_size else ""
+                    over = size > room and (reserve is None or budget_size(start, tail) > max_size)
+                    reason = self._over_budget_reason(start, tail) if over else ""
                     out.append(_new_span(Span, (start, tail, size, reason)))
             return out
         for start, end, score in chunks:
