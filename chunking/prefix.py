@@ -464,6 +464,10 @@ class Reserve:
         layout = self._layout
         heading_starts, heading_paths = layout.heading_starts, layout.heading_paths
         lows, prefixes = self.lows, self.prefixes
+        if len(prefixes) == 1 and not heading_starts and not any(paths):
+            # One prefix everywhere and no heading (recursive, sentence, fixed): every chunk's path is
+            # its start's, ``()``.
+            return prefixes * len(starts)
         out: list[Prefix] = []
         other: list[int] = []  # indexes of chunks whose path is not their start's
         for index, (start, path) in enumerate(zip(starts, paths, strict=True)):
