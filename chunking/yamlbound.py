@@ -108,14 +108,16 @@ def load(text: str, max_size: int, loader: type = FAST_LOADER) -> Any:
 _NOT_SIMPLE = object()
 # Characters YAML reads as they are (printable, no tab, no CR, no line break but LF, no BOM, BMP only).
 _SIMPLE_CHARS = re.compile(r"[\n -~\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]*")
-# One line: indentation, a key, ':' and a value (or none): ``[]``, a flow list of words, a quoted
-# string without escapes, or a plain scalar that starts with a word character and ends neither with
-# ':' nor a blank (and has no ``': '``: ``read_simple``; no text with ``' #'``, a comment, gets here).
-_ITEM = r"[A-Za-z0-9/_.](?:[A-Za-z0-9/_. -]*[A-Za-z0-9/_.-])?"
+# One line: indentation, a key, ':' and a value (or none): ``[]``, a flow list of words (``|`` may
+# join them: ``[MAP|SLICE KEY]``), a flow list of one single-quoted string without quotes
+# (``['fmt.Printf FORMAT [INPUT]']``), a quoted string without escapes, or a plain scalar that
+# starts with a word character and ends neither with ':' nor a blank (and has no ``': '``:
+# ``read_simple``; no text with ``' #'``, a comment, gets here).
+_ITEM = r"[A-Za-z0-9/_.](?:[A-Za-z0-9/_. |-]*[A-Za-z0-9/_.|-])?"
 _SIMPLE_LINE = re.compile(
     r"( *)([A-Za-z_][A-Za-z0-9_]{0,127}):"  # a key of 1024 characters and more is an error
     r"(?: +(?:(\[\])|\[(" + _ITEM + r"(?:, *" + _ITEM + r")*)\]"
-    r"|\"([^\"\\\n]*)\"|'([^'\n]*)'|([A-Za-z0-9/_(](?:[^\n]*[^\n :])?)))?"
+    r"|\"([^\"\\\n]*)\"|'([^'\n]*)'|([A-Za-z0-9/_(](?:[^\n]*[^\n :])?)|\['([^'\n]*)'\]))?"
 )
 _FLOW_SPLIT = re.compile(r", *")
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
@@ -191,7 +193,7 @@ def _read_lines(lines: list[str]) -> Any:
         pending = None
         key = _plain(match.group(2))  # ``yes`` is True, as a key too
         mapping = stack[-1][1]
-        empty, items, double, single, plain = match.group(3, 4, 5, 6, 7)
+        empty, items, double, single, plain, quoted = match.groups()[2:]
         if plain is not None:
             if ": " in plain:  # a mapping inside the value: an error, or more than one line says
                 return _NOT_SIMPLE
@@ -204,6 +206,8 @@ def _read_lines(lines: list[str]) -> Any:
             value = [_plain(item) for item in _FLOW_SPLIT.split(items)]
         elif empty is not None:
             value = []
+        elif quoted is not None:
+            value = [quoted]
         else:
             value = None
             pending = (mapping, key)
