@@ -1504,6 +1504,7 @@ class Segmenter:
         pk, plan, text = self.pk, self.plan, self.text
         if whole and self._whole(origin):
             return [(origin, plan.end, 1000)]  # no search, no ``problem``
+        pk._index()
         positions, scores = self._candidates(origin)
         extra, intervals, forbidden = self._prices(positions, scores)
         cuts, cut_prices, cut_scores = kernel.cut_candidates(
