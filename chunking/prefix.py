@@ -365,6 +365,8 @@ class Reserve:
             return
         self._room_made = True
         layout, text, budget = self._layout, self.text, self.max_size
+        if SKIP_ROOMY_UNITS and isinstance(self.meter, CharMeter) and len(text) + self.largest <= budget:
+            return  # in characters a unit measures at most the text's length: each fits beside any prefix
         plan = layout.plan
         # Each span once (the order does not matter: ``room`` keeps the least of what each asks).
         spans = {(unit.start, unit.end) for unit in plan.groups if unit.kind in UNIT_KINDS}
