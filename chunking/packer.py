@@ -250,6 +250,9 @@ class Packer:
         self._keep = sorted(set(plan.keep)) if plan.keep else []
         self._keep_fits: dict[tuple[int, int], bool] = {}
         self._indexed = False
+        # Every heading, the one a chunk starts on too (the segmenter asks before ``_index``, which a
+        # text that is one chunk does without).
+        self._heading_starts = sorted(plan.heading_ends) if plan.heading_ends else []
         ascii_only = text.isascii()
         self._long_clusters = [] if ascii_only else _long_clusters(text, plan.start, plan.end)
         self._long_cluster_starts = [a for a, _ in self._long_clusters] if self._long_clusters else []
@@ -267,7 +270,7 @@ class Packer:
         self._indexed = True
         if not plan.positions and not plan.groups and not plan.heading_ends:
             # Nothing structural (recursive, sentence, fixed): every lookup is empty.
-            self._group_starts, self._forced, self._headings, self._heading_starts = [], [], [], []
+            self._group_starts, self._forced, self._headings = [], [], []
             self._line_group_starts, self._line_group_reach = [], []
             return
         self._group_starts = list(map(_START_OF, plan.groups))
@@ -277,7 +280,6 @@ class Packer:
             raise ValueError(f"a plan with {len(plan.positions)} positions and {len(plan.scores)} scores")
         self._forced = list(itertools.compress(plan.positions, map(SCORE_FORCED.__le__, plan.scores)))
         self._headings = list(filter(plan.heading_ends.__contains__, self._forced))
-        self._heading_starts = sorted(plan.heading_ends)  # every heading, the one a chunk starts on too
         # Bodies of tables and code blocks, by start, with the furthest end so far: an overlapping
         # chunk starts at one of their line starts, never mid-row or mid-line.
         line_groups = sorted([(g.body_start, g.end) for g in plan.groups if g.kind in LINE_GROUPS])
@@ -295,7 +297,6 @@ class Packer:
 
     def _segmented_spans(self) -> list[Span]:
         """Spans from the global segmenter's boundaries (``chunkyard.chunking.segmenter``), then overlap."""
-        self._index()
         plan = self.plan
         origin = self._skip_space(plan.start, plan.end)
         if origin >= plan.end:
@@ -303,22 +304,31 @@ class Packer:
         out: list[Span] = []
         previous = (origin, origin)  # (start, raw end) of the previous chunk
         clean = True  # the previous chunk ended at a heading, a break or a group's start: no overlap
-        group_starts = set(self._group_starts)
         overlap, max_size, measure, trim_end = self.overlap, self.max_size, self.meter.size, self._trim_end
         # Each chunk starts where ``_skip_space`` puts it after the previous raw end (the segmenter
-        # found those starts for its search).
+        # found those starts for its search; a text that is one chunk is not searched, nor indexed).
         chunks = Segmenter(self).ends(origin)
-        if not overlap and self.reserve is None and type(self.meter) is CharMeter:
-            # Characters without overlap or prefixes: every chunk as the loop below makes it, its end
-            # trimmed by the kernel (back to the origin, then not below its start) and its size the
-            # difference.
+        if not overlap and type(self.meter) is CharMeter:
+            # Characters without overlap: every chunk as the loop below makes it, its end trimmed by
+            # the kernel (back to the origin, then not below its start) and its size the difference.
+            # With prefixes a chunk's embed_text measures its size plus its start's prefix, at most
+            # the largest: only a chunk over ``room`` is measured with it.
+            reserve = self.reserve
+            room = max_size - reserve.largest if reserve is not None else max_size
+            budget_size = self.budget_size
             tails = segment_kernel.trim_ends(self.text, [end for _, end, _ in chunks], origin)
             for (start, _, _), tail in zip(chunks, tails, strict=True):
                 if tail > start:
                     size = tail - start
-                    reason = self._over_budget_reason(start, tail) if size > max_size else ""
+                    over = size > room and (reserve is None or budget_size(start, tail) > max_size)
+                    reason = self._over_budget_reason(start, tail) if over else ""
                     out.append(_new_span(Span, (start, tail, size, reason)))
             return out
+        if overlap and len(chunks) > 1:
+            self._index()
+            group_starts = set(self._group_starts)
+        else:
+            group_starts = set()  # ``clean`` is read only before an overlapping chunk
         for start, end, score in chunks:
             if overlap and not clean:
                 shared = self._skip_space(self._overlap_start(*previous), plan.end)

@@ -255,26 +255,34 @@ class Reserve:
             starts = starts[starts.index(plan.start) :]
         # The prefix of each section with no context (index 0: before the first heading).
         plain = self._section_prefixes(((), *layout.heading_paths))
-        sections = [bisect.bisect_right(heading_starts, start) for start in starts]
-        if changes:
-            contexts = layout.contexts_at(changes)
-            at_change = [bisect.bisect_right(changes, start) - 1 for start in starts]
-            built = [
-                plain[section]
-                if change < 0 or not contexts[change]
-                else self._with_context(section, contexts[change])
-                for section, change in zip(sections, at_change, strict=True)
-            ]
-        else:
-            built = [plain[section] for section in sections]
+        # The prefix at each start (its section's, with the contexts of the last change at or before
+        # it), kept where it differs from the one before: one loop.
         lows: list[int] = []
         prefixes: list[Prefix] = []
         last = None
-        for start, prefix in zip(starts, built, strict=True):
-            if prefix is not last and prefix != last:
-                lows.append(start)
-                prefixes.append(prefix)
-                last = prefix
+        find = bisect.bisect_right
+        if changes:
+            contexts = layout.contexts_at(changes)
+            with_context = self._with_context
+            for start in starts:
+                section = find(heading_starts, start)
+                change = find(changes, start) - 1
+                prefix = (
+                    plain[section]
+                    if change < 0 or not contexts[change]
+                    else with_context(section, contexts[change], plain[section])
+                )
+                if prefix is not last and prefix != last:
+                    lows.append(start)
+                    prefixes.append(prefix)
+                    last = prefix
+        else:
+            for start in starts:
+                prefix = plain[find(heading_starts, start)]
+                if prefix is not last and prefix != last:
+                    lows.append(start)
+                    prefixes.append(prefix)
+                    last = prefix
         self.lows, self.prefixes = lows, prefixes
         sizes = [prefix.size for prefix in prefixes]
         self.largest = max(sizes)
@@ -315,11 +323,24 @@ class Reserve:
             for path, text, size in zip(paths, texts, sizes, strict=True)
         ]
 
-    def _with_context(self, section: int, context: tuple[str, ...]) -> Prefix:
+    def _with_context(self, section: int, context: tuple[str, ...], plain: Prefix) -> Prefix:
         """The prefix in the ``section``-th section (0: before the first heading) with the contexts
-        ``context``."""
+        ``context`` (``_prefix``). ``plain`` is the section's prefix without one (``_section_prefixes``):
+        unless shortened it is ``_join`` of the same title line and path, so the contexts are lines
+        added after it; only a prefix over the cap is built by ``_prefix``."""
         path = self._layout.heading_paths[section - 1] if section else ()
-        return self._prefix(path, context)
+        key = (path, context)
+        prefix = self._made.get(key)
+        if prefix is not None:
+            return prefix
+        if plain.shortened:
+            return self._prefix(path, context)
+        full = (plain.text[:-1] if plain.text else "") + "\n".join(context) + "\n\n"
+        measured = self._size(full) if self.counts else 0
+        if measured > self._cap:
+            return self._prefix(path, context)
+        prefix = self._made[key] = _new_prefix(Prefix, (full, measured, False))
+        return prefix
 
     def _built(
         self, title_line: str | None, path: tuple[str, ...], contexts: tuple[str, ...], full: str
@@ -344,6 +365,8 @@ class Reserve:
             return
         self._room_made = True
         layout, text, budget = self._layout, self.text, self.max_size
+        if SKIP_ROOMY_UNITS and isinstance(self.meter, CharMeter) and len(text) + self.largest <= budget:
+            return  # in characters a unit measures at most the text's length: each fits beside any prefix
         plan = layout.plan
         # Each span once (the order does not matter: ``room`` keeps the least of what each asks).
         spans = {(unit.start, unit.end) for unit in plan.groups if unit.kind in UNIT_KINDS}
@@ -464,6 +487,10 @@ class Reserve:
         layout = self._layout
         heading_starts, heading_paths = layout.heading_starts, layout.heading_paths
         lows, prefixes = self.lows, self.prefixes
+        if len(prefixes) == 1 and not heading_starts and not any(paths):
+            # One prefix everywhere and no heading (recursive, sentence, fixed): every chunk's path is
+            # its start's, ``()``.
+            return prefixes * len(starts)
         out: list[Prefix] = []
         other: list[int] = []  # indexes of chunks whose path is not their start's
         for index, (start, path) in enumerate(zip(starts, paths, strict=True)):

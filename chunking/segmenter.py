@@ -140,6 +140,8 @@ PRICE_CHUNK = 100
 # heading (a heading alone is never a chunk). A heading without a section (no section groups in the
 # plan) takes the depth-1 price.
 PRICE_SPANS_HEADING = (90, 70, 50, 30)
+# Below the chunk price, so ``Segmenter._whole`` may skip the search for a page with headings.
+_MOST_HEADING_PRICE = max(PRICE_SPANS_HEADING)
 PRICE_UNDERSIZED = 5000
 PRICE_MID_SENTENCE = 400
 SCORE_MID_SENTENCE_BELOW = 30  # cuts scored below this (below a line) may be mid-sentence
@@ -1456,10 +1458,15 @@ class Segmenter:
 
     def _whole(self, origin: int) -> bool:
         """Whether the text from ``origin`` is the cheapest segmentation on its own: it fits (beside its
-        embed_text prefix, with a reserve), no break is inside, and it runs across no heading. Then it
-        costs the chunk price (+ PRICE_UNDERSIZED), and any other segmentation has two chunks or more,
-        each as undersized when it is, at no negative price: strictly more when a chunk costs
-        something. The search is skipped (a short document, most often)."""
+        embed_text prefix, with a reserve) and no break is inside. Then it costs the chunk price
+        (+ PRICE_UNDERSIZED) plus the price of each heading it runs across, and any other segmentation
+        has k >= 1 cuts more, each a chunk price more, at no negative price, its chunks as undersized
+        when it is, and runs across the same headings but those lying in a cut's white space (from a
+        chunk's trimmed end to the next one's start, both ends included). No two headings lie in one
+        run of white space when some non-space character lies between each heading start and the next
+        (checked below, where a heading is inside), so a cut spares at most one heading, at most
+        max(PRICE_SPANS_HEADING): with a chunk price above that, any other segmentation costs strictly
+        more. The search is skipped (a short document, most often; a short page with headings too)."""
         pk, plan = self.pk, self.plan
         if plan.chunk_price <= 0:
             return False  # free chunks: a split may tie, and ties go to the later cut
@@ -1474,8 +1481,19 @@ class Segmenter:
             return False  # the search would retry with a smaller allowance
         heading_starts = pk._heading_starts
         k = bisect.bisect_right(heading_starts, origin)
-        if k < len(heading_starts) and heading_starts[k] < finish:
-            return False  # a heading inside (whether it is priced is for the search to say)
+        if k == len(heading_starts) or heading_starts[k] >= finish:
+            return True  # no heading inside
+        # Headings inside: each run across costs less than a chunk, and a cut spares at most one when
+        # a non-space character lies between each heading start and the next (the docstring), from
+        # the one at the origin (if any) to the one at the end.
+        if plan.chunk_price <= _MOST_HEADING_PRICE:
+            return False
+        text, search = self.text, _NON_SPACE.search
+        first = k - 1 if heading_starts[k - 1 : k] == [origin] else k
+        last = bisect.bisect_right(heading_starts, finish)
+        for low, high in itertools.pairwise(heading_starts[first:last]):
+            if search(text, low, high) is None:
+                return False
         return True
 
     def ends(self, origin: int, *, whole: bool = True) -> list[tuple[int, int, int]]:
@@ -1486,6 +1504,7 @@ class Segmenter:
         pk, plan, text = self.pk, self.plan, self.text
         if whole and self._whole(origin):
             return [(origin, plan.end, 1000)]  # no search, no ``problem``
+        pk._index()
         positions, scores = self._candidates(origin)
         extra, intervals, forbidden = self._prices(positions, scores)
         cuts, cut_prices, cut_scores = kernel.cut_candidates(

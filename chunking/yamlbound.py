@@ -108,25 +108,46 @@ def load(text: str, max_size: int, loader: type = FAST_LOADER) -> Any:
 _NOT_SIMPLE = object()
 # Characters YAML reads as they are (printable, no tab, no CR, no line break but LF, no BOM, BMP only).
 _SIMPLE_CHARS = re.compile(r"[\n -~\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]*")
-# One line: indentation, a key, ':' and a value (or none): ``[]``, a flow list of words, a quoted
-# string without escapes, or a plain scalar that starts with a word character and ends neither with
-# ':' nor a blank (and has no ``': '``: ``read_simple``; no text with ``' #'``, a comment, gets here).
-_ITEM = r"[A-Za-z0-9/_.](?:[A-Za-z0-9/_. -]*[A-Za-z0-9/_.-])?"
+# One line: indentation, a key, ':' and a value (or none): ``[]``, a flow list of words (``|`` may
+# join them: ``[MAP|SLICE KEY]``), a flow list of one single-quoted string without quotes
+# (``['fmt.Printf FORMAT [INPUT]']``), a quoted string without escapes, or a plain scalar that
+# starts with a word character and ends neither with ':' nor a blank (and has no ``': '``:
+# ``read_simple``; no text with ``' #'``, a comment, gets here).
+_ITEM = r"[A-Za-z0-9/_.](?:[A-Za-z0-9/_. |-]*[A-Za-z0-9/_.|-])?"
 _SIMPLE_LINE = re.compile(
     r"( *)([A-Za-z_][A-Za-z0-9_]{0,127}):"  # a key of 1024 characters and more is an error
     r"(?: +(?:(\[\])|\[(" + _ITEM + r"(?:, *" + _ITEM + r")*)\]"
-    r"|\"([^\"\\\n]*)\"|'([^'\n]*)'|([A-Za-z0-9/_(](?:[^\n]*[^\n :])?)))?"
+    r"|\"([^\"\\\n]*)\"|'([^'\n]*)'|([A-Za-z0-9/_(](?:[^\n]*[^\n :])?)|\['([^'\n]*)'\]))?"
 )
 _FLOW_SPLIT = re.compile(r", *")
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
 
+# Short plain scalars read before, and their values: keys (``title``, ``weight``) and short values
+# (``true``, ``10``, ``[]``'s items) recur from page to page; a title or description, unique, is not
+# kept. Every value the safe schema gives a plain scalar is immutable (str, None, bool, int, float,
+# date, datetime), so one may be shared; one a constructor refuses raises and is not remembered.
+_PLAIN_READ: dict[str, Any] = {}
+_PLAIN_READ_MOST = 1 << 12
+_PLAIN_READ_LONGEST = 24
+
+
 def _plain(value: str) -> Any:
     """A plain scalar's value: the tag the safe loader's resolver gives it, built by its constructor."""
+    built = _PLAIN_READ.get(value, _NOT_SIMPLE)
+    if built is not _NOT_SIMPLE:
+        return built
     tag = resolve_without_paths(FAST_LOADER, yaml.ScalarNode, value, (True, False))
-    if tag == _STR:
-        return value
-    return FAST_LOADER.yaml_constructors[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, value))
+    built = (
+        value
+        if tag == _STR
+        else FAST_LOADER.yaml_constructors[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, value))
+    )
+    if len(value) <= _PLAIN_READ_LONGEST:
+        if len(_PLAIN_READ) >= _PLAIN_READ_MOST:
+            _PLAIN_READ.clear()
+        _PLAIN_READ[value] = built
+    return built
 
 
 def read_simple(text: str) -> Any:
@@ -156,6 +177,8 @@ def _read_lines(lines: list[str]) -> Any:
     for line in lines:
         match = _SIMPLE_LINE.fullmatch(line)
         if match is None:
+            if not line.strip(" ") or line[0] == "#":
+                continue  # a blank line, or a comment (no line here holds a scalar that goes on)
             return _NOT_SIMPLE
         indent = len(match.group(1))
         if pending is not None and indent > stack[-1][0]:  # the mapping under the key before
@@ -170,7 +193,7 @@ def _read_lines(lines: list[str]) -> Any:
         pending = None
         key = _plain(match.group(2))  # ``yes`` is True, as a key too
         mapping = stack[-1][1]
-        empty, items, double, single, plain = match.group(3, 4, 5, 6, 7)
+        empty, items, double, single, plain, quoted = match.groups()[2:]
         if plain is not None:
             if ": " in plain:  # a mapping inside the value: an error, or more than one line says
                 return _NOT_SIMPLE
@@ -183,11 +206,13 @@ def _read_lines(lines: list[str]) -> Any:
             value = [_plain(item) for item in _FLOW_SPLIT.split(items)]
         elif empty is not None:
             value = []
+        elif quoted is not None:
+            value = [quoted]
         else:
             value = None
             pending = (mapping, key)
         mapping[key] = value
-    return root
+    return root if root else _NOT_SIMPLE  # only blank lines and comments: PyYAML's None
 
 
 _YAML = "tag:yaml.org,2002:"

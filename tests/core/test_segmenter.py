@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chunkyard.chunking import levels, native, packer, segmenter
+from chunkyard.chunking.api import split_document
 from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.packer import SENTENCE, SENTENCE_OR_PARAGRAPH, Packer, find_ends
 from chunkyard.chunking.prefix import Reserve
@@ -432,6 +433,40 @@ def test_a_text_that_is_one_chunk_skips_the_search_for_the_same_ends(
     if origin >= plan.end:
         return
     assert Segmenter(pk).ends(origin) == Segmenter(pk).ends(origin, whole=False)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from([*MORE_PIECES, "# A\n", "## B\n## C\n", "Setext\n===\n"]), max_size=14),
+    unit=st.sampled_from(["chars", "words", "tokens"]),
+    max_size=st.integers(20, 600),
+    budget=st.sampled_from(["embed_text", "text"]),
+    min_size=st.sampled_from([0, 0, 40]),
+)
+def test_a_page_with_headings_that_is_one_chunk_gets_the_chunks_of_the_search(
+    pieces, unit, max_size, budget, min_size
+):
+    # ``Segmenter._whole`` skips the search for a text that fits whole, headings inside too (its
+    # docstring): split_document's chunks, prefixes and findings are those of the search.
+    text = "".join(pieces)
+    config = parse_settings(
+        {
+            "strategy": "markdown",
+            "unit": unit,
+            "max_size": max_size,
+            "min_size": min(min_size, max_size - 1),
+            "budget": budget,
+            "front_matter": "keep",
+        }
+    )
+    skipped = split_document(text, config, "docs/a-page.md")
+    searching = Segmenter.ends
+    try:
+        Segmenter.ends = lambda self, origin, whole=True: searching(self, origin, whole=False)
+        searched = split_document(text, config, "docs/a-page.md")
+    finally:
+        Segmenter.ends = searching
+    assert skipped.chunks == searched.chunks
 
 
 def test_the_price_table_by_score_is_score_price() -> None:

@@ -218,6 +218,16 @@ SIMPLE_VALUES += [
     "+1",
     "x]",
     "x{",
+    "[a|b]",
+    "[A B|C, d |e]",
+    "[a|]",
+    "[x.. y...]",
+    "['x [y]']",
+    "['a, b: c']",
+    "['']",
+    "['1']",
+    "['yes']",
+    "['\\n']",
 ]
 TWISTED_VALUES = ["a: b", "x #c", "x:", "x ", "[a, b ]", "[", "]", "'it''s'", '"\\n"', "\u2028x", "a\tb"]
 TWISTED_VALUES += [
@@ -235,6 +245,14 @@ TWISTED_VALUES += [
     "`x",
     "[a, [b]]",
     "",
+    "['it''s']",
+    "['a', 'b']",
+    "[ 'a' ]",
+    "['a'",
+    "[|a]",
+    "[a ?b]",
+    "[a?]",
+    "['a'b]",
 ]
 
 
@@ -261,8 +279,16 @@ def simple_front_matter(draw: st.DrawFn) -> str:
         indent = draw(st.sampled_from([indent + 1, indent + 2, max(indent - 1, 0)]))
     lines[at] = (indent, key, value)
     width = draw(st.sampled_from([1, 2, 4]))
-    text = "\n".join(" " * (width * i) + k + (": " + v if v else ":") for i, k, v in lines)
-    return text + draw(st.sampled_from(["\n", "\n", "", "\n\n", " #c\n"]))
+    # Blank lines and comments (``#`` at the line start) may come before any line.
+    texts = [
+        draw(st.sampled_from(["", "", "", "\n", "  \n", "#c\n", "# a: b\n", "#\n\n"]))
+        + " " * (width * i)
+        + k
+        + (": " + v if v else ":")
+        for i, k, v in lines
+    ]
+    text = "\n".join(texts)
+    return text + draw(st.sampled_from(["\n", "\n", "", "\n\n", " #c\n", "\n#c\n", "\n \n"]))
 
 
 @settings(max_examples=1500, deadline=None)
@@ -280,6 +306,11 @@ def test_the_front_matter_of_most_pages_is_read_without_pyyaml() -> None:
     )
     assert yamlbound.read_simple(text) == yaml.safe_load(text)
     assert yamlbound.read_simple("a: b # comment\n") is yamlbound._NOT_SIMPLE
+    text = "# a comment\ntitle: T\n\nparams:\n\n# under params\n  weight: 10\n  \n"
+    assert yamlbound.read_simple(text) == yaml.safe_load(text) == {"title": "T", "params": {"weight": 10}}
+    for text in ("\n\n", "# only a comment\n", "  \n#c\n"):  # PyYAML's None
+        assert yamlbound.read_simple(text) is yamlbound._NOT_SIMPLE
+    assert yamlbound.load("#c\n\n", 10**6) is None
     for length in (128, 129, 1100):  # a key of 1024 characters or more is an error in PyYAML
         text = "k" * length + ": v\n"
         assert outcome(lambda text=text: yamlbound.load(text, 10**6)) == outcome(
