@@ -1105,6 +1105,32 @@ typedef struct {
     Py_ssize_t finish; /* the end of every open list: all grow together */
 } Lists;
 
+/* Whether Group is a tuple subclass: 0, else -1 with a TypeError */
+static int check_group_type(PyObject *group_type)
+{
+    if (PyType_Check(group_type) && PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type))
+        return 0;
+    PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
+    return -1;
+}
+
+/* An empty Lists with its output list and kind strings; a failed allocation leaves a NULL field,
+ * which the caller checks (lists_close releases what was made) */
+static void lists_open(Lists *ls, PyObject *group_type)
+{
+    *ls = (Lists){PyList_New(0), group_type, PyUnicode_InternFromString("list"),
+                  PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
+}
+
+static void lists_close(Lists *ls)
+{
+    Py_XDECREF(ls->out);
+    Py_XDECREF(ls->list_kind);
+    Py_XDECREF(ls->procedure_kind);
+    Py_XDECREF(ls->empty);
+    PyMem_Free(ls->levels);
+}
+
 static int emit(Lists *ls, PyObject *kind, Py_ssize_t start, Py_ssize_t end, Py_ssize_t body)
 {
     PyObject *item = group_from(ls->group_type, Py_NewRef(kind), PyLong_FromSsize_t(start), PyLong_FromSsize_t(end),
@@ -1295,27 +1321,21 @@ static PyObject *commonmark_lists(PyObject *self, PyObject *args)
     Py_ssize_t start, end;
     if (!PyArg_ParseTuple(args, "UnnO", &text, &start, &end, &group_type))
         return NULL;
-    if (!PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
+    if (check_group_type(group_type) < 0)
         return NULL;
-    }
     if (start < 0 || end > PyUnicode_GET_LENGTH(text) || start > end) {
         PyErr_SetString(PyExc_ValueError, "commonmark_lists: start and end must satisfy 0 <= start <= end <= len(text)");
         return NULL;
     }
     Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
-    Lists ls = {PyList_New(0), group_type, PyUnicode_InternFromString("list"),
-                PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
+    Lists ls;
+    lists_open(&ls, group_type);
     PyObject *result = NULL;
     if (ls.out && ls.list_kind && ls.procedure_kind && ls.empty && run_lists(&d, &ls, start, end) == 0) {
         result = ls.out;
         ls.out = NULL;
     }
-    Py_XDECREF(ls.out);
-    Py_XDECREF(ls.list_kind);
-    Py_XDECREF(ls.procedure_kind);
-    Py_XDECREF(ls.empty);
-    PyMem_Free(ls.levels);
+    lists_close(&ls);
     return result;
 }
 
@@ -1442,27 +1462,22 @@ static PyObject *indented_units(PyObject *self, PyObject *args)
     Py_ssize_t begin, end;
     if (!PyArg_ParseTuple(args, "UnnO", &text, &begin, &end, &group_type))
         return NULL;
-    if (!PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
+    if (check_group_type(group_type) < 0)
         return NULL;
-    }
     if (begin < 0 || end > PyUnicode_GET_LENGTH(text) || begin > end) {
         PyErr_SetString(PyExc_ValueError, "indented_units: begin and end must satisfy 0 <= begin <= end <= len(text)");
         return NULL;
     }
     Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
-    Lists ls = {PyList_New(0), group_type, PyUnicode_InternFromString("list"),
-                PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
+    Lists ls;
+    lists_open(&ls, group_type);
     PyObject *code_kind = PyUnicode_InternFromString("code"), *result = NULL;
     if (ls.out && ls.list_kind && ls.procedure_kind && ls.empty && code_kind
             && run_indented(&d, &ls, code_kind, begin, end) == 0) {
         result = ls.out;
         ls.out = NULL;
     }
-    Py_XDECREF(ls.out);
-    Py_XDECREF(ls.list_kind);
-    Py_XDECREF(ls.procedure_kind);
-    Py_XDECREF(ls.empty);
+    lists_close(&ls);
     Py_XDECREF(code_kind);
     return result;
 }
@@ -1534,14 +1549,12 @@ static PyObject *group_units(PyObject *self, PyObject *args)
     PyObject *text, *groups, *group_type;
     if (!PyArg_ParseTuple(args, "UO!O", &text, &PyList_Type, &groups, &group_type))
         return NULL;
-    if (!PyType_Check(group_type) || !PyType_IsSubtype((PyTypeObject *)group_type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "Group must be a tuple subclass");
+    if (check_group_type(group_type) < 0)
         return NULL;
-    }
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
     Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
-    Lists ls = {PyList_New(0), group_type, PyUnicode_InternFromString("list"),
-                PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
+    Lists ls;
+    lists_open(&ls, group_type);
     PyObject *code_kind = PyUnicode_InternFromString("code"), *result = NULL;
     if (!ls.out || !ls.list_kind || !ls.procedure_kind || !ls.empty || !code_kind)
         goto done;
@@ -1590,10 +1603,7 @@ static PyObject *group_units(PyObject *self, PyObject *args)
     result = ls.out;
     ls.out = NULL;
 done:
-    Py_XDECREF(ls.out);
-    Py_XDECREF(ls.list_kind);
-    Py_XDECREF(ls.procedure_kind);
-    Py_XDECREF(ls.empty);
+    lists_close(&ls);
     Py_XDECREF(code_kind);
     return result;
 }
