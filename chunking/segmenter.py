@@ -12,7 +12,7 @@ matches). Candidates that differ only by white space are one cut (the cheapest).
 The rules are written once, here, in Python, and expressed as *data per unit*, not per candidate
 (``Segmenter._prices``): a price by score (``_SCORE_PRICES``, from PRICE_BY_SCORE); an interval
 ``[lo, hi)`` with a price for each heading (inside it or right after it) and for each procedure, list,
-table, code block and section that fits; a forbidden interval for each keep span that fits; and, per
+table, code block, section and block (``_blocks``) that fits; a forbidden interval for each keep span that fits; and, per
 candidate, the few prices a unit decides by looking at its text (mid-sentence: findings'
 _SENTENCE_END on the four characters before the cut, remembered per window; mid-row: not at a line
 start inside a table or code body; a '#' line before the cut in a plan without headings: findings'
@@ -59,6 +59,11 @@ The price of a cut at position p is the sum of:
 |   before the cut does not end a sentence                            |       |
 | inside a table row or code line (mid-line of a line group)          |  1000 |
 | inside each procedure, list, table or code block that fits whole    |  3000 |
+| inside each block that fits whole (a paragraph, mostly: between two |   100 |
+|   block boundaries, which are the cuts scored 60 or more and where  |       |
+|   the text after a heading begins; PRICE_SPLIT_BLOCK_CHUNKS chunk   |       |
+|   prices): a fitting paragraph is cut only where one more chunk, or |       |
+|   a cut at a paragraph break, would cost more                       |       |
 | inside each section that fits whole                                 |    40 |
 | leaves a heading at the chunk's end, or cuts inside a heading       |  2000 |
 |   (below a fitting unit's split: where a heading and the unit after  |       |
@@ -103,8 +108,8 @@ import regex
 
 from chunkyard.chunking import native
 from chunkyard.chunking.levels import ATX_LAST_LINE as _ATX_LINE
+from chunkyard.chunking.levels import SCORE_PARAGRAPH, find_ends
 from chunkyard.chunking.levels import SENTENCE_ENDED as _SENTENCE_END
-from chunkyard.chunking.levels import find_ends
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
 try:  # re's parser reads the levels' patterns as data (class_ranges, level_spec, lead_classes, ending_terms)
@@ -146,6 +151,13 @@ SCORE_MID_SENTENCE_BELOW = 30  # cuts scored below this (below a line) may be mi
 PRICE_MID_ROW = 1000
 PRICE_HEADING_AT_END = 2000
 PRICE_SPLIT = {"procedure": 3000, "list": 3000, "table": 3000, "code": 3000, "section": 40}
+# A cut inside a block (a paragraph, mostly: between two boundaries scored SCORE_BLOCK or more) that
+# fits whole costs this many chunk prices (``Plan.chunk_price``): a fitting paragraph is cut only where
+# keeping it whole would cost more than one more chunk.
+PRICE_SPLIT_BLOCK_CHUNKS = 1
+SCORE_BLOCK = (
+    SCORE_PARAGRAPH  # a block boundary: a paragraph break or block start, a heading, a break, the end
+)
 # (lowest score, price) of a cut by the boundary's score, best first; linear in between.
 PRICE_BY_SCORE = ((90, 0), (60, 5), (30, 15), (20, 25), (12, 40), (10, 60), (0, 1000))
 PRICE_NO_OVERLAP = 300  # a chunk that needs the room reserved for overlap: it gets none
@@ -162,6 +174,9 @@ _ENDS_SENTENCE: dict[str, bool] = {}
 # Lines that may be ATX headings (findings' _ATX_LINE decides): '#' after at most three spaces.
 _ATX_AT_START = re.compile(r" {0,3}#")
 _ATX_WINDOW = 300  # findings look for the heading line in the 300 characters before the cut
+# An ATX heading inside list items or block quotes ("- #### Why?", "> ## Note"): one line, its
+# container markers first.
+_CONTAINED_HEADING = re.compile(r"(?m)^[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+|>[ \t]?)+#{1,6}(?:[ \t][^\n]*)?$")
 
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
@@ -1350,6 +1365,7 @@ class Segmenter:
                 hits += [k for k, ends in zip(missing, ends_in_atx_lines(text, trimmed), strict=True) if ends]
             for k in hits:
                 extra[k] += PRICE_HEADING_AT_END
+        intervals += self._contained_headings(rows)
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         units = list(
             dict.fromkeys(
@@ -1358,6 +1374,11 @@ class Segmenter:
                 if unit.kind in PRICE_SPLIT
             )
         )
+        # Each block (a paragraph, mostly) that fits: between two block boundaries (a candidate scored
+        # SCORE_BLOCK or more, and where the text after a heading begins).
+        block_price = plan.chunk_price * PRICE_SPLIT_BLOCK_CHUNKS
+        if block_price > 0:
+            units += self._blocks(positions, scores)
         if units:
             unit_starts = [start for start, _, _ in units]
             unit_stops = [stop for _, stop, _ in units]
@@ -1391,12 +1412,44 @@ class Segmenter:
                 )
             for u in live:
                 if fitting[u]:
-                    intervals += (firsts[u] + 1, lasts[u], PRICE_SPLIT[units[u][2]])
+                    kind = units[u][2]
+                    intervals += (firsts[u] + 1, lasts[u], block_price if kind is None else PRICE_SPLIT[kind])
         forbidden: list[int] = []
         for a, b in pk._keep:
             if pk._keep_span_fits(a, b):
                 forbidden += (a + 1, pk._trim_end(a, b))
         return extra, intervals, forbidden
+
+    def _contained_headings(self, rows: list[list[int]]) -> list[int]:
+        """The priced intervals of the ATX headings inside a list item or block quote (``- #### Why?``),
+        outside table and code bodies: the scanner reads such a line as an item, yet it is a heading
+        (CommonMark), so a cut inside it or right after it leaves a heading at the chunk's end."""
+        text, plan = self.text, self.plan
+        if "#" not in text:
+            return []
+        bodies = [body for body, _ in rows]
+        lines = []
+        for match in _CONTAINED_HEADING.finditer(text, plan.start, plan.end):
+            k = bisect.bisect_right(bodies, match.start()) - 1
+            if k < 0 or match.start() >= rows[k][1]:
+                lines.append((match.start(), match.end()))
+        if not lines:
+            return []
+        reaches = self._next_texts([stop for _, stop in lines], plan.end)
+        out: list[int] = []
+        for (start, _), reach in zip(lines, reaches, strict=True):
+            out += (start + 1, reach + 1, PRICE_HEADING_AT_END)
+        return out
+
+    def _blocks(self, positions: list[int], scores: list[int]) -> list[tuple[int, int, None]]:
+        """The blocks of the candidates, as units of kind None: [a, b) between consecutive block
+        boundaries, which are the plan's start, each candidate scored SCORE_BLOCK or more (a block or
+        paragraph start, a heading, a break; the end) and, after each heading, where its text begins
+        (``_heading_reaches``), so the block after a heading is one without the heading."""
+        bounds = [self.plan.start, *itertools.compress(positions, map(SCORE_BLOCK.__le__, scores))]
+        if self.pk._heading_starts:
+            bounds = sorted({*bounds, *self._heading_reaches})
+        return [(a, b, None) for a, b in itertools.pairwise(bounds)]
 
     def _next_texts(self, positions: list[int], limit: int) -> list[int]:
         """``Packer._next_text`` of each position, up to ``limit`` (the kernel ``skip_spaces``)."""
