@@ -176,6 +176,7 @@ _ATX_AT_START = re.compile(r" {0,3}#")
 _ATX_WINDOW = 300  # findings look for the heading line in the 300 characters before the cut
 # An ATX heading inside list items or block quotes ("- #### Why?", "> ## Note"): one line, its
 # container markers first.
+_HASH_AFTER_GAP = re.compile(r"#(?<=[ \t>]#)")  # a '#' such a line has (first a literal: a fast search)
 _CONTAINED_HEADING = re.compile(r"(?m)^[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+|>[ \t]?)+#{1,6}(?:[ \t][^\n]*)?$")
 
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
@@ -1425,20 +1426,27 @@ class Segmenter:
         outside table and code bodies: the scanner reads such a line as an item, yet it is a heading
         (CommonMark), so a cut inside it or right after it leaves a heading at the chunk's end."""
         text, plan = self.text, self.plan
-        if "#" not in text:
-            return []
+        start, end = plan.start, plan.end
+        # Such a line has a '#' after a space, a tab or '>' (its marker's gap): the lines holding one are
+        # found by that (``re`` skips to each '#'; a multiline ``^`` would be tried at every position),
+        # then matched.
+        rfind = text.rfind
+        heads = {rfind("\n", 0, hit.start()) + 1 for hit in _HASH_AFTER_GAP.finditer(text, start, end)}
         bodies = [body for body, _ in rows]
         lines = []
-        for match in _CONTAINED_HEADING.finditer(text, plan.start, plan.end):
-            k = bisect.bisect_right(bodies, match.start()) - 1
-            if k < 0 or match.start() >= rows[k][1]:
-                lines.append((match.start(), match.end()))
+        for line in sorted(heads):
+            match = _CONTAINED_HEADING.match(text, line, end) if line >= start else None
+            if match is None:
+                continue
+            k = bisect.bisect_right(bodies, line) - 1
+            if k < 0 or line >= rows[k][1]:
+                lines.append((line, match.end()))
         if not lines:
             return []
         reaches = self._next_texts([stop for _, stop in lines], plan.end)
         out: list[int] = []
-        for (start, _), reach in zip(lines, reaches, strict=True):
-            out += (start + 1, reach + 1, PRICE_HEADING_AT_END)
+        for (line, _), reach in zip(lines, reaches, strict=True):
+            out += (line + 1, reach + 1, PRICE_HEADING_AT_END)
         return out
 
     def _blocks(self, positions: list[int], scores: list[int]) -> list[tuple[int, int, None]]:
