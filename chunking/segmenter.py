@@ -1457,7 +1457,15 @@ class Segmenter:
         bounds = [self.plan.start, *itertools.compress(positions, map(SCORE_BLOCK.__le__, scores))]
         if self.pk._heading_starts:
             bounds = sorted({*bounds, *self._heading_reaches})
-        return [(a, b, None) for a, b in itertools.pairwise(bounds)]
+        # Only the blocks with a candidate strictly inside (most short paragraphs have none) go on to be
+        # measured: a candidate after a block's start, before its end.
+        after = kernel.lookup(positions, None, bounds, True)
+        before = kernel.lookup(positions, None, bounds, False)
+        # Each block (a, b) with the first candidate after a and the first at or after b (one pair fewer).
+        pairs = zip(
+            bounds, itertools.islice(bounds, 1, None), after, itertools.islice(before, 1, None), strict=False
+        )
+        return [(a, b, None) for a, b, inside, stop in pairs if inside < stop]
 
     def _next_texts(self, positions: list[int], limit: int) -> list[int]:
         """``Packer._next_text`` of each position, up to ``limit`` (the kernel ``skip_spaces``)."""
