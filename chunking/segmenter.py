@@ -32,7 +32,9 @@ checked by its lookahead, read from the ``re`` pattern by ``lead_classes``; the 
 then tried there only) and ``first_in_ranges`` (whether the text has a level's ``unless``
 character), ``line_heads`` (the cuts whose trimmed text ends a line _ATX_LINE may begin, each line
 read once and looked up in the per-line memo), ``merge_levels`` (the plan's positions and each level's
-finds merged into one sorted candidate list, a duplicate keeping its best score), and the optimiser
+finds merged into one sorted candidate list, a duplicate keeping its best score), ``text_spans`` (the
+spans between consecutive bounds with a candidate inside their trimmed text, and those whose size
+settles the fit: the blocks, ``_blocks``), and the optimiser
 ``best_predecessors``. The additive size prefixes are the cut offsets
 for characters and come from the meter's arrays for words and tokens (whose gaps ``wide_gaps`` gives
 unmeasured, measured then by the prefixes in one lookup per level).
@@ -718,6 +720,47 @@ def window_extra(
     return extra, missing
 
 
+def text_spans(
+    text: str,
+    positions: list[int],
+    scores: list[int],
+    min_score: int,
+    more: list[int],
+    start: int,
+    end: int,
+    price: int,
+    budget: int,
+    keys: list[int],
+    values: list[int],
+    plain: bool,
+) -> tuple[list[int], list[int]]:
+    """The spans between consecutive bounds (``start``, the ``positions`` (sorted) scored ``min_score`` or
+    more, and ``more`` (sorted); once each), each as its text [first, last): first, the first non-space
+    at or after its start, up to ``end`` (``skip_spaces`` without indentation); last, its end moved back
+    over white space, not below its start. A span is kept when a position lies strictly inside its
+    text. ``sure``: (first + 1, last, price) of each kept span with ``last - first`` plus
+    ``values[bisect_right(keys, first)]`` at most ``budget`` (flat); ``asked`` instead: (start, stop,
+    first, last) of each kept span (flat) when ``budget`` < 0, or, unless ``plain``, whose first is a
+    grapheme boundary the characters do not settle (as ``skip_spaces``)."""
+    strong = [pos for pos, score in zip(positions, scores, strict=True) if score >= min_score]
+    bounds = sorted({start, *strong, *more})
+    firsts = skip_spaces(text, bounds[:-1], end, -1, True, False)[0]
+    sure: list[int] = []
+    asked: list[int] = []
+    for low, high, first in zip(bounds, bounds[1:], firsts, strict=False):
+        last = max(low, trim_ends(text, [high], 0)[0])
+        if bisect.bisect_right(positions, first) >= bisect.bisect_left(positions, last):
+            continue
+        settled = first == 0 or (
+            text[first] < "\x7f" and text[first - 1] < "\x7f" and text[first - 1] != "\r"
+        )
+        if budget < 0 or not (plain or settled):
+            asked += (low, high, first, last)
+        elif last - first + values[bisect.bisect_right(keys, first)] <= budget:
+            sure += (first + 1, last, price)
+    return sure, asked
+
+
 _SPECS: dict[str, list[int] | None] = {}
 
 
@@ -950,6 +993,7 @@ kernel = (
         window_extra=window_extra,
         line_heads=line_heads,
         merge_levels=merge_levels,
+        text_spans=text_spans,
     )
 )
 
@@ -1367,6 +1411,10 @@ class Segmenter:
             for k in hits:
                 extra[k] += PRICE_HEADING_AT_END
         intervals += self._contained_headings(rows)
+        # For characters in plain text a unit's trimmed text starts between its start and its first
+        # non-space character, so its size is known to fit, or not, from those two bounds (without a
+        # reserve: with one, the prefix where the unit starts counts too, ``_fits``).
+        bounded = self._plain and isinstance(pk.meter, CharMeter) and pk.reserve is None
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         units = list(
             dict.fromkeys(
@@ -1375,11 +1423,6 @@ class Segmenter:
                 if unit.kind in PRICE_SPLIT
             )
         )
-        # Each block (a paragraph, mostly) that fits: between two block boundaries (a candidate scored
-        # SCORE_BLOCK or more, and where the text after a heading begins).
-        block_price = plan.chunk_price * PRICE_SPLIT_BLOCK_CHUNKS
-        if block_price > 0:
-            units += self._blocks(positions, scores)
         if units:
             unit_starts = [start for start, _, _ in units]
             unit_stops = [stop for _, stop, _ in units]
@@ -1390,10 +1433,6 @@ class Segmenter:
             before_last = kernel.lookup(positions, None, lasts, False)
             # The units with a candidate inside.
             live = [u for u, (a, b) in enumerate(zip(after_first, before_last, strict=True)) if a < b]
-            # For characters in plain text a unit's trimmed text starts between its start and its first
-            # non-space character, so its size is known to fit, or not, from those two bounds (without
-            # a reserve: with one, the prefix where the unit starts counts too, ``_fits``).
-            bounded = self._plain and isinstance(pk.meter, CharMeter) and pk.reserve is None
             budget = pk.max_size
             fitting: dict[int, bool] = {}
             if bounded:
@@ -1413,8 +1452,12 @@ class Segmenter:
                 )
             for u in live:
                 if fitting[u]:
-                    kind = units[u][2]
-                    intervals += (firsts[u] + 1, lasts[u], block_price if kind is None else PRICE_SPLIT[kind])
+                    intervals += (firsts[u] + 1, lasts[u], PRICE_SPLIT[units[u][2]])
+        # Each block (a paragraph, mostly) that fits: between two block boundaries (a candidate scored
+        # SCORE_BLOCK or more, and where the text after a heading begins).
+        block_price = plan.chunk_price * PRICE_SPLIT_BLOCK_CHUNKS
+        if block_price > 0:
+            intervals += self._blocks(positions, scores, block_price)
         forbidden: list[int] = []
         for a, b in pk._keep:
             if pk._keep_span_fits(a, b):
@@ -1449,43 +1492,75 @@ class Segmenter:
             out += (line + 1, reach + 1, PRICE_HEADING_AT_END)
         return out
 
-    def _blocks(self, positions: list[int], scores: list[int]) -> list[tuple[int, int, None]]:
-        """The blocks of the candidates, as units of kind None: [a, b) between consecutive block
-        boundaries, which are the plan's start, each candidate scored SCORE_BLOCK or more (a block or
-        paragraph start, a heading, a break; the end) and, after each heading, where its text begins
-        (``_heading_reaches``), so the block after a heading is one without the heading."""
-        bounds = [self.plan.start, *itertools.compress(positions, map(SCORE_BLOCK.__le__, scores))]
-        if self.pk._heading_starts:
-            bounds = sorted({*bounds, *self._heading_reaches})
-        # Only the blocks with a candidate strictly inside (most short paragraphs have none) go on to be
-        # measured: a candidate after a block's start, before its end.
-        after = kernel.lookup(positions, None, bounds, True)
-        before = kernel.lookup(positions, None, bounds, False)
-        # Each block (a, b) with the first candidate after a and the first at or after b (one pair fewer).
-        pairs = zip(
-            bounds, itertools.islice(bounds, 1, None), after, itertools.islice(before, 1, None), strict=False
+    def _blocks(self, positions: list[int], scores: list[int], price: int) -> list[int]:
+        """The priced intervals of the blocks that fit: [a, b) between consecutive block boundaries,
+        which are the plan's start, each candidate scored SCORE_BLOCK or more (a block or paragraph
+        start, a heading, a break; the end) and, after each heading, where its text begins
+        (``_heading_reaches``), so the block after a heading is one without the heading; each as a
+        unit, its text [first, last) from its first non-space character, trimmed, with a candidate
+        inside, by the kernel ``text_spans``. For characters a chunk the block opens starts at first
+        where the characters settle that boundary (``_fit_all``: ``skip_spaces`` keeps a non-space
+        position), so the block fits when ``last - first`` plus the reserve there (``_reserve_table``)
+        is within the budget, and the kernel says so; ``_fit_all`` decides the others (every block
+        for another meter)."""
+        pk, plan = self.pk, self.plan
+        more = sorted(self._heading_reaches) if pk._heading_starts and self._heading_reaches else []
+        measured = isinstance(pk.meter, CharMeter)
+        if pk.reserve is not None and measured:
+            keys, values = pk.reserve.lows, self._reserve_table(0)
+        else:
+            keys, values = [], [0]
+        sure, asked = kernel.text_spans(
+            self.text,
+            positions,
+            scores,
+            SCORE_BLOCK,
+            more,
+            plan.start,
+            plan.end,
+            price,
+            pk.max_size if measured else -1,
+            keys,
+            values,
+            self._plain,
         )
-        return [(a, b, None) for a, b, inside, stop in pairs if inside < stop]
+        if asked:
+            firsts, lasts = asked[2::4], asked[3::4]
+            fits = self._fit_all(asked[::4], asked[1::4], firsts, lasts)
+            for fit, first, last in zip(fits, firsts, lasts, strict=True):
+                if fit:
+                    sure += (first + 1, last, price)
+        return sure
 
     def _next_texts(self, positions: list[int], limit: int) -> list[int]:
         """``Packer._next_text`` of each position, up to ``limit`` (the kernel ``skip_spaces``)."""
         return kernel.skip_spaces(self.text, positions, limit, -1, True, False)[0]
 
-    def _fit_all(self, starts: list[int], ends: list[int]) -> list[bool]:
+    def _fit_all(
+        self,
+        starts: list[int],
+        ends: list[int],
+        opened: list[int] | None = None,
+        tails: list[int] | None = None,
+    ) -> list[bool]:
         """``_fits`` of each [start, end); for characters by arrays: the trimmed text from
         ``Packer._opening(start, end)`` (the kernel ``skip_spaces``, the packer where it is unsure)
-        and its prefix (``budget_size`` adds them) within the budget."""
+        and its prefix (``budget_size`` adds them) within the budget. ``opened`` and ``tails``, when
+        given: each start's ``_next_text`` up to the plan's end and each end trimmed (not below its
+        start), as ``text_spans`` gives them."""
         pk = self.pk
         if not isinstance(pk.meter, CharMeter):
             return [self._fits(start, end) for start, end in zip(starts, ends, strict=True)]
         max_indent = min(_INDENT_KEPT, pk.max_size // 2)
         # A chunk the unit opens starts at its first character (the scanner puts a boundary there):
         # ``Packer._opening_line``, its ``_next_text``, by the kernel.
-        opened = self._next_texts(starts, self.plan.end)
+        if opened is None:
+            opened = self._next_texts(starts, self.plan.end)
         begins, unsure = kernel.skip_spaces(self.text, opened, ends, max_indent, self._plain, False)
         for k in unsure:
             begins[k] = pk._skip_space(opened[k], ends[k])
-        tails = kernel.trim_ends(self.text, ends, 0)
+        if tails is None:
+            tails = kernel.trim_ends(self.text, ends, 0)
         sizes = [max(begin, tail) - begin for begin, tail in zip(begins, tails, strict=True)]
         if pk.reserve is not None:
             sizes = [size + r for size, r in zip(sizes, self._reserve_lookup(begins), strict=True)]
@@ -1495,15 +1570,18 @@ class Segmenter:
     def _reserve_lookup(self, starts: list[int], offset: int = 0) -> list[int]:
         """``max(1, offset - r)`` for each start's reserve r (``Reserve.sizes_at``), or r itself when
         ``offset`` is 0, by the kernel ``lookup`` over the reserve's few distinct prefixes."""
-        reserve = self.pk.reserve
+        return kernel.lookup(self.pk.reserve.lows, self._reserve_table(offset), starts, True)
+
+    def _reserve_table(self, offset: int) -> list[int]:
+        """The values ``_reserve_lookup`` looks up by the reserve's lows (one more: before the first)."""
         table = self._reserve_tables.get(offset)
         if table is None:
-            sizes = [prefix.size for prefix in reserve.prefixes]
+            sizes = [prefix.size for prefix in self.pk.reserve.prefixes]
             sizes = [sizes[0], *sizes]  # before the first low: the first prefix
             if offset:
                 sizes = [max(1, offset - size) for size in sizes]
             table = self._reserve_tables[offset] = sizes
-        return kernel.lookup(reserve.lows, table, starts, True)
+        return table
 
     def _fits(self, start: int, end: int) -> bool:
         """Whether [start, end), trimmed, fits the budget in a chunk it opens (with a reserve, beside the

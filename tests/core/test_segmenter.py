@@ -15,7 +15,7 @@ import bisect
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from chunkyard.chunking import levels, native, packer, segmenter
@@ -39,6 +39,8 @@ from chunkyard.chunking.segmenter import (
     cut_candidates,
     lookup,
     score_price,
+    skip_spaces,
+    text_spans,
     trim_ends,
 )
 from chunkyard.chunking.strategies import get_strategy
@@ -766,6 +768,46 @@ def test_class_ends_is_finditer_in_each_gap(text, level, data, plain):
     if segmenter._native is not None:
         assert tuple(segmenter._native.class_ends(text, gaps, spec, taken, plain, 0)) == (ends, unsure)
         assert tuple(segmenter._native.class_ends(text, gaps, spec, taken, True, step)) == (sampled, [])
+
+
+@seed(20261202)
+@settings(max_examples=400, deadline=None)
+@given(text=spacey, data=st.data())
+def test_text_spans_kernel_equals_its_twin_and_the_arrays(text, data):
+    """``text_spans`` (C and Python) against the array work it stands for: each span between the
+    bounds, its first non-space (``skip_spaces``) and trimmed end, a position strictly inside, and the
+    size with the looked-up addend within the budget (or asked)."""
+    n = len(text)
+    positions = sorted(set(data.draw(st.lists(st.integers(0, n), max_size=20)) + [n]))
+    scores = data.draw(
+        st.lists(st.sampled_from([10, 30, 60, 90]), min_size=len(positions), max_size=len(positions))
+    )
+    more = sorted(data.draw(st.lists(st.integers(0, n), max_size=4)))
+    start = data.draw(st.integers(0, min(n, 3)))
+    end = data.draw(st.integers(max(start, n - 3), n))
+    price, budget = data.draw(st.sampled_from([1, 100])), data.draw(st.sampled_from([-1, 0, 5, 20, 60]))
+    keys = sorted(data.draw(st.lists(st.integers(0, n), max_size=3)))
+    values = data.draw(st.lists(st.integers(0, 10), min_size=len(keys) + 1, max_size=len(keys) + 1))
+    plain = data.draw(st.booleans())
+    args = (text, positions, scores, 60, more, start, end, price, budget, keys, values, plain)
+    sure, asked = text_spans(*args)
+    bounds = sorted({start, *(p for p, s in zip(positions, scores, strict=True) if s >= 60), *more})
+    want_sure, want_asked = [], []
+    for low, high in itertools.pairwise(bounds):
+        first = skip_spaces(text, [low], end, -1, True, False)[0][0]
+        last = max(low, trim_ends(text, [high], 0)[0])
+        if not any(first < p < last for p in positions):
+            continue
+        settled = first == 0 or (
+            text[first] < "\x7f" and text[first - 1] < "\x7f" and text[first - 1] != "\r"
+        )
+        if budget < 0 or not (plain or settled):
+            want_asked += (low, high, first, last)
+        elif last - first + values[bisect.bisect_right(keys, first)] <= budget:
+            want_sure += (first + 1, last, price)
+    assert (sure, asked) == (want_sure, want_asked)
+    if segmenter._native is not None:
+        assert segmenter._native.text_spans(*args) == (sure, asked)
 
 
 @settings(max_examples=300, deadline=None)
