@@ -21,6 +21,14 @@ SCORE_SENTENCE = 20
 SCORE_WORD = 10
 SCORE_GRAPHEME = 1
 
+
+def ascii_settled(text: str, pos: int) -> bool:
+    """Whether a grapheme cluster boundary at ``pos`` (0 < pos < len(text)) is settled by the two
+    characters around it alone: ASCII on both sides and not inside CR LF (the others ask the grapheme
+    rules). The C kernels' ``settled`` is the same test."""
+    return text[pos] < "\x7f" and text[pos - 1] < "\x7f" and text[pos - 1] != "\r"
+
+
 # Groups whose lines are the units (table rows, code lines): an overlapping chunk starts at a line.
 LINE_GROUPS = frozenset({"table", "code"})
 

@@ -91,6 +91,7 @@ from chunkyard.chunking.levels import (  # noqa: F401  (re-exported: strategies 
     TextLevel,
     _lead_ends,
     _level,
+    ascii_settled,
     find_ends,
 )
 
@@ -605,9 +606,9 @@ class Packer:
     def _is_cluster_boundary(self, pos: int) -> bool:
         if pos <= 0 or pos >= len(self.text):
             return True
-        char, before = self.text[pos], self.text[pos - 1]
-        if char < "\x7f" and before < "\x7f" and before != "\r":
+        if ascii_settled(self.text, pos):
             return True  # ASCII on both sides and not inside CR LF
+        char, before = self.text[pos], self.text[pos - 1]
         if not _CONTINUES.match(char) and not _CONTINUES.match(before) and char != "\n":
             return True  # fast path: neither side can join a cluster
         if self._long_clusters and self._long_cluster_at(pos) is not None:

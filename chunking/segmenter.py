@@ -110,7 +110,7 @@ import regex
 
 from chunkyard.chunking import native
 from chunkyard.chunking.levels import ATX_LAST_LINE as _ATX_LINE
-from chunkyard.chunking.levels import SCORE_PARAGRAPH, find_ends
+from chunkyard.chunking.levels import SCORE_PARAGRAPH, ascii_settled, find_ends
 from chunkyard.chunking.levels import SENTENCE_ENDED as _SENTENCE_END
 from chunkyard.chunking.units import CharMeter, TokenMeter, WordMeter
 
@@ -540,9 +540,7 @@ def skip_spaces(
             if first < limit:  # the text ends before the limit: only white space
                 start = first
                 unsure.append(k)
-        elif not plain and not (
-            first == 0 or (text[first] < "\x7f" and text[first - 1] < "\x7f" and text[first - 1] != "\r")
-        ):
+        elif not plain and not (first == 0 or ascii_settled(text, first)):
             start = first
             unsure.append(k)
         elif first == pos:
@@ -612,10 +610,7 @@ def class_ends(
                 continue
             if low < end < high and end - kept >= step and end not in taken_set:
                 kept = end
-                if not plain and not (
-                    end >= len(text)
-                    or (text[end] < "\x7f" and text[end - 1] < "\x7f" and text[end - 1] != "\r")
-                ):
+                if not plain and not (end >= len(text) or ascii_settled(text, end)):
                     unsure.append(len(ends))
                 ends.append(end)
             pos = max(end, pos + 1)
@@ -753,9 +748,7 @@ def text_spans(
         last = max(low, trim_ends(text, [high], 0)[0])
         if bisect.bisect_right(positions, first) >= bisect.bisect_left(positions, last):
             continue
-        settled = first == 0 or (
-            text[first] < "\x7f" and text[first - 1] < "\x7f" and text[first - 1] != "\r"
-        )
+        settled = first == 0 or ascii_settled(text, first)
         if budget < 0 or not (plain or settled):
             asked += (low, high, first, last)
         elif last - first + values[bisect.bisect_right(keys, first)] <= budget:
@@ -1252,11 +1245,7 @@ class Segmenter:
                 if (
                     low < pos < high
                     and pos not in taken
-                    and (
-                        plain
-                        or (text[pos] < "\x7f" and text[pos - 1] < "\x7f" and text[pos - 1] != "\r")
-                        or is_boundary(pos)
-                    )
+                    and (plain or ascii_settled(text, pos) or is_boundary(pos))
                 ):
                     out.append(pos)
         return out
@@ -1297,12 +1286,7 @@ class Segmenter:
             return [
                 pos
                 for pos in matches
-                if low < pos < high
-                and pos not in taken
-                and (
-                    (text[pos] < "\x7f" and text[pos - 1] < "\x7f" and text[pos - 1] != "\r")
-                    or is_boundary(pos)
-                )
+                if low < pos < high and pos not in taken and (ascii_settled(text, pos) or is_boundary(pos))
             ]
         kept = low
         for pos in matches:
