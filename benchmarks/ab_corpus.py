@@ -18,9 +18,8 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+from corpora import CORPORA, markdown_files
 
 
 def worker(corpus: str, strategy: str, max_size: int, repeat: int) -> None:
@@ -28,7 +27,7 @@ def worker(corpus: str, strategy: str, max_size: int, repeat: int) -> None:
     from chunkyard.chunking.config import parse_settings
 
     settings = parse_settings(dict(strategy=strategy, unit="chars", max_size=max_size, count_tokens=False))
-    files = sorted((CORPORA / corpus).rglob("*.md"))
+    files = markdown_files(CORPORA / corpus)
     texts = [(f.name, f.read_text(encoding="utf-8", errors="replace")) for f in files]
     for name, text in texts:
         split_document(text, settings, name)
@@ -75,8 +74,11 @@ def main() -> None:
                         ],
                         capture_output=True,
                         text=True,
-                        check=True,
                     )
+                    if out.returncode:
+                        raise SystemExit(
+                            f"{who} ({pythons[who]}) failed on {corpus} {strategy}:\n{out.stderr.strip()}"
+                        )
                     times[who].append(json.loads(out.stdout))
             this, other = statistics.median(times["this"]), statistics.median(times["other"])
             ratios = [t / o for t, o in zip(times["this"], times["other"], strict=True)]

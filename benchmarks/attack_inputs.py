@@ -12,6 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from corpora import CORPORA
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
@@ -27,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docx-mb", type=float, default=20)
     parser.add_argument("--pdf-pages", type=int, default=20)
-    parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpora" / "hugo-docs")
+    parser.add_argument("--corpus", type=Path, default=CORPORA / "hugo-docs")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         corpus = build_attack_corpus(Path(folder), docx_mb=args.docx_mb, pdf_pages=args.pdf_pages)

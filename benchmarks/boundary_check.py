@@ -44,10 +44,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from corpora import CORPORA, MARKDOWN_CORPORA
 from markdown_it import MarkdownIt
 
-CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
-DEFAULT_CORPORA = ("rust-book", "k8s-enhancements", "hugo-docs")
 UNIT_KINDS = ("procedure", "list", "table", "code")
 
 # A chunk is located by (start, end) code-point offsets; a splitter may also give the embedded text.
@@ -303,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N files of each corpus")
     parser.add_argument("--only", default="", help="run only the splitters whose name contains this")
     args = parser.parse_args(argv)
-    corpora = args.corpora or [CORPORA / name for name in DEFAULT_CORPORA]
+    corpora = args.corpora or [CORPORA / name for name in MARKDOWN_CORPORA]
     md = MarkdownIt("commonmark").enable("table")
     encoding = _cl100k()
 

@@ -19,12 +19,9 @@ import regex
 from chunkyard.chunking.api import chunk_document
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpora import CORPORA, MARKDOWN_CORPORA, markdown_files
 from readme_section import write_section  # noqa: E402
 
-CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
-if not CORPORA.is_dir():
-    CORPORA = Path("/work/shared/corpora")
-MARKDOWN_CORPORA = ("rust-book", "k8s-enhancements", "hugo-docs")
 BUDGETS = ((512, "tokens"), (1000, "chars"))
 _WORD = regex.compile(r"\S+")
 
@@ -44,7 +41,7 @@ def _measure(unit: str):
 def run(corpus: str, max_size: int, unit: str, budget: str) -> dict[str, int]:
     measure = _measure(unit)
     out = {"chunks": 0, "over": 0, "over_budget": 0, "shortened": 0, "worst": 0}
-    for path in sorted((CORPORA / corpus).rglob("*.md")):
+    for path in markdown_files(CORPORA / corpus):
         text = path.read_text(encoding="utf-8", errors="replace")
         settings = {"strategy": "markdown", "unit": unit, "max_size": max_size, "budget": budget}
         for chunk in chunk_document(text, settings, str(path.relative_to(CORPORA / corpus))):

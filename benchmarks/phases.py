@@ -18,6 +18,8 @@ import statistics
 import time
 from pathlib import Path
 
+from corpora import CORPORA, corpus_folder, markdown_files
+
 from chunkyard.chunking.api import split_document
 from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.findings import check_spans
@@ -25,7 +27,7 @@ from chunkyard.chunking.packer import Packer
 from chunkyard.chunking.strategies import get_strategy
 from chunkyard.chunking.units import make_meter
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+DEFAULT_CORPUS = CORPORA
 PHASES = ("layout", "meter", "pack", "findings")
 
 
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-count", action="store_true", help="count_tokens: false")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    files = sorted(args.corpus.rglob("*.md"))
+    files = markdown_files(corpus_folder(args.corpus))
     texts = [path.read_text(encoding="utf-8", errors="replace") for path in files]
     megabytes = sum(len(text.encode("utf-8")) for text in texts) / 1e6
     settings = parse_settings(

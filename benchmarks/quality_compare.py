@@ -18,13 +18,15 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from corpora import CORPORA
+
 from chunkyard.chunking import chunk_document
 from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.findings import check_spans
 from chunkyard.chunking.packer import Span
 from chunkyard.chunking.strategies import get_strategy
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "k8s-enhancements"
+DEFAULT_CORPUS = CORPORA / "k8s-enhancements"
 CODES = (
     "split_procedure",
     "mid_sentence_start",

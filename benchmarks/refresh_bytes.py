@@ -28,8 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from corpora import CORPORA
+
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_CORPUS = REPO.parent / "shared" / "corpora" / "k8s-enhancements"
+DEFAULT_CORPUS = CORPORA / "k8s-enhancements"
 ONE_PART = 10**13  # a target no corpus reaches: every snapshot is one part (the layout before parts)
 EDIT = "\n\nEdited for the refresh benchmark: one more paragraph.\n"
 

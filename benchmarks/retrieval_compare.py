@@ -63,12 +63,12 @@ from chunkyard.chunking.evaluation.runner import parse_ks
 from chunkyard.chunking.markdown import front_matter_span
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpora import CORPORA
 from speed import chonkie_splitter, langchain, semchunk_splitter, text_splitter, versions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "benchmarks" / "README.md"
 BEGIN, END = "<!-- retrieval:begin -->", "<!-- retrieval:end -->"
-CORPORA = ROOT.parent / "shared" / "corpora"
 # name -> (corpus folder, include globs, question set): the shared corpora with a held-out question set.
 SETS = {
     "rust-book": (CORPORA / "rust-book", ["src/*.md"], ROOT / "eval" / "rust-book-questions.jsonl"),

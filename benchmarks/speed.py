@@ -46,6 +46,7 @@ from importlib import metadata
 from pathlib import Path
 
 import yaml
+from corpora import CORPORA, CORPORA_ENV, HTML_CORPUS, MARKDOWN_CORPORA, markdown_files
 
 from chunkyard.chunking.api import split_document
 from chunkyard.chunking.config import parse_settings
@@ -53,7 +54,7 @@ from chunkyard.chunking.units import get_tokenizer
 from chunkyard.flows.server import prefect_server
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora"
+DEFAULT_CORPUS = CORPORA
 README = ROOT / "benchmarks" / "README.md"
 BEGIN, END = "<!-- speed:begin -->", "<!-- speed:end -->"
 GROUPS = ("chars", "overlap", "tokens", "markdown", "html", "hostile", "run")
@@ -65,8 +66,6 @@ TITLES = {
     "html": "HTML (httpd-manual), 1000 characters, every splitter on the text chunkyard extracts",
 }
 # The shared corpora reported one by one (the Markdown ones), and the one whose HTML the html group uses.
-MARKDOWN_CORPORA = ("rust-book", "k8s-enhancements", "hugo-docs")
-HTML_CORPUS = "httpd-manual"
 # The goals: (group, chunkyard's row, the peer's row, at least this ratio of speeds).
 GOALS = [
     ("chars", "chunkyard recursive, count_tokens: false", "semantic-text-splitter TextSplitter", 1.5),
@@ -363,7 +362,7 @@ def run_end_to_end(corpus: Path, texts: list[str], repeats: int) -> list[tuple[s
     read = chunk = 0.0
     for _ in range(repeats):
         started = time.process_time()
-        docs = [p.read_bytes().decode("utf-8") for p in md_files(corpus)]
+        docs = [p.read_bytes().decode("utf-8") for p in markdown_files(corpus)]
         read += time.process_time() - started
         started = time.process_time()
         for doc in docs:
@@ -403,7 +402,7 @@ def run_end_to_end(corpus: Path, texts: list[str], repeats: int) -> list[tuple[s
         )
         for label, path, runner, workers in (
             (
-                f"chunkyard run, bundled sample ({len(md_files(ROOT / 'examples' / 'kb'))} files)",
+                f"chunkyard run, bundled sample ({len(markdown_files(ROOT / 'examples' / 'kb'))} files)",
                 sample,
                 "thread",
                 1,
@@ -452,14 +451,6 @@ def run_end_to_end(corpus: Path, texts: list[str], repeats: int) -> list[tuple[s
 
 
 # -- report -----------------------------------------------------------------------------------------
-
-
-def md_files(corpus: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in corpus.rglob("*.md")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(corpus).parts)
-    )
 
 
 def group_table(group: str, results: dict[str, tuple[list[Entry], float]]) -> list[str]:
@@ -547,9 +538,12 @@ def corpora_of(root: Path) -> tuple[dict[str, list[str]], list[str]]:
     from chunkyard.chunking.html import extract_html
 
     known = [name for name in MARKDOWN_CORPORA if (root / name).is_dir()]
+    if root.resolve() == CORPORA.resolve() and len(known) < len(MARKDOWN_CORPORA):
+        missing = sorted(set(MARKDOWN_CORPORA) - set(known))
+        raise SystemExit(f"the shared corpora {', '.join(missing)} are not under {root} (set {CORPORA_ENV})")
     if not known:
-        return {root.name or str(root): [p.read_text(encoding="utf-8") for p in md_files(root)]}, []
-    corpora = {name: [p.read_text(encoding="utf-8") for p in md_files(root / name)] for name in known}
+        return {root.name or str(root): [p.read_text(encoding="utf-8") for p in markdown_files(root)]}, []
+    corpora = {name: [p.read_text(encoding="utf-8") for p in markdown_files(root / name)] for name in known}
     corpora["all"] = [text for name in known for text in corpora[name]]
     html_root = root / HTML_CORPUS
     html = (

@@ -16,8 +16,10 @@ import textwrap
 import time
 from pathlib import Path
 
+from corpora import CORPORA
+
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_CORPUS = REPO.parent / "shared" / "corpora" / "k8s-enhancements"
+DEFAULT_CORPUS = CORPORA / "k8s-enhancements"
 
 
 def main() -> int:

@@ -28,21 +28,17 @@ from importlib import metadata
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from corpora import CORPORA, markdown_files
 from readme_section import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPORA = ROOT.parent / "shared" / "corpora"
 README = ROOT / "benchmarks" / "README.md"
 BEGIN, END = "<!-- workers:begin -->", "<!-- workers:end -->"
 CHUNKYARD = Path(sys.executable).with_name("chunkyard")
 
 
 def build_corpus(target: Path, copies: int) -> tuple[int, float]:
-    files = [
-        p
-        for p in sorted(CORPORA.rglob("*.md"))
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(CORPORA).parts)
-    ]
+    files = markdown_files(CORPORA)
     for copy in range(copies):
         for path in files:
             destination = target / f"copy{copy}" / path.relative_to(CORPORA)

@@ -15,7 +15,7 @@ def test_chunkyard_rows_are_exact_and_within_budget(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text(
         "# Title\n\n" + "Words in a sentence. " * 300 + "\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
     )
-    texts = [p.read_text() for p in speed.md_files(tmp_path)]
+    texts = [p.read_text() for p in speed.markdown_files(tmp_path)]
     entries = [e for e in speed.run_group("chars", texts, repeats=1) if e.name.startswith("chunkyard")]
     assert [e.name for e in entries] == ["chunkyard recursive", "chunkyard recursive, count_tokens: false"]
     for entry in entries:
@@ -149,3 +149,17 @@ def test_embed_budget_benchmark_counts_embed_texts_over_the_budget(
     new = embed_budget.run("kb", 300, "chars", "embed_text")
     assert old["over"] > 0 and old["worst"] > 300
     assert new["over"] == 0 and new["worst"] <= 300 and new["chunks"] > old["chunks"]
+
+
+def test_a_corpus_folder_without_markdown_is_an_error_naming_it(tmp_path: Path) -> None:
+    """A missing corpus (``..`` of a git worktree is not the checkout's) stops a benchmark, never times 0 files."""
+    corpora = pytest.importorskip("corpora")
+    (tmp_path / "notes.txt").write_text("no Markdown here")
+    with pytest.raises(SystemExit, match=str(tmp_path)):
+        corpora.markdown_files(tmp_path)
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "a.md").write_text("# hidden")
+    with pytest.raises(SystemExit, match="CHUNKYARD_CORPORA"):
+        corpora.markdown_files(tmp_path)
+    (tmp_path / "b.md").write_text("# shown")
+    assert corpora.markdown_files(tmp_path) == [tmp_path / "b.md"]

@@ -26,7 +26,9 @@ from chunkyard.chunking.markdown import scan
 from chunkyard.chunking.settings import HtmlSettings
 from chunkyard.chunking.strategies import auto_strategy, get_strategy
 
-CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "corpora"
+from support.checks import CORPORA_DIR
+
+CORPORA = CORPORA_DIR
 
 PAGE = """<!DOCTYPE html>
 <html lang="en">

@@ -3,6 +3,7 @@ an offline cl100k encoding, and where the real corpora are."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -13,7 +14,12 @@ import regex
 from chunkyard.chunking.api import ChunkedDocument, split_document
 from chunkyard.chunking.config import parse_settings
 
-CORPORA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "corpora"
+# $CHUNKYARD_CORPORA when set (as for the benchmarks: benchmarks/corpora.py), else ../shared/corpora
+# beside the checkout; tests that need them skip, naming this folder, when it is missing.
+CORPORA_DIR = Path(
+    os.environ.get("CHUNKYARD_CORPORA", "").strip()
+    or Path(__file__).resolve().parents[2].parent / "shared" / "corpora"
+)
 
 _WORD = regex.compile(r"\S+")  # words: runs of non-White_Space, as the README defines the unit
 _GRAPHEME = regex.compile(r"\X")
