@@ -1,6 +1,7 @@
 /* The global segmenter's kernels in C: segmenter.best_predecessors, cut_candidates, trim_ends,
  * lookup, skip_spaces, class_ends, class_positions, wide_gaps,
- * window_extra, line_heads, merge_levels, first_in_ranges and text_spans (chunking/segmenter.py), which stay the reference and the fallback
+ * window_extra, line_heads, merge_levels, first_in_ranges, text_spans, live_spans, fit_sizes and
+ * capped_intervals (chunking/segmenter.py), which stay the reference and the fallback
  * (tests/core/test_segmenter.py holds each pair equal). Generic work over integer arrays and the
  * text's characters (white space, code point ranges and character classes the Python reads from the
  * levels' patterns) with no rule of their own: every price, interval, score and class is computed in
@@ -1320,6 +1321,139 @@ done:
     return result;
 }
 
+/* The sizes of seqs[0..count) (PySequence_Size), all equal to the first; -1 and an exception otherwise. */
+static Py_ssize_t common_size(PyObject **seqs, int count, const char *name)
+{
+    Py_ssize_t n = -1;
+    for (int k = 0; k < count; k++) {
+        Py_ssize_t size = PySequence_Size(seqs[k]);
+        if (size < 0)
+            return -1;
+        if (k > 0 && size != n) {
+            PyErr_Format(PyExc_ValueError, "%s: inconsistent array sizes", name);
+            return -1;
+        }
+        n = size;
+    }
+    return n;
+}
+
+/* live_spans(positions, lows, firsts, tails) -> (live, lasts): the spans with a position (sorted)
+ * strictly inside [first, last), last = max(low, tail): their indices and their lasts. */
+static PyObject *live_spans(PyObject *self, PyObject *args)
+{
+    PyObject *objects[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objects[0], &objects[1], &objects[2], &objects[3]))
+        return NULL;
+    Py_ssize_t n_positions = PySequence_Size(objects[0]);
+    Py_ssize_t n = common_size(objects + 1, 3, "live_spans");
+    if (n_positions < 0 || n < 0)
+        return NULL;
+    static const char *NAMES[] = {"positions", "lows", "firsts", "tails"};
+    i64 *a[4] = {NULL}, *live = NULL;
+    PyObject *result = NULL;
+    for (int k = 0; k < 4; k++)
+        if ((a[k] = as_array(objects[k], k == 0 ? n_positions : n, NAMES[k])) == NULL)
+            goto done;
+    const i64 *positions = a[0], *lows = a[1], *firsts = a[2];
+    i64 *lasts = a[3]; /* the tails, overwritten by the kept lasts */
+    live = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
+    if (live == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t m = 0;
+    for (Py_ssize_t u = 0; u < n; u++) {
+        i64 last = lasts[u] > lows[u] ? lasts[u] : lows[u];
+        if (upper_bound(positions, n_positions, firsts[u]) < lower_bound(positions, n_positions, last)) {
+            live[m] = u;
+            lasts[m++] = last;
+        }
+    }
+    PyObject *lists[2] = {list_of(live, m), list_of(lasts, m)};
+    if (lists[0] != NULL && lists[1] != NULL)
+        result = PyTuple_Pack(2, lists[0], lists[1]);
+    Py_XDECREF(lists[0]);
+    Py_XDECREF(lists[1]);
+done:
+    for (int k = 0; k < 4; k++)
+        PyMem_Free(a[k]);
+    PyMem_Free(live);
+    return result;
+}
+
+/* fit_sizes(begins, tails, keys, values, budget) -> [bool]: each max(begin, tail) - begin +
+ * values[bisect_right(keys, begin)] <= budget. */
+static PyObject *fit_sizes(PyObject *self, PyObject *args)
+{
+    PyObject *objects[4];
+    long long budget;
+    if (!PyArg_ParseTuple(args, "OOOOL", &objects[0], &objects[1], &objects[2], &objects[3], &budget))
+        return NULL;
+    Py_ssize_t n = common_size(objects, 2, "fit_sizes"), n_keys = PySequence_Size(objects[2]);
+    if (n < 0 || n_keys < 0)
+        return NULL;
+    static const char *NAMES[] = {"begins", "tails", "keys", "values"};
+    Py_ssize_t sizes[4] = {n, n, n_keys, n_keys + 1};
+    i64 *a[4] = {NULL};
+    PyObject *out = NULL;
+    for (int k = 0; k < 4; k++)
+        if ((a[k] = as_array(objects[k], sizes[k], NAMES[k])) == NULL)
+            goto done;
+    if ((out = PyList_New(n)) == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        i64 begin = a[0][k], tail = a[1][k];
+        i64 size = (tail > begin ? tail : begin) - begin + a[3][upper_bound(a[2], n_keys, begin)];
+        PyObject *fit = size <= budget ? Py_True : Py_False;
+        Py_INCREF(fit);
+        PyList_SET_ITEM(out, k, fit);
+    }
+done:
+    for (int k = 0; k < 4; k++)
+        PyMem_Free(a[k]);
+    return out;
+}
+
+/* capped_intervals(starts, reaches, price) -> flat (start + 1, reach + 1, price) of each start whose
+ * reach, capped at the next start, lies past it. */
+static PyObject *capped_intervals(PyObject *self, PyObject *args)
+{
+    PyObject *objects[2];
+    long long price;
+    if (!PyArg_ParseTuple(args, "OOL", &objects[0], &objects[1], &price))
+        return NULL;
+    Py_ssize_t n = common_size(objects, 2, "capped_intervals");
+    if (n < 0)
+        return NULL;
+    i64 *starts = NULL, *reaches = NULL, *out = NULL;
+    PyObject *result = NULL;
+    if ((starts = as_array(objects[0], n, "starts")) == NULL || (reaches = as_array(objects[1], n, "reaches")) == NULL)
+        goto done;
+    out = PyMem_Malloc(sizeof(i64) * (size_t)(3 * n + 1));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t m = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        i64 reach = reaches[k];
+        if (k + 1 < n && starts[k + 1] < reach)
+            reach = starts[k + 1];
+        if (reach > starts[k]) {
+            out[m++] = starts[k] + 1;
+            out[m++] = reach + 1;
+            out[m++] = price;
+        }
+    }
+    result = list_of(out, m);
+done:
+    PyMem_Free(starts);
+    PyMem_Free(reaches);
+    PyMem_Free(out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"best_predecessors", best_predecessors, METH_VARARGS,
      "segmenter.best_predecessors(heads, tails, prices, inside_head, inside_tail, floors, allowances, fulls, "
@@ -1344,6 +1478,9 @@ static PyMethodDef methods[] = {
     {"text_spans", text_spans, METH_VARARGS,
      "segmenter.text_spans(text, positions, scores, min_score, more, start, end, price, budget, keys, values, "
      "plain)"},
+    {"live_spans", live_spans, METH_VARARGS, "segmenter.live_spans(positions, lows, firsts, tails)"},
+    {"fit_sizes", fit_sizes, METH_VARARGS, "segmenter.fit_sizes(begins, tails, keys, values, budget)"},
+    {"capped_intervals", capped_intervals, METH_VARARGS, "segmenter.capped_intervals(starts, reaches, price)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,7 +34,9 @@ character), ``line_heads`` (the cuts whose trimmed text ends a line _ATX_LINE ma
 read once and looked up in the per-line memo), ``merge_levels`` (the plan's positions and each level's
 finds merged into one sorted candidate list, a duplicate keeping its best score), ``text_spans`` (the
 spans between consecutive bounds with a candidate inside their trimmed text, and those whose size
-settles the fit: the blocks, ``_blocks``), and the optimiser
+settles the fit: the blocks, ``_blocks``), ``live_spans`` (the units with a candidate inside their
+text), ``fit_sizes`` (sizes plus a looked-up reserve within the budget, ``_fit_all``),
+``capped_intervals`` (each heading's interval to its text, capped at the next heading), and the optimiser
 ``best_predecessors``. The additive size prefixes are the cut offsets
 for characters and come from the meter's arrays for words and tokens (whose gaps ``wide_gaps`` gives
 unmeasured, measured then by the prefixes in one lookup per level).
@@ -756,6 +758,43 @@ def text_spans(
     return sure, asked
 
 
+
+def live_spans(positions: list[int], lows: list[int], firsts: list[int], tails: list[int]) -> tuple[list[int], list[int]]:
+    """The spans with a position (``positions`` sorted) strictly inside their text [first, last), last
+    being the tail not below the span's low: their indices and their lasts."""
+    live: list[int] = []
+    lasts: list[int] = []
+    right, left = bisect.bisect_right, bisect.bisect_left
+    for u, (low, first, tail) in enumerate(zip(lows, firsts, tails, strict=True)):
+        last = max(low, tail)
+        if right(positions, first) < left(positions, last):
+            live.append(u)
+            lasts.append(last)
+    return live, lasts
+
+
+def fit_sizes(begins: list[int], tails: list[int], keys: list[int], values: list[int], budget: int) -> list[bool]:
+    """Whether each span [begin, tail), empty when the tail is below its begin, plus
+    ``values[bisect_right(keys, begin)]`` is at most ``budget``."""
+    find = bisect.bisect_right
+    return [
+        max(begin, tail) - begin + values[find(keys, begin)] <= budget
+        for begin, tail in zip(begins, tails, strict=True)
+    ]
+
+
+def capped_intervals(starts: list[int], reaches: list[int], price: int) -> list[int]:
+    """(start + 1, reach + 1, price) of each start (sorted) whose reach, capped at the next start, lies
+    past it (flat)."""
+    out: list[int] = []
+    n = len(starts)
+    for k, (start, reach) in enumerate(zip(starts, reaches, strict=True)):
+        if k + 1 < n:
+            reach = min(reach, starts[k + 1])
+        if reach > start:
+            out += (start + 1, reach + 1, price)
+    return out
+
 _SPECS: dict[str, list[int] | None] = {}
 
 
@@ -989,6 +1028,9 @@ kernel = (
         line_heads=line_heads,
         merge_levels=merge_levels,
         text_spans=text_spans,
+        live_spans=live_spans,
+        fit_sizes=fit_sizes,
+        capped_intervals=capped_intervals,
     )
 )
 
@@ -1369,11 +1411,7 @@ class Segmenter:
             # Inside a heading, or after it with only white space between: [start + 1, that + 1).
             heading_ends = plan.heading_ends
             reaches = self._heading_reaches = self._next_texts([heading_ends[s] for s in heading_starts], end)
-            for k, (start, reach) in enumerate(zip(heading_starts, reaches, strict=True)):
-                if k + 1 < len(heading_starts):
-                    reach = min(reach, heading_starts[k + 1])
-                if reach > start:
-                    intervals += (start + 1, reach + 1, PRICE_HEADING_AT_END)
+            intervals += kernel.capped_intervals(heading_starts, reaches, PRICE_HEADING_AT_END)
         else:
             # A plan without headings (recursive): a '#' line before the cut, as findings see it. Only a
             # cut whose trimmed text ends a line that may be one (a '#' after at most three spaces at
@@ -1404,41 +1442,40 @@ class Segmenter:
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
         units = list(
             dict.fromkeys(
-                (unit.start, unit.end, unit.kind)
-                for unit in itertools.chain(plan.groups, plan.units)
-                if unit.kind in PRICE_SPLIT
+                [
+                    (unit.start, unit.end, unit.kind)
+                    for unit in itertools.chain(plan.groups, plan.units)
+                    if unit.kind in PRICE_SPLIT
+                ]
             )
         )
         if units:
             unit_starts = [start for start, _, _ in units]
             unit_stops = [stop for _, stop, _ in units]
             firsts = self._next_texts(unit_starts, end)
-            tails = kernel.trim_ends(text, unit_stops, 0)
-            lasts = [max(start, last) for start, last in zip(unit_starts, tails, strict=True)]
-            after_first = kernel.lookup(positions, None, firsts, True)
-            before_last = kernel.lookup(positions, None, lasts, False)
-            # The units with a candidate inside.
-            live = [u for u, (a, b) in enumerate(zip(after_first, before_last, strict=True)) if a < b]
+            # The units with a candidate inside, and the ends of their texts.
+            live, lasts = kernel.live_spans(positions, unit_starts, firsts, kernel.trim_ends(text, unit_stops, 0))
             budget = pk.max_size
-            fitting: dict[int, bool] = {}
+            fits: list[bool | None] = [None] * len(live)
             if bounded:
-                for u in live:
-                    if lasts[u] - unit_starts[u] <= budget:
-                        fitting[u] = True
-                    elif lasts[u] - firsts[u] > budget:
-                        fitting[u] = False
-            asked = [u for u in live if u not in fitting]
+                for j, u in enumerate(live):
+                    if lasts[j] - unit_starts[u] <= budget:
+                        fits[j] = True
+                    elif lasts[j] - firsts[u] > budget:
+                        fits[j] = False
+            asked = [j for j, fit in enumerate(fits) if fit is None]
             if asked:
-                fitting.update(
-                    zip(
-                        asked,
-                        self._fit_all([unit_starts[u] for u in asked], [unit_stops[u] for u in asked]),
-                        strict=True,
-                    )
+                answers = self._fit_all(
+                    [unit_starts[live[j]] for j in asked],
+                    [unit_stops[live[j]] for j in asked],
+                    [firsts[live[j]] for j in asked],
+                    [lasts[j] for j in asked],
                 )
-            for u in live:
-                if fitting[u]:
-                    intervals += (firsts[u] + 1, lasts[u], PRICE_SPLIT[units[u][2]])
+                for j, fit in zip(asked, answers, strict=True):
+                    fits[j] = fit
+            for u, last, fit in zip(live, lasts, fits, strict=True):
+                if fit:
+                    intervals += (firsts[u] + 1, last, PRICE_SPLIT[units[u][2]])
         # Each block (a paragraph, mostly) that fits: between two block boundaries (a candidate scored
         # SCORE_BLOCK or more, and where the text after a heading begins).
         block_price = plan.chunk_price * PRICE_SPLIT_BLOCK_CHUNKS
@@ -1547,11 +1584,12 @@ class Segmenter:
             begins[k] = pk._skip_space(opened[k], ends[k])
         if tails is None:
             tails = kernel.trim_ends(self.text, ends, 0)
-        sizes = [max(begin, tail) - begin for begin, tail in zip(begins, tails, strict=True)]
+        # Each size plus the reserve at its begin (``_reserve_lookup``) within the budget.
         if pk.reserve is not None:
-            sizes = [size + r for size, r in zip(sizes, self._reserve_lookup(begins), strict=True)]
-        budget = pk.max_size
-        return [size <= budget for size in sizes]
+            keys, values = pk.reserve.lows, self._reserve_table(0)
+        else:
+            keys, values = [], [0]
+        return kernel.fit_sizes(begins, tails, keys, values, pk.max_size)
 
     def _reserve_lookup(self, starts: list[int], offset: int = 0) -> list[int]:
         """``max(1, offset - r)`` for each start's reserve r (``Reserve.sizes_at``), or r itself when

@@ -845,6 +845,66 @@ def test_text_spans_kernel_equals_its_twin_and_the_arrays(text, data):
         assert segmenter._native.text_spans(*args) == (sure, asked)
 
 
+
+@seed(20261203)
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_live_spans_kernel_equals_its_twin_and_the_arrays(data):
+    """``live_spans`` (C and Python) against what it stands for: the spans with a position strictly
+    inside [first, max(low, tail)), and those lasts."""
+    positions = sorted(set(data.draw(st.lists(st.integers(0, 50), max_size=20))))
+    n = data.draw(st.integers(0, 8))
+    lows = data.draw(st.lists(st.integers(0, 50), min_size=n, max_size=n))
+    firsts = [low + data.draw(st.integers(0, 5)) for low in lows]
+    tails = data.draw(st.lists(st.integers(0, 55), min_size=n, max_size=n))
+    args = (positions, lows, firsts, tails)
+    want_live = [u for u in range(n) if any(firsts[u] < p < max(lows[u], tails[u]) for p in positions)]
+    want = (want_live, [max(lows[u], tails[u]) for u in want_live])
+    assert segmenter.live_spans(*args) == want
+    if segmenter._native is not None:
+        assert segmenter._native.live_spans(*args) == want
+
+
+@seed(20261203)
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_fit_sizes_kernel_equals_its_twin_and_the_arrays(data):
+    """``fit_sizes`` (C and Python) against the sizes it stands for: [begin, tail), empty below its
+    begin, plus the value looked up by its begin, within the budget."""
+    n = data.draw(st.integers(0, 8))
+    begins = data.draw(st.lists(st.integers(0, 50), min_size=n, max_size=n))
+    tails = data.draw(st.lists(st.integers(0, 60), min_size=n, max_size=n))
+    keys = sorted(data.draw(st.lists(st.integers(0, 50), max_size=3)))
+    values = data.draw(st.lists(st.integers(0, 10), min_size=len(keys) + 1, max_size=len(keys) + 1))
+    budget = data.draw(st.integers(-1, 40))
+    args = (begins, tails, keys, values, budget)
+    want = [
+        max(0, tail - begin) + values[sum(1 for key in keys if key <= begin)] <= budget
+        for begin, tail in zip(begins, tails, strict=True)
+    ]
+    assert segmenter.fit_sizes(*args) == want
+    if segmenter._native is not None:
+        assert segmenter._native.fit_sizes(*args) == want
+
+
+@seed(20261203)
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_capped_intervals_kernel_equals_its_twin_and_the_arrays(data):
+    """``capped_intervals`` (C and Python) against the intervals it stands for: each start to its
+    reach, capped at the next start, when that lies past it."""
+    starts = sorted(set(data.draw(st.lists(st.integers(0, 50), max_size=8))))
+    reaches = [start + data.draw(st.integers(-2, 20)) for start in starts]
+    price = data.draw(st.sampled_from([0, 7, 400]))
+    want: list[int] = []
+    for k, start in enumerate(starts):
+        reach = min([reaches[k], *starts[k + 1 : k + 2]])
+        if reach > start:
+            want += (start + 1, reach + 1, price)
+    assert segmenter.capped_intervals(starts, reaches, price) == want
+    if segmenter._native is not None:
+        assert segmenter._native.capped_intervals(starts, reaches, price) == want
+
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_wide_gaps_kernel_equals_its_twin(data):
