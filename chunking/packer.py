@@ -829,6 +829,14 @@ class Packer:
         """Where a chunk that opens with the span [start, end) starts: at its first character (the
         scanner puts a boundary there when the line's start is one, so the line's indentation, which
         ``_skip_space`` keeps, is not in the chunk)."""
+        if self._plain:
+            # Every position a grapheme boundary: ``_skip_space`` of the first non-space at or after
+            # ``start`` is that position when it lies before ``end`` (one search, not two; issue 22).
+            found = _NON_SPACE.search(self.text, start, self.plan.end)
+            first = found.start() if found is not None else max(start, self.plan.end)
+            if first < end:
+                return first
+            return self._skip_space(first, end)
         return self._skip_space(self._opening_line(start), end)
 
     def _opening_line(self, start: int) -> int:
