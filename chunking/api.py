@@ -6,8 +6,6 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
-import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,46 +120,44 @@ def _chunks(
     token_counter: Any,
     tokenizer: Any,
 ) -> list[Chunk]:
-    """The ``Chunk`` of each span, in order (the per-chunk work of ``split_document``), built column by
-    column with ``map`` (in C) and zipped into the field tuples: a fifth less than a loop body (issue 22)."""
-    if not spans:
-        return []
-    starts, ends, sizes, reasons = map(list, zip(*spans, strict=True))
-    bounds = list(zip(starts, ends, strict=True))
+    """The ``Chunk`` of each span, in order (the per-chunk loop of ``split_document``)."""
+    bounds = [(span.start, span.end) for span in spans]
     labels = layout.labels_of(bounds)
     paths = layout.chunk_section_paths(bounds)
+    starts = [span.start for span in spans]
     prefixes = reserve.of_chunks(starts, paths)
-    for index in itertools.compress(itertools.count(), map(_SHORTENED, prefixes)):
-        findings[index].append("prefix_shortened")
-    texts = list(map(text.__getitem__, map(slice, starts, ends)))
-    # ``"" + text`` is ``text`` itself: a chunk without a prefix embeds its text as it is.
-    embeds = map(operator.add, map(_TEXT, prefixes), texts)
-    if token_counter:
-        n_tokens: Any = sizes
-    elif tokenizer:
-        n_tokens = map(tokenizer.count, texts)
-    else:
-        n_tokens = itertools.repeat(None)
-    fields = zip(
-        range(len(spans)),
-        starts,
-        ends,
-        texts,
-        embeds,
-        paths,
-        sizes,
-        map(operator.sub, ends, starts),
-        n_tokens,
-        itertools.repeat(layout.strategy),
-        map(tuple, findings),
-        labels,
-        reasons,
-    )
-    # In the field order of ``Chunk``, built without its keyword ``__new__`` (a sixth of the cost).
-    return list(map(_new_chunk, itertools.repeat(Chunk), fields))
-
-
-_TEXT, _SHORTENED = operator.itemgetter(0), operator.itemgetter(2)  # ``Prefix.text``, ``.shortened``
+    strategy = layout.strategy
+    chunks = []
+    append = chunks.append
+    for index, (start, end, size, over_budget), path_here, (prefix, _, shortened), codes, label in zip(
+        range(len(spans)), spans, paths, prefixes, findings, labels, strict=True
+    ):
+        chunk_text = text[start:end]
+        if shortened:
+            codes.append("prefix_shortened")
+        n_tokens = size if token_counter else tokenizer.count(chunk_text) if tokenizer else None
+        # In the field order of ``Chunk``, built without its keyword ``__new__`` (a sixth of the cost).
+        append(
+            _new_chunk(
+                Chunk,
+                (
+                    index,
+                    start,
+                    end,
+                    chunk_text,
+                    prefix + chunk_text if prefix else chunk_text,
+                    path_here,
+                    size,
+                    end - start,
+                    n_tokens,
+                    strategy,
+                    tuple(codes),
+                    label,
+                    over_budget,
+                ),
+            )
+        )
+    return chunks
 
 
 def chunk_id(doc_id: str, start: int, end: int, config_hash: str) -> str:

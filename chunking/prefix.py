@@ -49,8 +49,6 @@ shortened has the finding ``prefix_shortened``.
 from __future__ import annotations
 
 import bisect
-import itertools
-import operator
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
@@ -111,8 +109,6 @@ _new_prefix = (
     tuple.__new__
 )  # ``_new_prefix(Prefix, (text, size, shortened))``, without the keyword ``__new__``
 _NO_PREFIX = Prefix("", 0, False)
-_SIZE_OF = operator.itemgetter(1)  # ``Prefix.size``
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _join(title: str | None, path: tuple[str, ...], contexts: tuple[str, ...]) -> str:
@@ -260,28 +256,35 @@ class Reserve:
         # The prefix of each section with no context (index 0: before the first heading).
         plain = self._section_prefixes(((), *layout.heading_paths))
         # The prefix at each start (its section's, with the contexts of the last change at or before
-        # it), kept where it differs from the one before. The section and change of every start are
-        # looked up by ``map`` (in C), and only a start with contexts goes through Python (issue 22).
-        sections = list(map(bisect.bisect_right, itertools.repeat(heading_starts), starts))
-        at_start = list(map(plain.__getitem__, sections))
+        # it), kept where it differs from the one before: one loop.
+        lows: list[int] = []
+        prefixes: list[Prefix] = []
+        last = None
+        find = bisect.bisect_right
         if changes:
             contexts = layout.contexts_at(changes)
             with_context = self._with_context
-            # The contexts of the last change at or before each start (``()`` before the first).
-            last_changes = map(bisect.bisect_right, itertools.repeat(changes), starts)
-            context_of = list(map([(), *contexts].__getitem__, last_changes))
-            for index in itertools.compress(range(len(starts)), context_of):
-                section = sections[index]
-                at_start[index] = with_context(section, context_of[index], plain[section])
-        # Where the prefix differs from the one before (``!=`` of equal objects is False in C too).
-        kept = [0, *itertools.compress(range(1, len(at_start)), map(operator.ne, at_start, at_start[1:]))]
-        if len(kept) == len(at_start):
-            lows, prefixes = starts, at_start
+            for start in starts:
+                section = find(heading_starts, start)
+                change = find(changes, start) - 1
+                prefix = (
+                    plain[section]
+                    if change < 0 or not contexts[change]
+                    else with_context(section, contexts[change], plain[section])
+                )
+                if prefix is not last and prefix != last:
+                    lows.append(start)
+                    prefixes.append(prefix)
+                    last = prefix
         else:
-            lows = [starts[k] for k in kept]
-            prefixes = [at_start[k] for k in kept]
+            for start in starts:
+                prefix = plain[find(heading_starts, start)]
+                if prefix is not last and prefix != last:
+                    lows.append(start)
+                    prefixes.append(prefix)
+                    last = prefix
         self.lows, self.prefixes = lows, prefixes
-        sizes = list(map(_SIZE_OF, prefixes))
+        sizes = [prefix.size for prefix in prefixes]
         self.largest = max(sizes)
         self.constant = min(sizes) == self.largest  # the same reserve everywhere
 
@@ -387,18 +390,12 @@ class Reserve:
             ends = sorted(heading_ends.values())
             search, stop = _NON_SPACE.search, len(text)  # ``_next_non_space`` of each, inline
             after = [found.start() if (found := search(text, h)) is not None else max(h, stop) for h in ends]
-            # Kept: ``end - start + back > roomy``, or the last heading ending before ``end`` (if any)
-            # has its first non-space at or after ``start - back`` (every test by ``map``, in C).
-            spans = list(spans)
-            unit_starts, unit_ends = list(map(_FIRST, spans)), list(map(_SECOND, spans))
-            long = map(operator.lt, itertools.repeat(roomy - back), map(operator.sub, unit_ends, unit_starts))
-            reach = [-len(text) - back - 1, *after].__getitem__  # index 0: no heading ends before
-            near = map(
-                operator.ge,
-                map(reach, map(bisect.bisect_left, itertools.repeat(ends), unit_ends)),
-                map(operator.sub, unit_starts, itertools.repeat(back)),
-            )
-            spans = list(itertools.compress(spans, map(operator.or_, long, near)))
+            spans = [
+                (start, end)
+                for start, end in spans
+                if end - start + back > roomy
+                or ((k := bisect.bisect_left(ends, end) - 1) >= 0 and after[k] >= start - back)
+            ]
         lows, prefixes, limit = self.lows, self.prefixes, plan.end
         for start, end in spans:
             if chars:
@@ -495,18 +492,14 @@ class Reserve:
             # One prefix everywhere and no heading (recursive, sentence, fixed): every chunk's path is
             # its start's, ``()``.
             return prefixes * len(starts)
-        if len(starts) != len(paths):
-            raise ValueError(f"{len(starts)} starts and {len(paths)} paths")
-        # ``self.at(start)`` of each (``[prefixes[0], *prefixes][k]`` is ``prefixes[max(k - 1, 0)]``),
-        # and each start's own section path, by ``map`` (in C).
-        reserved = map(bisect.bisect_right, itertools.repeat(lows), starts)
-        out = list(map([prefixes[0], *prefixes].__getitem__, reserved))
-        owns = map(
-            [(), *heading_paths].__getitem__,
-            map(bisect.bisect_right, itertools.repeat(heading_starts), starts),
-        )
-        # Indexes of chunks whose path is not their start's.
-        other = list(itertools.compress(itertools.count(), map(operator.ne, paths, owns)))
+        out: list[Prefix] = []
+        other: list[int] = []  # indexes of chunks whose path is not their start's
+        for index, (start, path) in enumerate(zip(starts, paths, strict=True)):
+            out.append(prefixes[max(bisect.bisect_right(lows, start) - 1, 0)])
+            section = bisect.bisect_right(heading_starts, start) - 1
+            own = heading_paths[section] if section >= 0 else ()
+            if path is not own and path != own:
+                other.append(index)
         if other:
             contexts = layout.contexts_at([starts[index] for index in other])
             for index, context in zip(other, contexts, strict=True):
