@@ -74,6 +74,8 @@ class Layout:
         path = self.heading_paths[i] if i >= 0 else ()
         for k in range(i + 1, bisect.bisect_left(starts, end)):
             other = self.heading_paths[k]
+            if other[: len(path)] == path:
+                continue  # a heading under the path (the common case): the path holds
             common = 0
             for a, b in zip(path, other, strict=False):
                 if a != b:

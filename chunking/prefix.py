@@ -388,7 +388,8 @@ class Reserve:
         back = OPENING_BACK
         if chars:
             ends = sorted(heading_ends.values())
-            after = [_next_non_space(text, h) for h in ends]
+            search, stop = _NON_SPACE.search, len(text)  # ``_next_non_space`` of each, inline
+            after = [found.start() if (found := search(text, h)) is not None else max(h, stop) for h in ends]
             spans = [
                 (start, end)
                 for start, end in spans

@@ -174,13 +174,16 @@ def _read_lines(lines: list[str]) -> Any:
     root: dict = {}
     stack: list[tuple[int, dict]] = [(0, root)]  # (indent, mapping) of the open mappings
     pending: tuple[dict, Any] | None = None  # (mapping, key) of a key without a value on the line before
+    # Short scalars (keys, most values) are found in ``_plain``'s memo here, without the call.
+    fullmatch, memo = _SIMPLE_LINE.fullmatch, _PLAIN_READ
     for line in lines:
-        match = _SIMPLE_LINE.fullmatch(line)
+        match = fullmatch(line)
         if match is None:
             if not line.strip(" ") or line[0] == "#":
                 continue  # a blank line, or a comment (no line here holds a scalar that goes on)
             return _NOT_SIMPLE
-        indent = len(match.group(1))
+        spaces, name, empty, items, double, single, plain, quoted = match.groups()
+        indent = len(spaces)
         if pending is not None and indent > stack[-1][0]:  # the mapping under the key before
             child: dict = {}
             pending[0][pending[1]] = child
@@ -191,13 +194,16 @@ def _read_lines(lines: list[str]) -> Any:
             if indent != stack[-1][0]:
                 return _NOT_SIMPLE
         pending = None
-        key = _plain(match.group(2))  # ``yes`` is True, as a key too
+        key = memo.get(name, _NOT_SIMPLE)
+        if key is _NOT_SIMPLE:
+            key = _plain(name)  # ``yes`` is True, as a key too
         mapping = stack[-1][1]
-        empty, items, double, single, plain, quoted = match.groups()[2:]
         if plain is not None:
             if ": " in plain:  # a mapping inside the value: an error, or more than one line says
                 return _NOT_SIMPLE
-            value = _plain(plain)
+            value = memo.get(plain, _NOT_SIMPLE)
+            if value is _NOT_SIMPLE:
+                value = _plain(plain)
         elif double is not None:
             value = double
         elif single is not None:
