@@ -52,6 +52,44 @@ typedef struct {
 
 #define CH(d, i) PyUnicode_READ((d)->kind, (d)->data, (i))
 #define SPACE_OR_TAB(c) ((c) == ' ' || (c) == '\t')
+/* str.isdigit / \d (Py_UNICODE_ISDECIMAL) of c, without the call for ASCII */
+#define IS_DIGIT(c) ((c) < 128 ? ((c) >= '0' && (c) <= '9') : Py_UNICODE_ISDIGIT(c))
+#define IS_DECIMAL(c) ((c) < 128 ? ((c) >= '0' && (c) <= '9') : Py_UNICODE_ISDECIMAL(c))
+
+/* text.find(ch, p, e) for an ASCII ch in text of `kind` at `data` (-1: none), as PyUnicode_FindChar
+ * finds it, without its call: memchr on 1-byte text; on 2-byte text memchr for the low byte, each hit
+ * checked as the whole code unit it is part of; on 4-byte text a plain loop */
+static inline Py_ssize_t find_ascii(int kind, const void *data, Py_UCS4 ch, Py_ssize_t p, Py_ssize_t e)
+{
+    if (p >= e)
+        return -1;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *s = data;
+        const Py_UCS1 *hit = memchr(s + p, (int)ch, (size_t)(e - p));
+        return hit == NULL ? -1 : hit - s;
+    }
+    if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *s = data;
+        const Py_UCS2 *q = s + p, *end = s + e;
+        while (q < end) {
+            const unsigned char *hit = memchr(q, (int)ch, (size_t)(end - q) * sizeof(Py_UCS2));
+            if (hit == NULL)
+                return -1;
+            const Py_UCS2 *unit = s + (hit - (const unsigned char *)s) / (Py_ssize_t)sizeof(Py_UCS2);
+            if (*unit == ch)
+                return unit - s;
+            q = unit + 1;
+        }
+        return -1;
+    }
+    const Py_UCS4 *s = data;
+    for (Py_ssize_t i = p; i < e; i++)
+        if (s[i] == ch)
+            return i;
+    return -1;
+}
+
+#define FIND(d, ch, p, e) find_ascii((d)->kind, (d)->data, (ch), (p), (e))
 
 /* " {0,3}": up to three spaces; returns the position after them. */
 static Py_ssize_t up_to_three_spaces(const Doc *d, Py_ssize_t p, Py_ssize_t e)
@@ -76,8 +114,8 @@ static Py_ssize_t html_comment(const Doc *d, Py_ssize_t s, Py_ssize_t e)
 /* "-->" in text[s:e] */
 static int comment_closes(const Doc *d, Py_ssize_t s, Py_ssize_t e)
 {
-    for (Py_ssize_t p = s; p + 3 <= e; p++)
-        if (CH(d, p) == '-' && CH(d, p + 1) == '-' && CH(d, p + 2) == '>')
+    for (Py_ssize_t p = FIND(d, '>', s + 2, e); p >= 0; p = FIND(d, '>', p + 1, e))
+        if (CH(d, p - 1) == '-' && CH(d, p - 2) == '-')
             return 1;
     return 0;
 }
@@ -88,14 +126,6 @@ static int cr_end(const Doc *d, Py_ssize_t p, Py_ssize_t e)
     if (p < e && CH(d, p) == '\r')
         p++;
     return p == e;
-}
-
-/* _BLANK  [ \t]*\r?$ */
-static int is_blank(const Doc *d, Py_ssize_t s, Py_ssize_t e)
-{
-    while (s < e && SPACE_OR_TAB(CH(d, s)))
-        s++;
-    return cr_end(d, s, e);
 }
 
 /* _ATX_OPEN   {0,3}(#{1,6})(?=[ \t]|\r?$)   -> level (0: no match), *opened: the match end */
@@ -219,7 +249,7 @@ static int item_tail(const Doc *d, Py_ssize_t p, Py_ssize_t e)
 static Py_ssize_t number_then(const Doc *d, Py_ssize_t p, Py_ssize_t e, const char *closers)
 {
     Py_ssize_t digits = p;
-    while (p < e && Py_UNICODE_ISDECIMAL(CH(d, p)))
+    while (p < e && IS_DECIMAL(CH(d, p)))
         p++;
     if (p == digits || p - digits > 9 || p >= e)
         return -1;
@@ -249,7 +279,7 @@ static int list_item(const Doc *d, Py_ssize_t s, Py_ssize_t e, Py_ssize_t *inden
         }
         return 0;
     }
-    if (Py_UNICODE_ISDECIMAL(c)) {
+    if (IS_DECIMAL(c)) {
         Py_ssize_t q = number_then(d, p, e, ".)");
         return q >= 0 && item_tail(d, q, e);
     }
@@ -349,13 +379,34 @@ static PyObject *atx_title(PyObject *text, const Doc *d, Py_ssize_t opened, Py_s
     return PyUnicode_Substring(text, p, title_end);
 }
 
+/* What the line scan found, in C: markdown._scan_lines' headings and groups, before any is a Python
+ * object but a heading's title (scan_lines makes its tuples of them, structure its Headings and
+ * Groups, each object once) */
+typedef struct {
+    Py_ssize_t start, end;
+    int level;
+    PyObject *title; /* owned */
+} RawHeading;
+
+enum { KIND_CODE, KIND_TABLE, KIND_LIST, KIND_PROCEDURE, KIND_SECTION, N_KINDS };
+static const char *const KIND_NAMES[N_KINDS] = {"code", "table", "list", "procedure", "section"};
+/* the kinds as interned strings, made once by the module's init */
+static PyObject *KINDS[N_KINDS];
+
+typedef struct {
+    int kind;
+    Py_ssize_t anchor, end, body, header_end, label_start, label_end;
+} RawGroup;
+
 typedef struct {
     PyObject *text;
     Doc *d;
     int *score;
     char *heading_line;
-    PyObject *headings;
-    PyObject *groups;
+    RawHeading *headings;
+    Py_ssize_t n_headings, headings_capacity;
+    RawGroup *groups;
+    Py_ssize_t n_groups, groups_capacity;
     Py_ssize_t last_block_end_line;
     Py_ssize_t prev_para_start; /* -1: none */
     Py_ssize_t prev_para_line;
@@ -377,31 +428,43 @@ static void mark_block(Scan *sc, Py_ssize_t line)
         mark(sc, line, AFTER_HEADING);
 }
 
+/* room for one more of `*n` items of `size` bytes in `*items` (0, else -1 with MemoryError) */
+static int grow(void **items, Py_ssize_t n, Py_ssize_t *capacity, size_t size)
+{
+    if (n < *capacity)
+        return 0;
+    Py_ssize_t more = *capacity ? *capacity * 2 : 16;
+    void *grown = PyMem_Realloc(*items, (size_t)more * size);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *items = grown;
+    *capacity = more;
+    return 0;
+}
+
+/* takes `title` */
 static int add_heading(Scan *sc, Py_ssize_t first, Py_ssize_t last, int level, PyObject *title)
 {
     if (title == NULL)
         return -1;
-    PyObject *item = Py_BuildValue("(nniN)", sc->d->starts[first], sc->d->ends[last], level, title);
-    if (item == NULL)
+    if (grow((void **)&sc->headings, sc->n_headings, &sc->headings_capacity, sizeof(RawHeading)) < 0) {
+        Py_DECREF(title);
         return -1;
-    int failed = PyList_Append(sc->headings, item);
-    Py_DECREF(item);
+    }
+    sc->headings[sc->n_headings++] = (RawHeading){sc->d->starts[first], sc->d->ends[last], level, title};
     mark(sc, first, HEADING_BASE - level);
-    return failed;
+    return 0;
 }
 
-static int add_group(Scan *sc, const char *kind, Py_ssize_t anchor, Py_ssize_t end, Py_ssize_t body,
+static int add_group(Scan *sc, int kind, Py_ssize_t anchor, Py_ssize_t end, Py_ssize_t body,
                      Py_ssize_t header_end, Py_ssize_t label_start, Py_ssize_t label_end)
 {
-    PyObject *label = PyUnicode_Substring(sc->text, label_start, label_end);
-    if (label == NULL)
+    if (grow((void **)&sc->groups, sc->n_groups, &sc->groups_capacity, sizeof(RawGroup)) < 0)
         return -1;
-    PyObject *item = Py_BuildValue("(snnnnN)", kind, anchor, end, body, header_end, label);
-    if (item == NULL)
-        return -1;
-    int failed = PyList_Append(sc->groups, item);
-    Py_DECREF(item);
-    return failed;
+    sc->groups[sc->n_groups++] = (RawGroup){kind, anchor, end, body, header_end, label_start, label_end};
+    return 0;
 }
 
 /* lead_in_start(): the anchor of a block that starts at `line` */
@@ -418,7 +481,7 @@ static Py_ssize_t lead_in_start(Scan *sc, Py_ssize_t line)
 
 static int is_item_first(Py_UCS4 c)
 {
-    return c == '-' || c == '*' || c == '+' || c == 's' || c == 'S' || c == 0x17F || Py_UNICODE_ISDIGIT(c);
+    return c == '-' || c == '*' || c == '+' || c == 's' || c == 'S' || c == 0x17F || IS_DIGIT(c);
 }
 
 static int run_scan(Scan *sc)
@@ -471,22 +534,22 @@ static int run_scan(Scan *sc)
                 mark(sc, k, d->blank[k - 1] ? CODE_BLANK : CODE_LINE);
             /* the body starts at the fence itself, after its (at most three) blanks */
             Py_ssize_t body = up_to_three_spaces(d, ls, le);
-            if (add_group(sc, "code", anchor, d->ends[last], body, -1, lang_start, lang_end) < 0)
+            if (add_group(sc, KIND_CODE, anchor, d->ends[last], body, -1, lang_start, lang_end) < 0)
                 return -1;
             sc->last_block_end_line = last;
             sc->prev_para_start = -1;
             i = last + 1;
             continue;
         }
-        if (i + 1 < n && PyUnicode_FindChar(sc->text, '|', ls, le, 1) >= 0
+        if (i + 1 < n && FIND(d, '|', ls, le) >= 0
                 && table_delim(d, d->starts[i + 1], d->ends[i + 1])) {
             Py_ssize_t anchor = lead_in_start(sc, i);
             Py_ssize_t j = i + 2;
-            while (j < n && !d->blank[j] && PyUnicode_FindChar(sc->text, '|', d->starts[j], d->ends[j], 1) >= 0) {
+            while (j < n && !d->blank[j] && FIND(d, '|', d->starts[j], d->ends[j]) >= 0) {
                 mark(sc, j, j > i + 2 ? TABLE_ROW : TABLE_FIRST_ROW);
                 j++;
             }
-            if (add_group(sc, "table", anchor, d->ends[j - 1], ls, d->ends[i + 1], 0, 0) < 0)
+            if (add_group(sc, KIND_TABLE, anchor, d->ends[j - 1], ls, d->ends[i + 1], 0, 0) < 0)
                 return -1;
             sc->last_block_end_line = j - 1;
             sc->prev_para_start = -1;
@@ -535,7 +598,7 @@ static int run_scan(Scan *sc)
                 last = j;
                 j++;
             }
-            if (add_group(sc, ordered ? "procedure" : "list", anchor, d->ends[last], ls, -1, 0, 0) < 0)
+            if (add_group(sc, ordered ? KIND_PROCEDURE : KIND_LIST, anchor, d->ends[last], ls, -1, 0, 0) < 0)
                 return -1;
             sc->last_block_end_line = last;
             sc->prev_para_start = -1;
@@ -618,9 +681,7 @@ static int split_lines(Doc *d, Py_ssize_t start, Py_ssize_t end, int lone_cr)
     Py_ssize_t line_start = start;
     for (Py_ssize_t p = start; p <= end; p++) {
         if (!lone_cr && p < end) { /* jump to the next newline */
-            Py_ssize_t next = PyUnicode_FindChar(d->text, '\n', p, end, 1);
-            if (next == -2)
-                return -1;
+            Py_ssize_t next = FIND(d, '\n', p, end);
             p = next == -1 ? end : next;
         }
         int is_break;
@@ -654,18 +715,41 @@ static int split_lines(Doc *d, Py_ssize_t start, Py_ssize_t end, int lone_cr)
     return 0;
 }
 
-/* The line scan; with `quote_heads`, also the start of every line whose first character after at
- * most three spaces or tabs is ">" (markdown._quote_heads: where a block quote's line may begin). */
-static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int lone_cr, PyObject *quote_heads)
+/* The line scan's result: its headings and groups in C, the boundaries as lists */
+typedef struct {
+    RawHeading *headings;
+    Py_ssize_t n_headings;
+    RawGroup *groups;
+    Py_ssize_t n_groups;
+    PyObject *positions, *scores;
+} Raw;
+
+static void raw_release(Raw *raw)
 {
+    for (Py_ssize_t i = 0; i < raw->n_headings; i++)
+        Py_DECREF(raw->headings[i].title);
+    PyMem_Free(raw->headings);
+    PyMem_Free(raw->groups);
+    Py_XDECREF(raw->positions);
+    Py_XDECREF(raw->scores);
+    *raw = (Raw){0};
+}
+
+/* The line scan into `raw` (0; -1 with an exception, `raw` empty); with `quote_heads`, also the start
+ * of every line whose first character after at most three spaces or tabs is ">" (markdown._quote_heads:
+ * where a block quote's line may begin). */
+static int scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int lone_cr, PyObject *quote_heads, Raw *raw)
+{
+    *raw = (Raw){0};
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
     if (start < 0 || end > length || start > end) {
         PyErr_SetString(PyExc_ValueError, "scan_lines: start and end must satisfy 0 <= start <= end <= len(text)");
-        return NULL;
+        return -1;
     }
     Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
-    Scan sc = {text, &d, NULL, NULL, NULL, NULL, -1, -1, -1, 0};
-    PyObject *result = NULL, *positions = NULL, *scores = NULL;
+    Scan sc = {text, &d, NULL, NULL, NULL, 0, 0, NULL, 0, 0, -1, -1, -1, 0};
+    int status = -1;
+    PyObject *positions = NULL, *scores = NULL;
     if (split_lines(&d, start, end, lone_cr) < 0) {
         if (!PyErr_Occurred())
             PyErr_NoMemory();
@@ -698,12 +782,10 @@ static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int 
         d.plain[i] = !(first == 0 || first == '#' || first == '`' || first == '~' || first == '=' || first == '-'
                        || first == '*' || first == '+' || first == '_' || first == '|' || first == '\r'
                        || first == 's' || first == 'S' || first == 0x17F || first == '<'
-                       || Py_UNICODE_ISDIGIT(first));
-        d.blank[i] = is_blank(&d, d.starts[i], e);
+                       || IS_DIGIT(first));
+        d.blank[i] = cr_end(&d, p, e); /* _BLANK  [ \t]*\r?$ : p is past the line's spaces and tabs */
     }
-    sc.headings = PyList_New(0);
-    sc.groups = PyList_New(0);
-    if (!sc.headings || !sc.groups || run_scan(&sc) < 0)
+    if (run_scan(&sc) < 0)
         goto done;
     Py_ssize_t n_marked = 0; /* the lists are made at their size, then filled */
     for (Py_ssize_t i = 1; i < n; i++)
@@ -726,10 +808,17 @@ static PyObject *scan_raw(PyObject *text, Py_ssize_t start, Py_ssize_t end, int 
         PyList_SET_ITEM(scores, k, score);
         k++;
     }
-    result = PyTuple_Pack(4, sc.headings, positions, scores, sc.groups);
+    *raw = (Raw){sc.headings, sc.n_headings, sc.groups, sc.n_groups, positions, scores};
+    sc.headings = NULL;
+    sc.n_headings = 0;
+    sc.groups = NULL;
+    positions = scores = NULL;
+    status = 0;
 done:
-    Py_XDECREF(sc.headings);
-    Py_XDECREF(sc.groups);
+    for (Py_ssize_t i = 0; i < sc.n_headings; i++)
+        Py_DECREF(sc.headings[i].title);
+    PyMem_Free(sc.headings);
+    PyMem_Free(sc.groups);
     Py_XDECREF(positions);
     Py_XDECREF(scores);
     PyMem_Free(d.starts);
@@ -739,7 +828,7 @@ done:
     PyMem_Free(d.blank);
     PyMem_Free(sc.score);
     PyMem_Free(sc.heading_line);
-    return result;
+    return status;
 }
 
 static PyObject *scan_lines(PyObject *self, PyObject *args)
@@ -749,34 +838,41 @@ static PyObject *scan_lines(PyObject *self, PyObject *args)
     int lone_cr;
     if (!PyArg_ParseTuple(args, "Unnp", &text, &start, &end, &lone_cr))
         return NULL;
-    return scan_raw(text, start, end, lone_cr, NULL);
+    Raw raw;
+    if (scan_raw(text, start, end, lone_cr, NULL, &raw) < 0)
+        return NULL;
+    PyObject *result = NULL, *headings = PyList_New(raw.n_headings), *groups = PyList_New(raw.n_groups);
+    if (headings == NULL || groups == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < raw.n_headings; i++) {
+        RawHeading *h = &raw.headings[i];
+        PyObject *item = Py_BuildValue("(nniO)", h->start, h->end, h->level, h->title);
+        if (item == NULL)
+            goto done;
+        PyList_SET_ITEM(headings, i, item);
+    }
+    for (Py_ssize_t i = 0; i < raw.n_groups; i++) {
+        RawGroup *g = &raw.groups[i];
+        PyObject *label = PyUnicode_Substring(text, g->label_start, g->label_end);
+        PyObject *item = label ? Py_BuildValue("(snnnnN)", KIND_NAMES[g->kind], g->anchor, g->end, g->body,
+                                               g->header_end, label) : NULL;
+        if (item == NULL)
+            goto done;
+        PyList_SET_ITEM(groups, i, item);
+    }
+    result = PyTuple_Pack(4, headings, raw.positions, raw.scores, groups);
+done:
+    Py_XDECREF(headings);
+    Py_XDECREF(groups);
+    raw_release(&raw);
+    return result;
 }
 
 /* -- the structure: markdown.scan's steps after the line scan ------------------------------------- */
 
-/* A named tuple of `type` (a tuple subclass) from the items of the tuple `fields`, which it takes:
- * tuple.__new__(type, fields), as CPython's tuple_subtype_new builds it, without the argument tuple */
-static PyObject *named(PyObject *type, PyObject *fields)
-{
-    if (fields == NULL)
-        return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(fields);
-    PyObject *item = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
-    if (item != NULL) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *field = PyTuple_GET_ITEM(fields, i);
-            Py_INCREF(field);
-            PyTuple_SET_ITEM(item, i, field);
-        }
-        if (!PyObject_GC_IsTracked(item))
-            PyObject_GC_Track(item);
-    }
-    Py_DECREF(fields);
-    return item;
-}
-
 /* A Group of `type` (a tuple subclass) from its six fields, new references it takes (NULL ones: a
- * failure, with the others released), as named() builds it, without the tuple of fields */
+ * failure, with the others released): tuple.__new__(type, fields), as CPython's tuple_subtype_new builds
+ * it, without the tuple of fields */
 static PyObject *group_from(PyObject *type, PyObject *kind, PyObject *start, PyObject *end, PyObject *body,
                            PyObject *context, PyObject *label)
 {
@@ -799,17 +895,18 @@ static PyObject *group_from(PyObject *type, PyObject *kind, PyObject *start, PyO
     return item;
 }
 
-/* _lead_text: " ".join(text[anchor:body].split()) ("" when anchor >= body) */
+/* _lead_text: " ".join(text[anchor:body].split()) ("" when anchor >= body), the words copied once into
+ * a buffer of the text's kind (as long as the span at most), then the string of the narrowest kind */
 static PyObject *lead_text(PyObject *text, Py_ssize_t anchor, Py_ssize_t body)
 {
     if (anchor >= body)
         return PyUnicode_FromStringAndSize("", 0);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    PyObject *words = PyList_New(0);
-    if (words == NULL)
-        return NULL;
-    Py_ssize_t p = anchor;
+    char *joined = PyMem_Malloc((size_t)(body - anchor) * (size_t)kind);
+    if (joined == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t n = 0, p = anchor;
     while (p < body) {
         while (p < body && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, p)))
             p++;
@@ -817,20 +914,15 @@ static PyObject *lead_text(PyObject *text, Py_ssize_t anchor, Py_ssize_t body)
         while (p < body && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, p)))
             p++;
         if (p > word) {
-            PyObject *piece = PyUnicode_Substring(text, word, p);
-            if (piece == NULL || PyList_Append(words, piece) < 0) {
-                Py_XDECREF(piece);
-                Py_DECREF(words);
-                return NULL;
-            }
-            Py_DECREF(piece);
+            if (n > 0)
+                PyUnicode_WRITE(kind, joined, n++, ' ');
+            memcpy(joined + n * kind, (const char *)data + word * kind, (size_t)(p - word) * (size_t)kind);
+            n += p - word;
         }
     }
-    PyObject *space = PyUnicode_FromStringAndSize(" ", 1);
-    PyObject *joined = space ? PyUnicode_Join(space, words) : NULL;
-    Py_XDECREF(space);
-    Py_DECREF(words);
-    return joined;
+    PyObject *result = PyUnicode_FromKindAndData(kind, joined, n);
+    PyMem_Free(joined);
+    return result;
 }
 
 typedef struct {
@@ -868,20 +960,19 @@ static PyObject *structure(PyObject *self, PyObject *args)
     PyObject *quote_heads = PyList_New(0);
     if (quote_heads == NULL)
         return NULL;
-    PyObject *raw = scan_raw(text, start, end, lone_cr, quote_heads);
-    if (raw == NULL) {
+    Raw raw;
+    if (scan_raw(text, start, end, lone_cr, quote_heads, &raw) < 0) {
         Py_DECREF(quote_heads);
         return NULL;
     }
-    PyObject *raw_headings = PyTuple_GET_ITEM(raw, 0), *raw_groups = PyTuple_GET_ITEM(raw, 3);
-    Py_ssize_t n_headings = PyList_GET_SIZE(raw_headings), n_raw = PyList_GET_SIZE(raw_groups);
-    PyObject *headings = PyList_New(n_headings), *paths = PyList_New(n_headings), *groups = PyList_New(0);
+    Py_ssize_t n_headings = raw.n_headings, n_raw = raw.n_groups, n_groups = n_raw + n_headings, made = 0;
+    PyObject *headings = PyList_New(n_headings), *paths = PyList_New(n_headings), *groups = NULL;
     PyObject *result = NULL, *empty = PyUnicode_FromStringAndSize("", 0), *newline = PyUnicode_FromString("\n");
-    PyObject *section = PyUnicode_InternFromString("section");
     Py_ssize_t *stack = PyMem_Malloc((n_headings > 0 ? n_headings : 1) * sizeof(Py_ssize_t));
     Py_ssize_t *ends = PyMem_Malloc((n_headings > 0 ? n_headings : 1) * sizeof(Py_ssize_t));
-    SortKey *keys = NULL;
-    if (!headings || !paths || !groups || !empty || !newline || !section || !stack || !ends) {
+    /* each group with its sort key; the keys own the groups until the result list takes them */
+    SortKey *keys = PyMem_Malloc((n_groups > 0 ? n_groups : 1) * 2 * sizeof(SortKey));
+    if (!headings || !paths || !empty || !newline || !stack || !ends || !keys) {
         if (!PyErr_Occurred())
             PyErr_NoMemory();
         goto done;
@@ -889,36 +980,37 @@ static PyObject *structure(PyObject *self, PyObject *args)
     /* headings and breadcrumbs: the titles of the open headings of lower levels, then its own */
     Py_ssize_t depth = 0;
     for (Py_ssize_t i = 0; i < n_headings; i++) {
-        PyObject *fields = PyList_GET_ITEM(raw_headings, i);
-        Py_INCREF(fields);
-        PyObject *heading = named(heading_type, fields);
+        const RawHeading *h = &raw.headings[i];
+        PyObject *heading = ((PyTypeObject *)heading_type)->tp_alloc((PyTypeObject *)heading_type, 4);
         if (heading == NULL)
             goto done;
         PyList_SET_ITEM(headings, i, heading);
-        long level = PyLong_AsLong(PyTuple_GET_ITEM(heading, 2));
-        while (depth > 0 && PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(headings, stack[depth - 1]), 2)) >= level)
+        PyObject *fields[4] = {PyLong_FromSsize_t(h->start), PyLong_FromSsize_t(h->end), PyLong_FromLong(h->level),
+                               Py_NewRef(h->title)};
+        for (int k = 0; k < 4; k++)
+            PyTuple_SET_ITEM(heading, k, fields[k]); /* a NULL one is skipped by the release */
+        if (!PyObject_GC_IsTracked(heading))
+            PyObject_GC_Track(heading);
+        if (!fields[0] || !fields[1] || !fields[2])
+            goto done;
+        while (depth > 0 && raw.headings[stack[depth - 1]].level >= h->level)
             depth--;
         stack[depth++] = i;
         PyObject *path = PyTuple_New(depth);
         if (path == NULL)
             goto done;
-        for (Py_ssize_t k = 0; k < depth; k++) {
-            PyObject *title = PyTuple_GET_ITEM(PyList_GET_ITEM(headings, stack[k]), 3);
-            Py_INCREF(title);
-            PyTuple_SET_ITEM(path, k, title);
-        }
+        for (Py_ssize_t k = 0; k < depth; k++)
+            PyTuple_SET_ITEM(path, k, Py_NewRef(raw.headings[stack[k]].title));
         PyList_SET_ITEM(paths, i, path);
     }
     /* the scanned groups, with their contexts */
     for (Py_ssize_t i = 0; i < n_raw; i++) {
-        PyObject *g = PyList_GET_ITEM(raw_groups, i);
-        Py_ssize_t anchor = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 1)), body = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 3));
-        Py_ssize_t header_end = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 4));
-        PyObject *context = lead_text(text, anchor, body);
+        const RawGroup *g = &raw.groups[i];
+        PyObject *context = lead_text(text, g->anchor, g->body);
         if (context == NULL)
             goto done;
-        if (header_end >= 0) { /* _join_context(lead, header) */
-            PyObject *header = PyUnicode_Substring(text, body, header_end);
+        if (g->header_end >= 0) { /* _join_context(lead, header) */
+            PyObject *header = PyUnicode_Substring(text, g->body, g->header_end);
             PyObject *parts = header ? PyList_New(0) : NULL;
             int failed = parts == NULL || (PyUnicode_GET_LENGTH(context) && PyList_Append(parts, context) < 0)
                          || (PyUnicode_GET_LENGTH(header) && PyList_Append(parts, header) < 0);
@@ -929,71 +1021,67 @@ static PyObject *structure(PyObject *self, PyObject *args)
             if (context == NULL)
                 goto done;
         }
-        PyObject *item = group_from(group_type, Py_NewRef(PyTuple_GET_ITEM(g, 0)), Py_NewRef(PyTuple_GET_ITEM(g, 1)),
-                                    Py_NewRef(PyTuple_GET_ITEM(g, 2)), Py_NewRef(PyTuple_GET_ITEM(g, 3)), context,
-                                    Py_NewRef(PyTuple_GET_ITEM(g, 5)));
-        if (item == NULL || PyList_Append(groups, item) < 0) {
-            Py_XDECREF(item);
+        PyObject *item = group_from(group_type, Py_NewRef(KINDS[g->kind]), PyLong_FromSsize_t(g->anchor),
+                                    PyLong_FromSsize_t(g->end), PyLong_FromSsize_t(g->body), context,
+                                    PyUnicode_Substring(text, g->label_start, g->label_end));
+        if (item == NULL)
             goto done;
-        }
-        Py_DECREF(item);
+        keys[made++] = (SortKey){g->anchor, -g->end, i, item};
     }
     /* section_groups: each heading to the next heading of the same or a higher level */
     depth = 0;
     for (Py_ssize_t i = 0; i < n_headings; i++) {
-        PyObject *heading = PyList_GET_ITEM(headings, i);
-        long level = PyLong_AsLong(PyTuple_GET_ITEM(heading, 2));
+        const RawHeading *h = &raw.headings[i];
         ends[i] = end;
-        while (depth > 0 && PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(headings, stack[depth - 1]), 2)) >= level)
-            ends[stack[--depth]] = PyLong_AsSsize_t(PyTuple_GET_ITEM(heading, 0));
+        while (depth > 0 && raw.headings[stack[depth - 1]].level >= h->level)
+            ends[stack[--depth]] = h->start;
         stack[depth++] = i;
     }
     for (Py_ssize_t i = 0; i < n_headings; i++) {
         PyObject *heading = PyList_GET_ITEM(headings, i);
-        PyObject *item = group_from(group_type, Py_NewRef(section), Py_NewRef(PyTuple_GET_ITEM(heading, 0)),
+        PyObject *item = group_from(group_type, Py_NewRef(KINDS[KIND_SECTION]), Py_NewRef(PyTuple_GET_ITEM(heading, 0)),
                                     PyLong_FromSsize_t(ends[i]), Py_NewRef(PyTuple_GET_ITEM(heading, 1)),
                                     Py_NewRef(PyTuple_GET_ITEM(heading, 3)), Py_NewRef(empty));
-        if (item == NULL || PyList_Append(groups, item) < 0) {
-            Py_XDECREF(item);
+        if (item == NULL)
             goto done;
-        }
-        Py_DECREF(item);
+        keys[made++] = (SortKey){raw.headings[i].start, -ends[i], n_raw + i, item};
     }
-    if (PyErr_Occurred())
+    /* groups.sort(key=lambda g: (g.start, -g.end)), stable: the scanned groups and the sections are
+     * each in that order already (checked), so the two runs are merged; else sorted */
+    int runs_sorted = 1;
+    for (Py_ssize_t i = 1; i < n_groups && runs_sorted; i++)
+        if (i != n_raw && compare_groups(&keys[i - 1], &keys[i]) > 0)
+            runs_sorted = 0;
+    SortKey *order = keys + n_groups;
+    if (runs_sorted) {
+        Py_ssize_t a = 0, b = n_raw, k = 0;
+        while (a < n_raw && b < n_groups)
+            order[k++] = compare_groups(&keys[b], &keys[a]) < 0 ? keys[b++] : keys[a++];
+        while (a < n_raw)
+            order[k++] = keys[a++];
+        while (b < n_groups)
+            order[k++] = keys[b++];
+    } else {
+        memcpy(order, keys, (size_t)n_groups * sizeof(SortKey));
+        qsort(order, (size_t)n_groups, sizeof(SortKey), compare_groups);
+    }
+    groups = PyList_New(n_groups);
+    if (groups == NULL)
         goto done;
-    /* groups.sort(key=lambda g: (g.start, -g.end)): stable */
-    Py_ssize_t n_groups = PyList_GET_SIZE(groups);
-    keys = PyMem_Malloc((n_groups > 0 ? n_groups : 1) * sizeof(SortKey));
-    if (keys == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < n_groups; i++) {
-        PyObject *g = PyList_GET_ITEM(groups, i);
-        keys[i].start = PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 1));
-        keys[i].negative_end = -PyLong_AsSsize_t(PyTuple_GET_ITEM(g, 2));
-        keys[i].order = i;
-        keys[i].group = g;
-    }
-    qsort(keys, (size_t)n_groups, sizeof(SortKey), compare_groups);
-    PyObject *sorted_groups = PyList_New(n_groups);
-    if (sorted_groups == NULL)
-        goto done;
-    for (Py_ssize_t i = 0; i < n_groups; i++) {
-        Py_INCREF(keys[i].group);
-        PyList_SET_ITEM(sorted_groups, i, keys[i].group);
-    }
-    result = Py_BuildValue("(OOOONO)", headings, paths, PyTuple_GET_ITEM(raw, 1), PyTuple_GET_ITEM(raw, 2),
-                           sorted_groups, quote_heads);
+    for (Py_ssize_t i = 0; i < n_groups; i++)
+        PyList_SET_ITEM(groups, i, order[i].group);
+    made = 0; /* the list owns them */
+    result = PyTuple_Pack(6, headings, paths, raw.positions, raw.scores, groups, quote_heads);
 done:
-    Py_DECREF(raw);
+    for (Py_ssize_t i = 0; i < made; i++)
+        Py_DECREF(keys[i].group);
+    raw_release(&raw);
     Py_DECREF(quote_heads);
     Py_XDECREF(headings);
     Py_XDECREF(paths);
     Py_XDECREF(groups);
     Py_XDECREF(empty);
     Py_XDECREF(newline);
-    Py_XDECREF(section);
     PyMem_Free(stack);
     PyMem_Free(ends);
     PyMem_Free(keys);
@@ -1118,8 +1206,8 @@ static int check_group_type(PyObject *group_type)
  * which the caller checks (lists_close releases what was made) */
 static void lists_open(Lists *ls, PyObject *group_type)
 {
-    *ls = (Lists){PyList_New(0), group_type, PyUnicode_InternFromString("list"),
-                  PyUnicode_InternFromString("procedure"), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
+    *ls = (Lists){PyList_New(0), group_type, Py_NewRef(KINDS[KIND_LIST]),
+                  Py_NewRef(KINDS[KIND_PROCEDURE]), PyUnicode_FromStringAndSize("", 0), NULL, 0, 0, 0};
 }
 
 static void lists_close(Lists *ls)
@@ -1164,9 +1252,7 @@ static int run_lists(const Doc *d, Lists *ls, Py_ssize_t start, Py_ssize_t end)
     Py_ssize_t last_para_start = -1, last_para_depth = 0; /* -1: the last block is no paragraph */
     Py_ssize_t pos = start;
     while (pos < end) {
-        Py_ssize_t line_end = PyUnicode_FindChar(d->text, '\n', pos, end, 1);
-        if (line_end == -2)
-            return -1;
+        Py_ssize_t line_end = FIND(d, '\n', pos, end);
         if (line_end == -1)
             line_end = end;
         Py_ssize_t e = line_end, p = pos, finish = line_end;
@@ -1358,7 +1444,6 @@ static int group_fields(PyObject *g, PyObject **kind, Py_ssize_t *start, Py_ssiz
 static int run_indented(const Doc *dp, Lists *ls, PyObject *code_kind, Py_ssize_t begin, Py_ssize_t end)
 {
     const Doc d = *dp;
-    PyObject *text = d.text;
     int status = -1;
     OpenList *open = NULL;
     Py_ssize_t n_open = 0, capacity = 0, n_items = 0;
@@ -1366,9 +1451,7 @@ static int run_indented(const Doc *dp, Lists *ls, PyObject *code_kind, Py_ssize_
     Py_ssize_t base = -1, fence_start = -1, finish = begin, pos = begin;
     Py_UCS4 fence_marker = 0;
     while (pos < end) {
-        Py_ssize_t line_end = PyUnicode_FindChar(text, '\n', pos, end, 1);
-        if (line_end == -2)
-            goto done;
+        Py_ssize_t line_end = FIND(&d, '\n', pos, end);
         if (line_end == -1)
             line_end = end;
         Py_ssize_t e = line_end, p = pos, tail = line_end;
@@ -1471,7 +1554,7 @@ static PyObject *indented_units(PyObject *self, PyObject *args)
     Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
     Lists ls;
     lists_open(&ls, group_type);
-    PyObject *code_kind = PyUnicode_InternFromString("code"), *result = NULL;
+    PyObject *code_kind = Py_NewRef(KINDS[KIND_CODE]), *result = NULL;
     if (ls.out && ls.list_kind && ls.procedure_kind && ls.empty && code_kind
             && run_indented(&d, &ls, code_kind, begin, end) == 0) {
         result = ls.out;
@@ -1555,7 +1638,7 @@ static PyObject *group_units(PyObject *self, PyObject *args)
     Doc d = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), NULL, NULL, NULL, NULL, NULL, 0};
     Lists ls;
     lists_open(&ls, group_type);
-    PyObject *code_kind = PyUnicode_InternFromString("code"), *result = NULL;
+    PyObject *code_kind = Py_NewRef(KINDS[KIND_CODE]), *result = NULL;
     if (!ls.out || !ls.list_kind || !ls.procedure_kind || !ls.empty || !code_kind)
         goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(groups); i++) {
@@ -1593,9 +1676,7 @@ static PyObject *group_units(PyObject *self, PyObject *args)
             Py_DECREF(item);
         }
         if ((is_procedure || is_list) && body < group_end) {
-            Py_ssize_t newline = PyUnicode_FindChar(text, '\n', body, group_end, 1);
-            if (newline == -2)
-                goto done;
+            Py_ssize_t newline = FIND(&d, '\n', body, group_end);
             if (newline >= 0 && run_indented(&d, &ls, code_kind, body, group_end) < 0)
                 goto done;
         }
@@ -2040,6 +2121,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__mdscan(void)
 {
+    for (int k = 0; k < N_KINDS; k++)
+        if (KINDS[k] == NULL && (KINDS[k] = PyUnicode_InternFromString(KIND_NAMES[k])) == NULL)
+            return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

@@ -382,7 +382,10 @@ def _add_derived_groups(
     (``scan``), so that block quotes are looked for only there.
     """
     nested = group_units(text, structure.groups)
-    if ">" in text:
+    # With ``quote_heads`` and none of them, no line of ``text[start:]`` may open a block quote: no
+    # fence in a quote is found after ``start`` (``_quoted_fences``), nor a quoted list (``quoted_lists``).
+    no_quotes = quote_heads is not None and not quote_heads
+    if ">" in text and not (no_quotes and start == 0):
         # Fenced code inside a block quote ("> ```"): the line scanner reads quotes as paragraphs.
         opening: int | None = None
         for fence_start, fence_end in _quoted_fences(text, quote_heads, start):
@@ -397,7 +400,7 @@ def _add_derived_groups(
     # lie whole in one chunk, and CommonMark's is the one a reader sees rendered.
     end = len(text) if end is None else end
     lists = [g for g in commonmark_lists(text, start, end) if g.end - g.start <= _CROSS_CHECK_LIMIT]
-    if ">" in text:
+    if ">" in text and not no_quotes:
         lists.extend(
             g
             for g in quoted_lists(text, start, end, quote_heads=quote_heads)

@@ -202,6 +202,9 @@ PIECES = [
     "\u3000",
     "中文",
     "😀",
+    # 2-byte characters with a byte of "\n", "|" or ">" (0x0A, 0x7C, 0x3E): the C scanner's searches
+    # (memchr of the low byte) must read each such hit as the whole character it is part of
+    "\u0a0a\u7c0a\u3e7c\u010a\u0a3e\u2d2d",
     "\r",
     "\r\n",
     "\n",
@@ -252,6 +255,11 @@ def test_same_structure_on_generated_markdown(text, data):
         "<!--\n``` a\n- b\n# c\n-->\n- d",
         "text\n<!-- one -->\n- a\n<!-- x\n\n# h",
         "- a\n<!--\n-->\n  <!-- -->\n\t<!--",
+        "\u0a0a\u7c0a a | b\u3e7c\n|\u7c0a-|---|\n| \u010a |\u0a7c\n<!-- \u3e2d\u2d3e -\u3e2d->\n\u0a0a-->\n# \u7c7c",
+        "\u0a0a" * 40 + "\n" + "\u7c0a" * 40 + "|\n|-|\n" + "\u010a" * 3,
+        "\u7c0a a\n|-|\n| x |",  # a byte 0x7C, no "|": no table
+        "\u0a7c\u7c0a\n---|---\n\u7c7c",
+        "<!--\n--\u3e2d\n# h\n",  # "--" and a byte 0x3E: the comment does not close
     ],
 )
 def test_same_structure_on_edge_cases(text):
