@@ -758,8 +758,9 @@ def text_spans(
     return sure, asked
 
 
-
-def live_spans(positions: list[int], lows: list[int], firsts: list[int], tails: list[int]) -> tuple[list[int], list[int]]:
+def live_spans(
+    positions: list[int], lows: list[int], firsts: list[int], tails: list[int]
+) -> tuple[list[int], list[int]]:
     """The spans with a position (``positions`` sorted) strictly inside their text [first, last), last
     being the tail not below the span's low: their indices and their lasts."""
     live: list[int] = []
@@ -773,7 +774,9 @@ def live_spans(positions: list[int], lows: list[int], firsts: list[int], tails: 
     return live, lasts
 
 
-def fit_sizes(begins: list[int], tails: list[int], keys: list[int], values: list[int], budget: int) -> list[bool]:
+def fit_sizes(
+    begins: list[int], tails: list[int], keys: list[int], values: list[int], budget: int
+) -> list[bool]:
     """Whether each span [begin, tail), empty when the tail is below its begin, plus
     ``values[bisect_right(keys, begin)]`` is at most ``budget``."""
     find = bisect.bisect_right
@@ -794,6 +797,7 @@ def capped_intervals(starts: list[int], reaches: list[int], price: int) -> list[
         if reach > start:
             out += (start + 1, reach + 1, price)
     return out
+
 
 _SPECS: dict[str, list[int] | None] = {}
 
@@ -1454,7 +1458,9 @@ class Segmenter:
             unit_stops = [stop for _, stop, _ in units]
             firsts = self._next_texts(unit_starts, end)
             # The units with a candidate inside, and the ends of their texts.
-            live, lasts = kernel.live_spans(positions, unit_starts, firsts, kernel.trim_ends(text, unit_stops, 0))
+            live, lasts = kernel.live_spans(
+                positions, unit_starts, firsts, kernel.trim_ends(text, unit_stops, 0)
+            )
             budget = pk.max_size
             fits: list[bool | None] = [None] * len(live)
             if bounded:

@@ -845,7 +845,6 @@ def test_text_spans_kernel_equals_its_twin_and_the_arrays(text, data):
         assert segmenter._native.text_spans(*args) == (sure, asked)
 
 
-
 @seed(20261203)
 @settings(max_examples=400, deadline=None)
 @given(data=st.data())
@@ -904,6 +903,7 @@ def test_capped_intervals_kernel_equals_its_twin_and_the_arrays(data):
     assert segmenter.capped_intervals(starts, reaches, price) == want
     if segmenter._native is not None:
         assert segmenter._native.capped_intervals(starts, reaches, price) == want
+
 
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
