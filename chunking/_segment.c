@@ -169,6 +169,31 @@ static PyObject *list_of(const i64 *values, Py_ssize_t n)
     return out;
 }
 
+/* A tuple of count new lists, the k-th of arrays[k][0..sizes[k]); NULL and an exception on failure. */
+static PyObject *tuple_of_lists(int count, const i64 *const arrays[], const Py_ssize_t sizes[])
+{
+    PyObject *out = PyTuple_New(count);
+    if (out == NULL)
+        return NULL;
+    for (int k = 0; k < count; k++) {
+        PyObject *list = list_of(arrays[k], sizes[k]);
+        if (list == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, k, list);
+    }
+    return out;
+}
+
+/* The tuple (list of a[0..na), list of b[0..nb)). */
+static PyObject *pair_of_lists(const i64 *a, Py_ssize_t na, const i64 *b, Py_ssize_t nb)
+{
+    const i64 *arrays[2] = {a, b};
+    const Py_ssize_t sizes[2] = {na, nb};
+    return tuple_of_lists(2, arrays, sizes);
+}
+
 /* Whether text[a:b] holds a character str.isspace() rejects. */
 static int has_text(int kind, const void *data, Py_ssize_t length, i64 a, i64 b)
 {
@@ -263,11 +288,9 @@ static PyObject *cut_candidates(PyObject *self, PyObject *args)
         kept[m] = 1000;
         m++;
     }
-    PyObject *lists[3] = {list_of(cuts, m), list_of(prices, m), list_of(kept, m)};
-    if (lists[0] != NULL && lists[1] != NULL && lists[2] != NULL)
-        result = PyTuple_Pack(3, lists[0], lists[1], lists[2]);
-    for (int k = 0; k < 3; k++)
-        Py_XDECREF(lists[k]);
+    const i64 *lists[3] = {cuts, prices, kept};
+    const Py_ssize_t lengths[3] = {m, m, m};
+    result = tuple_of_lists(3, lists, lengths);
 done:
     for (int k = 0; k < 6; k++)
         PyMem_Free(a[k]);
@@ -514,12 +537,7 @@ static PyObject *skip_spaces(PyObject *self, PyObject *args)
         }
         positions[k] = start;
     }
-    PyObject *lists[2] = {list_of(positions, n), list_of(unsure, m)};
-    PyObject *result = NULL;
-    if (lists[0] != NULL && lists[1] != NULL)
-        result = PyTuple_Pack(2, lists[0], lists[1]);
-    Py_XDECREF(lists[0]);
-    Py_XDECREF(lists[1]);
+    PyObject *result = pair_of_lists(positions, n, unsure, m);
     PyMem_Free(positions);
     PyMem_Free(unsure);
     PyMem_Free(limits);
@@ -707,11 +725,7 @@ static PyObject *class_ends(PyObject *self, PyObject *args)
             pos = end > pos ? end : pos + 1;
         }
     }
-    PyObject *lists[2] = {list_of(ends, n_ends), list_of(unsure, n_unsure)};
-    if (lists[0] != NULL && lists[1] != NULL)
-        result = PyTuple_Pack(2, lists[0], lists[1]);
-    Py_XDECREF(lists[0]);
-    Py_XDECREF(lists[1]);
+    result = pair_of_lists(ends, n_ends, unsure, n_unsure);
 done:
     for (int k = 0; k < 3; k++)
         PyMem_Free(a[k]);
@@ -860,11 +874,7 @@ static PyObject *class_positions(PyObject *self, PyObject *args)
         }
     }
     offsets[n_gaps / 2] = m;
-    PyObject *lists[2] = {list_of(out, m), list_of(offsets, n_gaps / 2 + 1)};
-    if (lists[0] != NULL && lists[1] != NULL)
-        result = PyTuple_Pack(2, lists[0], lists[1]);
-    Py_XDECREF(lists[0]);
-    Py_XDECREF(lists[1]);
+    result = pair_of_lists(out, m, offsets, n_gaps / 2 + 1);
 done:
     PyMem_Free(gaps);
     PyMem_Free(ranges);
@@ -957,11 +967,7 @@ static PyObject *window_extra(PyObject *self, PyObject *args)
         if (!truth)
             extra[k] = price;
     }
-    PyObject *lists[2] = {list_of(extra, n), list_of(missing, m)};
-    if (lists[0] != NULL && lists[1] != NULL)
-        result = PyTuple_Pack(2, lists[0], lists[1]);
-    Py_XDECREF(lists[0]);
-    Py_XDECREF(lists[1]);
+    result = pair_of_lists(extra, n, missing, m);
 done:
     PyMem_Free(positions);
     PyMem_Free(scores);
@@ -1070,11 +1076,9 @@ static PyObject *line_heads(PyObject *self, PyObject *args)
         if (truth)
             hits[n_hits++] = k;
     }
-    PyObject *lists[3] = {list_of(hits, n_hits), list_of(missing, m), list_of(trimmed, m)};
-    if (lists[0] != NULL && lists[1] != NULL && lists[2] != NULL)
-        result = PyTuple_Pack(3, lists[0], lists[1], lists[2]);
-    for (int k = 0; k < 3; k++)
-        Py_XDECREF(lists[k]);
+    const i64 *lists[3] = {hits, missing, trimmed};
+    const Py_ssize_t lengths[3] = {n_hits, m, m};
+    result = tuple_of_lists(3, lists, lengths);
 done:
     PyMem_Free(positions);
     PyMem_Free(scores);
@@ -1307,11 +1311,7 @@ static PyObject *text_spans(PyObject *self, PyObject *args)
             sure[n_sure++] = price;
         }
     }
-    PyObject *lists[2] = {list_of(sure, n_sure), list_of(asked, n_asked)};
-    if (lists[0] != NULL && lists[1] != NULL)
-        result = PyTuple_Pack(2, lists[0], lists[1]);
-    Py_XDECREF(lists[0]);
-    Py_XDECREF(lists[1]);
+    result = pair_of_lists(sure, n_sure, asked, n_asked);
 done:
     for (int k = 0; k < 5; k++)
         PyMem_Free(a[k]);
@@ -1370,11 +1370,7 @@ static PyObject *live_spans(PyObject *self, PyObject *args)
             lasts[m++] = last;
         }
     }
-    PyObject *lists[2] = {list_of(live, m), list_of(lasts, m)};
-    if (lists[0] != NULL && lists[1] != NULL)
-        result = PyTuple_Pack(2, lists[0], lists[1]);
-    Py_XDECREF(lists[0]);
-    Py_XDECREF(lists[1]);
+    result = pair_of_lists(live, m, lasts, m);
 done:
     for (int k = 0; k < 4; k++)
         PyMem_Free(a[k]);

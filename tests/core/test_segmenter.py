@@ -845,6 +845,13 @@ def test_text_spans_kernel_equals_its_twin_and_the_arrays(text, data):
         assert segmenter._native.text_spans(*args) == (sure, asked)
 
 
+def _twin_and_kernel_give(name: str, args: tuple, want: object) -> None:
+    """The Python twin ``segmenter.<name>`` and, when built, its C kernel both return ``want``."""
+    assert getattr(segmenter, name)(*args) == want
+    if segmenter._native is not None:
+        assert getattr(segmenter._native, name)(*args) == want
+
+
 @seed(20261203)
 @settings(max_examples=400, deadline=None)
 @given(data=st.data())
@@ -859,9 +866,7 @@ def test_live_spans_kernel_equals_its_twin_and_the_arrays(data):
     args = (positions, lows, firsts, tails)
     want_live = [u for u in range(n) if any(firsts[u] < p < max(lows[u], tails[u]) for p in positions)]
     want = (want_live, [max(lows[u], tails[u]) for u in want_live])
-    assert segmenter.live_spans(*args) == want
-    if segmenter._native is not None:
-        assert segmenter._native.live_spans(*args) == want
+    _twin_and_kernel_give("live_spans", args, want)
 
 
 @seed(20261203)
@@ -881,9 +886,7 @@ def test_fit_sizes_kernel_equals_its_twin_and_the_arrays(data):
         max(0, tail - begin) + values[sum(1 for key in keys if key <= begin)] <= budget
         for begin, tail in zip(begins, tails, strict=True)
     ]
-    assert segmenter.fit_sizes(*args) == want
-    if segmenter._native is not None:
-        assert segmenter._native.fit_sizes(*args) == want
+    _twin_and_kernel_give("fit_sizes", args, want)
 
 
 @seed(20261203)
@@ -900,9 +903,7 @@ def test_capped_intervals_kernel_equals_its_twin_and_the_arrays(data):
         reach = min([reaches[k], *starts[k + 1 : k + 2]])
         if reach > start:
             want += (start + 1, reach + 1, price)
-    assert segmenter.capped_intervals(starts, reaches, price) == want
-    if segmenter._native is not None:
-        assert segmenter._native.capped_intervals(starts, reaches, price) == want
+    _twin_and_kernel_give("capped_intervals", (starts, reaches, price), want)
 
 
 @settings(max_examples=300, deadline=None)
