@@ -463,6 +463,10 @@ CLUSTER_PIECES = [
 @given(st.lists(st.sampled_from(CLUSTER_PIECES), max_size=400))
 # Found by hypothesis: Prepend characters before an ASCII base, accents after it, no long non-ASCII run.
 @example(["\u0600" * 30, "a", "\u0301" * 40])
+# The bound of the first filter (a run of LONG_CLUSTER // 2 non-ASCII code points): 65 code points whose
+# two runs are 32 long, or 31 and 33.
+@example(["\u0600" * 32, "a", "\u0301" * 32])
+@example(["\u0600" * 31, "a", "\u0301" * 33])
 def test_the_quick_long_cluster_check_never_misses_one(pieces: list[str]) -> None:
     """``packer._may_hold_long_cluster`` lets most texts skip the cluster scan; it must never say "none"
     where a grapheme cluster longer than ``LONG_CLUSTER`` code points is."""
