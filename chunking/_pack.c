@@ -9,6 +9,7 @@
  *   containing    findings._containing: which intervals contain which points
  *   token_starts  units.TiktokenTokenizer.token_starts
  *   token_index   units.token_index: how many of a sorted int64 array lie below each position
+ *   non_ascii_run packer.non_ascii_run: where the first run of so many non-ASCII code points starts
  *
  * The findings' rules (what a clean chunk start or end is, which cut splits a group) are in
  * chunking/findings.py; the character classes are a table Python builds (findings._class_table).
@@ -18,6 +19,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
+#include <string.h>
 
 /* A list of ints (at < 0), or the field `at` of a list of tuples, as C integers (NULL with an exception
  * set on failure; free with PyMem_Free). */
@@ -484,6 +487,64 @@ static PyObject *token_index(PyObject *self, PyObject *const *args, Py_ssize_t n
     return out;
 }
 
+/* -- non_ascii_run (packer.non_ascii_run) -------------------------------------------------------- */
+
+/* The first run in chars[start:end) (a TYPE array), returned from the kernel; with MASK (a uint64 of
+ * 8 / sizeof(TYPE) code units with their bits above 0x7f set, 0: none), a word of code units all ASCII is
+ * passed over at once while no run is open. */
+#define FIRST_RUN(TYPE, MASK)                                                                            \
+    do {                                                                                                 \
+        const TYPE *chars = data;                                                                        \
+        const Py_ssize_t per_word = (Py_ssize_t)(8 / sizeof(TYPE));                                      \
+        Py_ssize_t run = 0;                                                                              \
+        for (Py_ssize_t i = start; i < end;) {                                                           \
+            if ((MASK) != 0 && run == 0 && i + per_word <= end) {                                        \
+                uint64_t word;                                                                           \
+                memcpy(&word, chars + i, 8);                                                             \
+                if ((word & (uint64_t)(MASK)) == 0) {                                                    \
+                    i += per_word;                                                                       \
+                    continue;                                                                            \
+                }                                                                                        \
+            }                                                                                            \
+            if (chars[i] > 0x7f) {                                                                       \
+                if (++run >= least)                                                                      \
+                    return PyLong_FromSsize_t(i - least + 1);                                            \
+            } else {                                                                                     \
+                run = 0;                                                                                 \
+            }                                                                                            \
+            i++;                                                                                         \
+        }                                                                                                \
+    } while (0)
+
+/* non_ascii_run(text, start, end, least) -> int: where the first run of at least `least` (>= 1)
+ * consecutive code points above U+007F in text[start:end] begins, or -1 (0 <= start, end <= len(text)). */
+static PyObject *non_ascii_run(PyObject *self, PyObject *args)
+{
+    PyObject *text;
+    Py_ssize_t start, end, least;
+    if (!PyArg_ParseTuple(args, "Unnn", &text, &start, &end, &least))
+        return NULL;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    if (least < 1 || start < 0 || end > length) {
+        PyErr_SetString(PyExc_ValueError, "non_ascii_run: least >= 1 and 0 <= start, end <= len(text)");
+        return NULL;
+    }
+    const void *data = PyUnicode_DATA(text);
+    if (!PyUnicode_IS_ASCII(text)) {
+        switch (PyUnicode_KIND(text)) {
+        case PyUnicode_1BYTE_KIND:
+            FIRST_RUN(Py_UCS1, 0x8080808080808080ULL);
+            break;
+        case PyUnicode_2BYTE_KIND:
+            FIRST_RUN(Py_UCS2, 0xFF80FF80FF80FF80ULL);
+            break;
+        default:
+            FIRST_RUN(Py_UCS4, 0);
+        }
+    }
+    return PyLong_FromLong(-1);
+}
+
 static PyMethodDef methods[] = {
     {"token_index", (PyCFunction)(void (*)(void))token_index, METH_FASTCALL,
      "token_index(starts, query) -> int or [int]: bisect_left in bytes of sorted int64; see units.token_index"},
@@ -497,6 +558,8 @@ static PyMethodDef methods[] = {
      "see findings._after_last"},
     {"containing", containing, METH_VARARGS,
      "containing(points, at, records, low, high) -> [i, j, ...]; see findings._containing"},
+    {"non_ascii_run", non_ascii_run, METH_VARARGS,
+     "non_ascii_run(text, start, end, least) -> int; see packer.non_ascii_run"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -135,11 +135,25 @@ _MAY_BE_IN_LONG_CLUSTER = regex.compile(f"{_NON_ASCII_RUN.pattern}|{_PREPEND_BEF
 # more. A text without such a run (nearly every text: none of rust-book's, 4 of k8s-enhancements' 680
 # files) holds no long cluster, and the Prepend search, a property lookup per character (a tenth of
 # recursive chunking on rust-book), is not made.
+# Found by the kernel ``non_ascii_run`` (``_pack.c``, one pass over the code points; ``regex`` spends a
+# tenth of rust-book's recursive chunking on the search below).
 _HALF_NON_ASCII_RUN = regex.compile(f"[^\x00-\x7f]{{{LONG_CLUSTER // 2},}}")
 
 
+def non_ascii_run(text: str, start: int, end: int, least: int) -> int:
+    """Where the first run of at least ``least`` (>= 1) consecutive non-ASCII code points in
+    ``text[start:end]`` begins, or -1 (``0 <= start``, ``end <= len(text)``); the kernel's twin."""
+    if least < 1 or start < 0 or end > len(text):
+        raise ValueError("non_ascii_run: least >= 1 and 0 <= start, end <= len(text)")
+    pattern = (
+        _HALF_NON_ASCII_RUN if least == LONG_CLUSTER // 2 else regex.compile(f"[^\x00-\x7f]{{{least},}}")
+    )
+    found = pattern.search(text, start, end)
+    return found.start() if found is not None else -1
+
+
 def _may_hold_long_cluster(text: str, start: int, end: int) -> bool:
-    if text.isascii() or _HALF_NON_ASCII_RUN.search(text, start, end) is None:
+    if text.isascii() or _first_non_ascii_run(text, start, end, LONG_CLUSTER // 2) < 0:
         return False
     return (
         _NON_ASCII_RUN.search(text, start, end) is not None
@@ -197,6 +211,7 @@ _new_span = tuple.__new__  # ``_new_span(Span, fields)``: all four fields, witho
 
 # chunking/_pack.c (the findings' kernels and units' token_starts in C) when it was built and is current.
 _native = native.load("_pack")
+_first_non_ascii_run = _native.non_ascii_run if _native is not None else non_ascii_run
 
 
 def _long_clusters(text: str, start: int, end: int) -> list[tuple[int, int]]:

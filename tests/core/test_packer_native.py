@@ -204,6 +204,38 @@ def test_containing_equals_its_twin(points, intervals, as_records):
     )
 
 
+# ASCII pieces (long ones too: the kernel passes over a word of ASCII code units at once) and the
+# non-ASCII code points of each string kind (with those of the narrower kinds), so that each of the
+# kernel's three loops is run.
+_ASCII_PIECES = ["a", " ", "\n", "\x7f", "abcdefgh", "0123456789abcdef"]
+_NON_ASCII_BY_KIND = (
+    ["\x80", "\xe9", "\xff"],
+    ["\xe9", "\u0100", "\u2019", "\u0301"],
+    ["\xe9", "\u2019", "\U0001f469", "\U00010000"],
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_non_ascii_run_equals_its_twin_and_the_runs(data):
+    """``non_ascii_run`` (C, when built, and its Python twin) against the runs it stands for, in text of
+    each string kind (latin-1, UCS-2, UCS-4)."""
+    kind = data.draw(st.sampled_from(_NON_ASCII_BY_KIND))
+    text = "".join(data.draw(st.lists(st.sampled_from(_ASCII_PIECES + kind * 3), max_size=60)))
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    least = data.draw(st.integers(1, 6))
+    want = next(
+        (p for p in range(start, end - least + 1) if all(ord(c) > 0x7F for c in text[p : p + least])),
+        -1,
+    )
+    assert packer.non_ascii_run(text, start, end, least) == want
+    if packer._native is not None:
+        assert packer._native.non_ascii_run(text, start, end, least) == want
+        with pytest.raises(ValueError):
+            packer._native.non_ascii_run(text, start, end, 0)
+
+
 def both_findings(
     text: str, strategy: str, max_size: int, overlap: int, min_size: int, path: str | None = None
 ):
