@@ -21,7 +21,7 @@ def extension(name: str) -> Extension:
         [str(source)],
         optional=True,
         define_macros=[("CHUNKYARD_SOURCE_SHA256", f'"{digest}"')],
-        extra_compile_args=["-O2"],
+        extra_compile_args=["-O3"],
     )
 
 

@@ -9,6 +9,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef long long i64;
@@ -151,6 +152,41 @@ static Py_ssize_t upper_bound(const i64 *a, Py_ssize_t n, i64 x)
             hi = mid;
     }
     return lo;
+}
+
+/* UCS-2 searches for one code unit, four at a time: a word of four code units holds `ch` when the word
+ * XOR four copies of it has a zero lane (the classic test, exact for "some lane is zero"); the lane is
+ * then found one by one. The first position in [pos, high) holding ch (high when none), and the last in
+ * [from, to) (-1 when none). */
+static const uint64_t LANES_ONE = 0x0001000100010001ULL, LANES_HIGH = 0x8000800080008000ULL;
+
+static inline int has_ucs2(const Py_UCS2 *chars, i64 at, uint64_t pattern)
+{
+    uint64_t word;
+    memcpy(&word, chars + at, 8);
+    word ^= pattern;
+    return ((word - LANES_ONE) & ~word & LANES_HIGH) != 0;
+}
+
+static i64 find_ucs2(const Py_UCS2 *chars, i64 pos, i64 high, Py_UCS2 ch)
+{
+    uint64_t pattern = LANES_ONE * ch;
+    while (pos + 4 <= high && !has_ucs2(chars, pos, pattern))
+        pos += 4;
+    while (pos < high && chars[pos] != ch)
+        pos++;
+    return pos;
+}
+
+static i64 rfind_ucs2(const Py_UCS2 *chars, i64 from, i64 to, Py_UCS2 ch)
+{
+    uint64_t pattern = LANES_ONE * ch;
+    while (to - 4 >= from && !has_ucs2(chars, to - 4, pattern))
+        to -= 4;
+    for (i64 x = to - 1; x >= from; x--)
+        if (chars[x] == ch)
+            return x;
+    return -1;
 }
 
 static PyObject *list_of(const i64 *values, Py_ssize_t n)
@@ -685,9 +721,7 @@ static PyObject *class_ends(PyObject *self, PyObject *args)
                     const Py_UCS1 *at = first > 0xFF ? NULL : memchr(bytes + pos, (int)first, (size_t)(high - pos));
                     pos = at == NULL ? high : at - bytes;
                 } else if (kind == PyUnicode_2BYTE_KIND) {
-                    const Py_UCS2 *chars = data;
-                    while (pos < high && chars[pos] != first)
-                        pos++;
+                    pos = first > 0xFFFF ? high : find_ucs2(data, pos, high, (Py_UCS2)first);
                 } else {
                     const Py_UCS4 *chars = data;
                     while (pos < high && chars[pos] != first)
@@ -991,6 +1025,8 @@ static i64 last_newline(int kind, const void *data, i64 from, i64 to)
         return at == NULL ? -1 : at - bytes;
     }
 #endif
+    if (kind == PyUnicode_2BYTE_KIND)
+        return rfind_ucs2(data, from, to, '\n');
     for (i64 x = to - 1; x >= from; x--)
         if (PyUnicode_READ(kind, data, x) == '\n')
             return x;
