@@ -143,6 +143,10 @@ class Layout:
                 out.append(())
         return out
 
+    def context_groups(self) -> list[Group]:
+        """The groups that give context (sections aside), sorted by (start, end)."""
+        return self._index("context")[1] if self.plan.groups else []
+
     def labels_of(self, spans: list[tuple[int, int]]) -> list[str]:
         """``self.code_label(start, end)`` for each (start, end): one sweep when neither starts nor ends
         decrease (a packer's chunks)."""

@@ -242,12 +242,16 @@ class Reserve:
             prefix = self._prefix((), ())
             self.lows, self.prefixes = [plan.start], [prefix]
             self.constant, self.largest = True, prefix.size
+            self._changes, self._contexts = [], [()]
             return
         # The contexts change only just after a group's start and at its end: the contexts at those
-        # points (one sweep) hold up to the next one. Each heading's path lines are built once, and
-        # each distinct prefix is measured once (``_built``).
-        context_groups = [group for group in plan.groups if group.context and group.kind != "section"]
-        changes = sorted({pos for group in context_groups for pos in (group.start + 1, group.end)})
+        # points (one sweep) hold up to the next one (kept for ``_contexts_at``). Each heading's path
+        # lines are built once, and each distinct prefix is measured once (``_built``).
+        changes = sorted({pos for group in layout.context_groups() for pos in (group.start + 1, group.end)})
+        # The contexts at ``pos`` are ``contexts[bisect_right(changes, pos)]`` (index 0: before the first
+        # change, none open).
+        contexts = [(), *layout.contexts_at(changes)] if changes else [()]
+        self._changes, self._contexts = changes, contexts
         heading_starts = layout.heading_starts
         bounds = {plan.start, *heading_starts, *changes}
         starts = sorted(bounds)
@@ -262,16 +266,11 @@ class Reserve:
         last = None
         find = bisect.bisect_right
         if changes:
-            contexts = layout.contexts_at(changes)
             with_context = self._with_context
             for start in starts:
                 section = find(heading_starts, start)
-                change = find(changes, start) - 1
-                prefix = (
-                    plain[section]
-                    if change < 0 or not contexts[change]
-                    else with_context(section, contexts[change], plain[section])
-                )
+                context = contexts[find(changes, start)]
+                prefix = with_context(section, context, plain[section]) if context else plain[section]
                 if prefix is not last and prefix != last:
                     lows.append(start)
                     prefixes.append(prefix)
@@ -288,6 +287,15 @@ class Reserve:
         self.largest = max(sizes)
         self.constant = min(sizes) == self.largest  # the same reserve everywhere
 
+    def _contexts_at(self, starts: list[int]) -> list[tuple[str, ...]]:
+        """``Layout.contexts_at(starts)``, looked up in the contexts at the points where they change
+        (``__init__``): before the first such point no group is open."""
+        changes, contexts = self._changes, self._contexts
+        if not changes:
+            return [()] * len(starts)
+        find = bisect.bisect_right
+        return [contexts[find(changes, start)] for start in starts]
+
     def _prefix(self, path: tuple[str, ...], context: tuple[str, ...]) -> Prefix:
         key = (path, context)
         prefix = self._made.get(key)
@@ -303,25 +311,25 @@ class Reserve:
         group: ``_built(*parts(path, ()), _join(*parts(path, ())))``, with the parts worked out here in
         one loop (a document has a prefix per heading)."""
         settings_title, title_key, file_named = self._title
-        use_headings = self._use_headings
-        texts: list[str] = []
+        use_headings, counts, size_of, cap = self._use_headings, self.counts, self._size, self._cap
+        alone = settings_title + "\n\n" if settings_title is not None else ""  # the title's line, if any
+        out: list[Prefix] = []
         for path in paths:
             if not use_headings or not path:
-                texts.append(settings_title + "\n\n" if settings_title is not None else "")
+                text = alone
             elif settings_title is None or file_named or path[0].strip().lower() == title_key:
-                texts.append(" > ".join(path) + "\n\n")
+                text = " > ".join(path) + "\n\n"
             else:
-                texts.append(settings_title + "\n" + " > ".join(path) + "\n\n")
-        if not self.counts:
-            return [_new_prefix(Prefix, (text, 0, False)) for text in texts]
-        sizes = list(map(len, texts)) if self._size is len else list(map(self._size, texts))
-        cap = self._cap
-        return [
-            (_new_prefix(Prefix, (text, size, False)) if text else _NO_PREFIX)
-            if size <= cap
-            else self._built(*self._parts(path, ()), text)
-            for path, text, size in zip(paths, texts, sizes, strict=True)
-        ]
+                text = settings_title + "\n" + " > ".join(path) + "\n\n"
+            if not counts:
+                out.append(_new_prefix(Prefix, (text, 0, False)))
+            elif not text:
+                out.append(_NO_PREFIX)
+            elif (size := size_of(text)) <= cap:
+                out.append(_new_prefix(Prefix, (text, size, False)))
+            else:
+                out.append(self._built(*self._parts(path, ()), text))
+        return out
 
     def _with_context(self, section: int, context: tuple[str, ...], plain: Prefix) -> Prefix:
         """The prefix in the ``section``-th section (0: before the first heading) with the contexts
@@ -369,8 +377,9 @@ class Reserve:
             return  # in characters a unit measures at most the text's length: each fits beside any prefix
         plan = layout.plan
         # Each span once (the order does not matter: ``room`` keeps the least of what each asks).
-        spans = {(unit.start, unit.end) for unit in plan.groups if unit.kind in UNIT_KINDS}
-        spans.update([(unit.start, unit.end) for unit in plan.units if unit.kind in UNIT_KINDS])
+        kinds = UNIT_KINDS
+        spans = {(unit.start, unit.end) for unit in plan.groups if unit.kind in kinds}
+        spans.update([(unit.start, unit.end) for unit in plan.units if unit.kind in kinds])
         heading_ends = plan.heading_ends
         heading_starts = sorted(heading_ends)
         room: dict[int, int] = {}  # start -> the most its prefix may take
@@ -444,7 +453,7 @@ class Reserve:
         if not room:
             return
         heading_set = set(layout.heading_starts)  # where the section path's last entry is the heading
-        contexts = layout.contexts_at(sorted(room))
+        contexts = self._contexts_at(sorted(room))
         points = dict(zip(self.lows, self.prefixes, strict=True))
         for (pos, cap), context in zip(sorted(room.items()), contexts, strict=True):
             title_line, path, groups = self._parts(layout.section_path(pos), context)
@@ -456,8 +465,9 @@ class Reserve:
             points[pos] = Prefix(shown, self._size(shown) if shown else 0, True)
         self.lows = sorted(points)
         self.prefixes = [points[low] for low in self.lows]
-        self.constant = len({p.size for p in self.prefixes}) <= 1
-        self.largest = max((p.size for p in self.prefixes), default=0)
+        sizes = [prefix.size for prefix in self.prefixes]  # ``points`` holds one at least
+        self.largest = max(sizes)
+        self.constant = min(sizes) == self.largest
 
     def _unit_size(self, begin: int, finish: int) -> int:
         """A unit's size, as the segmenter measures it: exactly, and for tokens and words its additive
@@ -479,7 +489,7 @@ class Reserve:
         reserved = self.at(start)
         if path == self._layout.section_path(start):
             return reserved
-        prefix = self._prefix(path, self._layout.contexts_at([start])[0])
+        prefix = self._prefix(path, self._contexts_at([start])[0])
         return prefix if prefix.size <= reserved.size else reserved
 
     def of_chunks(self, starts: list[int], paths: list[tuple[str, ...]]) -> list[Prefix]:
@@ -501,7 +511,7 @@ class Reserve:
             if path is not own and path != own:
                 other.append(index)
         if other:
-            contexts = layout.contexts_at([starts[index] for index in other])
+            contexts = self._contexts_at([starts[index] for index in other])
             for index, context in zip(other, contexts, strict=True):
                 prefix = self._prefix(paths[index], context)
                 if prefix.size <= out[index].size:
