@@ -49,6 +49,7 @@ shortened has the finding ``prefix_shortened``.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
@@ -376,10 +377,6 @@ class Reserve:
         if SKIP_ROOMY_UNITS and isinstance(self.meter, CharMeter) and len(text) + self.largest <= budget:
             return  # in characters a unit measures at most the text's length: each fits beside any prefix
         plan = layout.plan
-        # Each span once (the order does not matter: ``room`` keeps the least of what each asks).
-        kinds = UNIT_KINDS
-        spans = {(unit.start, unit.end) for unit in plan.groups if unit.kind in kinds}
-        spans.update([(unit.start, unit.end) for unit in plan.units if unit.kind in kinds])
         heading_ends = plan.heading_ends
         heading_starts = sorted(heading_ends)
         room: dict[int, int] = {}  # start -> the most its prefix may take
@@ -395,17 +392,26 @@ class Reserve:
         chars = SKIP_ROOMY_UNITS and isinstance(self.meter, CharMeter)
         roomy = budget - self.largest
         back = OPENING_BACK
+        find_left, find_right, kinds = bisect.bisect_left, bisect.bisect_right, UNIT_KINDS
+        # Each span once (the order does not matter: ``room`` keeps the least of what each asks).
+        units = itertools.chain(plan.groups, plan.units)
         if chars:
             ends = sorted(heading_ends.values())
             search, stop = _NON_SPACE.search, len(text)  # ``_next_non_space`` of each, inline
             after = [found.start() if (found := search(text, h)) is not None else max(h, stop) for h in ends]
-            spans = [
-                (start, end)
-                for start, end in spans
-                if end - start + back > roomy
-                or ((k := bisect.bisect_left(ends, end) - 1) >= 0 and after[k] >= start - back)
-            ]
-        lows, prefixes, limit = self.lows, self.prefixes, plan.end
+            spans = {
+                (unit.start, unit.end)
+                for unit in units
+                if unit.kind in kinds
+                and (
+                    unit.end - unit.start + back > roomy
+                    or ((k := find_left(ends, unit.end) - 1) >= 0 and after[k] >= unit.start - back)
+                )
+            }
+        else:
+            spans = {(unit.start, unit.end) for unit in units if unit.kind in kinds}
+        lows, limit, unit_size = self.lows, plan.end, self._unit_size
+        reserved = [self.prefixes[0].size, *[prefix.size for prefix in self.prefixes]]  # by ``find_right``
         for start, end in spans:
             if chars:
                 found = _NON_SPACE.search(text, start, limit)
@@ -418,25 +424,27 @@ class Reserve:
                 if finish - first > budget:
                     continue
             begin = begin_of(start, end)
-            if chars and end - begin <= roomy:
-                k = bisect.bisect_left(heading_starts, begin) - 1
-                if k < 0:
+            k = find_left(heading_starts, begin) - 1  # the heading before ``begin``, if any
+            if chars:
+                if end - begin <= roomy and (
+                    k < 0
+                    or (heading_end := heading_ends[heading_starts[k]]) > begin
+                    or text[heading_end:begin].strip()
+                ):
                     continue
-                heading_end = heading_ends[heading_starts[k]]
-                if heading_end > begin or text[heading_end:begin].strip():
+                # ``finish`` as above: its trim stopped at ``first``, at or after ``begin``.
+            else:
+                finish = end
+                while finish > begin and text[finish - 1].isspace():
+                    finish -= 1
+                if finish <= begin:
                     continue
-            finish = end
-            while finish > begin and text[finish - 1].isspace():
-                finish -= 1
-            if finish <= begin:
-                continue
-            size = self._unit_size(begin, finish)
+            size = unit_size(begin, finish)
             if size > budget:
                 continue
             at = begin
-            k = bisect.bisect_left(heading_starts, begin) - 1
             while True:
-                if prefixes[max(bisect.bisect_right(lows, at) - 1, 0)].size + size > budget:  # ``at(at)``
+                if reserved[find_right(lows, at)] + size > budget:  # ``at(at).size``
                     room[at] = min(room.get(at, budget), budget - size)
                 # The heading right before (only white space between), if any: its start, with the
                 # heading in the text.
@@ -446,7 +454,7 @@ class Reserve:
                 heading_end = heading_ends.get(heading, heading)
                 if heading_end > at or text[heading_end:at].strip():
                     break
-                size = self._unit_size(heading, finish)
+                size = unit_size(heading, finish)
                 if size > budget:
                     break
                 at, k = heading, k - 1
