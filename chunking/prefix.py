@@ -315,13 +315,17 @@ class Reserve:
         use_headings, counts, size_of, cap = self._use_headings, self.counts, self._size, self._cap
         alone = settings_title + "\n\n" if settings_title is not None else ""  # the title's line, if any
         out: list[Prefix] = []
+        top, titled = None, False  # the last path's first heading, and whether it is the title
         for path in paths:
             if not use_headings or not path:
                 text = alone
-            elif settings_title is None or file_named or path[0].strip().lower() == title_key:
-                text = " > ".join(path) + "\n\n"
+            elif settings_title is None or file_named:
+                text = f"{' > '.join(path)}\n\n"
             else:
-                text = settings_title + "\n" + " > ".join(path) + "\n\n"
+                if path[0] is not top:  # sections under one top heading share its string
+                    top = path[0]
+                    titled = top.strip().lower() == title_key
+                text = f"{' > '.join(path)}\n\n" if titled else f"{settings_title}\n{' > '.join(path)}\n\n"
             if not counts:
                 out.append(_new_prefix(Prefix, (text, 0, False)))
             elif not text:
@@ -512,9 +516,10 @@ class Reserve:
             return prefixes * len(starts)
         out: list[Prefix] = []
         other: list[int] = []  # indexes of chunks whose path is not their start's
+        find = bisect.bisect_right
         for index, (start, path) in enumerate(zip(starts, paths, strict=True)):
-            out.append(prefixes[max(bisect.bisect_right(lows, start) - 1, 0)])
-            section = bisect.bisect_right(heading_starts, start) - 1
+            out.append(prefixes[max(find(lows, start) - 1, 0)])
+            section = find(heading_starts, start) - 1
             own = heading_paths[section] if section >= 0 else ()
             if path is not own and path != own:
                 other.append(index)
@@ -544,7 +549,7 @@ class Reserve:
         meter = self.meter
         if not self.counts:
             return meter.size(start, end)
-        shown = self.at(start)
+        shown = self.prefixes[max(bisect.bisect_right(self.lows, start) - 1, 0)]  # ``self.at(start)``
         if not shown.text:
             return meter.size(start, end)
         if not isinstance(meter, TokenMeter):
