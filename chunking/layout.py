@@ -186,7 +186,7 @@ class Layout:
                     self._indexes[kind] = (
                         [g.start for g in chosen],
                         chosen,
-                        max(g.end - g.start for g in chosen),
+                        max([g.end - g.start for g in chosen]),
                     )
                 else:
                     self._indexes[kind] = ([], chosen, 0)

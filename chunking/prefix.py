@@ -248,14 +248,14 @@ class Reserve:
         # The contexts change only just after a group's start and at its end: the contexts at those
         # points (one sweep) hold up to the next one (kept for ``_contexts_at``). Each heading's path
         # lines are built once, and each distinct prefix is measured once (``_built``).
-        changes = sorted({pos for group in layout.context_groups() for pos in (group.start + 1, group.end)})
+        groups = layout.context_groups()
+        changes = sorted({pos for group in groups for pos in (group.start + 1, group.end)}) if groups else []
         # The contexts at ``pos`` are ``contexts[bisect_right(changes, pos)]`` (index 0: before the first
         # change, none open).
         contexts = [(), *layout.contexts_at(changes)] if changes else [()]
         self._changes, self._contexts = changes, contexts
         heading_starts = layout.heading_starts
-        bounds = {plan.start, *heading_starts, *changes}
-        starts = sorted(bounds)
+        starts = sorted({plan.start, *heading_starts, *changes})
         if starts[0] < plan.start:
             starts = starts[starts.index(plan.start) :]
         # The prefix of each section with no context (index 0: before the first heading).
