@@ -51,7 +51,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import regex
@@ -154,6 +154,18 @@ def shorten(
     return shown, shortened
 
 
+def _steps(path: tuple[str, ...], contexts: tuple[str, ...]) -> Iterator[str]:
+    """The prefixes of steps 1 to 4 of the module docstring's rule, in order."""
+    yield _join(None, path, contexts)
+    for k in range(1, len(path)):
+        yield _join(None, path[k:], contexts)
+    inner_path = path[-1:]
+    for k in range(1, len(contexts)):
+        yield _join(None, inner_path, contexts[k:])
+    if contexts:  # step 4: the innermost group's context says more than the heading
+        yield _join(None, (), contexts[-1:])
+
+
 def sized_shorten(
     title: str | None, path: tuple[str, ...], contexts: tuple[str, ...], cap: int, size: Callable[[str], int]
 ) -> tuple[str, int, bool]:
@@ -164,17 +176,12 @@ def sized_shorten(
     measured = size(full)
     if measured <= cap:
         return full, measured, False
-    steps = [_join(None, path, contexts)]
-    steps += [_join(None, path[k:], contexts) for k in range(1, len(path))]
-    inner_path = path[-1:]
-    steps += [_join(None, inner_path, contexts[k:]) for k in range(1, len(contexts))]
-    if contexts:
-        inner_path = ()  # step 4: the innermost group's context says more than the heading
-        steps.append(_join(None, inner_path, contexts[-1:]))
-    for candidate in steps:
+    for candidate in _steps(path, contexts):  # each built only when the one before is over the cap
         measured = size(candidate) if candidate else 0
         if measured <= cap:
             return candidate, measured, True
+    # Step 4 left the innermost context alone, without the heading.
+    inner_path = () if contexts else path[-1:]
     # Step 5: cut the rest at the last word gap that fits (the sizes grow with the cut: bisect).
     rest = _join(None, inner_path, contexts[-1:])[:-2]
     gaps = [m.start() for m in _GAP.finditer(rest) if m.start() > 0]
@@ -471,10 +478,10 @@ class Reserve:
             title_line, path, groups = self._parts(layout.section_path(pos), context)
             if pos in heading_set and path:
                 path = path[:-1]  # the heading opens the chunk's text
-            shown, _ = shorten(title_line, path, groups, min(self._cap, cap), self._size)
+            shown, measured, _ = sized_shorten(title_line, path, groups, min(self._cap, cap), self._size)
             if pos + 1 not in points:
                 points[pos + 1] = self.at(pos + 1)
-            points[pos] = Prefix(shown, self._size(shown) if shown else 0, True)
+            points[pos] = Prefix(shown, measured, True)
         self.lows = sorted(points)
         self.prefixes = [points[low] for low in self.lows]
         sizes = [prefix.size for prefix in self.prefixes]  # ``points`` holds one at least
