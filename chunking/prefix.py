@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 BUDGETS = ("embed_text", "text")
 # The kinds of unit a prefix makes room for at its start (the segmenter's PRICE_SPLIT, sections aside).
 UNIT_KINDS = ("procedure", "list", "table", "code")
+_UNIT_KIND_SET = frozenset(UNIT_KINDS)
 # A prefix takes at most max_size // PREFIX_SHARE (the rest, at least half, is the text's).
 PREFIX_SHARE = 2  # max_size // PREFIX_SHARE
 
@@ -403,20 +404,21 @@ class Reserve:
         chars = SKIP_ROOMY_UNITS and isinstance(self.meter, CharMeter)
         roomy = budget - self.largest
         back = OPENING_BACK
-        find_left, find_right, kinds = bisect.bisect_left, bisect.bisect_right, UNIT_KINDS
+        find_left, find_right, kinds = bisect.bisect_left, bisect.bisect_right, _UNIT_KIND_SET
         # Each span once (the order does not matter: ``room`` keeps the least of what each asks).
         units = itertools.chain(plan.groups, plan.units)
         if chars:
             ends = sorted(heading_ends.values())
             search, stop = _NON_SPACE.search, len(text)  # ``_next_non_space`` of each, inline
             after = [found.start() if (found := search(text, h)) is not None else max(h, stop) for h in ends]
+            # A ``Group`` unpacked (its fields read by name cost more, and this runs for every unit).
             spans = {
-                (unit.start, unit.end)
-                for unit in units
-                if unit.kind in kinds
+                (start, end)
+                for kind, start, end, _body, _context, _label in units
+                if kind in kinds
                 and (
-                    unit.end - unit.start + back > roomy
-                    or ((k := find_left(ends, unit.end) - 1) >= 0 and after[k] >= unit.start - back)
+                    end - start + back > roomy
+                    or ((k := find_left(ends, end) - 1) >= 0 and after[k] >= start - back)
                 )
             }
         else:
