@@ -246,8 +246,10 @@ class Reserve:
         self._cap = self.max_size // PREFIX_SHARE
         self._made: dict[tuple, Prefix] = {}
         self._room_made = False
-        if not layout.heading_starts and not plan.groups:
-            # No heading and no group (recursive, sentence, fixed): one prefix everywhere, the title's.
+        groups = layout.context_groups()
+        if not layout.heading_starts and not groups:
+            # No heading and no group with a context (recursive, sentence, fixed; a page of paragraphs
+            # and code blocks): one prefix everywhere, the title's.
             prefix = self._prefix((), ())
             self.lows, self.prefixes = [plan.start], [prefix]
             self.constant, self.largest = True, prefix.size
@@ -256,7 +258,6 @@ class Reserve:
         # The contexts change only just after a group's start and at its end: the contexts at those
         # points (one sweep) hold up to the next one (kept for ``_contexts_at``). Each heading's path
         # lines are built once, and each distinct prefix is measured once (``_built``).
-        groups = layout.context_groups()
         changes = sorted({pos for group in groups for pos in (group.start + 1, group.end)}) if groups else []
         # The contexts at ``pos`` are ``contexts[bisect_right(changes, pos)]`` (index 0: before the first
         # change, none open).
