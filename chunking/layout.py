@@ -144,7 +144,8 @@ class Layout:
         return out
 
     def context_groups(self) -> list[Group]:
-        """The groups that give context (sections aside), sorted by (start, end)."""
+        """The groups that give context (sections aside), sorted by (start, end): the index's own list
+        (``_index``), not to be changed."""
         return self._index("context")[1] if self.plan.groups else []
 
     def labels_of(self, spans: list[tuple[int, int]]) -> list[str]:

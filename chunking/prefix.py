@@ -181,7 +181,7 @@ def sized_shorten(
         measured = size(candidate) if candidate else 0
         if measured <= cap:
             return candidate, measured, True
-    # Step 4 left the innermost context alone, without the heading.
+    # What step 5 cuts: the innermost context alone (step 4 dropped the heading), else the innermost heading.
     inner_path = () if contexts else path[-1:]
     # Step 5: cut the rest at the last word gap that fits (the sizes grow with the cut: bisect).
     rest = _join(None, inner_path, contexts[-1:])[:-2]
@@ -220,6 +220,11 @@ class Reserve:
     """The prefix of every chunk start of one document, as intervals of start positions (see the
     module docstring), and the exact size of a chunk's ``embed_text``."""
 
+    # The points where the contexts change and the contexts from each on (``_contexts_at``); none
+    # unless ``__init__`` finds a group with a context.
+    _changes: list[int] | tuple[()] = ()
+    _contexts: list[tuple[str, ...]] | tuple[tuple[()]] = ((),)
+
     def __init__(
         self,
         text: str,
@@ -246,15 +251,14 @@ class Reserve:
         self._cap = self.max_size // PREFIX_SHARE
         self._made: dict[tuple, Prefix] = {}
         self._room_made = False
-        groups = layout.context_groups()
-        if not layout.heading_starts and not groups:
+        groups = layout.context_groups() if plan.groups else ()  # no call for recursive, sentence, fixed
+        if not groups and not layout.heading_starts:
             # No heading and no group with a context (recursive, sentence, fixed; a page of paragraphs
             # and code blocks): one prefix everywhere, the title's.
             prefix = self._prefix((), ())
             self.lows, self.prefixes = [plan.start], [prefix]
             self.constant, self.largest = True, prefix.size
-            self._changes, self._contexts = [], [()]
-            return
+            return  # no context anywhere: the class's ``_changes`` and ``_contexts``
         # The contexts change only just after a group's start and at its end: the contexts at those
         # points (one sweep) hold up to the next one (kept for ``_contexts_at``). Each heading's path
         # lines are built once, and each distinct prefix is measured once (``_built``).
