@@ -143,6 +143,11 @@ class Layout:
                 out.append(())
         return out
 
+    def context_groups(self) -> list[Group]:
+        """The groups that give context (sections aside), sorted by (start, end): the index's own list
+        (``_index``), not to be changed."""
+        return self._index("context")[1] if self.plan.groups else []
+
     def labels_of(self, spans: list[tuple[int, int]]) -> list[str]:
         """``self.code_label(start, end)`` for each (start, end): one sweep when neither starts nor ends
         decrease (a packer's chunks)."""
@@ -182,7 +187,7 @@ class Layout:
                     self._indexes[kind] = (
                         [g.start for g in chosen],
                         chosen,
-                        max(g.end - g.start for g in chosen),
+                        max([g.end - g.start for g in chosen]),
                     )
                 else:
                     self._indexes[kind] = ([], chosen, 0)

@@ -49,8 +49,9 @@ shortened has the finding ``prefix_shortened``.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import regex
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 BUDGETS = ("embed_text", "text")
 # The kinds of unit a prefix makes room for at its start (the segmenter's PRICE_SPLIT, sections aside).
 UNIT_KINDS = ("procedure", "list", "table", "code")
+_UNIT_KIND_SET = frozenset(UNIT_KINDS)
 # A prefix takes at most max_size // PREFIX_SHARE (the rest, at least half, is the text's).
 PREFIX_SHARE = 2  # max_size // PREFIX_SHARE
 
@@ -153,6 +155,18 @@ def shorten(
     return shown, shortened
 
 
+def _steps(path: tuple[str, ...], contexts: tuple[str, ...]) -> Iterator[str]:
+    """The prefixes of steps 1 to 4 of the module docstring's rule, in order."""
+    yield _join(None, path, contexts)
+    for k in range(1, len(path)):
+        yield _join(None, path[k:], contexts)
+    inner_path = path[-1:]
+    for k in range(1, len(contexts)):
+        yield _join(None, inner_path, contexts[k:])
+    if contexts:  # step 4: the innermost group's context says more than the heading
+        yield _join(None, (), contexts[-1:])
+
+
 def sized_shorten(
     title: str | None, path: tuple[str, ...], contexts: tuple[str, ...], cap: int, size: Callable[[str], int]
 ) -> tuple[str, int, bool]:
@@ -163,17 +177,12 @@ def sized_shorten(
     measured = size(full)
     if measured <= cap:
         return full, measured, False
-    steps = [_join(None, path, contexts)]
-    steps += [_join(None, path[k:], contexts) for k in range(1, len(path))]
-    inner_path = path[-1:]
-    steps += [_join(None, inner_path, contexts[k:]) for k in range(1, len(contexts))]
-    if contexts:
-        inner_path = ()  # step 4: the innermost group's context says more than the heading
-        steps.append(_join(None, inner_path, contexts[-1:]))
-    for candidate in steps:
+    for candidate in _steps(path, contexts):  # each built only when the one before is over the cap
         measured = size(candidate) if candidate else 0
         if measured <= cap:
             return candidate, measured, True
+    # What step 5 cuts: the innermost context alone (step 4 dropped the heading), else the innermost heading.
+    inner_path = () if contexts else path[-1:]
     # Step 5: cut the rest at the last word gap that fits (the sizes grow with the cut: bisect).
     rest = _join(None, inner_path, contexts[-1:])[:-2]
     gaps = [m.start() for m in _GAP.finditer(rest) if m.start() > 0]
@@ -211,6 +220,11 @@ class Reserve:
     """The prefix of every chunk start of one document, as intervals of start positions (see the
     module docstring), and the exact size of a chunk's ``embed_text``."""
 
+    # The points where the contexts change and the contexts from each on (``_contexts_at``); none
+    # unless ``__init__`` finds a group with a context.
+    _changes: list[int] | tuple[()] = ()
+    _contexts: list[tuple[str, ...]] | tuple[tuple[()]] = ((),)
+
     def __init__(
         self,
         text: str,
@@ -237,20 +251,24 @@ class Reserve:
         self._cap = self.max_size // PREFIX_SHARE
         self._made: dict[tuple, Prefix] = {}
         self._room_made = False
-        if not layout.heading_starts and not plan.groups:
-            # No heading and no group (recursive, sentence, fixed): one prefix everywhere, the title's.
+        groups = layout.context_groups() if plan.groups else ()  # no call for recursive, sentence, fixed
+        if not groups and not layout.heading_starts:
+            # No heading and no group with a context (recursive, sentence, fixed; a page of paragraphs
+            # and code blocks): one prefix everywhere, the title's.
             prefix = self._prefix((), ())
             self.lows, self.prefixes = [plan.start], [prefix]
             self.constant, self.largest = True, prefix.size
-            return
+            return  # no context anywhere: the class's ``_changes`` and ``_contexts``
         # The contexts change only just after a group's start and at its end: the contexts at those
-        # points (one sweep) hold up to the next one. Each heading's path lines are built once, and
-        # each distinct prefix is measured once (``_built``).
-        context_groups = [group for group in plan.groups if group.context and group.kind != "section"]
-        changes = sorted({pos for group in context_groups for pos in (group.start + 1, group.end)})
+        # points (one sweep) hold up to the next one (kept for ``_contexts_at``). Each heading's path
+        # lines are built once, and each distinct prefix is measured once (``_built``).
+        changes = sorted({pos for group in groups for pos in (group.start + 1, group.end)}) if groups else []
+        # The contexts at ``pos`` are ``contexts[bisect_right(changes, pos)]`` (index 0: before the first
+        # change, none open).
+        contexts = [(), *layout.contexts_at(changes)] if changes else [()]
+        self._changes, self._contexts = changes, contexts
         heading_starts = layout.heading_starts
-        bounds = {plan.start, *heading_starts, *changes}
-        starts = sorted(bounds)
+        starts = sorted({plan.start, *heading_starts, *changes})
         if starts[0] < plan.start:
             starts = starts[starts.index(plan.start) :]
         # The prefix of each section with no context (index 0: before the first heading).
@@ -262,16 +280,11 @@ class Reserve:
         last = None
         find = bisect.bisect_right
         if changes:
-            contexts = layout.contexts_at(changes)
             with_context = self._with_context
             for start in starts:
                 section = find(heading_starts, start)
-                change = find(changes, start) - 1
-                prefix = (
-                    plain[section]
-                    if change < 0 or not contexts[change]
-                    else with_context(section, contexts[change], plain[section])
-                )
+                context = contexts[find(changes, start)]
+                prefix = with_context(section, context, plain[section]) if context else plain[section]
                 if prefix is not last and prefix != last:
                     lows.append(start)
                     prefixes.append(prefix)
@@ -288,6 +301,15 @@ class Reserve:
         self.largest = max(sizes)
         self.constant = min(sizes) == self.largest  # the same reserve everywhere
 
+    def _contexts_at(self, starts: list[int]) -> list[tuple[str, ...]]:
+        """``Layout.contexts_at(starts)``, looked up in the contexts at the points where they change
+        (``__init__``): before the first such point no group is open."""
+        changes, contexts = self._changes, self._contexts
+        if not changes:
+            return [()] * len(starts)
+        find = bisect.bisect_right
+        return [contexts[find(changes, start)] for start in starts]
+
     def _prefix(self, path: tuple[str, ...], context: tuple[str, ...]) -> Prefix:
         key = (path, context)
         prefix = self._made.get(key)
@@ -303,25 +325,29 @@ class Reserve:
         group: ``_built(*parts(path, ()), _join(*parts(path, ())))``, with the parts worked out here in
         one loop (a document has a prefix per heading)."""
         settings_title, title_key, file_named = self._title
-        use_headings = self._use_headings
-        texts: list[str] = []
+        use_headings, counts, size_of, cap = self._use_headings, self.counts, self._size, self._cap
+        alone = settings_title + "\n\n" if settings_title is not None else ""  # the title's line, if any
+        out: list[Prefix] = []
+        top, titled = None, False  # the last path's first heading, and whether it is the title
         for path in paths:
             if not use_headings or not path:
-                texts.append(settings_title + "\n\n" if settings_title is not None else "")
-            elif settings_title is None or file_named or path[0].strip().lower() == title_key:
-                texts.append(" > ".join(path) + "\n\n")
+                text = alone
+            elif settings_title is None or file_named:
+                text = f"{' > '.join(path)}\n\n"
             else:
-                texts.append(settings_title + "\n" + " > ".join(path) + "\n\n")
-        if not self.counts:
-            return [_new_prefix(Prefix, (text, 0, False)) for text in texts]
-        sizes = list(map(len, texts)) if self._size is len else list(map(self._size, texts))
-        cap = self._cap
-        return [
-            (_new_prefix(Prefix, (text, size, False)) if text else _NO_PREFIX)
-            if size <= cap
-            else self._built(*self._parts(path, ()), text)
-            for path, text, size in zip(paths, texts, sizes, strict=True)
-        ]
+                if path[0] is not top:  # sections under one top heading share its string
+                    top = path[0]
+                    titled = top.strip().lower() == title_key
+                text = f"{' > '.join(path)}\n\n" if titled else f"{settings_title}\n{' > '.join(path)}\n\n"
+            if not counts:
+                out.append(_new_prefix(Prefix, (text, 0, False)))
+            elif not text:
+                out.append(_NO_PREFIX)
+            elif (size := size_of(text)) <= cap:
+                out.append(_new_prefix(Prefix, (text, size, False)))
+            else:
+                out.append(self._built(*self._parts(path, ()), text))
+        return out
 
     def _with_context(self, section: int, context: tuple[str, ...], plain: Prefix) -> Prefix:
         """The prefix in the ``section``-th section (0: before the first heading) with the contexts
@@ -368,9 +394,6 @@ class Reserve:
         if SKIP_ROOMY_UNITS and isinstance(self.meter, CharMeter) and len(text) + self.largest <= budget:
             return  # in characters a unit measures at most the text's length: each fits beside any prefix
         plan = layout.plan
-        # Each span once (the order does not matter: ``room`` keeps the least of what each asks).
-        spans = {(unit.start, unit.end) for unit in plan.groups if unit.kind in UNIT_KINDS}
-        spans.update([(unit.start, unit.end) for unit in plan.units if unit.kind in UNIT_KINDS])
         heading_ends = plan.heading_ends
         heading_starts = sorted(heading_ends)
         room: dict[int, int] = {}  # start -> the most its prefix may take
@@ -386,17 +409,27 @@ class Reserve:
         chars = SKIP_ROOMY_UNITS and isinstance(self.meter, CharMeter)
         roomy = budget - self.largest
         back = OPENING_BACK
+        find_left, find_right, kinds = bisect.bisect_left, bisect.bisect_right, _UNIT_KIND_SET
+        # Each span once (the order does not matter: ``room`` keeps the least of what each asks).
+        units = itertools.chain(plan.groups, plan.units)
         if chars:
             ends = sorted(heading_ends.values())
             search, stop = _NON_SPACE.search, len(text)  # ``_next_non_space`` of each, inline
             after = [found.start() if (found := search(text, h)) is not None else max(h, stop) for h in ends]
-            spans = [
+            # A ``Group`` unpacked (its fields read by name cost more, and this runs for every unit).
+            spans = {
                 (start, end)
-                for start, end in spans
-                if end - start + back > roomy
-                or ((k := bisect.bisect_left(ends, end) - 1) >= 0 and after[k] >= start - back)
-            ]
-        lows, prefixes, limit = self.lows, self.prefixes, plan.end
+                for kind, start, end, _body, _context, _label in units
+                if kind in kinds
+                and (
+                    end - start + back > roomy
+                    or ((k := find_left(ends, end) - 1) >= 0 and after[k] >= start - back)
+                )
+            }
+        else:
+            spans = {(unit.start, unit.end) for unit in units if unit.kind in kinds}
+        lows, limit, unit_size = self.lows, plan.end, self._unit_size
+        reserved = [self.prefixes[0].size, *[prefix.size for prefix in self.prefixes]]  # by ``find_right``
         for start, end in spans:
             if chars:
                 found = _NON_SPACE.search(text, start, limit)
@@ -409,25 +442,27 @@ class Reserve:
                 if finish - first > budget:
                     continue
             begin = begin_of(start, end)
-            if chars and end - begin <= roomy:
-                k = bisect.bisect_left(heading_starts, begin) - 1
-                if k < 0:
+            k = find_left(heading_starts, begin) - 1  # the heading before ``begin``, if any
+            if chars:
+                if end - begin <= roomy and (
+                    k < 0
+                    or (heading_end := heading_ends[heading_starts[k]]) > begin
+                    or text[heading_end:begin].strip()
+                ):
                     continue
-                heading_end = heading_ends[heading_starts[k]]
-                if heading_end > begin or text[heading_end:begin].strip():
+                # ``finish`` as above: its trim stopped at ``first``, at or after ``begin``.
+            else:
+                finish = end
+                while finish > begin and text[finish - 1].isspace():
+                    finish -= 1
+                if finish <= begin:
                     continue
-            finish = end
-            while finish > begin and text[finish - 1].isspace():
-                finish -= 1
-            if finish <= begin:
-                continue
-            size = self._unit_size(begin, finish)
+            size = unit_size(begin, finish)
             if size > budget:
                 continue
             at = begin
-            k = bisect.bisect_left(heading_starts, begin) - 1
             while True:
-                if prefixes[max(bisect.bisect_right(lows, at) - 1, 0)].size + size > budget:  # ``at(at)``
+                if reserved[find_right(lows, at)] + size > budget:  # ``at(at).size``
                     room[at] = min(room.get(at, budget), budget - size)
                 # The heading right before (only white space between), if any: its start, with the
                 # heading in the text.
@@ -437,27 +472,28 @@ class Reserve:
                 heading_end = heading_ends.get(heading, heading)
                 if heading_end > at or text[heading_end:at].strip():
                     break
-                size = self._unit_size(heading, finish)
+                size = unit_size(heading, finish)
                 if size > budget:
                     break
                 at, k = heading, k - 1
         if not room:
             return
         heading_set = set(layout.heading_starts)  # where the section path's last entry is the heading
-        contexts = layout.contexts_at(sorted(room))
+        contexts = self._contexts_at(sorted(room))
         points = dict(zip(self.lows, self.prefixes, strict=True))
         for (pos, cap), context in zip(sorted(room.items()), contexts, strict=True):
             title_line, path, groups = self._parts(layout.section_path(pos), context)
             if pos in heading_set and path:
                 path = path[:-1]  # the heading opens the chunk's text
-            shown, _ = shorten(title_line, path, groups, min(self._cap, cap), self._size)
+            shown, measured, _ = sized_shorten(title_line, path, groups, min(self._cap, cap), self._size)
             if pos + 1 not in points:
                 points[pos + 1] = self.at(pos + 1)
-            points[pos] = Prefix(shown, self._size(shown) if shown else 0, True)
+            points[pos] = Prefix(shown, measured, True)
         self.lows = sorted(points)
         self.prefixes = [points[low] for low in self.lows]
-        self.constant = len({p.size for p in self.prefixes}) <= 1
-        self.largest = max((p.size for p in self.prefixes), default=0)
+        sizes = [prefix.size for prefix in self.prefixes]  # ``points`` holds one at least
+        self.largest = max(sizes)
+        self.constant = min(sizes) == self.largest
 
     def _unit_size(self, begin: int, finish: int) -> int:
         """A unit's size, as the segmenter measures it: exactly, and for tokens and words its additive
@@ -479,7 +515,7 @@ class Reserve:
         reserved = self.at(start)
         if path == self._layout.section_path(start):
             return reserved
-        prefix = self._prefix(path, self._layout.contexts_at([start])[0])
+        prefix = self._prefix(path, self._contexts_at([start])[0])
         return prefix if prefix.size <= reserved.size else reserved
 
     def of_chunks(self, starts: list[int], paths: list[tuple[str, ...]]) -> list[Prefix]:
@@ -494,14 +530,15 @@ class Reserve:
             return prefixes * len(starts)
         out: list[Prefix] = []
         other: list[int] = []  # indexes of chunks whose path is not their start's
+        find = bisect.bisect_right
         for index, (start, path) in enumerate(zip(starts, paths, strict=True)):
-            out.append(prefixes[max(bisect.bisect_right(lows, start) - 1, 0)])
-            section = bisect.bisect_right(heading_starts, start) - 1
+            out.append(prefixes[max(find(lows, start) - 1, 0)])
+            section = find(heading_starts, start) - 1
             own = heading_paths[section] if section >= 0 else ()
             if path is not own and path != own:
                 other.append(index)
         if other:
-            contexts = layout.contexts_at([starts[index] for index in other])
+            contexts = self._contexts_at([starts[index] for index in other])
             for index, context in zip(other, contexts, strict=True):
                 prefix = self._prefix(paths[index], context)
                 if prefix.size <= out[index].size:
@@ -526,7 +563,7 @@ class Reserve:
         meter = self.meter
         if not self.counts:
             return meter.size(start, end)
-        shown = self.at(start)
+        shown = self.prefixes[max(bisect.bisect_right(self.lows, start) - 1, 0)]  # ``self.at(start)``
         if not shown.text:
             return meter.size(start, end)
         if not isinstance(meter, TokenMeter):
