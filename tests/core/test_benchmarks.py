@@ -163,3 +163,31 @@ def test_a_corpus_folder_without_markdown_is_an_error_naming_it(tmp_path: Path) 
         corpora.markdown_files(tmp_path)
     (tmp_path / "b.md").write_text("# shown")
     assert corpora.markdown_files(tmp_path) == [tmp_path / "b.md"]
+
+
+def test_the_counted_pass_chunks_the_corpus_it_is_given(tmp_path: Path) -> None:
+    """``instructions.py``'s pass (the part callgrind counts) chunks every document of the folder, as
+    ``split_document`` does; a failed run under valgrind is an error naming the interpreter and corpus."""
+    instructions = pytest.importorskip("instructions")
+    from chunkyard.chunking.api import split_document
+    from chunkyard.chunking.config import parse_settings
+
+    texts = ["# A\n\n" + "Some words here. " * 100, "plain text\n" * 10]
+    for k, text in enumerate(texts):
+        (tmp_path / f"{k}.md").write_text(text, encoding="utf-8")
+    settings = parse_settings(
+        {
+            "front_matter": "keep",
+            "strategy": "markdown",
+            "unit": "chars",
+            "max_size": 1000,
+            "overlap": 0,
+            "count_tokens": False,
+        }
+    )
+    want = sum(len(split_document(text, settings).chunks) for text in texts)
+    assert want > 2
+    assert instructions.one_pass(str(tmp_path), "markdown") == want
+    if instructions.shutil.which("valgrind") is not None:
+        with pytest.raises(SystemExit, match="no-such-corpus"):
+            instructions.instructions(sys.executable, str(tmp_path / "no-such-corpus"), "markdown")
