@@ -19,6 +19,9 @@ Groups:
 - ``markdown``: Markdown-aware splitting at 1000 characters;
 - ``hostile``: time per MB of chunkyard on a 10 MB line, 100,000 one-line paragraphs, a 1 MB table,
   deeply nested lists and 30,000 short lists, against ordinary prose (the corpus);
+- ``fixed``: the fixed cost of one call, in µs: every chars and Markdown splitter on short documents
+  that are one chunk (a line; a page with front matter, a heading and two paragraphs), the cost a
+  corpus of short pages (hugo-docs) pays per page whatever its length;
 - ``run``: ``chunkyard run`` end to end (read, chunk, findings, Parquet, Prefect) against the sum
   of its parts measured in this process, with its peak memory.
 
@@ -57,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = CORPORA
 README = ROOT / "benchmarks" / "README.md"
 BEGIN, END = "<!-- speed:begin -->", "<!-- speed:end -->"
-GROUPS = ("chars", "overlap", "tokens", "markdown", "html", "hostile", "run")
+GROUPS = ("chars", "overlap", "tokens", "markdown", "html", "fixed", "hostile", "run")
 TITLES = {
     "chars": "recursive, 1000 characters, no overlap",
     "overlap": "recursive, 1000 characters, overlap 150",
@@ -65,6 +68,15 @@ TITLES = {
     "markdown": "Markdown-aware, 1000 characters",
     "html": "HTML (httpd-manual), 1000 characters, every splitter on the text chunkyard extracts",
 }
+# The ``fixed`` group's documents, each one chunk at 1000 characters, and how many calls a repeat makes.
+SHORT_DOCUMENTS = {
+    "one line": "A short page about nothing in particular.\n",
+    "short page": (
+        "---\ntitle: Install\nweight: 10\n---\n\n# Install\n\nDownload the archive for your platform and "
+        "unpack it into a folder on your path.\n\nThen run `tool version` to check that the shell finds it.\n"
+    ),
+}
+FIXED_CALLS = 5000
 # The shared corpora reported one by one (the Markdown ones), and the one whose HTML the html group uses.
 # The issue's goals: (group, chunkyard's row, the peer's row, at least this ratio of speeds).
 GOALS = [
@@ -247,6 +259,9 @@ def group_entries(group: str) -> list[Entry]:
                 "",
             ),
         ]
+    elif group == "fixed":
+        names = ("chunkyard", "semantic-text-splitter", "LangChain")
+        return [e for g in ("chars", "markdown") for e in group_entries(g) if e.name.startswith(names)]
     elif group in ("markdown", "html"):  # html: the peers get the text chunkyard extracted from the HTML
         strategy = group
         entries = [
@@ -480,6 +495,41 @@ def group_table(group: str, results: dict[str, tuple[list[Entry], float]]) -> li
     return lines
 
 
+def run_fixed(repeats: int) -> list[str]:
+    """The ``fixed`` group: µs per call on each short document, and the ratio to chunkyard's
+    count_tokens: false row of the same kind (recursive for the text splitters, markdown for the
+    Markdown ones)."""
+    results = {
+        kind: run_group("fixed", [text] * FIXED_CALLS, repeats) for kind, text in SHORT_DOCUMENTS.items()
+    }
+    kinds = list(results)
+    # Only a document of one chunk measures the cost of a call alone.
+    several = [f"{e.name} on the {kind}" for kind in kinds for e in results[kind] if e.chunks != FIXED_CALLS]
+    if several:
+        raise ValueError(f"not one chunk per call: {', '.join(several)}")
+    lines = [
+        "### fixed cost of a call (documents of one chunk, 1000 characters)",
+        "",
+        "| splitter | " + " | ".join(f"{kind} µs | ÷" for kind in kinds) + " |",
+        "|---|" + "---:|---:|" * len(kinds),
+    ]
+    for entry in results[kinds[0]]:
+        markdown = "markdown" in entry.name.lower()
+        ours = f"chunkyard {'markdown' if markdown else 'recursive'}, count_tokens: false"
+        cells = []
+        for kind in kinds:
+            by_name = {e.name: statistics.median(e.times) / FIXED_CALLS * 1e6 for e in results[kind]}
+            mine = by_name[entry.name]
+            cells.append(f"{mine:.1f} | {by_name[ours] / mine:.2f}")
+        lines.append(f"| {entry.name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "÷: this splitter's speed ÷ chunkyard's count_tokens: false row of the same kind (recursive, or "
+        "markdown for the Markdown splitters): a goal of 1.5× chunkyard is a ÷ of at most 0.67 here.",
+    ]
+    return lines
+
+
 def goal_table(measured: dict[str, dict[str, tuple[list[Entry], float]]]) -> list[str]:
     """Each goal of the issue as chunkyard's speed ÷ the peer's, per corpus."""
     corpora = list(dict.fromkeys(name for results in measured.values() for name in results))
@@ -645,6 +695,8 @@ def main(argv: list[str] | None = None) -> int:
                 "CPU s counts the run's process and the children it waited for: process-pool "
                 "workers (forked by a forkserver) are not in it. Peak RSS is the largest single process.",
             ]
+        elif group == "fixed":
+            section = run_fixed(args.repeats)
         elif group == "html":
             if not html_texts:
                 print(f"  (html: no {HTML_CORPUS} under {args.corpus}, skipped)", file=sys.stderr)

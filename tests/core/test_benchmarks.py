@@ -31,6 +31,31 @@ def test_a_splitter_that_rewrites_text_or_overflows_is_reported(monkeypatch: pyt
     assert entry.chunks == 2 and entry.exact == 0.5 and entry.over == 0.5
 
 
+def test_the_fixed_group_times_one_chunk_calls_against_chunkyard(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(speed, "FIXED_CALLS", 3)
+    lines = speed.run_fixed(repeats=1)
+    cells = [
+        [cell.strip() for cell in line.strip("|").split("|")] for line in lines if line.startswith("| chunk")
+    ]
+    rows = {name: rest for name, *rest in cells}
+    assert list(rows) == [
+        "chunkyard recursive",
+        "chunkyard recursive, count_tokens: false",
+        "chunkyard markdown",
+        "chunkyard markdown, count_tokens: false",
+    ]
+    for name in ("chunkyard recursive, count_tokens: false", "chunkyard markdown, count_tokens: false"):
+        assert rows[name][1] == rows[name][3] == "1.00"  # the base of its kind's ratios
+    assert all(float(cell) > 0 for cells in rows.values() for cell in cells[0::2])
+
+
+def test_the_fixed_group_refuses_a_document_of_several_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(speed, "FIXED_CALLS", 2)
+    monkeypatch.setitem(speed.SHORT_DOCUMENTS, "long page", "A sentence of words. " * 100)
+    with pytest.raises(ValueError, match="not one chunk per call: chunkyard recursive on the long page"):
+        speed.run_fixed(repeats=1)
+
+
 def test_hostile_documents_are_the_promised_sizes() -> None:
     docs = speed.hostile_documents()
     assert len(docs["10 MB without a newline"]) == 10_000_000 and "\n" not in docs["10 MB without a newline"]
