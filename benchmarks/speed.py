@@ -21,7 +21,9 @@ Groups:
   deeply nested lists and 30,000 short lists, against ordinary prose (the corpus);
 - ``fixed``: the fixed cost of one call, in µs: every chars and Markdown splitter on short documents
   that are one chunk (a line; a page with front matter, a heading and two paragraphs), the cost a
-  corpus of short pages (hugo-docs) pays per page whatever its length;
+  corpus of short pages (hugo-docs) pays per page whatever its length; with a floor, the ``Chunk``
+  and ``ChunkedDocument`` of one chunk built in Python without any chunking (what any Python entry
+  point pays);
 - ``run``: ``chunkyard run`` end to end (read, chunk, findings, Parquet, Prefect) against the sum
   of its parts measured in this process, with its peak memory.
 
@@ -51,7 +53,7 @@ from pathlib import Path
 import yaml
 from corpora import CORPORA, CORPORA_ENV, HTML_CORPUS, MARKDOWN_CORPORA, markdown_files
 
-from chunkyard.chunking.api import split_document
+from chunkyard.chunking.api import Chunk, ChunkedDocument, _new_chunk, split_document
 from chunkyard.chunking.config import parse_settings
 from chunkyard.chunking.units import get_tokenizer
 from chunkyard.flows.server import prefect_server
@@ -114,6 +116,20 @@ class Entry:
 def chunkyard(settings: dict) -> Splitter:
     parsed = parse_settings({"front_matter": "keep", **settings})
     return lambda text: [(c.start, c.end, c.text) for c in split_document(text, parsed).chunks]
+
+
+def result_floor() -> Splitter:
+    """What any Python entry point pays for a document of one chunk without chunking it: the
+    ``Chunk`` (as ``split_document`` builds it) in a list in a ``ChunkedDocument``, read as the rows are."""
+
+    def split(text: str) -> Spans:
+        end = len(text.rstrip())
+        piece = text[:end]
+        fields = (0, 0, end, piece, piece, (), end, end, None, "recursive", (), "", "")
+        chunks = ChunkedDocument([_new_chunk(Chunk, fields)], "recursive", "", [], {}).chunks
+        return [(c.start, c.end, c.text) for c in chunks]
+
+    return split
 
 
 # -- peers ------------------------------------------------------------------------------------------
@@ -261,7 +277,8 @@ def group_entries(group: str) -> list[Entry]:
         ]
     elif group == "fixed":
         names = ("chunkyard", "semantic-text-splitter", "LangChain")
-        return [e for g in ("chars", "markdown") for e in group_entries(g) if e.name.startswith(names)]
+        chosen = [e for g in ("chars", "markdown") for e in group_entries(g) if e.name.startswith(names)]
+        return [*chosen, Entry("floor: the result of one chunk built in Python", result_floor, "floor")]
     elif group in ("markdown", "html"):  # html: the peers get the text chunkyard extracted from the HTML
         strategy = group
         entries = [

@@ -47,6 +47,7 @@ def test_the_fixed_group_times_one_chunk_calls_against_chunkyard(monkeypatch: py
     for name in ("chunkyard recursive, count_tokens: false", "chunkyard markdown, count_tokens: false"):
         assert rows[name][1] == rows[name][3] == "1.00"  # the base of its kind's ratios
     assert all(float(cell) > 0 for cells in rows.values() for cell in cells[0::2])
+    assert lines[-3].startswith("| floor: the result of one chunk built in Python |")  # the last row
 
 
 def test_the_fixed_group_refuses_a_document_of_several_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
