@@ -66,7 +66,10 @@ def test_hostile_documents_are_the_promised_sizes() -> None:
 
 def test_phases_add_up_to_split_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     phases = pytest.importorskip("phases")
-    (tmp_path / "a.md").write_text("# Title\n\n" + "Words in a sentence. " * 400 + "\n")
+    # Headings and a title: each chunk's embed_text prefix is reserved from the budget, as in a run.
+    (tmp_path / "a.md").write_text(
+        "---\ntitle: A page\n---\n# Title\n\n" + "Words in a sentence. " * 400 + "\n\n## Part\n\n- an item\n"
+    )
     assert (
         phases.main(
             [str(tmp_path), "--unit", "chars", "--max-size", "200", "--overlap", "0", "--repeats", "1"]
@@ -75,7 +78,32 @@ def test_phases_add_up_to_split_document(tmp_path: Path, capsys: pytest.CaptureF
     )
     table = capsys.readouterr().out
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
-    assert {"layout", "meter", "pack", "findings", "split_document"} <= set(rows)
+    assert {"layout", "meter", "reserve", "pack", "findings", "split_document"} <= set(rows)
+
+
+def test_phases_refuse_to_measure_other_chunks_than_split_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    phases = pytest.importorskip("phases")
+    (tmp_path / "a.md").write_text("# Title\n\n" + "Words in a sentence. " * 400 + "\n")
+    # A packer without the reserve (as the phases once ran it) packs otherwise than split_document.
+    monkeypatch.setattr(phases, "Reserve", lambda *args, **kwargs: None)
+    with pytest.raises(SystemExit, match="no longer measure it"):
+        phases.main(
+            [
+                str(tmp_path),
+                "--strategy",
+                "markdown",
+                "--unit",
+                "chars",
+                "--max-size",
+                "200",
+                "--overlap",
+                "0",
+                "--repeats",
+                "1",
+            ]
+        )
 
 
 def test_the_reviewer_benchmark_dataset_has_the_current_schema(tmp_path: Path) -> None:
