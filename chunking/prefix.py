@@ -413,7 +413,12 @@ class Reserve:
         # Each span once (the order does not matter: ``room`` keeps the least of what each asks).
         units = itertools.chain(plan.groups, plan.units)
         if chars:
-            ends = sorted(heading_ends.values())
+            # The headings' ends in the order of their starts (they do not overlap, so sorted too):
+            # ``after[k]`` is the first non-space after the end of the heading at ``heading_starts[k]``.
+            ends = list(map(heading_ends.__getitem__, heading_starts))
+            if ends != sorted(ends):  # never (headings are lines): every unit measured, as below
+                chars = False
+        if chars:
             search, stop = _NON_SPACE.search, len(text)  # ``_next_non_space`` of each, inline
             after = [found.start() if (found := search(text, h)) is not None else max(h, stop) for h in ends]
             # A ``Group`` unpacked (its fields read by name cost more, and this runs for every unit).
@@ -446,18 +451,19 @@ class Reserve:
             if chars:
                 if end - begin <= roomy and (
                     k < 0
-                    or (heading_end := heading_ends[heading_starts[k]]) > begin
-                    or text[heading_end:begin].strip()
+                    or ends[k] > begin
+                    or after[k] < begin  # ``text[ends[k]:begin].strip()``: a non-space between
                 ):
                     continue
                 # ``finish`` as above: its trim stopped at ``first``, at or after ``begin``.
+                size = finish - begin  # ``_unit_size`` in characters
             else:
                 finish = end
                 while finish > begin and text[finish - 1].isspace():
                     finish -= 1
                 if finish <= begin:
                     continue
-            size = unit_size(begin, finish)
+                size = unit_size(begin, finish)
             if size > budget:
                 continue
             at = begin
@@ -469,10 +475,15 @@ class Reserve:
                 if k < 0:
                     break
                 heading = heading_starts[k]
-                heading_end = heading_ends.get(heading, heading)
-                if heading_end > at or text[heading_end:at].strip():
-                    break
-                size = unit_size(heading, finish)
+                if chars:
+                    if ends[k] > at or after[k] < at:  # as above
+                        break
+                    size = finish - heading
+                else:
+                    heading_end = heading_ends.get(heading, heading)
+                    if heading_end > at or text[heading_end:at].strip():
+                        break
+                    size = unit_size(heading, finish)
                 if size > budget:
                     break
                 at, k = heading, k - 1
