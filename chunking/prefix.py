@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
@@ -111,6 +112,7 @@ _new_prefix = (
     tuple.__new__
 )  # ``_new_prefix(Prefix, (text, size, shortened))``, without the keyword ``__new__``
 _NO_PREFIX = Prefix("", 0, False)
+_SIZE = operator.itemgetter(1)  # ``Prefix.size``, through ``map``
 
 
 def _join(title: str | None, path: tuple[str, ...], contexts: tuple[str, ...]) -> str:
@@ -434,7 +436,7 @@ class Reserve:
         else:
             spans = {(unit.start, unit.end) for unit in units if unit.kind in kinds}
         lows, limit, unit_size = self.lows, plan.end, self._unit_size
-        reserved = [self.prefixes[0].size, *[prefix.size for prefix in self.prefixes]]  # by ``find_right``
+        reserved = [self.prefixes[0].size, *map(_SIZE, self.prefixes)]  # by ``find_right``
         for start, end in spans:
             if chars:
                 found = _NON_SPACE.search(text, start, limit)
@@ -491,18 +493,37 @@ class Reserve:
             return
         heading_set = set(layout.heading_starts)  # where the section path's last entry is the heading
         contexts = self._contexts_at(sorted(room))
-        points = dict(zip(self.lows, self.prefixes, strict=True))
+        # The intervals rebuilt in one merge of the old points with the new ones (both sorted): each
+        # ``pos`` gets its shortened prefix, and ``pos + 1`` the old prefix there unless it is a point
+        # already (an old one, or the next ``pos``, which replaces it).
+        old_lows, old_prefixes = self.lows, self.prefixes
+        lows: list[int] = []
+        prefixes: list[Prefix] = []
+        i, count = 0, len(old_lows)
         for (pos, cap), context in zip(sorted(room.items()), contexts, strict=True):
             title_line, path, groups = self._parts(layout.section_path(pos), context)
             if pos in heading_set and path:
                 path = path[:-1]  # the heading opens the chunk's text
             shown, measured, _ = sized_shorten(title_line, path, groups, min(self._cap, cap), self._size)
-            if pos + 1 not in points:
-                points[pos + 1] = self.at(pos + 1)
-            points[pos] = Prefix(shown, measured, True)
-        self.lows = sorted(points)
-        self.prefixes = [points[low] for low in self.lows]
-        sizes = [prefix.size for prefix in self.prefixes]  # ``points`` holds one at least
+            j = find_left(old_lows, pos, i)  # the old points below ``pos``, kept
+            lows += old_lows[i:j]
+            prefixes += old_prefixes[i:j]
+            if j < count and old_lows[j] == pos:
+                j += 1  # replaced
+            i = j
+            shortened = Prefix(shown, measured, True)
+            if lows and lows[-1] == pos:  # the last one's ``pos + 1``
+                prefixes[-1] = shortened
+            else:
+                lows.append(pos)
+                prefixes.append(shortened)
+            if i == count or old_lows[i] != pos + 1:  # ``self.at(pos + 1)``: the old interval's
+                lows.append(pos + 1)
+                prefixes.append(old_prefixes[max(i - 1, 0)])
+        lows += old_lows[i:]
+        prefixes += old_prefixes[i:]
+        self.lows, self.prefixes = lows, prefixes
+        sizes = list(map(_SIZE, prefixes))  # one at least
         self.largest = max(sizes)
         self.constant = min(sizes) == self.largest
 
