@@ -560,15 +560,24 @@ class Reserve:
             # One prefix everywhere and no heading (recursive, sentence, fixed): every chunk's path is
             # its start's, ``()``.
             return prefixes * len(starts)
-        out: list[Prefix] = []
-        other: list[int] = []  # indexes of chunks whose path is not their start's
+        if len(starts) != len(paths):
+            raise ValueError("of_chunks: a section path for each start")
+        if not starts:
+            return []
+        # Looked up through ``map`` (no Python-level loop): ``bisect_right(lows, start)`` indexes the
+        # prefixes with the first repeated (``at``'s ``max(k, 0)``), and ``bisect_right(heading_starts,
+        # start)`` the heading paths after ``()`` (before the first heading).
         find = bisect.bisect_right
-        for index, (start, path) in enumerate(zip(starts, paths, strict=True)):
-            out.append(prefixes[max(find(lows, start) - 1, 0)])
-            section = find(heading_starts, start) - 1
-            own = heading_paths[section] if section >= 0 else ()
-            if path is not own and path != own:
-                other.append(index)
+        out = list(map([prefixes[0], *prefixes].__getitem__, map(find, itertools.repeat(lows), starts)))
+        owns = list(
+            map([(), *heading_paths].__getitem__, map(find, itertools.repeat(heading_starts), starts))
+        )
+        # The indexes of chunks whose path is not their start's (nearly always the same tuple).
+        other = [
+            index
+            for index in itertools.compress(itertools.count(), map(operator.is_not, paths, owns))
+            if paths[index] != owns[index]
+        ]
         if other:
             contexts = self._contexts_at([starts[index] for index in other])
             for index, context in zip(other, contexts, strict=True):
