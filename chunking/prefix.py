@@ -423,15 +423,16 @@ class Reserve:
         if chars:
             search, stop = _NON_SPACE.search, len(text)  # ``_next_non_space`` of each, inline
             after = [found.start() if (found := search(text, h)) is not None else max(h, stop) for h in ends]
+            # The test of the last heading ending before ``end`` (index ``find_left(ends, end) - 1``) as
+            # one look-up: ``reach[find_left(ends, end)] >= start``, with ``after[k] + back`` at ``k + 1``
+            # and, at 0 (no heading before), -1: below every start.
+            reach = [-1, *[a + back for a in after]]
+            slack = roomy - back
             # A ``Group`` unpacked (its fields read by name cost more, and this runs for every unit).
             spans = {
                 (start, end)
                 for kind, start, end, _body, _context, _label in units
-                if kind in kinds
-                and (
-                    end - start + back > roomy
-                    or ((k := find_left(ends, end) - 1) >= 0 and after[k] >= start - back)
-                )
+                if kind in kinds and (end - start > slack or reach[find_left(ends, end)] >= start)
             }
         else:
             spans = {(unit.start, unit.end) for unit in units if unit.kind in kinds}
