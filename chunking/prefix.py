@@ -438,9 +438,11 @@ class Reserve:
             spans = {(unit.start, unit.end) for unit in units if unit.kind in kinds}
         lows, limit, unit_size = self.lows, plan.end, self._unit_size
         reserved = [self.prefixes[0].size, *map(_SIZE, self.prefixes)]  # by ``find_right``
-        for start, end in spans:
-            if chars:
-                found = _NON_SPACE.search(text, start, limit)
+        if chars:
+            # The loop of the ``else`` in characters: a unit's size is ``finish - begin``, and only
+            # white space lies between a heading's end and ``at`` when ``after[k] >= at``.
+            for start, end in spans:
+                found = search(text, start, limit)
                 first = found.start() if found is not None else max(start, limit)
                 if first >= end:
                     continue  # empty from ``begin`` too
@@ -449,47 +451,53 @@ class Reserve:
                     finish -= 1
                 if finish - first > budget:
                     continue
-            begin = begin_of(start, end)
-            k = find_left(heading_starts, begin) - 1  # the heading before ``begin``, if any
-            if chars:
-                if end - begin <= roomy and (
-                    k < 0
-                    or ends[k] > begin
-                    or after[k] < begin  # ``text[ends[k]:begin].strip()``: a non-space between
-                ):
+                begin = begin_of(start, end)
+                k = find_left(heading_starts, begin) - 1  # the heading before ``begin``, if any
+                if end - begin <= roomy and (k < 0 or ends[k] > begin or after[k] < begin):
                     continue
                 # ``finish`` as above: its trim stopped at ``first``, at or after ``begin``.
-                size = finish - begin  # ``_unit_size`` in characters
-            else:
+                size = finish - begin
+                if size > budget:
+                    continue
+                at = begin
+                while True:
+                    if reserved[find_right(lows, at)] + size > budget:  # ``at(at).size``
+                        room[at] = min(room.get(at, budget), budget - size)
+                    if k < 0 or ends[k] > at or after[k] < at:
+                        break
+                    at = heading_starts[k]
+                    size = finish - at
+                    if size > budget:
+                        break
+                    k -= 1
+        else:
+            for start, end in spans:
+                begin = begin_of(start, end)
+                k = find_left(heading_starts, begin) - 1  # the heading before ``begin``, if any
                 finish = end
                 while finish > begin and text[finish - 1].isspace():
                     finish -= 1
                 if finish <= begin:
                     continue
                 size = unit_size(begin, finish)
-            if size > budget:
-                continue
-            at = begin
-            while True:
-                if reserved[find_right(lows, at)] + size > budget:  # ``at(at).size``
-                    room[at] = min(room.get(at, budget), budget - size)
-                # The heading right before (only white space between), if any: its start, with the
-                # heading in the text.
-                if k < 0:
-                    break
-                heading = heading_starts[k]
-                if chars:
-                    if ends[k] > at or after[k] < at:  # as above
+                if size > budget:
+                    continue
+                at = begin
+                while True:
+                    if reserved[find_right(lows, at)] + size > budget:  # ``at(at).size``
+                        room[at] = min(room.get(at, budget), budget - size)
+                    # The heading right before (only white space between), if any: its start, with the
+                    # heading in the text.
+                    if k < 0:
                         break
-                    size = finish - heading
-                else:
+                    heading = heading_starts[k]
                     heading_end = heading_ends.get(heading, heading)
                     if heading_end > at or text[heading_end:at].strip():
                         break
                     size = unit_size(heading, finish)
-                if size > budget:
-                    break
-                at, k = heading, k - 1
+                    if size > budget:
+                        break
+                    at, k = heading, k - 1
         if not room:
             return
         heading_set = set(layout.heading_starts)  # where the section path's last entry is the heading
