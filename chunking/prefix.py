@@ -187,7 +187,13 @@ def sized_shorten(
     inner_path = () if contexts else path[-1:]
     # Step 5: cut the rest at the last word gap that fits (the sizes grow with the cut: bisect).
     rest = _join(None, inner_path, contexts[-1:])[:-2]
-    gaps = [m.start() for m in _GAP.finditer(rest) if m.start() > 0]
+    if size is len:
+        # In characters the cut at a gap ``g`` measures ``g + 2``, so only the gaps at or before
+        # ``cap - 2`` can fit: the search stops there (a gap starts where white space follows a
+        # non-space, wherever the search ends). The last of them fits, and the bisection takes it.
+        gaps = [m.start() for m in _GAP.finditer(rest, 0, max(cap - 1, 0)) if m.start() > 0]
+    else:
+        gaps = [m.start() for m in _GAP.finditer(rest) if m.start() > 0]
     low, high = 0, len(gaps)  # gaps[:low] fit
     while low < high:
         middle = (low + high + 1) // 2
@@ -500,7 +506,9 @@ class Reserve:
                     at, k = heading, k - 1
         if not room:
             return
-        heading_set = set(layout.heading_starts)  # where the section path's last entry is the heading
+        # Where the section path's last entry is the heading: ``pos`` in ``layout.heading_starts`` (sorted).
+        section_starts = layout.heading_starts
+        section_count = len(section_starts)
         contexts = self._contexts_at(sorted(room))
         # The intervals rebuilt in one merge of the old points with the new ones (both sorted): each
         # ``pos`` gets its shortened prefix, and ``pos + 1`` the old prefix there unless it is a point
@@ -511,7 +519,7 @@ class Reserve:
         i, count = 0, len(old_lows)
         for (pos, cap), context in zip(sorted(room.items()), contexts, strict=True):
             title_line, path, groups = self._parts(layout.section_path(pos), context)
-            if pos in heading_set and path:
+            if path and (h := find_left(section_starts, pos)) < section_count and section_starts[h] == pos:
                 path = path[:-1]  # the heading opens the chunk's text
             shown, measured, _ = sized_shorten(title_line, path, groups, min(self._cap, cap), self._size)
             j = find_left(old_lows, pos, i)  # the old points below ``pos``, kept
