@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
@@ -111,6 +112,7 @@ _new_prefix = (
     tuple.__new__
 )  # ``_new_prefix(Prefix, (text, size, shortened))``, without the keyword ``__new__``
 _NO_PREFIX = Prefix("", 0, False)
+_SIZE = operator.itemgetter(1)  # ``Prefix.size``, through ``map``
 
 
 def _join(title: str | None, path: tuple[str, ...], contexts: tuple[str, ...]) -> str:
@@ -185,7 +187,13 @@ def sized_shorten(
     inner_path = () if contexts else path[-1:]
     # Step 5: cut the rest at the last word gap that fits (the sizes grow with the cut: bisect).
     rest = _join(None, inner_path, contexts[-1:])[:-2]
-    gaps = [m.start() for m in _GAP.finditer(rest) if m.start() > 0]
+    if size is len:
+        # In characters the cut at a gap ``g`` measures ``g + 2``, so only the gaps at or before
+        # ``cap - 2`` can fit: the search stops there (a gap starts where white space follows a
+        # non-space, wherever the search ends). The last of them fits, and the bisection takes it.
+        gaps = [m.start() for m in _GAP.finditer(rest, 0, max(cap - 1, 0)) if m.start() > 0]
+    else:
+        gaps = [m.start() for m in _GAP.finditer(rest) if m.start() > 0]
     low, high = 0, len(gaps)  # gaps[:low] fit
     while low < high:
         middle = (low + high + 1) // 2
@@ -413,26 +421,34 @@ class Reserve:
         # Each span once (the order does not matter: ``room`` keeps the least of what each asks).
         units = itertools.chain(plan.groups, plan.units)
         if chars:
-            ends = sorted(heading_ends.values())
+            # The headings' ends in the order of their starts (they do not overlap, so sorted too):
+            # ``after[k]`` is the first non-space after the end of the heading at ``heading_starts[k]``.
+            ends = list(map(heading_ends.__getitem__, heading_starts))
+            if ends != sorted(ends):  # never (headings are lines): every unit measured, as below
+                chars = False
+        if chars:
             search, stop = _NON_SPACE.search, len(text)  # ``_next_non_space`` of each, inline
             after = [found.start() if (found := search(text, h)) is not None else max(h, stop) for h in ends]
+            # The test of the last heading ending before ``end`` (index ``find_left(ends, end) - 1``) as
+            # one look-up: ``reach[find_left(ends, end)] >= start``, with ``after[k] + back`` at ``k + 1``
+            # and, at 0 (no heading before), -1: below every start.
+            reach = [-1, *[a + back for a in after]]
+            slack = roomy - back
             # A ``Group`` unpacked (its fields read by name cost more, and this runs for every unit).
             spans = {
                 (start, end)
                 for kind, start, end, _body, _context, _label in units
-                if kind in kinds
-                and (
-                    end - start + back > roomy
-                    or ((k := find_left(ends, end) - 1) >= 0 and after[k] >= start - back)
-                )
+                if kind in kinds and (end - start > slack or reach[find_left(ends, end)] >= start)
             }
         else:
             spans = {(unit.start, unit.end) for unit in units if unit.kind in kinds}
         lows, limit, unit_size = self.lows, plan.end, self._unit_size
-        reserved = [self.prefixes[0].size, *[prefix.size for prefix in self.prefixes]]  # by ``find_right``
-        for start, end in spans:
-            if chars:
-                found = _NON_SPACE.search(text, start, limit)
+        reserved = [self.prefixes[0].size, *map(_SIZE, self.prefixes)]  # by ``find_right``
+        if chars:
+            # The loop of the ``else`` in characters: a unit's size is ``finish - begin``, and only
+            # white space lies between a heading's end and ``at`` when ``after[k] >= at``.
+            for start, end in spans:
+                found = search(text, start, limit)
                 first = found.start() if found is not None else max(start, limit)
                 if first >= end:
                     continue  # empty from ``begin`` too
@@ -441,57 +457,90 @@ class Reserve:
                     finish -= 1
                 if finish - first > budget:
                     continue
-            begin = begin_of(start, end)
-            k = find_left(heading_starts, begin) - 1  # the heading before ``begin``, if any
-            if chars:
-                if end - begin <= roomy and (
-                    k < 0
-                    or (heading_end := heading_ends[heading_starts[k]]) > begin
-                    or text[heading_end:begin].strip()
-                ):
+                begin = begin_of(start, end)
+                k = find_left(heading_starts, begin) - 1  # the heading before ``begin``, if any
+                if end - begin <= roomy and (k < 0 or ends[k] > begin or after[k] < begin):
                     continue
                 # ``finish`` as above: its trim stopped at ``first``, at or after ``begin``.
-            else:
+                size = finish - begin
+                if size > budget:
+                    continue
+                at = begin
+                while True:
+                    if reserved[find_right(lows, at)] + size > budget:  # ``at(at).size``
+                        room[at] = min(room.get(at, budget), budget - size)
+                    if k < 0 or ends[k] > at or after[k] < at:
+                        break
+                    at = heading_starts[k]
+                    size = finish - at
+                    if size > budget:
+                        break
+                    k -= 1
+        else:
+            for start, end in spans:
+                begin = begin_of(start, end)
+                k = find_left(heading_starts, begin) - 1  # the heading before ``begin``, if any
                 finish = end
                 while finish > begin and text[finish - 1].isspace():
                     finish -= 1
                 if finish <= begin:
                     continue
-            size = unit_size(begin, finish)
-            if size > budget:
-                continue
-            at = begin
-            while True:
-                if reserved[find_right(lows, at)] + size > budget:  # ``at(at).size``
-                    room[at] = min(room.get(at, budget), budget - size)
-                # The heading right before (only white space between), if any: its start, with the
-                # heading in the text.
-                if k < 0:
-                    break
-                heading = heading_starts[k]
-                heading_end = heading_ends.get(heading, heading)
-                if heading_end > at or text[heading_end:at].strip():
-                    break
-                size = unit_size(heading, finish)
+                size = unit_size(begin, finish)
                 if size > budget:
-                    break
-                at, k = heading, k - 1
+                    continue
+                at = begin
+                while True:
+                    if reserved[find_right(lows, at)] + size > budget:  # ``at(at).size``
+                        room[at] = min(room.get(at, budget), budget - size)
+                    # The heading right before (only white space between), if any: its start, with the
+                    # heading in the text.
+                    if k < 0:
+                        break
+                    heading = heading_starts[k]
+                    heading_end = heading_ends.get(heading, heading)
+                    if heading_end > at or text[heading_end:at].strip():
+                        break
+                    size = unit_size(heading, finish)
+                    if size > budget:
+                        break
+                    at, k = heading, k - 1
         if not room:
             return
-        heading_set = set(layout.heading_starts)  # where the section path's last entry is the heading
+        # Where the section path's last entry is the heading: ``pos`` in ``layout.heading_starts`` (sorted).
+        section_starts = layout.heading_starts
+        section_count = len(section_starts)
         contexts = self._contexts_at(sorted(room))
-        points = dict(zip(self.lows, self.prefixes, strict=True))
+        # The intervals rebuilt in one merge of the old points with the new ones (both sorted): each
+        # ``pos`` gets its shortened prefix, and ``pos + 1`` the old prefix there unless it is a point
+        # already (an old one, or the next ``pos``, which replaces it).
+        old_lows, old_prefixes = self.lows, self.prefixes
+        lows: list[int] = []
+        prefixes: list[Prefix] = []
+        i, count = 0, len(old_lows)
         for (pos, cap), context in zip(sorted(room.items()), contexts, strict=True):
             title_line, path, groups = self._parts(layout.section_path(pos), context)
-            if pos in heading_set and path:
+            if path and (h := find_left(section_starts, pos)) < section_count and section_starts[h] == pos:
                 path = path[:-1]  # the heading opens the chunk's text
             shown, measured, _ = sized_shorten(title_line, path, groups, min(self._cap, cap), self._size)
-            if pos + 1 not in points:
-                points[pos + 1] = self.at(pos + 1)
-            points[pos] = Prefix(shown, measured, True)
-        self.lows = sorted(points)
-        self.prefixes = [points[low] for low in self.lows]
-        sizes = [prefix.size for prefix in self.prefixes]  # ``points`` holds one at least
+            j = find_left(old_lows, pos, i)  # the old points below ``pos``, kept
+            lows += old_lows[i:j]
+            prefixes += old_prefixes[i:j]
+            if j < count and old_lows[j] == pos:
+                j += 1  # replaced
+            i = j
+            shortened = Prefix(shown, measured, True)
+            if lows and lows[-1] == pos:  # the last one's ``pos + 1``
+                prefixes[-1] = shortened
+            else:
+                lows.append(pos)
+                prefixes.append(shortened)
+            if i == count or old_lows[i] != pos + 1:  # ``self.at(pos + 1)``: the old interval's
+                lows.append(pos + 1)
+                prefixes.append(old_prefixes[max(i - 1, 0)])
+        lows += old_lows[i:]
+        prefixes += old_prefixes[i:]
+        self.lows, self.prefixes = lows, prefixes
+        sizes = list(map(_SIZE, prefixes))  # one at least
         self.largest = max(sizes)
         self.constant = min(sizes) == self.largest
 
@@ -528,15 +577,24 @@ class Reserve:
             # One prefix everywhere and no heading (recursive, sentence, fixed): every chunk's path is
             # its start's, ``()``.
             return prefixes * len(starts)
-        out: list[Prefix] = []
-        other: list[int] = []  # indexes of chunks whose path is not their start's
+        if len(starts) != len(paths):
+            raise ValueError("of_chunks: a section path for each start")
+        if not starts:
+            return []
+        # Looked up through ``map`` (no Python-level loop): ``bisect_right(lows, start)`` indexes the
+        # prefixes with the first repeated (``at``'s ``max(k, 0)``), and ``bisect_right(heading_starts,
+        # start)`` the heading paths after ``()`` (before the first heading).
         find = bisect.bisect_right
-        for index, (start, path) in enumerate(zip(starts, paths, strict=True)):
-            out.append(prefixes[max(find(lows, start) - 1, 0)])
-            section = find(heading_starts, start) - 1
-            own = heading_paths[section] if section >= 0 else ()
-            if path is not own and path != own:
-                other.append(index)
+        out = list(map([prefixes[0], *prefixes].__getitem__, map(find, itertools.repeat(lows), starts)))
+        owns = list(
+            map([(), *heading_paths].__getitem__, map(find, itertools.repeat(heading_starts), starts))
+        )
+        # The indexes of chunks whose path is not their start's (nearly always the same tuple).
+        other = [
+            index
+            for index in itertools.compress(itertools.count(), map(operator.is_not, paths, owns))
+            if paths[index] != owns[index]
+        ]
         if other:
             contexts = self._contexts_at([starts[index] for index in other])
             for index, context in zip(other, contexts, strict=True):
