@@ -104,6 +104,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import re
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple
@@ -188,6 +189,8 @@ _CONTAINED_HEADING = re.compile(r"(?m)^[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+|>[ \
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
 _native = native.load("_segment")
+# A Group's (start, end, kind), the key ``_prices`` keeps one unit per.
+_SPAN_OF = operator.itemgetter(1, 2, 0)
 
 
 _CLASSES: dict[tuple[str, bool], list[int] | None] = {}
@@ -1445,15 +1448,12 @@ class Segmenter:
         # reserve: with one, the prefix where the unit starts counts too, ``_fits``).
         bounded = self._plain and isinstance(pk.meter, CharMeter) and pk.reserve is None
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
-        units = list(
-            dict.fromkeys(
-                [
-                    (unit.start, unit.end, unit.kind)
-                    for unit in itertools.chain(plan.groups, plan.units)
-                    if unit.kind in PRICE_SPLIT
-                ]
-            )
-        )
+        # (Deduplicated before the kinds are read: ``_SPAN_OF`` makes the keys in C.)
+        units = [
+            key
+            for key in dict.fromkeys(map(_SPAN_OF, itertools.chain(plan.groups, plan.units)))
+            if key[2] in PRICE_SPLIT
+        ]
         if units:
             unit_starts, unit_stops, kinds = zip(*units, strict=True)
             firsts = self._next_texts(unit_starts, end)
