@@ -352,9 +352,16 @@ def heading_span_prices(
         after = [False] + [
             reach >= start for reach, start in zip(reaches[:-1], heading_starts[1:], strict=True)
         ]
-    top = len(PRICE_SPANS_HEADING)
+    # The price by depth (1 up to the most sections that can be open), the deepest row past its end,
+    # so that each heading's is one lookup.
+    by_depth = [
+        0,
+        *PRICE_SPANS_HEADING,
+        *[PRICE_SPANS_HEADING[-1]] * (len(sections) - len(PRICE_SPANS_HEADING)),
+    ]
+    depth = depth_at.get
     return [
-        0 if right_after else PRICE_SPANS_HEADING[min(depth_at.get(start, 1), top) - 1]
+        0 if right_after else by_depth[depth(start, 1)]
         for start, right_after in zip(heading_starts, after, strict=True)
     ]
 
