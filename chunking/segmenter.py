@@ -104,6 +104,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import re
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple
@@ -188,6 +189,8 @@ _CONTAINED_HEADING = re.compile(r"(?m)^[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+|>[ \
 # The optimiser in C (chunking/_segment.c) when it was built and is current; ``best_predecessors`` is
 # the reference.
 _native = native.load("_segment")
+# A Group's (start, end, kind), the key ``_prices`` keeps one unit per.
+_SPAN_OF = operator.itemgetter(1, 2, 0)
 
 
 _CLASSES: dict[tuple[str, bool], list[int] | None] = {}
@@ -349,9 +352,16 @@ def heading_span_prices(
         after = [False] + [
             reach >= start for reach, start in zip(reaches[:-1], heading_starts[1:], strict=True)
         ]
-    top = len(PRICE_SPANS_HEADING)
+    # The price by depth (1 up to the most sections that can be open), the deepest row past its end,
+    # so that each heading's is one lookup.
+    by_depth = [
+        0,
+        *PRICE_SPANS_HEADING,
+        *[PRICE_SPANS_HEADING[-1]] * (len(sections) - len(PRICE_SPANS_HEADING)),
+    ]
+    depth = depth_at.get
     return [
-        0 if right_after else PRICE_SPANS_HEADING[min(depth_at.get(start, 1), top) - 1]
+        0 if right_after else by_depth[depth(start, 1)]
         for start, right_after in zip(heading_starts, after, strict=True)
     ]
 
@@ -1275,26 +1285,27 @@ class Segmenter:
                 offsets.append(len(leads))
                 leads += [found.start() for found in level.lead.finditer(text, max(0, low - 1), high)]
             offsets.append(len(leads))
+        # The ends inside their gaps first, then those taken or not on a cluster boundary left out, in
+        # one pass (a gap without a lead skipped).
         match = level.pattern.match
-        plain, is_boundary = self._plain, pk._is_cluster_boundary
-        out: list[int] = []
-        for g, (low, high) in enumerate(zip(gaps[::2], gaps[1::2], strict=True)):
-            scanned = max(0, low - 1)
-            for at in leads[offsets[g] : offsets[g + 1]]:
+        ends: list[int] = []
+        for low, high, first, stop in zip(gaps[::2], gaps[1::2], offsets, offsets[1:], strict=False):
+            if first == stop:
+                continue
+            scanned = low - 1  # a lead lies at or after max(0, low - 1)
+            for at in leads[first:stop]:
                 if at < scanned:
                     continue
                 found = match(text, at, high)
-                if found is None:
-                    continue
-                pos = found.end()
-                scanned = pos if pos > at else at + 1
-                if (
-                    low < pos < high
-                    and pos not in taken
-                    and (plain or ascii_settled(text, pos) or is_boundary(pos))
-                ):
-                    out.append(pos)
-        return out
+                if found is not None:
+                    pos = found.end()
+                    scanned = pos if pos > at else at + 1
+                    if low < pos < high:
+                        ends.append(pos)
+        if self._plain:
+            return [pos for pos in ends if pos not in taken]
+        is_boundary = pk._is_cluster_boundary
+        return [pos for pos in ends if pos not in taken and (ascii_settled(text, pos) or is_boundary(pos))]
 
     def _find(self, level: TextLevel, low: int, high: int, taken: Container[int], size: int) -> list[int]:
         """The boundaries of ``level`` strictly inside (low, high) of ``size`` (estimated) that are not
@@ -1444,44 +1455,54 @@ class Segmenter:
         # reserve: with one, the prefix where the unit starts counts too, ``_fits``).
         bounded = self._plain and isinstance(pk.meter, CharMeter) and pk.reserve is None
         # Each procedure, list, table, code block and section that fits: (first, last) of its text.
-        units = list(
-            dict.fromkeys(
-                [
-                    (unit.start, unit.end, unit.kind)
-                    for unit in itertools.chain(plan.groups, plan.units)
-                    if unit.kind in PRICE_SPLIT
-                ]
-            )
-        )
+        # (Deduplicated before the kinds are read: ``_SPAN_OF`` makes the keys in C.)
+        units = [
+            key
+            for key in dict.fromkeys(map(_SPAN_OF, itertools.chain(plan.groups, plan.units)))
+            if key[2] in PRICE_SPLIT
+        ]
         if units:
-            unit_starts = [start for start, _, _ in units]
-            unit_stops = [stop for _, stop, _ in units]
+            unit_starts, unit_stops, kinds = zip(*units, strict=True)
             firsts = self._next_texts(unit_starts, end)
             # The units with a candidate inside, and the ends of their texts.
             live, lasts = kernel.live_spans(
                 positions, unit_starts, firsts, kernel.trim_ends(text, unit_stops, 0)
             )
-            budget = pk.max_size
-            fits: list[bool | None] = [None] * len(live)
             if bounded:
+                budget = pk.max_size
+                fits: list[bool | None] = [None] * len(live)
                 for j, u in enumerate(live):
                     if lasts[j] - unit_starts[u] <= budget:
                         fits[j] = True
                     elif lasts[j] - firsts[u] > budget:
                         fits[j] = False
-            asked = [j for j, fit in enumerate(fits) if fit is None]
-            if asked:
-                answers = self._fit_all(
-                    [unit_starts[live[j]] for j in asked],
-                    [unit_stops[live[j]] for j in asked],
-                    [firsts[live[j]] for j in asked],
-                    [lasts[j] for j in asked],
+                asked = [j for j, fit in enumerate(fits) if fit is None]
+                if asked:
+                    answers = self._fit_all(
+                        [unit_starts[live[j]] for j in asked],
+                        [unit_stops[live[j]] for j in asked],
+                        [firsts[live[j]] for j in asked],
+                        [lasts[j] for j in asked],
+                    )
+                    for j, fit in zip(asked, answers, strict=True):
+                        fits[j] = fit
+            elif live:  # every live unit asked, in order
+                fits = self._fit_all(
+                    list(map(unit_starts.__getitem__, live)),
+                    list(map(unit_stops.__getitem__, live)),
+                    list(map(firsts.__getitem__, live)),
+                    lasts,
                 )
-                for j, fit in zip(asked, answers, strict=True):
-                    fits[j] = fit
-            for u, last, fit in zip(live, lasts, fits, strict=True):
-                if fit:
-                    intervals += (firsts[u] + 1, last, PRICE_SPLIT[units[u][2]])
+            else:
+                fits = []
+            # (first + 1, last, price) of each unit that fits, flat: the three columns by slices.
+            kept = list(itertools.compress(live, fits))
+            if kept:
+                flat = [0] * (3 * len(kept))
+                flat[0::3] = [firsts[u] + 1 for u in kept]
+                flat[1::3] = itertools.compress(lasts, fits)
+                flat[2::3] = map(PRICE_SPLIT.__getitem__, map(kinds.__getitem__, kept))
+                intervals += flat
         # Each block (a paragraph, mostly) that fits: between two block boundaries (a candidate scored
         # SCORE_BLOCK or more, and where the text after a heading begins).
         block_price = plan.chunk_price * PRICE_SPLIT_BLOCK_CHUNKS
