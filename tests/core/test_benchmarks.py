@@ -245,3 +245,22 @@ def test_the_counted_pass_chunks_the_corpus_it_is_given(tmp_path: Path) -> None:
     if instructions.shutil.which("valgrind") is not None:
         with pytest.raises(SystemExit, match="no-such-corpus"):
             instructions.instructions(sys.executable, str(tmp_path / "no-such-corpus"), "markdown")
+
+
+def test_the_output_check_finds_a_changed_chunk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``fingerprints.py --compare`` passes on the output it saved and fails naming the file and
+    configuration whose chunks changed."""
+    fingerprints = pytest.importorskip("fingerprints")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# A\n\n" + "Some words here. " * 200, encoding="utf-8")
+    (corpus / "b.md").write_text("plain text\n" * 10, encoding="utf-8")
+    saved = tmp_path / "saved"
+    assert fingerprints.main(["--save", str(saved), "--corpora", str(corpus)]) == 0
+    assert fingerprints.main(["--compare", str(saved), "--corpora", str(corpus)]) == 0
+    assert "0 differ" in capsys.readouterr().out
+    (corpus / "a.md").write_text("# A\n\n" + "Some words here. " * 201, encoding="utf-8")
+    assert fingerprints.main(["--compare", str(saved), "--corpora", str(corpus)]) == 1
+    out = capsys.readouterr().out
+    assert f"differs: {corpus.name}/a.md|markdown-1000" in out
+    assert "b.md" not in out and f"{len(fingerprints.CONFIGURATIONS)} differ" in out
