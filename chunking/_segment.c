@@ -505,14 +505,45 @@ static PyObject *first_in_ranges(PyObject *self, PyObject *args)
             FIND_IN_RANGES(Py_UCS4);
 #undef FIND_IN_RANGES
     } else {
-        for (i64 k = start; m > 0 && k < end && found < 0; k++) {
-            i64 code = PyUnicode_READ(kind, data, k);
-            for (Py_ssize_t r = 0; r < m; r += 2)
-                if (code >= ranges[r] && code <= ranges[r + 1]) {
-                    found = k;
-                    break;
-                }
-        }
+        /* Blocks of 64 whose characters all lie below the lowest range are passed over (a loop the
+         * compiler vectorises); the characters of any other block are compared with the ranges. */
+        Py_UCS4 lowest = m > 0 ? (Py_UCS4)ranges[0] : 0;
+        for (Py_ssize_t r = 2; r < m; r += 2)
+            if ((Py_UCS4)ranges[r] < lowest)
+                lowest = (Py_UCS4)ranges[r];
+#define FIND_ABOVE(TYPE)                                                                           \
+    do {                                                                                           \
+        const TYPE *chars = data;                                                                  \
+        i64 k = start;                                                                             \
+        while (k < end && found < 0) {                                                             \
+            if (k + 64 <= end) {                                                                   \
+                int any = 0;                                                                       \
+                for (int x = 0; x < 64; x++)                                                       \
+                    any |= chars[k + x] >= lowest;                                                 \
+                if (!any) {                                                                        \
+                    k += 64;                                                                       \
+                    continue;                                                                      \
+                }                                                                                  \
+            }                                                                                      \
+            for (i64 stop = k + 64 < end ? k + 64 : end; k < stop; k++) {                         \
+                Py_UCS4 code = chars[k];                                                           \
+                Py_ssize_t r = 0;                                                                  \
+                while (r < m && !(code >= ranges[r] && code <= ranges[r + 1]))                     \
+                    r += 2;                                                                        \
+                if (r < m) {                                                                       \
+                    found = k;                                                                     \
+                    break;                                                                         \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+        if (m > 0 && kind == PyUnicode_1BYTE_KIND)
+            FIND_ABOVE(Py_UCS1);
+        else if (m > 0 && kind == PyUnicode_2BYTE_KIND)
+            FIND_ABOVE(Py_UCS2);
+        else if (m > 0)
+            FIND_ABOVE(Py_UCS4);
+#undef FIND_ABOVE
     }
     PyMem_Free(ranges);
     return PyLong_FromLongLong(found);
@@ -609,9 +640,11 @@ static PyObject *skip_spaces(PyObject *self, PyObject *args)
 typedef struct {
     i64 min, max, negate, nterms;
     const i64 *terms;
+    unsigned char ascii[128]; /* in_class + 1 of each ASCII character read so far in this call (0: not yet; ``clear_ascii``) */
 } Item;
 
-static int in_class(const Item *item, Py_UCS4 c)
+/* Whether c is in the item's class, by its terms. */
+static int class_terms(const Item *item, Py_UCS4 c)
 {
     int inside = 0;
     for (i64 t = 0; t < item->nterms && !inside; t++) {
@@ -626,8 +659,24 @@ static int in_class(const Item *item, Py_UCS4 c)
     return item->negate ? !inside : inside;
 }
 
+/* The item's ASCII memo, empty (filled as characters are met: a call reads each once). */
+static void clear_ascii(Item *item)
+{
+    memset(item->ascii, 0, sizeof item->ascii);
+}
+
+static inline int in_class(Item *item, Py_UCS4 c)
+{
+    if (c >= 128)
+        return class_terms(item, c);
+    unsigned char *memo = &item->ascii[c];
+    if (*memo == 0)
+        *memo = (unsigned char)(class_terms(item, c) + 1);
+    return *memo - 1;
+}
+
 /* The end of the match at pos (no later than end), or -1. */
-static i64 match_at(int kind, const void *data, const Item *items, Py_ssize_t n_items, i64 pos, i64 end)
+static i64 match_at(int kind, const void *data, Item *items, Py_ssize_t n_items, i64 pos, i64 end)
 {
     for (Py_ssize_t k = 0; k < n_items; k++) {
         i64 count = 0;
@@ -675,6 +724,7 @@ static int read_items(const i64 *spec, Py_ssize_t size, const char *name, Item *
             PyErr_Format(PyExc_ValueError, "%s: a short spec", name);
             return -1;
         }
+        clear_ascii(&items[k]);
     }
     *out = items;
     return 0;
@@ -987,7 +1037,8 @@ static PyObject *window_extra(PyObject *self, PyObject *args)
         (row_reaches = as_array(objects[3], n_rows, "row_reaches")) == NULL ||
         (ending = as_array(objects[4], n_ending, "ending")) == NULL)
         goto done;
-    Item last = {1, 1, 0, n_ending / 3, ending};
+    Item last = {1, 1, 0, n_ending / 3, ending, {0}};
+    clear_ascii(&last);
     extra = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(i64));
     missing = PyMem_Malloc(sizeof(i64) * (size_t)(n > 0 ? n : 1));
     if (extra == NULL || missing == NULL) {

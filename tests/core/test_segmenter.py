@@ -664,7 +664,16 @@ def test_every_levels_unless_class_is_its_code_point_ranges() -> None:
 )
 def test_the_c_class_kernel_equals_its_python_twin(text, data):
     ranges = data.draw(
-        st.sampled_from([[28, 31], [0xE01, 0xE5B, 0xE81, 0xEDF], [97, 97], [0x1F600, 0x1F600], []])
+        st.sampled_from(
+            [
+                [28, 31],
+                [0xE01, 0xE5B, 0xE81, 0xEDF],
+                [97, 97],
+                [0x1F600, 0x1F600],
+                [],
+                [28, 28, 31, 31, 0xE01, 0xE5B, 0x1F600, 0x1F600],  # more than two ranges
+            ]
+        )
     )
     start = data.draw(st.integers(-2, len(text) + 2))
     end = data.draw(st.integers(-2, len(text) + 2))
@@ -1062,7 +1071,13 @@ def test_the_class_kernels_on_long_texts_equal_their_twins(filler, hit, data):
         chars[at] = hit
     text = "".join(chars)
     start = data.draw(st.integers(0, length))
-    for ranges in ([28, 31], [0xE01, 0xE5B, 0xE81, 0xEDF], [28, 28, 31, 31, 0xE01, 0xE01]):
+    # Two ranges or fewer, and more (the blocks below the lowest range passed over, then compared).
+    for ranges in (
+        [28, 31],
+        [0xE01, 0xE5B, 0xE81, 0xEDF],
+        [28, 28, 31, 31, 0xE01, 0xE01],
+        [0xE01, 0xE01, 0xE5B, 0xE5B, 0xE81, 0xEDF],
+    ):
         expected = segmenter.first_in_ranges(text, ranges, start, length)
         assert segmenter._native.first_in_ranges(text, ranges, start, length) == expected
     spec = segmenter.level_spec(packer.LINE.same)
