@@ -1393,13 +1393,22 @@ static PyObject *text_spans(PyObject *self, PyObject *args)
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
     i64 limit = end < length ? end : length;
+    /* The bounds rise, so upper_bound(positions, low) and lower_bound(positions, high) only move on:
+     * two cursors (after, before) instead of two searches per span. */
+    Py_ssize_t after = 0, before = 0;
     for (Py_ssize_t k = 0; k + 1 < m; k++) {
         i64 low = bounds[k], high = bounds[k + 1];
         if (low < 0 || high > length) {
             PyErr_SetString(PyExc_IndexError, "text_spans: a bound outside the text");
             goto done;
         }
-        if (upper_bound(positions, n, low) >= lower_bound(positions, n, high))
+        while (after < n && positions[after] <= low)
+            after++;
+        if (before < after)
+            before = after;
+        while (before < n && positions[before] < high)
+            before++;
+        if (after >= before)
             continue; /* no position strictly inside [low, high): none inside its text either */
         i64 first = low, last = high;
         while (first < limit && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, first)))
@@ -1408,7 +1417,13 @@ static PyObject *text_spans(PyObject *self, PyObject *args)
             first = low > end ? low : end;
         while (last > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, last - 1)))
             last--;
-        if (upper_bound(positions, n, first) >= lower_bound(positions, n, last))
+        /* The same two bounds at first (at or after low) and last (at or before high). */
+        Py_ssize_t inside = after, below = before;
+        while (inside < n && positions[inside] <= first)
+            inside++;
+        while (below > 0 && positions[below - 1] >= last)
+            below--;
+        if (inside >= below)
             continue;
         if (budget < 0 || (!plain && !settled(kind, data, length, first))) {
             asked[n_asked++] = low;
