@@ -18,7 +18,8 @@ Groups:
   and bpe-openai doing the same (the encoder chunkyard uses: the same tokens, faster);
 - ``markdown``: Markdown-aware splitting at 1000 characters;
 - ``hostile``: time per MB of chunkyard on a 10 MB line, 100,000 one-line paragraphs, a 1 MB table,
-  deeply nested lists and 30,000 short lists, against ordinary prose (the corpus);
+  deeply nested lists, 30,000 short lists, 2,000,000 blank lines, 1,000,000 stops and an item
+  indented by 1,000,000 spaces, against ordinary prose (the corpus);
 - ``fixed``: the fixed cost of one call, in µs: every chars and Markdown splitter on short documents
   that are one chunk (a line; a page with front matter, a heading and two paragraphs), the cost a
   corpus of short pages (hugo-docs) pays per page whatever its length; with a floor, the ``Chunk``
@@ -360,6 +361,9 @@ def hostile_documents() -> dict[str, str]:
         "1 MB table": table,
         "nested lists (12 deep, 24,000 items)": nested,
         "30,000 short lists with lead-ins (1.6 MB)": lists,
+        "2,000,000 blank lines": "x\n" + "\n" * 2_000_000 + "y",
+        "1,000,000 stops": "." * 1_000_000,
+        "an item indented by 1,000,000 spaces": "- a\n" + " " * 1_000_000 + "b",
     }
 
 

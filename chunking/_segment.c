@@ -253,6 +253,48 @@ static PyObject *pair_of_lists(const i64 *a, Py_ssize_t na, const i64 *b, Py_ssi
     return tuple_of_lists(2, arrays, sizes);
 }
 
+/* Moving positions back over white space (not below a fixed low): a walk that reaches the position
+ * the previous walk started from takes that walk's answer, so positions in order inside one long run
+ * of white space cost the run once, not once each. raw -1: no walk yet. */
+typedef struct {
+    i64 raw, trimmed;
+} TrimMemo;
+
+static i64 trim_back(int kind, const void *data, i64 pos, i64 low, TrimMemo *memo)
+{
+    i64 raw = pos;
+    while (pos > low) {
+        if (pos == memo->raw) {
+            pos = memo->trimmed;
+            break;
+        }
+        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, pos - 1)))
+            break;
+        pos--;
+    }
+    memo->raw = raw;
+    memo->trimmed = pos;
+    return pos;
+}
+
+/* Moving positions on over white space up to a bound: [raw, reached) is known to be white space, so a
+ * walk from a position inside it starts at reached (or the bound, if lower). raw -1: no walk yet. */
+typedef struct {
+    i64 raw, reached;
+} SkipMemo;
+
+static i64 skip_forward(int kind, const void *data, i64 pos, i64 bound, SkipMemo *memo)
+{
+    i64 first = pos;
+    if (pos < bound && memo->raw >= 0 && memo->raw <= pos && pos < memo->reached)
+        first = memo->reached < bound ? memo->reached : bound;
+    while (first < bound && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, first)))
+        first++;
+    memo->raw = pos;
+    memo->reached = first;
+    return first;
+}
+
 /* Whether text[a:b] holds a character str.isspace() rejects. */
 static int has_text(int kind, const void *data, Py_ssize_t length, i64 a, i64 b)
 {
@@ -317,7 +359,7 @@ static PyObject *cut_candidates(PyObject *self, PyObject *args)
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t length = PyUnicode_GET_LENGTH(text), top = sizes[3] - 1, m = 0;
-    i64 running = 0, banned = 0;
+    i64 running = 0, banned = 0, clean = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
         running += add[k];
         banned += ban[k];
@@ -328,7 +370,9 @@ static PyObject *cut_candidates(PyObject *self, PyObject *args)
             continue;
         else
             price = score_prices[score < 0 ? 0 : score > top ? top : score] + extra[k] + running;
-        if (m > 0 && !has_text(kind, data, length, cuts[m - 1], pos)) {
+        /* [cuts[m - 1], clean) is white space already read: a long run of candidates is read once. */
+        if (m > 0 && !has_text(kind, data, length, clean, pos)) {
+            clean = pos;
             if (kept[m - 1] >= free_score || (score < free_score && price > prices[m - 1]))
                 continue;
             cuts[m - 1] = pos;
@@ -336,6 +380,7 @@ static PyObject *cut_candidates(PyObject *self, PyObject *args)
             kept[m - 1] = score;
             continue;
         }
+        clean = pos;
         cuts[m] = pos;
         prices[m] = price;
         kept[m] = score;
@@ -377,6 +422,7 @@ static PyObject *trim_ends(PyObject *self, PyObject *args)
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    TrimMemo trim = {-1, 0};
     for (Py_ssize_t k = 0; k < n; k++) {
         i64 pos = positions[k];
         if (pos > length) {
@@ -384,8 +430,7 @@ static PyObject *trim_ends(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_IndexError, "trim_ends: a position past the text");
             return NULL;
         }
-        while (pos > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, pos - 1)))
-            pos--;
+        pos = trim_back(kind, data, pos, low, &trim);
         positions[k] = pos;
     }
     PyObject *out = list_of(positions, n);
@@ -589,6 +634,8 @@ static PyObject *skip_spaces(PyObject *self, PyObject *args)
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t length = PyUnicode_GET_LENGTH(text), m = 0;
+    SkipMemo skip = {-1, 0};
+    i64 run_first = -1, run_newline = -1;
     for (Py_ssize_t k = 0; k < n; k++) {
         i64 pos = positions[k], first = pos, start, limit = limits != NULL ? limits[k] : one_limit;
         i64 bound = limit < length ? limit : length;
@@ -599,8 +646,7 @@ static PyObject *skip_spaces(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_IndexError, "skip_spaces: a negative position");
             return NULL;
         }
-        while (first < bound && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, first)))
-            first++;
+        first = skip_forward(kind, data, pos, bound, &skip);
         if (first >= limit || first >= length) {
             start = pos > limit ? pos : limit;
             if (first < limit) { /* the text ends before the limit: only white space */
@@ -613,12 +659,22 @@ static PyObject *skip_spaces(PyObject *self, PyObject *args)
         } else if (first == pos) {
             start = pos;
         } else {
-            i64 line_start = -1;
-            for (i64 x = first - 1; x >= pos; x--)
-                if (PyUnicode_READ(kind, data, x) == '\n') {
-                    line_start = x + 1;
-                    break;
+            /* The last line feed of the white space before first, found once per first: text[pos:first]
+             * is white space, so the last line feed in it is that one when it is at or after pos. */
+            if (first != run_first) {
+                run_first = first;
+                run_newline = -1;
+                for (i64 x = first - 1; x >= 0; x--) {
+                    Py_UCS4 c = PyUnicode_READ(kind, data, x);
+                    if (c == '\n') {
+                        run_newline = x;
+                        break;
+                    }
+                    if (!Py_UNICODE_ISSPACE(c))
+                        break;
                 }
+            }
+            i64 line_start = run_newline >= pos ? run_newline + 1 : -1;
             if (line_start < 0)
                 line_start = pos == 0 || PyUnicode_READ(kind, data, pos - 1) == '\n' ? pos : first;
             start = line_start < first && first - line_start <= max_indent ? line_start : first;
@@ -689,6 +745,32 @@ static i64 match_at(int kind, const void *data, Item *items, Py_ssize_t n_items,
             return -1;
     }
     return pos;
+}
+
+/* match_at for positions in order (class_positions tries every character of a run): when the first
+ * item repeats without a bound, a match from inside the run the last one's first item took, leaving it at
+ * least its minimum, takes the same way from the run's end, so its answer is that match's. from -1: none. */
+typedef struct {
+    i64 from, run_end, end, result;
+} MatchMemo;
+
+static i64 match_memo(int kind, const void *data, Item *items, Py_ssize_t n_items, i64 pos, i64 end,
+                      MatchMemo *memo)
+{
+    if (n_items == 0 || items[0].max >= 0)
+        return match_at(kind, data, items, n_items, pos, end);
+    if (memo->from >= 0 && memo->end == end && memo->from <= pos && pos <= memo->run_end &&
+        memo->run_end - pos >= items[0].min)
+        return memo->result;
+    i64 run_end = pos;
+    while (run_end < end && in_class(&items[0], PyUnicode_READ(kind, data, run_end)))
+        run_end++;
+    i64 result = run_end - pos < items[0].min ? -1 : match_at(kind, data, items + 1, n_items - 1, run_end, end);
+    memo->from = pos;
+    memo->run_end = run_end;
+    memo->end = end;
+    memo->result = result;
+    return result;
 }
 
 /* The items of a spec (n_items, then per item min, max, negate, nterms, terms...), pointing into spec: a
@@ -951,6 +1033,7 @@ static PyObject *class_positions(PyObject *self, PyObject *args)
         for (i64 code = checked[r] > 0 ? checked[r] : 0; code <= checked[r + 1] && code < 128; code++)
             if (ascii[code])
                 ascii[code] = 2;
+    MatchMemo match = {-1, 0, 0, 0};
     for (Py_ssize_t g = 0; g < n_gaps; g += 2) {
         offsets[g / 2] = m;
         i64 low = gaps[g] > 0 ? gaps[g] - 1 : 0, high = gaps[g + 1] < length ? gaps[g + 1] : length;
@@ -966,7 +1049,7 @@ static PyObject *class_positions(PyObject *self, PyObject *args)
                     if (code >= checked[r] && code <= checked[r + 1])
                         found = 2;
             }
-            if (!found || (found == 2 && match_at(kind, data, items, n_items, k + 1, high) < 0))
+            if (!found || (found == 2 && match_memo(kind, data, items, n_items, k + 1, high, &match) < 0))
                 continue;
             if (m == cap) {
                 cap *= 2;
@@ -1048,6 +1131,7 @@ static PyObject *window_extra(PyObject *self, PyObject *args)
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    TrimMemo trim = {-1, 0};
     for (Py_ssize_t k = 0; k < n; k++) {
         i64 pos = positions[k];
         if (scores[k] >= below)
@@ -1059,8 +1143,7 @@ static PyObject *window_extra(PyObject *self, PyObject *args)
         Py_ssize_t row = lower_bound(row_starts, n_rows, pos);
         if (row > 0 && pos < row_reaches[row - 1])
             continue;
-        while (pos > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, pos - 1)))
-            pos--;
+        pos = trim_back(kind, data, pos, low, &trim);
         if (n_ending > 0 && pos > 0 && width > 0 && !in_class(&last, PyUnicode_READ(kind, data, pos - 1))) {
             extra[k] = price;
             continue;
@@ -1145,6 +1228,7 @@ static PyObject *line_heads(PyObject *self, PyObject *args)
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
     /* The last line feed before `scanned` (-1: none): positions in order are each scanned once. */
     i64 scanned = 0, newline = -1;
+    TrimMemo trim = {-1, 0};
     for (Py_ssize_t k = 0; k < n; k++) {
         i64 pos = positions[k];
         if (scores[k] >= below || pos >= end)
@@ -1153,8 +1237,7 @@ static PyObject *line_heads(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_IndexError, "line_heads: a position outside the text");
             goto done;
         }
-        while (pos > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, pos - 1)))
-            pos--;
+        pos = trim_back(kind, data, pos, low, &trim);
         i64 window = pos > width ? pos - width : 0, line;
         if (pos >= scanned) {
             i64 found = last_newline(kind, data, scanned > window ? scanned : window, pos);
@@ -1395,7 +1478,8 @@ static PyObject *text_spans(PyObject *self, PyObject *args)
     i64 limit = end < length ? end : length;
     /* The bounds rise, so upper_bound(positions, low) and lower_bound(positions, high) only move on:
      * two cursors (after, before) instead of two searches per span. */
-    Py_ssize_t after = 0, before = 0;
+    Py_ssize_t after = 0, before = 0, inside = 0;
+    SkipMemo skip = {-1, 0};
     for (Py_ssize_t k = 0; k + 1 < m; k++) {
         i64 low = bounds[k], high = bounds[k + 1];
         if (low < 0 || high > length) {
@@ -1411,14 +1495,15 @@ static PyObject *text_spans(PyObject *self, PyObject *args)
         if (after >= before)
             continue; /* no position strictly inside [low, high): none inside its text either */
         i64 first = low, last = high;
-        while (first < limit && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, first)))
-            first++;
+        first = skip_forward(kind, data, first, limit, &skip);
         if (first >= end)
             first = low > end ? low : end;
         while (last > low && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, last - 1)))
             last--;
         /* The same two bounds at first (at or after low) and last (at or before high). */
-        Py_ssize_t inside = after, below = before;
+        if (inside < after)
+            inside = after; /* first rises with low, so inside only moves on too */
+        Py_ssize_t below = before;
         while (inside < n && positions[inside] <= first)
             inside++;
         while (below > 0 && positions[below - 1] >= last)

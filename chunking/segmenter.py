@@ -103,6 +103,7 @@ and then starts at the packer's overlap start before its boundary when the chunk
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import operator
 import re
@@ -288,11 +289,11 @@ def line_heads(
     hits: list[int] = []
     missing: list[int] = []
     trimmed: list[int] = []
+    memo_trim = [-1, 0]
     for k, (pos, score) in enumerate(zip(positions, scores, strict=True)):
         if score >= below or pos >= end:
             continue
-        while pos > low and text[pos - 1].isspace():
-            pos -= 1
+        pos = _trim_back(text, pos, low, memo_trim)
         window = pos - width if pos > width else 0
         line = text.rfind("\n", window, pos) + 1
         if line == 0 and window > 0:
@@ -481,7 +482,7 @@ def cut_candidates(
     cuts: list[int] = []
     prices: list[int] = []
     kept_scores: list[int] = []
-    running = banned = 0
+    running = banned = clean = 0
     for k in range(n):
         running += add[k]
         banned += ban[k]
@@ -493,11 +494,14 @@ def cut_candidates(
             continue
         else:
             price = score_prices[max(0, min(score, top))] + extra[k] + running
-        if cuts and _NON_SPACE.search(text, cuts[-1], pos) is None:
+        # [last cut, clean) is white space already seen: a long run of candidates is read once.
+        if cuts and _NON_SPACE.search(text, clean, pos) is None:
+            clean = pos
             if kept_scores[-1] >= free_score or (score < free_score and price > prices[-1]):
                 continue
             cuts[-1], prices[-1], kept_scores[-1] = pos, price, score
             continue
+        clean = pos
         cuts.append(pos)
         prices.append(price)
         kept_scores.append(score)
@@ -508,14 +512,26 @@ def cut_candidates(
     return cuts, prices, kept_scores
 
 
+def _trim_back(text: str, pos: int, low: int, memo: list[int]) -> int:
+    """``pos`` moved back over white space, not below ``low``; a walk that reaches the position the
+    previous walk (``memo``: [raw, trimmed], same low) started from takes its answer, so positions in
+    order inside one long run of white space cost the run once, not once each."""
+    raw = pos
+    while pos > low:
+        if pos == memo[0]:
+            pos = memo[1]
+            break
+        if not text[pos - 1].isspace():
+            break
+        pos -= 1
+    memo[0], memo[1] = raw, pos
+    return pos
+
+
 def trim_ends(text: str, positions: list[int], low: int) -> list[int]:
     """Each position moved back over white space, not below ``low`` (``Packer._trim_end``)."""
-    out = []
-    for pos in positions:
-        while pos > low and text[pos - 1].isspace():
-            pos -= 1
-        out.append(pos)
-    return out
+    memo = [-1, 0]
+    return [_trim_back(text, pos, low, memo) for pos in positions]
 
 
 def lookup(keys: list[int], values: list[int] | None, queries: list[int], right: bool) -> list[int]:
@@ -525,6 +541,14 @@ def lookup(keys: list[int], values: list[int] | None, queries: list[int], right:
     if values is None:
         return [find(keys, q) for q in queries]
     return [values[find(keys, q)] for q in queries]
+
+
+def _last_run_newline(text: str, first: int) -> int:
+    """The last line feed of the white space that ends at ``first``, else -1."""
+    x = first - 1
+    while x >= 0 and text[x] != "\n" and text[x].isspace():
+        x -= 1
+    return x if x >= 0 and text[x] == "\n" else -1
 
 
 def skip_spaces(
@@ -540,13 +564,18 @@ def skip_spaces(
     limits = [limit] * len(positions) if isinstance(limit, int) else limit
     starts: list[int] = []
     unsure: list[int] = []
+    raw, reached = -1, 0
+    run_first, run_newline = -1, -1
     for k, (pos, limit) in enumerate(zip(positions, limits, strict=True)):
         bound = min(limit, n)
         if pos < bound and not text[pos].isspace():
             first = pos
         else:
-            found = _NON_SPACE.search(text, pos, bound)  # re's \S: not str.isspace
-            first = found.start() if found is not None else max(pos, bound)
+            # [raw, reached) of the last walk is white space: a walk from inside it starts at its end.
+            begin = min(reached, bound) if pos < bound and raw <= pos < reached else pos
+            found = _NON_SPACE.search(text, begin, bound)  # re's \S: not str.isspace
+            first = found.start() if found is not None else max(begin, bound)
+            raw, reached = pos, first
         if first >= limit or first >= n:
             start = max(pos, limit)
             if first < limit:  # the text ends before the limit: only white space
@@ -558,7 +587,9 @@ def skip_spaces(
         elif first == pos:
             start = pos
         else:
-            newline = text.rfind("\n", pos, first)
+            if first != run_first:  # the last line feed of the white space before first, once per first
+                run_first, run_newline = first, _last_run_newline(text, first)
+            newline = run_newline if run_newline >= pos else -1
             line_start = (
                 newline + 1 if newline != -1 else (pos if pos == 0 or text[pos - 1] == "\n" else first)
             )
@@ -598,6 +629,26 @@ def _match_at(items: list[tuple[int, int, int, list[int]]], text: str, pos: int,
         if count < item[0]:
             return -1
     return pos
+
+
+def _match_memo(
+    items: list[tuple[int, int, int, list[int]]], text: str, pos: int, high: int, memo: list[int]
+) -> int:
+    """``_match_at`` for positions in order (``class_positions`` tries every character of a run): when
+    the first item repeats without a bound, a match from inside the run the last one's first item took
+    (``memo``: [from, run end, high, result]), leaving it at least its minimum, takes the same way from
+    the run's end, so its answer is that match's."""
+    if not items or items[0][1] >= 0:
+        return _match_at(items, text, pos, high)
+    first = items[0]
+    if memo[0] >= 0 and memo[2] == high and memo[0] <= pos <= memo[1] and memo[1] - pos >= first[0]:
+        return memo[3]
+    run_end = pos
+    while run_end < high and _in_class(first, text[run_end]):
+        run_end += 1
+    result = -1 if run_end - pos < first[0] else _match_at(items[1:], text, run_end, high)
+    memo[:] = [pos, run_end, high, result]
+    return result
 
 
 def class_ends(
@@ -663,6 +714,23 @@ def wide_gaps(
     return out
 
 
+@functools.cache
+def _ranges_class(ranges: tuple[int, ...]) -> re.Pattern[str]:
+    return re.compile(
+        "["
+        + "".join(
+            f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
+            for lo, hi in zip(ranges[::2], ranges[1::2], strict=True)
+        )
+        + "]"
+    )
+
+
+def _ranges_pattern(ranges: list[int]) -> re.Pattern[str]:
+    """One character in any of ``ranges`` (flat pairs lo, hi, inclusive), as an ``re`` class (none: never)."""
+    return _ranges_class(tuple(ranges)) if ranges else re.compile(r"(?!)")
+
+
 def class_positions(
     text: str, gaps: list[int], ranges: list[int], checked: list[int], spec: list[int]
 ) -> tuple[list[int], list[int]]:
@@ -670,18 +738,21 @@ def class_positions(
     window ``[low - 1, high)`` (flat pairs, in order), those also in ``checked`` only where ``spec``
     (``level_spec`` data) matches from the next character, within the window; and the offset where each
     gap's begin in them (one more than the gaps: the end)."""
-    pairs = list(zip(ranges[::2], ranges[1::2], strict=True))
     checks = list(zip(checked[::2], checked[1::2], strict=True))
     items = _items(spec) if spec else []
     out: list[int] = []
     offsets: list[int] = []
+    memo = [-1, 0, 0, 0]
+    search = _ranges_pattern(ranges).finditer  # the characters in the ranges, found by re's C loop
     for low, high in zip(gaps[::2], gaps[1::2], strict=True):
         offsets.append(len(out))
         high = min(high, len(text))
-        for k in range(max(0, low - 1), high):
+        for found in search(text, max(0, low - 1), high):
+            k = found.start()
             code = ord(text[k])
-            if any(lo <= code <= hi for lo, hi in pairs) and (
-                not any(lo <= code <= hi for lo, hi in checks) or _match_at(items, text, k + 1, high) >= 0
+            if (
+                not any(lo <= code <= hi for lo, hi in checks)
+                or _match_memo(items, text, k + 1, high, memo) >= 0
             ):
                 out.append(k)
     offsets.append(len(out))
@@ -710,14 +781,14 @@ def window_extra(
     extra = [0] * len(positions)
     missing: list[int] = []
     last = (1, 1, 0, ending)
+    memo_trim = [-1, 0]
     for k, (pos, score) in enumerate(zip(positions, scores, strict=True)):
         if score >= below:
             continue
         row = bisect.bisect_left(row_starts, pos)
         if row > 0 and pos < row_reaches[row - 1]:
             continue
-        while pos > low and text[pos - 1].isspace():
-            pos -= 1
+        pos = _trim_back(text, pos, low, memo_trim)
         if ending and pos > 0 and width > 0 and not _in_class(last, text[pos - 1]):
             extra[k] = price
             continue
@@ -757,7 +828,7 @@ def text_spans(
     sure: list[int] = []
     asked: list[int] = []
     for low, high, first in zip(bounds, bounds[1:], firsts, strict=False):
-        last = max(low, trim_ends(text, [high], 0)[0])
+        last = trim_ends(text, [high], low)[0]  # max(low, the end moved back over white space)
         if bisect.bisect_right(positions, first) >= bisect.bisect_left(positions, last):
             continue
         settled = first == 0 or ascii_settled(text, first)
@@ -1276,9 +1347,10 @@ class Segmenter:
         ``lead`` matches, not inside the match before) in every gap, the leads found by the kernel
         ``class_positions`` in one call (the lead read by ``lead_classes``), else by ``finditer``."""
         text, pk = self.text, self.pk
-        classes = lead_classes(level.lead) if _native is not None else None
-        if classes is not None:
-            leads, offsets = _native.class_positions(text, gaps, *classes)
+        classes = lead_classes(level.lead)
+        if classes is not None:  # the Python twin too: re's lookahead from every stop of a run is quadratic
+            find = _native.class_positions if _native is not None else class_positions
+            leads, offsets = find(text, gaps, *classes)
         else:
             leads, offsets = [], []
             for low, high in zip(gaps[::2], gaps[1::2], strict=True):

@@ -62,6 +62,8 @@ def test_hostile_documents_are_the_promised_sizes() -> None:
     assert len(docs["10 MB without a newline"]) == 10_000_000 and "\n" not in docs["10 MB without a newline"]
     assert docs["100,000 one-line paragraphs"].count("\n\n") == 99_999
     assert 0.9e6 < len(docs["1 MB table"]) < 1.1e6
+    assert docs["2,000,000 blank lines"].count("\n") == 2_000_001
+    assert docs["1,000,000 stops"] == "." * 1_000_000
 
 
 def test_phases_add_up_to_split_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
@@ -1223,3 +1224,96 @@ def test_a_heading_in_a_list_item_is_not_left_at_a_chunks_end() -> None:
     assert len(chunks) > 1
     for a, b in chunks[:-1]:
         assert not text[a:b].rstrip().endswith("B?"), chunks
+
+
+# -- the white-space walks: positions in one long run cost the run once ------------------------------
+
+RUNS = st.lists(
+    st.sampled_from(["a", "b.", "# x", " " * 7, "\n" * 5, " \t\n", "\u00a0\u2003", "\r\n", "é"]), max_size=14
+)
+
+
+def _kernels() -> list:
+    return [segmenter] if segmenter._native is None else [segmenter, segmenter._native]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=RUNS.map("".join), data=st.data())
+def test_the_walks_remembered_between_positions_answer_as_each_position_alone(text, data):
+    """``trim_ends``, ``skip_spaces``, ``window_extra`` and ``line_heads`` carry the last walk over white
+    space to the next position (so a run is walked once, not once per position in it); the answer for
+    every position is the one it gets alone, C and Python, in any order and with repeats."""
+    n = len(text)
+    anywhere = data.draw(st.lists(st.integers(0, n), max_size=20))
+    ordered = sorted(data.draw(st.lists(st.integers(0, n), max_size=20)))
+    low = data.draw(st.integers(0, n))
+    limits = data.draw(st.lists(st.integers(0, n + 2), min_size=len(anywhere), max_size=len(anywhere)))
+    for kernel in _kernels():
+        for positions in (anywhere, ordered):
+            assert kernel.trim_ends(text, positions, low) == [
+                kernel.trim_ends(text, [p], low)[0] for p in positions
+            ]
+        for max_indent, plain, verify in itertools.product((0, 3), (False, True), (False, True)):
+            for limit in (limits, data.draw(st.integers(0, n + 2))):
+                per = limit if isinstance(limit, list) else [limit] * len(anywhere)
+                starts, unsure = kernel.skip_spaces(text, anywhere, limit, max_indent, plain, verify)
+                alone = [
+                    kernel.skip_spaces(text, [p], [b], max_indent, plain, verify)
+                    for p, b in zip(anywhere, per, strict=True)
+                ]
+                assert list(starts) == [a[0][0] for a in alone]
+                assert list(unsure) == [k for k, a in enumerate(alone) if a[1]]
+        scores = [data.draw(st.sampled_from([1, 10, 60])) for _ in ordered]
+        windows = {text[max(0, p - 4) : p] for p in range(n + 1)}
+        memo = {w: data.draw(st.booleans()) for w in sorted(windows) if data.draw(st.booleans())}
+        args = (text, ordered, scores, 30, [], [], low, 4, memo, 400, [])
+        extra, missing = kernel.window_extra(*args)
+        alone = [kernel.window_extra(text, [p], [s], *args[3:]) for p, s in zip(ordered, scores, strict=True)]
+        assert list(extra) == [a[0][0] for a in alone]
+        assert list(missing) == [k for k, a in enumerate(alone) if a[1]]
+        spec = segmenter._atx_start_spec()
+        lines = {text[max(0, t - 300) : t].rsplit("\n", 1)[-1] for t in range(n + 1)}
+        memo = {line: data.draw(st.booleans()) for line in sorted(lines) if data.draw(st.booleans())}
+        head = (SCORE_BREAK, n, low, segmenter._ATX_WINDOW, spec, memo)
+        hits, missing, trimmed = kernel.line_heads(text, ordered, scores, *head)
+        alone = [kernel.line_heads(text, [p], [s], *head) for p, s in zip(ordered, scores, strict=True)]
+        assert list(hits) == [k for k, a in enumerate(alone) if a[0]]
+        assert list(missing) == [k for k, a in enumerate(alone) if a[1]]
+        assert list(trimmed) == [a[2][0] for a in alone if a[2]]
+
+
+# Runs that once cost time quadratic in their length, each position of the run reading the rest of it:
+# line feeds and spaces (every line feed a cut walking back over the whole run, in line_heads,
+# window_extra, trim_ends, skip_spaces and text_spans: 2,000,000 took minutes), stops (the sentence
+# lead's lookahead read the run from each stop: 200,000 took 18 s) and a list item's indentation
+# (cut_candidates read the run again from the kept cut for each candidate: 800,000 took 3 s).
+HOSTILE_RUNS = {
+    "line feeds": lambda n: "x\n" + "\n" * n + "y",
+    "spaces": lambda n: "x\n" + " " * n + "y",
+    "CR LF": lambda n: "x\n" + "\r\n" * (n // 2) + "y",
+    "mixed white space": lambda n: "x\n" + " \t\n" * (n // 3) + "y",
+    "stops": lambda n: "." * n,
+    "stops before a sentence": lambda n: "." * n + " Next",
+    "an item's indentation": lambda n: "- a\n" + " " * n + "b",
+}
+
+
+@pytest.mark.parametrize("native_kernels", [True, False], ids=["c", "python"])
+@pytest.mark.parametrize("strategy", ["recursive", "markdown", "sentence"])
+@pytest.mark.parametrize("name", list(HOSTILE_RUNS))
+def test_a_long_run_is_read_in_linear_time(
+    name: str, strategy: str, native_kernels: bool, monkeypatch
+) -> None:
+    if native_kernels and segmenter._native is None:
+        pytest.skip("no compiled kernel")
+    if not native_kernels:
+        monkeypatch.setattr(segmenter, "_native", None)
+    text = HOSTILE_RUNS[name](2_000_000 if native_kernels else 200_000)
+    started = time.process_time()
+    result = split_document(text, {"strategy": strategy, "unit": "chars", "max_size": 1000})
+    elapsed = time.process_time() - started
+    assert all(c.text == text[c.start : c.end] and c.size <= 1000 for c in result.chunks)
+    # No overlap: the chunks hold every character that is not white space, once.
+    assert sum(len("".join(c.text.split())) for c in result.chunks) == len("".join(text.split()))
+    # Linear work takes a few seconds at most here; the quadratic steps took minutes.
+    assert elapsed < 30, f"{name}: {elapsed:.1f} s"
