@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import regex
 
 from chunkyard.chunking import native
-from chunkyard.chunking.segmenter import Segmenter
+from chunkyard.chunking.segmenter import Segmenter, lead_match_ends
 from chunkyard.chunking.segmenter import kernel as segment_kernel
 from chunkyard.chunking.units import CharMeter, Meter
 
@@ -560,6 +560,15 @@ class Packer:
                 if match.start() <= max(0, low - 1):
                     return None
                 match = level.reverse.search(text, max(0, low - 1), match.start())
+            return None
+        if (
+            level.same is None
+            and level.lead is not None
+            and (level.unless is None or level.unless.search(text, max(0, low - 2), high) is None)
+        ):  # tried at its leads, found in linear time (a run of 4,000 stops took a second by search)
+            for pos in lead_match_ends(level, text, [low, high], inclusive=True):
+                if self._is_cluster_boundary(pos):
+                    return pos
             return None
         match = level.pattern.search(text, max(0, low - 1), high)
         while match is not None:

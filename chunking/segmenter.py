@@ -1098,26 +1098,60 @@ def _class_item(op, arg, low: int, high: int) -> tuple[int, int, int, list[int]]
     return (low, high, negate, terms)
 
 
-# The kernels in C when chunking/_segment.c is built and current, else their Python twins above.
-kernel = (
-    _native
-    if _native is not None
-    else SimpleNamespace(
-        cut_candidates=cut_candidates,
-        trim_ends=trim_ends,
-        lookup=lookup,
-        skip_spaces=skip_spaces,
-        wide_gaps=wide_gaps,
-        class_positions=class_positions,
-        window_extra=window_extra,
-        line_heads=line_heads,
-        merge_levels=merge_levels,
-        text_spans=text_spans,
-        live_spans=live_spans,
-        fit_sizes=fit_sizes,
-        capped_intervals=capped_intervals,
-    )
+# The Python twins above, and the kernels used: in C when chunking/_segment.c is built and current,
+# else the twins.
+twins = SimpleNamespace(
+    cut_candidates=cut_candidates,
+    trim_ends=trim_ends,
+    lookup=lookup,
+    skip_spaces=skip_spaces,
+    wide_gaps=wide_gaps,
+    class_positions=class_positions,
+    window_extra=window_extra,
+    line_heads=line_heads,
+    merge_levels=merge_levels,
+    text_spans=text_spans,
+    live_spans=live_spans,
+    fit_sizes=fit_sizes,
+    capped_intervals=capped_intervals,
 )
+kernel = _native if _native is not None else twins
+
+
+def lead_match_ends(level: TextLevel, text: str, gaps: list[int], *, inclusive: bool) -> list[int]:
+    """The ends of ``level.pattern``'s matches in each gap's window ``[low - 1, high)`` (flat pairs, in
+    order) that lie inside the gap (``low <= end <= high`` when ``inclusive``, else ``low < end <
+    high``), in order: the pattern tried where its ``lead`` matches and not inside the match before, as
+    ``levels.find_ends`` does in a text without a character of ``level.unless`` (the caller knows).
+    The leads are found by the kernel ``class_positions`` in one call when ``lead_classes`` reads the
+    lead (the Python twin too: ``re``'s lookahead from every stop of a run is quadratic), else by the
+    lead's ``finditer``."""
+    classes = lead_classes(level.lead)
+    if classes is not None:
+        leads, offsets = kernel.class_positions(text, gaps, *classes)
+    else:
+        leads, offsets = [], []
+        for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+            offsets.append(len(leads))
+            leads += [found.start() for found in level.lead.finditer(text, max(0, low - 1), high)]
+        offsets.append(len(leads))
+    # One pass over the gaps, those without a lead skipped.
+    match = level.pattern.match
+    ends: list[int] = []
+    for low, high, first, stop in zip(gaps[::2], gaps[1::2], offsets, offsets[1:], strict=False):
+        if first == stop:
+            continue
+        scanned = low - 1  # a lead lies at or after max(0, low - 1)
+        for at in leads[first:stop]:
+            if at < scanned:
+                continue
+            found = match(text, at, high)
+            if found is not None:
+                pos = found.end()
+                scanned = pos if pos > at else at + 1
+                if low < pos < high or (inclusive and low <= pos <= high):
+                    ends.append(pos)
+    return ends
 
 
 class Segmenter:
@@ -1343,37 +1377,10 @@ class Segmenter:
         return clean
 
     def _lead_ends(self, level: TextLevel, gaps: list[int], taken: Container[int]) -> list[int]:
-        """``_find`` of a level matched at its leads (``levels.find_ends``: the pattern tried where its
-        ``lead`` matches, not inside the match before) in every gap, the leads found by the kernel
-        ``class_positions`` in one call (the lead read by ``lead_classes``), else by ``finditer``."""
+        """``_find`` of a level matched at its leads (``lead_match_ends``) in every gap, strictly inside
+        it, those taken or not on a cluster boundary left out."""
         text, pk = self.text, self.pk
-        classes = lead_classes(level.lead)
-        if classes is not None:  # the Python twin too: re's lookahead from every stop of a run is quadratic
-            find = _native.class_positions if _native is not None else class_positions
-            leads, offsets = find(text, gaps, *classes)
-        else:
-            leads, offsets = [], []
-            for low, high in zip(gaps[::2], gaps[1::2], strict=True):
-                offsets.append(len(leads))
-                leads += [found.start() for found in level.lead.finditer(text, max(0, low - 1), high)]
-            offsets.append(len(leads))
-        # The ends inside their gaps first, then those taken or not on a cluster boundary left out, in
-        # one pass (a gap without a lead skipped).
-        match = level.pattern.match
-        ends: list[int] = []
-        for low, high, first, stop in zip(gaps[::2], gaps[1::2], offsets, offsets[1:], strict=False):
-            if first == stop:
-                continue
-            scanned = low - 1  # a lead lies at or after max(0, low - 1)
-            for at in leads[first:stop]:
-                if at < scanned:
-                    continue
-                found = match(text, at, high)
-                if found is not None:
-                    pos = found.end()
-                    scanned = pos if pos > at else at + 1
-                    if low < pos < high:
-                        ends.append(pos)
+        ends = lead_match_ends(level, text, gaps, inclusive=False)
         if self._plain:
             return [pos for pos in ends if pos not in taken]
         is_boundary = pk._is_cluster_boundary

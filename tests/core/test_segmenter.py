@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import time
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
@@ -624,6 +625,71 @@ def test_find_ends_is_finditer(text, level, data, clean):
         clean = False  # "clean" is the caller's promise that the text has no such character
     expected = [match.end() for match in level.pattern.finditer(text, start, end)]
     assert list(find_ends(level, text, start, end, clean=clean)) == expected
+
+
+def _use_python_kernels(monkeypatch) -> None:
+    """Every kernel of the segmenter as its Python twin, as when ``_segment.c`` is not built."""
+    monkeypatch.setattr(segmenter, "_native", None)
+    monkeypatch.setattr(segmenter, "kernel", segmenter.twins)
+    monkeypatch.setattr(packer, "segment_kernel", segmenter.twins)
+
+
+def _search_loop_ends(level, text, gaps, inclusive):
+    """The reference of ``lead_match_ends``: the pattern searched from the window's start again and
+    again, each search from the end of the match before (``Packer._find_level`` did this)."""
+    out = []
+    for low, high in zip(gaps[::2], gaps[1::2], strict=True):
+        match = level.pattern.search(text, max(0, low - 1), high)
+        while match is not None:
+            end = match.end()
+            if low < end < high or (inclusive and low <= end <= high):
+                out.append(end)
+            match = level.pattern.search(text, end if end > match.start() else end + 1, high)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(LEVEL_PIECES), max_size=40).map("".join),
+    level=st.sampled_from([SENTENCE, SENTENCE_OR_PARAGRAPH]),
+    data=st.data(),
+    inclusive=st.booleans(),
+)
+def test_lead_match_ends_are_the_ends_searched_one_by_one(text, level, data, inclusive):
+    text = level.unless.sub("", text)  # the caller's promise: no character of ``unless``
+    bounds = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    gaps = bounds[: len(bounds) // 2 * 2]
+    expected = _search_loop_ends(level, text, gaps, inclusive)
+    kernels = (
+        [segmenter.twins] if segmenter.kernel is segmenter.twins else [segmenter.kernel, segmenter.twins]
+    )
+    for chosen in kernels:
+        with mock.patch.object(segmenter, "kernel", chosen):
+            assert segmenter.lead_match_ends(level, text, gaps, inclusive=inclusive) == expected
+
+
+@pytest.mark.parametrize("native_kernels", [True, False], ids=["c", "python"])
+@pytest.mark.parametrize("strategy", ["recursive", "markdown", "sentence"])
+def test_an_overlap_window_of_stops_is_read_in_linear_time(
+    strategy: str, native_kernels: bool, monkeypatch
+) -> None:
+    """The overlap's start was found by searching the sentence pattern from each stop of its window,
+    each search reading the rest of the run: 100,000 stops at 40,000 characters with 20,000 of overlap
+    took 18 s, and this took minutes."""
+    if native_kernels and segmenter._native is None:
+        pytest.skip("no compiled kernel")
+    if not native_kernels:
+        _use_python_kernels(monkeypatch)
+    text = "." * (1_000_000 if native_kernels else 200_000) + " Next. Then."
+    config = {"strategy": strategy, "unit": "chars", "max_size": 100_000, "overlap": 50_000}
+    started = time.process_time()
+    result = split_document(text, config)
+    elapsed = time.process_time() - started
+    assert all(c.text == text[c.start : c.end] and c.size <= 100_000 for c in result.chunks)
+    assert result.chunks[0].start == 0 and result.chunks[-1].end == len(text)
+    # Nothing but white space is left between chunks.
+    assert all(not text[a.end : b.start].strip() for a, b in itertools.pairwise(result.chunks))
+    assert elapsed < 30, f"{elapsed:.1f} s"
 
 
 # -- character classes: the levels' ``unless`` patterns as code point ranges -------------------------
@@ -1307,7 +1373,7 @@ def test_a_long_run_is_read_in_linear_time(
     if native_kernels and segmenter._native is None:
         pytest.skip("no compiled kernel")
     if not native_kernels:
-        monkeypatch.setattr(segmenter, "_native", None)
+        _use_python_kernels(monkeypatch)
     text = HOSTILE_RUNS[name](2_000_000 if native_kernels else 200_000)
     started = time.process_time()
     result = split_document(text, {"strategy": strategy, "unit": "chars", "max_size": 1000})
