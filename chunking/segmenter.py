@@ -1101,19 +1101,24 @@ def _class_item(op, arg, low: int, high: int) -> tuple[int, int, int, list[int]]
 # The Python twins above, and the kernels used: in C when chunking/_segment.c is built and current,
 # else the twins.
 twins = SimpleNamespace(
-    cut_candidates=cut_candidates,
-    trim_ends=trim_ends,
-    lookup=lookup,
-    skip_spaces=skip_spaces,
-    wide_gaps=wide_gaps,
-    class_positions=class_positions,
-    window_extra=window_extra,
-    line_heads=line_heads,
-    merge_levels=merge_levels,
-    text_spans=text_spans,
-    live_spans=live_spans,
-    fit_sizes=fit_sizes,
-    capped_intervals=capped_intervals,
+    **{
+        twin.__name__: twin
+        for twin in (
+            cut_candidates,
+            trim_ends,
+            lookup,
+            skip_spaces,
+            wide_gaps,
+            class_positions,
+            window_extra,
+            line_heads,
+            merge_levels,
+            text_spans,
+            live_spans,
+            fit_sizes,
+            capped_intervals,
+        )
+    }
 )
 kernel = _native if _native is not None else twins
 
