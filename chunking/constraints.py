@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 
 from chunkyard.chunking.markdown import scan
 from chunkyard.chunking.packer import SENTENCE_OR_PARAGRAPH, Plan
+from chunkyard.chunking.segmenter import match_ends
 
 KEEP, BREAK = "keep_together", "break_here"
 KINDS = (KEEP, BREAK)
@@ -316,7 +317,7 @@ def _sentences_around(text: str, boundary: int) -> tuple[int, int] | None:
     if left < 0 or right >= len(text):
         return None
     low, high = max(0, left - _SENTENCE_REACH), min(len(text), right + _SENTENCE_REACH)
-    starts = [low] + [m.end() for m in SENTENCE_OR_PARAGRAPH.pattern.finditer(text, low, high)] + [high]
+    starts = [low, *match_ends(SENTENCE_OR_PARAGRAPH, text, low, high), high]
     start = starts[bisect.bisect_right(starts, left) - 1]
     end = (
         starts[bisect.bisect_right(starts, right)]
@@ -339,9 +340,9 @@ def best_inner_boundary(text: str, plan: Plan, start: int, end: int) -> int | No
     for level in plan.levels:
         if level.name == "grapheme" and candidates:
             continue
-        for match in level.pattern.finditer(text, max(0, low - 1), high):
-            if low <= match.end() <= high:
-                candidates.append((level.score, match.end()))
+        for pos in match_ends(level, text, max(0, low - 1), high):
+            if low <= pos <= high:
+                candidates.append((level.score, pos))
     candidates = [
         (score, pos) for score, pos in candidates if text[start:pos].strip() and text[pos:end].strip()
     ]

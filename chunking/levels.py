@@ -48,6 +48,14 @@ class TextLevel:
     same: re.Pattern[str] | None = None
     lead: re.Pattern[str] | None = None
     unless: regex.Pattern[str] | None = None
+    # Where else a match can begin in a text with a character of ``unless``: an ``re`` pattern found
+    # in linear time (``segmenter.lead_match_ends`` takes its matches beside the lead's), so such a
+    # text is not searched by ``pattern`` from every stop of a run (quadratic).
+    also: re.Pattern[str] | None = None
+    # A run of characters at which a match that fails after one of them fails at each later one of the
+    # run too (``segmenter.lead_match_ends`` passes over the rest of the run): the stops of a sentence's
+    # end, where each start would read the whole run again (tests/core/test_segmenter.py checks it).
+    run: re.Pattern[str] | None = None
 
 
 def _level(
@@ -58,6 +66,8 @@ def _level(
     same: bool = False,
     lead: str | None = None,
     unless: str | None = None,
+    also: str | None = None,
+    run: str | None = None,
 ) -> TextLevel:
     return TextLevel(
         name,
@@ -67,6 +77,8 @@ def _level(
         re.compile(pattern) if same else None,
         None if lead is None else re.compile(lead),
         None if unless is None else regex.compile(unless),
+        None if also is None else re.compile(also),
+        None if run is None else re.compile(run),
     )
 
 
@@ -146,6 +158,13 @@ _SENTENCE_LEAD_STOP = (
     f"[{_STOPS}](?=[{_STOPS}]*[{_CLOSERS}]*\\s+[{_OPENERS}]?[{_CAPITALS_WITHIN}])|[{_SENTENCE_LEAD_MARKS}"
 )
 _SENTENCE_LEAD = _SENTENCE_LEAD_STOP + "]"
+# In a text with a Thai or Lao letter a match also begins at white space after one (``re``'s white
+# space holds ``regex``'s): the pattern's last branch.
+_SENTENCE_ALSO = r"(?<=[" + PHRASE_SPACED + r"])[^\S\n]"
+# At a stop only the first branch can match. Its stops run to the end of their run (the items after
+# them take none), so from a start after a stop what follows the run decides, and the lookbehind
+# holds there (no exception ends with a stop): a match that fails there fails for the rest of the run.
+_SENTENCE_RUN = f"[{_STOPS}]+"
 SENTENCE = _level(
     "sentence",
     SCORE_SENTENCE,
@@ -154,6 +173,8 @@ SENTENCE = _level(
     r"|(?<=[" + PHRASE_SPACED + r"])[^\S\n]+(?=[" + PHRASE_SPACED + r"]))",
     lead=_SENTENCE_LEAD,
     unless=f"[{PHRASE_SPACED}]",
+    also=_SENTENCE_ALSO,
+    run=_SENTENCE_RUN,
 )
 SENTENCE_OR_PARAGRAPH = _level(
     "sentence",
@@ -161,6 +182,8 @@ SENTENCE_OR_PARAGRAPH = _level(
     SENTENCE.pattern.pattern + r"|\n[^\S\n]*\n",
     lead=_SENTENCE_LEAD_STOP + r"\n]",
     unless=f"[{PHRASE_SPACED}]",
+    also=_SENTENCE_ALSO,
+    run=_SENTENCE_RUN,
 )
 WORD = _level("word", SCORE_WORD, r"\s+", same=True, unless=_SPACE_DIFFERS)
 GRAPHEME = _level("grapheme", SCORE_GRAPHEME, r"\X")
@@ -174,6 +197,12 @@ _LONE_CR_LEVELS = {
     PARAGRAPH: _level("paragraph", SCORE_PARAGRAPH, _BREAK + _BLANKS),
     LINE: _level("line", SCORE_LINE, _BREAK),
     SENTENCE_OR_PARAGRAPH: _level(
-        "sentence", SCORE_SENTENCE, SENTENCE.pattern.pattern + "|" + _BREAK + _BLANKS
+        "sentence",
+        SCORE_SENTENCE,
+        SENTENCE.pattern.pattern + "|" + _BREAK + _BLANKS,
+        lead=_SENTENCE_LEAD_STOP + r"\n\r]",
+        unless=f"[{PHRASE_SPACED}]",
+        also=_SENTENCE_ALSO,
+        run=_SENTENCE_RUN,
     ),
 }

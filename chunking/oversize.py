@@ -19,6 +19,7 @@ import regex
 from chunkyard.chunking.errors import TokenizerError
 from chunkyard.chunking.packer import SCORE_GRAPHEME, SCORE_SENTENCE, SCORE_WORD, SENTENCE
 from chunkyard.chunking.prefix import least_text_room
+from chunkyard.chunking.segmenter import match_ends
 from chunkyard.chunking.settings import ChunkerBase
 from chunkyard.chunking.units import Tokenizer, get_tokenizer
 
@@ -94,8 +95,8 @@ def fallback_boundaries(
             out[pos] = score
 
     if sentences:
-        for match in SENTENCE.pattern.finditer(text, start, end):
-            mark(match.end(), SCORE_SENTENCE)
+        for pos in match_ends(SENTENCE, text, start, end):
+            mark(pos, SCORE_SENTENCE)
     if lines:
         for match in _NEWLINE.finditer(text, start, end):
             mark(match.end(), SCORE_INNER_LINE)

@@ -1123,14 +1123,17 @@ twins = SimpleNamespace(
 kernel = _native if _native is not None else twins
 
 
-def lead_match_ends(level: TextLevel, text: str, gaps: list[int], *, inclusive: bool) -> list[int]:
+def lead_match_ends(
+    level: TextLevel, text: str, gaps: list[int], *, inclusive: bool, clean: bool = True
+) -> list[int]:
     """The ends of ``level.pattern``'s matches in each gap's window ``[low - 1, high)`` (flat pairs, in
     order) that lie inside the gap (``low <= end <= high`` when ``inclusive``, else ``low < end <
     high``), in order: the pattern tried where its ``lead`` matches and not inside the match before, as
-    ``levels.find_ends`` does in a text without a character of ``level.unless`` (the caller knows).
-    The leads are found by the kernel ``class_positions`` in one call when ``lead_classes`` reads the
-    lead (the Python twin too: ``re``'s lookahead from every stop of a run is quadratic), else by the
-    lead's ``finditer``."""
+    ``levels.find_ends`` does in a text without a character of ``level.unless`` (``clean``: the caller
+    knows), and where ``level.also`` matches too in a text with one. The leads are found by the kernel
+    ``class_positions`` in one call when ``lead_classes`` reads the lead (the Python twin too: ``re``'s
+    lookahead from every stop of a run is quadratic), else by the lead's ``finditer``; so a run of stops
+    is read once, not once per stop."""
     classes = lead_classes(level.lead)
     if classes is not None:
         leads, offsets = kernel.class_positions(text, gaps, *classes)
@@ -1140,8 +1143,20 @@ def lead_match_ends(level: TextLevel, text: str, gaps: list[int], *, inclusive: 
             offsets.append(len(leads))
             leads += [found.start() for found in level.lead.finditer(text, max(0, low - 1), high)]
         offsets.append(len(leads))
-    # One pass over the gaps, those without a lead skipped.
-    match = level.pattern.match
+    if not clean:  # and where ``also`` matches, merged in order gap by gap
+        if level.also is None:
+            raise ValueError(f"the {level.name} level has no lead for a text with {level.unless.pattern}")
+        merged: list[int] = []
+        bounds: list[int] = []
+        for low, high, first, stop in zip(gaps[::2], gaps[1::2], offsets, offsets[1:], strict=False):
+            bounds.append(len(merged))
+            more = [found.start() for found in level.also.finditer(text, max(0, low - 1), high)]
+            merged += sorted({*leads[first:stop], *more}) if more else leads[first:stop]
+        bounds.append(len(merged))
+        leads, offsets = merged, bounds
+    # One pass over the gaps, those without a lead skipped; after a failed match past the first
+    # character of a ``level.run``, the rest of that run too.
+    match, run = level.pattern.match, level.run
     ends: list[int] = []
     for low, high, first, stop in zip(gaps[::2], gaps[1::2], offsets, offsets[1:], strict=False):
         if first == stop:
@@ -1156,7 +1171,20 @@ def lead_match_ends(level: TextLevel, text: str, gaps: list[int], *, inclusive: 
                 scanned = pos if pos > at else at + 1
                 if low < pos < high or (inclusive and low <= pos <= high):
                     ends.append(pos)
+            elif run is not None and at > 0 and (rest := run.match(text, at - 1, high)) is not None:
+                scanned = rest.end()
     return ends
+
+
+def match_ends(level: TextLevel, text: str, start: int, end: int) -> list[int]:
+    """The ends of ``level.pattern.finditer(text, start, end)``, in order (the level's matches take a
+    character at least): by ``lead_match_ends`` where the level has a lead, in linear time, else by
+    ``finditer``."""
+    if level.same is None and level.lead is not None:
+        clean = level.unless is None or level.unless.search(text, max(0, start - 1), end) is None
+        if clean or level.also is not None:
+            return lead_match_ends(level, text, [start + 1, end], inclusive=True, clean=clean)
+    return [match.end() for match in level.pattern.finditer(text, start, end)]
 
 
 class Segmenter:
@@ -1374,8 +1402,12 @@ class Segmenter:
     def _leads(self, level: TextLevel) -> bool:
         """Whether ``find_ends`` tries ``level``'s pattern only at its ``lead`` matches in this text (no
         character of the level's ``unless`` in it)."""
-        if level.same is not None or level.lead is None:
-            return False
+        return (
+            level.same is None and level.lead is not None and (level.also is not None or self._cleaned(level))
+        )
+
+    def _cleaned(self, level: TextLevel) -> bool:
+        """Whether the text has no character of the level's ``unless`` (remembered per level)."""
         clean = self._clean.get(id(level))
         if clean is None:
             clean = self._clean[id(level)] = self._lacks(level.unless)
@@ -1385,7 +1417,7 @@ class Segmenter:
         """``_find`` of a level matched at its leads (``lead_match_ends``) in every gap, strictly inside
         it, those taken or not on a cluster boundary left out."""
         text, pk = self.text, self.pk
-        ends = lead_match_ends(level, text, gaps, inclusive=False)
+        ends = lead_match_ends(level, text, gaps, inclusive=False, clean=self._cleaned(level))
         if self._plain:
             return [pos for pos in ends if pos not in taken]
         is_boundary = pk._is_cluster_boundary

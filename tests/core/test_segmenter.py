@@ -17,6 +17,7 @@ import time
 from unittest import mock
 
 import pytest
+import regex
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
@@ -648,30 +649,102 @@ def _search_loop_ends(level, text, gaps, inclusive):
     return out
 
 
-@settings(max_examples=300, deadline=None)
+# The levels with a lead (those of a text with lone CRs too), and text pieces with lone CRs beside
+# the levels' pieces (Thai and Lao letters among them: the levels' ``unless``).
+LEAD_LEVELS = [SENTENCE, SENTENCE_OR_PARAGRAPH, levels._LONE_CR_LEVELS[SENTENCE_OR_PARAGRAPH]]
+LEAD_PIECES = [
+    *LEVEL_PIECES,
+    *["\r", "\r\n", "x\r", ".\r", " \r \r", "ก\u2003ข"],
+    *["...", ".!?", "….", "\n`", "`", " ©", "e.g", "(i", "Mr"],  # runs of stops and what may follow them
+]
+
+
+def _all_kernels() -> list:
+    return [segmenter.twins] if segmenter.kernel is segmenter.twins else [segmenter.kernel, segmenter.twins]
+
+
+@settings(max_examples=400, deadline=None)
 @given(
-    text=st.lists(st.sampled_from(LEVEL_PIECES), max_size=40).map("".join),
-    level=st.sampled_from([SENTENCE, SENTENCE_OR_PARAGRAPH]),
+    text=st.lists(st.sampled_from(LEAD_PIECES), max_size=40).map("".join),
+    level=st.sampled_from(LEAD_LEVELS),
     data=st.data(),
     inclusive=st.booleans(),
 )
 def test_lead_match_ends_are_the_ends_searched_one_by_one(text, level, data, inclusive):
-    text = level.unless.sub("", text)  # the caller's promise: no character of ``unless``
     bounds = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
     gaps = bounds[: len(bounds) // 2 * 2]
+    clean = level.unless.search(text) is None  # else the matches of ``also`` are leads too
     expected = _search_loop_ends(level, text, gaps, inclusive)
-    kernels = (
-        [segmenter.twins] if segmenter.kernel is segmenter.twins else [segmenter.kernel, segmenter.twins]
-    )
-    for chosen in kernels:
+    for chosen in _all_kernels():
         with mock.patch.object(segmenter, "kernel", chosen):
-            assert segmenter.lead_match_ends(level, text, gaps, inclusive=inclusive) == expected
+            found = segmenter.lead_match_ends(level, text, gaps, inclusive=inclusive, clean=clean)
+            assert found == expected
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(LEAD_PIECES), max_size=40).map("".join),
+    level=st.sampled_from([*LEAD_LEVELS, packer.LINE, packer.PARAGRAPH, packer.WORD, packer.GRAPHEME]),
+    data=st.data(),
+)
+def test_match_ends_is_finditer(text, level, data):
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    expected = [match.end() for match in level.pattern.finditer(text, start, end)]
+    for chosen in _all_kernels():
+        with mock.patch.object(segmenter, "kernel", chosen):
+            assert segmenter.match_ends(level, text, start, end) == expected
+
+
+def _run_holds(level, text: str, high: int) -> None:
+    """``TextLevel.run``: where a start after a character of the run (and at one) finds no match in
+    ``text[:high]``, no later start in that run does."""
+    for at in range(1, high):
+        rest = level.run.match(text, at - 1, high)
+        if rest is None or rest.end() <= at or level.pattern.match(text, at, high) is not None:
+            continue
+        later = [k for k in range(at + 1, rest.end()) if level.pattern.match(text, k, high) is not None]
+        assert not later, (text, high, at, later)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(LEAD_PIECES), max_size=40).map("".join),
+    level=st.sampled_from(LEAD_LEVELS),
+    data=st.data(),
+)
+def test_a_match_failing_inside_a_run_fails_for_the_rest_of_it(text, level, data):
+    _run_holds(level, text, data.draw(st.integers(0, len(text))))
+
+
+@pytest.mark.parametrize("level", LEAD_LEVELS, ids=["sentence", "sentence or paragraph", "lone CR"])
+def test_a_match_failing_inside_a_run_fails_for_the_rest_of_it_before_each_tail(level) -> None:
+    """Every short run of stops after each kind of word an exception ends with, before each kind of
+    text that may follow a sentence's end."""
+    befores = ["", " ", "(i", "e.g", "i.e", " Dr", "etc", " a", "1", "123", "(a", "x", "\n"]
+    runs = [".", "..", "...", "....", ".!", "?..", "…", "….", "!?!"]
+    tails = [" Word", " word", "\n`", " ©", "", " (A", "” X", ".\n", "\n\n", " 1", " 中"]
+    for text in (b + r + t for b in befores for r in runs for t in tails):
+        for high in range(len(text) + 1):
+            _run_holds(level, text, high)
+
+
+def test_also_holds_every_start_of_the_sentence_patterns_last_branch() -> None:
+    """A Thai or Lao phrase break begins at white space (not a line feed) after a letter of those
+    scripts: ``also`` matches wherever the branch's ``regex`` class does."""
+    theirs = regex.compile(r"[^\S\n]")
+    letter = "\u0e01"
+    for code in range(0x110000):
+        char = chr(code)
+        if theirs.match(char):
+            assert SENTENCE.also.match(letter + char, 1), hex(code)
+
+
+@pytest.mark.parametrize("before", ["", "\u0e01 ", "a\rb"], ids=["plain", "thai", "lone-cr"])
 @pytest.mark.parametrize("native_kernels", [True, False], ids=["c", "python"])
 @pytest.mark.parametrize("strategy", ["recursive", "markdown", "sentence"])
 def test_an_overlap_window_of_stops_is_read_in_linear_time(
-    strategy: str, native_kernels: bool, monkeypatch
+    strategy: str, native_kernels: bool, before: str, monkeypatch
 ) -> None:
     """The overlap's start was found by searching the sentence pattern from each stop of its window,
     each search reading the rest of the run: 100,000 stops at 40,000 characters with 20,000 of overlap
@@ -680,7 +753,10 @@ def test_an_overlap_window_of_stops_is_read_in_linear_time(
         pytest.skip("no compiled kernel")
     if not native_kernels:
         _use_python_kernels(monkeypatch)
-    text = "." * (1_000_000 if native_kernels else 200_000) + " Next. Then."
+    # Ahead of the stops: a Thai letter (the levels' ``unless``: the lead's other branch) or a lone CR
+    # (the levels of such a text), which once sent the search to ``regex`` from each stop (40,000
+    # stops took 34 s), or nothing.
+    text = before + "." * (1_000_000 if native_kernels else 200_000) + " Next. Then."
     config = {"strategy": strategy, "unit": "chars", "max_size": 100_000, "overlap": 50_000}
     started = time.process_time()
     result = split_document(text, config)
@@ -1351,8 +1427,11 @@ def test_the_walks_remembered_between_positions_answer_as_each_position_alone(te
 # Runs that once cost time quadratic in their length, each position of the run reading the rest of it:
 # line feeds and spaces (every line feed a cut walking back over the whole run, in line_heads,
 # window_extra, trim_ends, skip_spaces and text_spans: 2,000,000 took minutes), stops (the sentence
-# lead's lookahead read the run from each stop: 200,000 took 18 s) and a list item's indentation
-# (cut_candidates read the run again from the kept cut for each candidate: 800,000 took 3 s).
+# lead's lookahead read the run from each stop: 200,000 took 18 s; after a Thai letter or a lone CR
+# the sentence pattern's search did, 40,000 took 34 s; before a line that starts with no capital, every
+# stop was a lead and each failed match read the run: 20,000 in a code block took 9 s) and a list
+# item's indentation (cut_candidates read the run again from the kept cut for each candidate: 800,000
+# took 3 s).
 HOSTILE_RUNS = {
     "line feeds": lambda n: "x\n" + "\n" * n + "y",
     "spaces": lambda n: "x\n" + " " * n + "y",
@@ -1360,6 +1439,9 @@ HOSTILE_RUNS = {
     "mixed white space": lambda n: "x\n" + " \t\n" * (n // 3) + "y",
     "stops": lambda n: "." * n,
     "stops before a sentence": lambda n: "." * n + " Next",
+    "stops after a Thai letter": lambda n: "\u0e01 " + "." * n,
+    "stops after a lone CR": lambda n: "a\rb" + "." * n,
+    "stops in a code block": lambda n: "```\n" + "." * n + "\n```\n",
     "an item's indentation": lambda n: "- a\n" + " " * n + "b",
 }
 
