@@ -589,9 +589,9 @@ class Packer:
     def _safe_origin(self, pos: int) -> int:
         """A position at or before ``pos`` that is certainly a grapheme boundary to scan from.
 
-        After a line feed always is; otherwise step back over characters that may continue a cluster
-        (combining marks, joiners, selectors, regional indicators, skin tones) so that pairs and
-        sequences are segmented from their beginning.
+        After a line feed always is, and before a CR (UAX #29 GB4, GB5); otherwise step back over
+        characters that may continue a cluster (combining marks, joiners, selectors, regional
+        indicators, skin tones) so that pairs and sequences are segmented from their beginning.
         """
         text = self.text
         if self._long_clusters:
@@ -604,6 +604,9 @@ class Packer:
                 )
         floor = max(0, pos - 128)
         newline = text.rfind("\n", floor, pos)
+        cr = text.rfind("\r", newline + 1 if newline != -1 else floor, pos)
+        if cr != -1:
+            return cr
         if newline != -1:
             return newline + 1
         origin = floor
@@ -634,6 +637,8 @@ class Packer:
         if ascii_settled(self.text, pos):
             return True  # ASCII on both sides and not inside CR LF
         char, before = self.text[pos], self.text[pos - 1]
+        if before == "\r":  # a CR ends its cluster but before an LF (UAX #29 GB3, GB4)
+            return char != "\n"
         if not _CONTINUES.match(char) and not _CONTINUES.match(before) and char != "\n":
             return True  # fast path: neither side can join a cluster
         if self._long_clusters and self._long_cluster_at(pos) is not None:

@@ -133,6 +133,44 @@ def test_the_plain_text_cluster_path_equals_segmenting(text, low, width, last):
     )
 
 
+# Pieces around line breaks that rules of UAX #29 join or part: CR LF, a prepend mark, combining
+# marks, a ZWJ sequence, regional indicators, a Thai vowel sign, and a run without a line feed.
+CLUSTER_PIECES = [
+    "a",
+    "\r",
+    "\n",
+    "\r\n",
+    "\u0301",
+    "\u0600",
+    "\u0903",
+    "👩",
+    "\u200d",
+    "🇫",
+    "🇷",
+    ".",
+    " ",
+    "ก",
+    "\u0e31",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.lists(st.sampled_from(CLUSTER_PIECES), max_size=60).map("".join), data=st.data())
+def test_cluster_boundaries_are_those_of_segmenting(text, data):
+    """``Packer._is_cluster_boundary`` (its fast paths: after a CR, ASCII, no joining character) and
+    ``_clusters`` (from ``_safe_origin``: after a line feed, before a CR) against ``regex``'s ``\\X``."""
+    config = parse_settings({"front_matter": "keep", "strategy": "fixed", "max_size": 10})
+    plan = get_strategy("fixed")(text, config, None).plan
+    pk = Packer(text, plan, make_meter(text, "chars"), 10, 0, 0)
+    boundaries = {0, len(text), *(m.end() for m in packer.GRAPHEME.pattern.finditer(text))}
+    assert [pk._is_cluster_boundary(p) for p in range(len(text) + 1)] == [
+        p in boundaries for p in range(len(text) + 1)
+    ]
+    low = data.draw(st.integers(0, len(text)))
+    high = data.draw(st.integers(low, len(text)))
+    assert pk._clusters(low, high) == sorted(p for p in boundaries if low <= p <= high)
+
+
 # -- findings: chunking/_pack.c's kernels against their Python twins --------------------------------
 
 

@@ -1442,6 +1442,8 @@ HOSTILE_RUNS = {
     "stops after a Thai letter": lambda n: "\u0e01 " + "." * n,
     "stops after a lone CR": lambda n: "a\rb" + "." * n,
     "stops in a code block": lambda n: "```\n" + "." * n + "\n```\n",
+    # Each position after a lone CR asked the grapheme rules from 128 characters back: 50,000 took 2 s.
+    "lines ending with a lone CR": lambda n: "a.\r" * (n // 3),
     "an item's indentation": lambda n: "- a\n" + " " * n + "b",
 }
 
