@@ -333,6 +333,147 @@ _SYNC_REVERSE = regex.compile(_SYNC_PATTERN, regex.REVERSE)
 _LETTER_OR_NUMBER = regex.compile(r"[\p{L}\p{N}]")  # exactly the pre-tokenizer's classes
 _SPACE = regex.compile(r"\s")  # the pre-tokenizer's white space
 _SHORT_SPAN = 96
+# ``SyncPoints`` remembers a stretch without sync points from this many characters on (or next to one
+# it remembers): shorter ones are read again at the cost of a search that stops at once.
+_GAP_MEMO = 64
+
+
+class SyncPoints:
+    """``_SYNC.search(text, start, end)`` and ``_SYNC_REVERSE.search(text, start, end)`` of one text, as
+    the position of the match (None: no match), each reading no stretch of text that an earlier one
+    has read: what a search learns is kept as *gaps*, disjoint intervals known to hold no sync point.
+
+    The regex module's searches find these sync points (the property test
+    ``test_sync_point_searches_match_the_regex`` checks this against the searches themselves). A sync
+    point q of the whole text (``_SYNC.match(text, q)``: the lookbehind reads ``text[q - 1]`` even
+    when the search starts at q) is a space (then ``text[q]`` is " ") or a line start before
+    non-space (then it is not); it is seen only through ``end >= reach(q)``, where ``reach(q)`` is
+    q + 2 for a space (the letter after it, read by the lookahead, must come before ``end``) and q + 1
+    for a line start. No sync point lies in [q + 1, reach(q)) (a sync point at q + 1 would need
+    ``text[q]`` to be a letter or digit, or a line break), so reach grows with q. Hence:
+
+    * ``_SYNC.search(text, start, end)`` finds the first sync point q >= start if reach(q) <= end,
+      else none;
+    * ``_SYNC_REVERSE.search(text, start, end)`` finds the last sync point q >= start with
+      reach(q) <= end, except that a reverse search never finds an empty match at its own start
+      (a line start at q == start); the candidates are then the sync points before ``end - 1`` and a
+      line start at ``end - 1``, each of them seen.
+
+    A forward search from ``pos`` with ``endpos`` one past ``stop`` sees every sync point in
+    [pos, stop), and a reverse search to ``endpos`` = p + 1 every one in [start, p) when ``p`` is not
+    a line start before non-space; a search that finds nothing (or a first, or last, sync point) so
+    proves a gap. Gaps of at least ``_GAP_MEMO`` characters, and any gap that touches one already
+    known, are kept (merged with the ones they touch): at most one for every ``_GAP_MEMO``
+    characters of the text. A search then starts after a known gap (forward) or before it (reverse)
+    and stops at the next known gap, so it reads only text that no kept gap holds, and each
+    character is read by at most one search that finds no sync point in it before it is kept.
+    """
+
+    def __init__(self, text: str):
+        self.text = text
+        self.n = len(text)
+        self._lo: list[int] = []  # gap starts, sorted
+        self._hi: list[int] = []  # gap ends (exclusive), sorted; gaps do not touch
+
+    def first(self, start: int, end: int) -> int | None:
+        """The position of ``_SYNC.search(text, start, end)``, else None."""
+        text, lo, hi = self.text, self._lo, self._hi
+        if not lo:  # no gap known (prose, where a search stops at once): the search itself
+            found = _SYNC.search(text, start, end)
+            if found is None:
+                self._note(start, end - 1)
+                return None
+            q = found.start()
+            if q - start >= _GAP_MEMO:
+                self._note(start, q)
+            return q
+        pos = start
+        while True:
+            k = bisect.bisect_right(lo, pos) - 1
+            if k >= 0 and pos < hi[k]:  # inside a known gap: none before its end
+                pos = hi[k]
+            if pos >= end:  # a sync point at or after end is not seen: reach(q) > q >= end
+                self._note(start, pos)
+                return None
+            stop = lo[k + 1] if k + 1 < len(lo) else self.n
+            if stop >= end:  # the search the caller asked for, from pos on
+                found = _SYNC.search(text, pos, end)
+                if found is None:  # none in [pos, end - 1); end - 1 may be a space before a letter
+                    self._note(start, end - 1)
+                    return None
+                q = found.start()
+                self._note(start, q)
+                return q
+            # Up to the next known gap (``stop`` starts a gap: not a sync point), every one seen.
+            found = _SYNC.search(text, pos, stop + 1)
+            if found is not None:
+                q = found.start()
+                self._note(start, q)
+                return q
+            self._note(start, stop)
+            pos = stop
+
+    def last(self, start: int, end: int) -> int | None:
+        """The position of ``_SYNC_REVERSE.search(text, start, end)``, else None."""
+        text = self.text
+        p = end - 1
+        if p <= start:  # at most a line start at the search's own start, never found
+            return None
+        lo, hi = self._lo, self._hi
+        if not lo:  # no gap known: the search itself
+            found = _SYNC_REVERSE.search(text, start, end)
+            if found is None:
+                self._note(start + 1, p)
+                return None
+            q = found.start()
+            if p - q > _GAP_MEMO:  # none in [q + 1, p), or q is p
+                self._note(q + 1, p)
+            return q
+        # A line start at end - 1 is seen (reach end), a space there is not.
+        if text[p - 1] == "\n" and _SYNC.match(text, p) is not None:
+            return p
+        # The last sync point in [start, p), where p is none.
+        pos = p  # [pos, p) holds no sync point
+        while True:
+            k = bisect.bisect_right(lo, pos - 1) - 1
+            if k >= 0 and pos - 1 < hi[k]:  # pos - 1 in a known gap: none from its start
+                pos = lo[k]
+                k -= 1
+            if pos <= start:
+                self._note(pos, p)
+                return None
+            # Back to the end of the gap before (gaps do not touch), every one seen but a line start
+            # at ``bottom`` (pos is no sync point: p, or the start of a gap).
+            bottom = max(start, hi[k]) if k >= 0 else start
+            found = _SYNC_REVERSE.search(text, bottom, pos + 1)
+            if found is not None:
+                q = found.start()
+                self._note(q + 1, p)
+                return q
+            if bottom == start:  # a line start at start is never found: the search's answer
+                self._note(start + 1, p)
+                return None
+            if _SYNC.match(text, bottom) is not None:  # a line start at bottom, seen from ``start``
+                self._note(bottom + 1, p)
+                return bottom
+            self._note(bottom, p)
+            pos = bottom
+
+    def _note(self, a: int, b: int) -> None:
+        """Keep [a, b), known to hold no sync point, if long or touching a gap already kept."""
+        if b <= a:
+            return
+        lo, hi = self._lo, self._hi
+        i = bisect.bisect_left(hi, a)  # the first gap that ends at or after a
+        if i == len(lo) or lo[i] > b:  # it touches none
+            if b - a >= _GAP_MEMO:
+                lo.insert(i, a)
+                hi.insert(i, b)
+            return
+        j = bisect.bisect_right(lo, b, i)  # the gaps before j start at or before b
+        merged_lo, merged_hi = min(a, lo[i]), max(b, hi[j - 1])
+        lo[i:j] = [merged_lo]
+        hi[i:j] = [merged_hi]
 
 
 class TokenMeter:
@@ -379,6 +520,8 @@ class TokenMeter:
         self._tails: dict[int, tuple[int, int, int]] = {}
         # Spans measured before: a Markdown section is measured as a group, then as the chunk it becomes.
         self._sizes: dict[tuple[int, int], int] = {}
+        # The sync point searches, each reading only text that no earlier one read.
+        self._sync = SyncPoints(text)
 
     @property
     def starts(self) -> np.ndarray:
@@ -424,10 +567,9 @@ class TokenMeter:
         if start == 0 or (text[start - 1] == "\n" and not _SPACE.match(text, start)):
             found = (start, 0, self._token_at(start))
         else:
-            first = _SYNC.search(text, start, end)
-            if first is None:
+            q = self._sync.first(start, end)  # ``_SYNC.search(text, start, end)``
+            if q is None:
                 return end, 0, -1
-            q = first.start()
             found = (q, self.tokenizer.count(text[start:q]), self._token_at(q))
         self._heads[start] = found
         return found
@@ -442,10 +584,9 @@ class TokenMeter:
         if end == self.n or self._ends_piece(end):
             found = (end, 0, self._token_at(end))
         else:
-            last = _SYNC_REVERSE.search(text, start, end)
-            if last is None:
+            q = self._sync.last(start, end)  # ``_SYNC_REVERSE.search(text, start, end)``
+            if q is None:
                 return start, 0, -1
-            q = last.start()
             found = (q, self.tokenizer.count(text[q:end]), self._token_at(q))
         self._tails[end] = found
         return found
