@@ -333,6 +333,13 @@ _SYNC_REVERSE = regex.compile(_SYNC_PATTERN, regex.REVERSE)
 _LETTER_OR_NUMBER = regex.compile(r"[\p{L}\p{N}]")  # exactly the pre-tokenizer's classes
 _SPACE = regex.compile(r"\s")  # the pre-tokenizer's white space
 _SHORT_SPAN = 96
+# A line start before the white space that indents a line (no line break in it, then a non-space
+# character): a sync point too (``TokenMeter``), whose piece before it ends with the line break, but
+# one that needs the whole indentation and the character after it in the span (its *reach* is one past
+# that character), so no ``_SYNC`` kind: listed apart, and asked only where ``_SYNC`` finds none near.
+_INDENTED_LINE = regex.compile(r"\n[^\S\r\n]++(?=\S)")
+# ``TokenMeter`` asks for an indented line start only when the nearest ``_SYNC`` one is further.
+_NEAR = 64
 # ``SyncPoints`` remembers a stretch without sync points from this many characters on (or next to one
 # it remembers): shorter ones are read again at the cost of a search that stops at once.
 _GAP_MEMO = 64
@@ -494,6 +501,20 @@ class TokenMeter:
     the end of the text: after a letter or digit before white space, or after any other non-space
     character before a space or a tab (neither joins the piece before it). Spans without two sync
     points (CJK, short spans) are encoded whole. Other tokenizers are always encoded whole.
+
+    An indented line start q (``_INDENTED_LINE``: ``text[q - 1]`` a line feed, ``text[q:r]`` white space
+    without a line break, ``text[r]`` not white space) is a sync point of every span that holds r
+    (r < b), for the same three reasons. It is a piece boundary: from any point s of the run of white
+    space around q, before q, ``\\s++$`` fails before ``text[r]`` and the letter, number and
+    punctuation alternatives find white space at s + 1 <= q, so the piece is ``\\s*[\r\n]``, which
+    stops after the run's last line break, at q; a punctuation piece's line breaks stop at
+    ``text[q]``; no other piece holds a line break. The head alone gives the same pieces: the piece
+    from such an s ends at q there too, as ``\\s++$`` at the text's end, and no other piece reads past
+    ``text[q]``, which ends a punctuation piece's line breaks either way. Between q1 and q2 = q no
+    piece and no failed alternative reads past r, which the span holds. Its reach (one past r) has no
+    bound, so it is no ``_SYNC`` kind (``SyncPoints`` needs one of two characters at most); it is
+    taken only where ``_SYNC`` has none within ``_NEAR`` characters of the span's start or end: any
+    two sync points of a span give its exact count, the nearest the fewest characters to encode.
     """
 
     unit = "tokens"
@@ -517,11 +538,14 @@ class TokenMeter:
         # a span end (index -1: no token of the document starts there): the packer measures many spans
         # sharing a start or an end.
         self._heads: dict[int, tuple[int, int, int]] = {}
+        self._head_reach: dict[int, int] = {}  # the reach of the sync point of each head
         self._tails: dict[int, tuple[int, int, int]] = {}
         # Spans measured before: a Markdown section is measured as a group, then as the chunk it becomes.
         self._sizes: dict[tuple[int, int], int] = {}
         # The sync point searches, each reading only text that no earlier one read.
         self._sync = SyncPoints(text)
+        # The indented line starts and their reaches (``_INDENTED_LINE``), found when first needed.
+        self._indented: tuple[list[int], list[int]] | None = None
 
     @property
     def starts(self) -> np.ndarray:
@@ -556,27 +580,35 @@ class TokenMeter:
         return k if pos == self.n else -1
 
     def _head(self, start: int, end: int) -> tuple[int, int, int]:
-        """The first sync point at or after ``start`` (``end`` if none), the tokens before it and its
-        token index."""
+        """A sync point in the span (``end`` if none): the first at or after ``start``, or an indented
+        line start before it when that one is far; the tokens before it and its token index."""
         cached = self._heads.get(start)
-        if cached is not None and cached[0] < end:
+        if cached is not None and self._head_reach[start] <= end:
             return cached
         text = self.text
         # The text's start, or a line start before non-space, is a piece boundary as it is. Otherwise
         # look for the nearest sync point inside the span.
         if start == 0 or (text[start - 1] == "\n" and not _SPACE.match(text, start)):
+            q, reach = start, start + 1
             found = (start, 0, self._token_at(start))
         else:
             q = self._sync.first(start, end)  # ``_SYNC.search(text, start, end)``
+            reach = 0 if q is None else q + 2 if text[q] == " " else q + 1
+            if q is None or q - start > _NEAR:
+                starts, reaches = self._indented_lines()
+                k = bisect.bisect_left(starts, start)
+                if k < len(starts) and reaches[k] <= end and (q is None or starts[k] < q):
+                    q, reach = starts[k], reaches[k]
             if q is None:
                 return end, 0, -1
             found = (q, self.tokenizer.count(text[start:q]), self._token_at(q))
         self._heads[start] = found
+        self._head_reach[start] = reach
         return found
 
     def _tail(self, start: int, end: int) -> tuple[int, int, int]:
-        """The last sync point before ``end`` (``start`` if none), the tokens after it and its token
-        index."""
+        """A sync point in the span (``start`` if none): the last before ``end``, or an indented line
+        start after it when that one is far; the tokens after it and its token index."""
         cached = self._tails.get(end)
         if cached is not None and cached[0] > start:
             return cached
@@ -585,11 +617,27 @@ class TokenMeter:
             found = (end, 0, self._token_at(end))
         else:
             q = self._sync.last(start, end)  # ``_SYNC_REVERSE.search(text, start, end)``
+            if q is None or end - q > _NEAR:
+                starts, reaches = self._indented_lines()
+                k = bisect.bisect_right(reaches, end) - 1  # the last one the span holds with its reach
+                if k >= 0 and starts[k] > start and (q is None or starts[k] > q):
+                    q = starts[k]
             if q is None:
                 return start, 0, -1
             found = (q, self.tokenizer.count(text[q:end]), self._token_at(q))
         self._tails[end] = found
         return found
+
+    def _indented_lines(self) -> tuple[list[int], list[int]]:
+        """The indented line starts of the text (``_INDENTED_LINE``) and their reaches, both sorted."""
+        if self._indented is None:
+            starts: list[int] = []
+            reaches: list[int] = []
+            for match in _INDENTED_LINE.finditer(self.text):
+                starts.append(match.start() + 1)
+                reaches.append(match.end() + 1)
+            self._indented = starts, reaches
+        return self._indented
 
     def prefix(self, positions: list[int]) -> list[int]:
         """The number of the document's tokens that start before each position: the additive size
