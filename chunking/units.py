@@ -339,7 +339,7 @@ _SHORT_SPAN = 96
 # that character), so no ``_SYNC`` kind: listed apart, and asked only where ``_SYNC`` finds none near.
 _INDENTED_LINE = regex.compile(r"\n[^\S\r\n]++(?=\S)")
 # ``TokenMeter`` asks for an indented line start only when the nearest ``_SYNC`` one is further.
-_NEAR = 64
+_NEAR = 256
 # ``SyncPoints`` remembers a stretch without sync points from this many characters on (or next to one
 # it remembers): shorter ones are read again at the cost of a search that stops at once.
 _GAP_MEMO = 64
