@@ -266,3 +266,56 @@ def test_the_output_check_finds_a_changed_chunk(tmp_path: Path, capsys: pytest.C
     out = capsys.readouterr().out
     assert f"differs: {corpus.name}/a.md|markdown-1000" in out
     assert "b.md" not in out and f"{len(fingerprints.CONFIGURATIONS)} differ" in out
+
+
+def _tarball(path: Path, members: dict[str, bytes]) -> Path:
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_an_unseen_corpus_takes_only_the_markdown_under_its_folder(tmp_path: Path) -> None:
+    unseen = pytest.importorskip("unseen_corpora")
+    members = {
+        "package/dist/docs/a.md": b"# A\n",
+        "package/dist/docs/deep/b.md": b"# B\n",
+        "package/dist/docs/c.js": b"code",
+        "package/README.md": b"outside the folder",
+        "package/dist/docs/../../../escape.md": b"never written",
+    }
+    tarball = _tarball(tmp_path / "pkg-1.0.0.tgz", members)
+    dest = tmp_path / "out"
+    assert unseen._extract(tarball, "package/dist/docs", dest) == 2
+    found = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert found == ["pkg-1.0.0/package/dist/docs/a.md", "pkg-1.0.0/package/dist/docs/deep/b.md"]
+    assert not (tmp_path / "escape.md").exists()
+
+
+def test_an_unseen_corpus_tarball_that_is_not_the_registrys_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+    import hashlib
+    import subprocess
+
+    unseen = pytest.importorskip("unseen_corpora")
+    tarball = _tarball(tmp_path / "pkg-1.0.0.tgz", {"package/a.md": b"# A\n"})
+    good = "sha512-" + base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
+    answers = {"pack": "pkg-1.0.0.tgz\n"}
+
+    def run(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        out = answers["pack"] if argv[1] == "pack" else f'"{answers["integrity"]}"'
+        return subprocess.CompletedProcess(argv, 0, stdout=out)
+
+    monkeypatch.setattr(unseen.subprocess, "run", run)
+    answers["integrity"] = good
+    assert unseen._fetch("pkg@1.0.0", tmp_path) == tarball
+    answers["integrity"] = "sha512-" + base64.b64encode(hashlib.sha512(b"other").digest()).decode()
+    with pytest.raises(SystemExit, match="not the registry's integrity"):
+        unseen._fetch("pkg@1.0.0", tmp_path)
