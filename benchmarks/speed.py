@@ -603,29 +603,33 @@ def per_document_table(
     return lines
 
 
-def corpora_of(root: Path) -> tuple[dict[str, list[str]], list[str]]:
-    """The Markdown texts per shared corpus (plus "all"), and httpd-manual's HTML as chunkyard extracts it.
-    Any other folder is one corpus of its own Markdown."""
+def corpora_of(root: Path, html_root: Path | None = None) -> tuple[dict[str, list[str]], list[str]]:
+    """The Markdown texts per shared corpus (plus "all"), and httpd-manual's HTML (or ``html_root``'s)
+    as chunkyard extracts it. Any other folder is one corpus of its own Markdown."""
     from chunkyard.chunking.html import extract_html
+
+    def extracted(folder: Path) -> list[str]:
+        return [
+            extract_html(p.read_text(encoding="utf-8", errors="replace")).text
+            for p in sorted(folder.rglob("*.html"))
+        ]
+
+    html_texts = extracted(html_root) if html_root is not None else []
+    if html_root is not None and not html_texts:
+        raise SystemExit(f"no HTML files under {html_root}")
 
     known = [name for name in MARKDOWN_CORPORA if (root / name).is_dir()]
     if root.resolve() == CORPORA.resolve() and len(known) < len(MARKDOWN_CORPORA):
         missing = sorted(set(MARKDOWN_CORPORA) - set(known))
         raise SystemExit(f"the shared corpora {', '.join(missing)} are not under {root} (set {CORPORA_ENV})")
     if not known:
-        return {root.name or str(root): [p.read_text(encoding="utf-8") for p in markdown_files(root)]}, []
+        own = {root.name or str(root): [p.read_text(encoding="utf-8") for p in markdown_files(root)]}
+        return own, html_texts
     corpora = {name: [p.read_text(encoding="utf-8") for p in markdown_files(root / name)] for name in known}
     corpora["all"] = [text for name in known for text in corpora[name]]
-    html_root = root / HTML_CORPUS
-    html = (
-        [
-            extract_html(p.read_text(encoding="utf-8", errors="replace")).text
-            for p in sorted(html_root.rglob("*.html"))
-        ]
-        if html_root.is_dir()
-        else []
-    )
-    return corpora, html
+    if html_root is not None:
+        return corpora, html_texts
+    return corpora, extracted(root / HTML_CORPUS) if (root / HTML_CORPUS).is_dir() else []
 
 
 def versions() -> str:
@@ -655,10 +659,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
     parser.add_argument(
+        "--html", type=Path, default=None, help=f"the html group's folder of HTML (default: {HTML_CORPUS})"
+    )
+    parser.add_argument(
         "--write-readme", action="store_true", help="replace the results in benchmarks/README.md"
     )
     args = parser.parse_args(argv)
-    corpora, html_texts = corpora_of(args.corpus)
+    corpora, html_texts = corpora_of(args.corpus, args.html)
+    html_name = args.html.name if args.html else HTML_CORPUS
     texts = corpora.get("all") or next(iter(corpora.values()))
     if not texts:
         print(f"no Markdown files under {args.corpus}", file=sys.stderr)
@@ -669,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if html_texts:
         sizes += (
-            f"; {HTML_CORPUS}: {len(html_texts)} HTML files, "
+            f"; {html_name}: {len(html_texts)} HTML files, "
             f"{sum(len(t.encode()) for t in html_texts) / 1e6:.1f} MB of extracted text"
         )
     out = [
@@ -720,11 +728,11 @@ def main(argv: list[str] | None = None) -> int:
             section = run_fixed(args.repeats)
         elif group == "html":
             if not html_texts:
-                print(f"  (html: no {HTML_CORPUS} under {args.corpus}, skipped)", file=sys.stderr)
+                print(f"  (html: no {html_name} under {args.corpus}, skipped)", file=sys.stderr)
                 continue
             html_mb = sum(len(t.encode()) for t in html_texts) / 1e6
-            measured[group] = {HTML_CORPUS: (run_group(group, html_texts, args.repeats), html_mb)}
-            section = group_table(group, measured[group])
+            measured[group] = {html_name: (run_group(group, html_texts, args.repeats), html_mb)}
+            section = [line.replace(HTML_CORPUS, html_name) for line in group_table(group, measured[group])]
         elif group in GROUPS:
             # Each corpus on its own, then all of them (where the correctness columns are measured).
             measured[group] = {
@@ -740,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(section) + "\n", flush=True)
         out += section + [""]
     if measured:
-        counts = {name: len(docs) for name, docs in corpora.items()} | {HTML_CORPUS: len(html_texts)}
+        counts = {name: len(docs) for name, docs in corpora.items()} | {html_name: len(html_texts)}
         section = goal_table(measured) + [""] + per_document_table(measured, counts)
         print("\n".join(section) + "\n", flush=True)
         out += section + [""]

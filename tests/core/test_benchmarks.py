@@ -319,3 +319,16 @@ def test_an_unseen_corpus_tarball_that_is_not_the_registrys_is_refused(
     answers["integrity"] = "sha512-" + base64.b64encode(hashlib.sha512(b"other").digest()).decode()
     with pytest.raises(SystemExit, match="not the registry's integrity"):
         unseen._fetch("pkg@1.0.0", tmp_path)
+
+
+def test_the_html_group_reads_the_folder_it_is_given(tmp_path: Path) -> None:
+    (tmp_path / "md").mkdir()
+    (tmp_path / "md" / "a.md").write_text("# A\n\ntext\n")
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "p.html").write_text("<html><body><h1>Title</h1><p>Some text.</p></body></html>")
+    corpora, html = speed.corpora_of(tmp_path / "md", pages)
+    assert list(corpora) == ["md"] and len(html) == 1 and "Some text." in html[0]
+    assert speed.corpora_of(tmp_path / "md")[1] == []
+    with pytest.raises(SystemExit, match="no HTML files under"):
+        speed.corpora_of(tmp_path / "md", tmp_path / "md")
