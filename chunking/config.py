@@ -37,7 +37,8 @@ from chunkyard.chunking.strategies import STRATEGIES
 
 # Bump when a change to the chunking code changes output for the same settings: it is part of the
 # config hash, so datasets made by older code are never mistaken for current ones.
-ALGORITHM_VERSION = "10"
+ALGORITHM_VERSION = "11"
+# 11: the ``words_run_together`` finding on text extracted from PDF or DOCX (chunk boundaries unchanged)
 # 10: a cut inside a block (a paragraph, mostly) that fits whole costs one chunk price; a heading inside a
 #    list item or block quote (``- #### Why?``) is priced as a heading left at a chunk's end
 # 9: a unit fits when it fits from its first character (``Packer._opening``: the scanner puts a boundary

@@ -37,6 +37,11 @@ findings equal with either set. Order: each chunk's codes come in the order list
 - ``over_budget`` (the packer says so), ``undersized`` (below min_size, when there are several
   chunks), ``high_overlap`` (more than half the chunk repeats the previous one), and
   ``constraint_unmet`` (``unmet_constraint_chunks``).
+- ``words_run_together`` (the ``document`` strategy only: text extracted from PDF or DOCX): at least
+  ``_GLUED_SHARE`` of the chunk's ASCII letters, and at least ``_GLUED_LETTERS`` of them, are in runs
+  of ``_GLUED_RUN`` lower-case letters or more (``_glued``). Prose has almost none (gnuplot's manual 0.0 %,
+  compounds and identifiers); a text layer that lost its word gaps has most (the Debian Reference
+  through pypdf: 45 %). A property of the text, not of a boundary: one chunk or many.
 """
 
 from __future__ import annotations
@@ -108,7 +113,31 @@ FINDINGS: dict[str, tuple[str, str]] = {
         "A reviewer's constraint (keep this span together / break here) could not be met within the budget.",
         "Raise max_size so the kept span fits, or retract the constraint in the reviewer.",
     ),
+    "words_run_together": (
+        "Words of the chunk run together (a quarter or more of its letters are in runs of 20 lower-case letters or more): "
+        "the file's text layer lost the spaces between them, so search and embeddings see run-on tokens.",
+        "No chunking setting fixes it: the text is read as the file gives it (pypdf does not find word gaps "
+        "drawn by glyph positioning in fonts without a space glyph, pypdf issue 3978); export the PDF "
+        "again (e.g. with pdflatex or another tool) or leave the file out.",
+    ),
 }
+
+# ``words_run_together``: runs of this many ASCII letters or more hold at least this share of a chunk's
+# letters, and at least this many letters (a short chunk with one long identifier is not flagged).
+_GLUED_RUN = 20
+_GLUED_SHARE = 0.25
+_GLUED_LETTERS = 40
+_LETTER_RUN = re.compile(r"[A-Za-z]+")
+_LOWER_RUN = re.compile(rf"[a-z]{{{_GLUED_RUN},}}")
+
+
+def _glued(text: str) -> bool:
+    """Whether ``text``'s words run together (``words_run_together``). Only lower-case letters count
+    toward a run: glued prose has long lower-case stretches (``movingtoanewrelease``), an identifier
+    a capital every few letters (``RegisterDynamicBackgroundWorker``)."""
+    glued = sum(map(len, _LOWER_RUN.findall(text)))
+    return glued >= _GLUED_LETTERS and glued >= _GLUED_SHARE * sum(map(len, _LETTER_RUN.findall(text)))
+
 
 # A chunk edge is clean after a sentence end (the packer's marks, and : ;), or, in Thai and Lao,
 # at a space between two letters (see ``packer.SENTENCE``).
@@ -273,6 +302,10 @@ def check_spans(text: str, spans: list[Span], layout, min_size: int) -> list[lis
         for index in unmet_constraint_chunks(text, spans, plan.keep, plan.breaks):
             if "constraint_unmet" not in results[index]:
                 results[index].append("constraint_unmet")
+    if layout.strategy == "document":  # text extracted from PDF or DOCX
+        for codes, span in zip(results, spans, strict=True):
+            if _glued(text[span.start : span.end]):
+                codes.append("words_run_together")
     return results
 
 

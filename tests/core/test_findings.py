@@ -37,6 +37,13 @@ CODE = (
 )
 HEADED = "Intro para that is long enough to fill it.\n# Heading One\nBody text that is rather long here."
 LONG_HEADING = "# Reference for every option of the command line\n\nThe tool reads its config at start. It exits on errors.\n"
+# The Debian Reference as pypdf extracts it (its word gaps are drawn by glyph positioning), and spaced.
+GLUED_SPACED = (
+    "When moving to a new release etc, you should consider to perform a clean installation of new system "
+    "even though Debian is upgradable as described below. This provides you a chance to remove garbages "
+    "collected and exposes you to the best combination of latest packages."
+)
+GLUED = "\n".join(line.replace(" ", "") for line in GLUED_SPACED.split(". "))
 SMALL_LAST = "Short one.\n\nA paragraph that is long enough to be a real chunk of text here, more than fifty characters."
 
 
@@ -98,6 +105,11 @@ CASES: dict[str, tuple[Case, Case]] = {
     "constraint_unmet": (
         Case(PROSE, rec(max_size=40), _keep(0, 75)),  # a kept span longer than the budget
         Case(PROSE, rec(max_size=40), _keep(25, 60)),  # one that fits is met
+    ),
+    # text extracted from a PDF whose word gaps were lost; the same words with their spaces are clean
+    "words_run_together": (
+        Case(GLUED, {"strategy": "document", "unit": "chars", "max_size": 1000}),
+        Case(GLUED_SPACED, {"strategy": "document", "unit": "chars", "max_size": 1000}),
     ),
 }
 
@@ -277,3 +289,66 @@ def test_findings_are_the_rules_asked_of_each_chunk(
                     tail.rsplit("\n", 1)[-1]
                 )
             assert ("heading_at_end" in got[index]) == heading, (index, span)
+
+
+def test_words_run_together_counts_long_lower_case_runs_only() -> None:
+    from chunkyard.chunking.findings import _glued
+
+    assert _glued(GLUED) and not _glued(GLUED_SPACED)
+    # identifiers put a capital every few letters; one long compound in prose is not a quarter of it
+    assert not _glued("Call RegisterDynamicBackgroundWorker and BackgroundWorkerInitializeConnection. " * 5)
+    assert not _glued(GLUED_SPACED + " Donaudampfschifffahrtsgesellschaft.")
+    assert not _glued("movingtoanewrelease")  # fewer than 40 glued letters: too little to judge
+
+
+def test_words_run_together_only_for_extracted_documents() -> None:
+    # Markdown and code have long lower-case runs of their own (URLs, log lines); the finding is about a
+    # text layer, which only the ``document`` strategy (PDF, DOCX) reads.
+    for strategy in ("markdown", "recursive", "sentence", "fixed"):
+        chunks = split_document(GLUED, {"strategy": strategy, "unit": "chars", "max_size": 1000}).chunks
+        assert not any("words_run_together" in chunk.findings for chunk in chunks), strategy
+
+
+def test_a_pdf_whose_text_layer_lost_its_word_gaps_says_so() -> None:
+    """A PDF that draws its word gaps by ``TJ`` offsets in a font whose code 32 is wide: pypdf's text
+    has no spaces, and every chunk of it has the finding; the same page with narrow spaces has none."""
+    import io
+
+    from pypdf import PdfWriter
+    from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject, NumberObject
+
+    from chunkyard.chunking.documents import document_from_bytes
+
+    def pdf(space_width: int) -> bytes:
+        writer = PdfWriter()
+        font = DictionaryObject(
+            {
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject("/Helvetica"),
+                NameObject("/FirstChar"): NumberObject(32),
+                NameObject("/LastChar"): NumberObject(126),
+                NameObject("/Widths"): ArrayObject([NumberObject(space_width)] + [NumberObject(500)] * 94),
+            }
+        )
+        page = writer.add_blank_page(612, 792)
+        page[NameObject("/Resources")] = DictionaryObject(
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): writer._add_object(font)})}
+        )
+        lines = [sentence.split() for sentence in GLUED_SPACED.split(". ")]
+        shown = " ".join(f"[{' -250 '.join(f'({word})' for word in words)}] TJ 0 -14 Td" for words in lines)
+        stream = DecodedStreamObject()
+        stream.set_data(f"BT /F1 10 Tf 72 720 Td {shown} ET\n".encode())
+        page[NameObject("/Contents")] = writer._add_object(stream)
+        buffer = io.BytesIO()
+        writer.write(buffer)
+        return buffer.getvalue()
+
+    settings = {"strategy": "document", "unit": "chars", "max_size": 120}
+    glued = document_from_bytes(pdf(1000), "glued.pdf")
+    assert "whenmovingtoanewrelease" in glued.text.lower()
+    chunks = run_and_check(glued.text, settings, "glued.pdf").chunks
+    assert len(chunks) > 1 and all("words_run_together" in chunk.findings for chunk in chunks)
+    spaced = document_from_bytes(pdf(278), "spaced.pdf")
+    assert "When moving to a new release" in spaced.text
+    assert not any("words_run_together" in c.findings for c in run_and_check(spaced.text, settings).chunks)
