@@ -69,7 +69,7 @@ TITLES = {
     "overlap": "recursive, 1000 characters, overlap 150",
     "tokens": "512 cl100k tokens, overlap 64",
     "markdown": "Markdown-aware, 1000 characters",
-    "html": "HTML (httpd-manual), 1000 characters, every splitter on the text chunkyard extracts",
+    "html": "HTML ({corpora}), 1000 characters, every splitter on the text chunkyard extracts",
 }
 # The ``fixed`` group's documents, each one chunk at 1000 characters, and how many calls a repeat makes.
 SHORT_DOCUMENTS = {
@@ -494,7 +494,7 @@ def group_table(group: str, results: dict[str, tuple[list[Entry], float]]) -> li
     correctness columns measured on the last corpus given (all documents)."""
     names = list(results)
     lines = [
-        f"### {TITLES[group]}",
+        f"### {TITLES[group].format(corpora=', '.join(names))}",
         "",
         "| splitter | "
         + " | ".join(f"{name} MB/s | ÷" for name in names)
@@ -604,32 +604,29 @@ def per_document_table(
 
 
 def corpora_of(root: Path, html_root: Path | None = None) -> tuple[dict[str, list[str]], list[str]]:
-    """The Markdown texts per shared corpus (plus "all"), and httpd-manual's HTML (or ``html_root``'s)
-    as chunkyard extracts it. Any other folder is one corpus of its own Markdown."""
+    """The Markdown texts per shared corpus (plus "all"), and the HTML of ``html_root`` (default: the
+    shared httpd-manual, when ``root`` holds the shared corpora) as chunkyard extracts it. Any other
+    folder is one corpus of its own Markdown."""
     from chunkyard.chunking.html import extract_html
-
-    def extracted(folder: Path) -> list[str]:
-        return [
-            extract_html(p.read_text(encoding="utf-8", errors="replace")).text
-            for p in sorted(folder.rglob("*.html"))
-        ]
-
-    html_texts = extracted(html_root) if html_root is not None else []
-    if html_root is not None and not html_texts:
-        raise SystemExit(f"no HTML files under {html_root}")
 
     known = [name for name in MARKDOWN_CORPORA if (root / name).is_dir()]
     if root.resolve() == CORPORA.resolve() and len(known) < len(MARKDOWN_CORPORA):
         missing = sorted(set(MARKDOWN_CORPORA) - set(known))
         raise SystemExit(f"the shared corpora {', '.join(missing)} are not under {root} (set {CORPORA_ENV})")
-    if not known:
-        own = {root.name or str(root): [p.read_text(encoding="utf-8") for p in markdown_files(root)]}
-        return own, html_texts
-    corpora = {name: [p.read_text(encoding="utf-8") for p in markdown_files(root / name)] for name in known}
-    corpora["all"] = [text for name in known for text in corpora[name]]
-    if html_root is not None:
-        return corpora, html_texts
-    return corpora, extracted(root / HTML_CORPUS) if (root / HTML_CORPUS).is_dir() else []
+    if known:
+        corpora = {
+            name: [p.read_text(encoding="utf-8") for p in markdown_files(root / name)] for name in known
+        }
+        corpora["all"] = [text for name in known for text in corpora[name]]
+    else:
+        corpora = {root.name or str(root): [p.read_text(encoding="utf-8") for p in markdown_files(root)]}
+    given = html_root is not None
+    if not given and known and (root / HTML_CORPUS).is_dir():
+        html_root = root / HTML_CORPUS
+    pages = sorted(html_root.rglob("*.html")) if html_root is not None else []
+    if given and not pages:
+        raise SystemExit(f"no HTML files under {html_root}")
+    return corpora, [extract_html(p.read_text(encoding="utf-8", errors="replace")).text for p in pages]
 
 
 def versions() -> str:
@@ -732,7 +729,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             html_mb = sum(len(t.encode()) for t in html_texts) / 1e6
             measured[group] = {html_name: (run_group(group, html_texts, args.repeats), html_mb)}
-            section = [line.replace(HTML_CORPUS, html_name) for line in group_table(group, measured[group])]
+            section = group_table(group, measured[group])
         elif group in GROUPS:
             # Each corpus on its own, then all of them (where the correctness columns are measured).
             measured[group] = {
